@@ -1,0 +1,119 @@
+//! The cloud provider contract (upstream `pkg/cloudprovider/types.go`): launch an instance for a
+//! NodeClaim, delete, get and list instances, offer instance types with priced zonal offerings,
+//! and resolve a node class. Errors are typed so the lifecycle controller decides retries in one
+//! place.
+
+pub mod instancetype;
+pub mod sim;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use crds::{EC2NodeClass, EC2NodeClassStatus, NodeClaim};
+
+pub use instancetype::{InstanceType, Offering};
+
+use crate::scheduling::resources::Resources;
+
+/// A cloud error, classified the way the lifecycle controller reacts to it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CloudError {
+    /// The instance does not exist (deletion is complete; a get found nothing).
+    #[error("nodeclaim not found: {0}")]
+    NodeClaimNotFound(String),
+    /// No offering had capacity; the offerings tried are marked unavailable for a while.
+    #[error("insufficient capacity: {0}")]
+    InsufficientCapacity(String),
+    /// The node class is not ready (selectors resolve nothing, ...).
+    #[error("node class not ready: {0}")]
+    NodeClassNotReady(String),
+    /// A launch failed for a reason the NodeClaim should show (`Launched=Unknown` with it).
+    #[error("creating instance failed ({reason}): {message}")]
+    Create {
+        /// Machine-readable reason, e.g. `InstanceTypeNotCompatible`.
+        reason: String,
+        /// Human message.
+        message: String,
+    },
+    /// Anything else (API errors, throttling): retried with backoff.
+    #[error("cloud provider error: {0}")]
+    Other(String),
+}
+
+/// What a launch produced, to be copied onto the NodeClaim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launched {
+    /// `aws:///<zone>/<instance-id>`.
+    pub provider_id: String,
+    /// The image the instance booted.
+    pub image_id: String,
+    /// Labels resolved by the launch: instance type, zone, capacity type, arch, os and the
+    /// provider's instance labels.
+    pub labels: BTreeMap<String, String>,
+    /// Capacity of the instance (cpu in millicores, memory in bytes, pods, ...).
+    pub capacity: Resources,
+    /// Capacity minus kube-reserved, system-reserved and eviction thresholds.
+    pub allocatable: Resources,
+}
+
+/// An instance as the provider lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    /// `aws:///<zone>/<instance-id>`.
+    pub provider_id: String,
+    /// Instance id, e.g. `i-0abc...`.
+    pub id: String,
+    /// The NodeClaim it was launched for (from its tag), if any.
+    pub nodeclaim: Option<String>,
+    /// The NodePool (from its tag), if any.
+    pub nodepool: Option<String>,
+    /// Instance type name.
+    pub instance_type: String,
+    /// Availability zone.
+    pub zone: String,
+    /// `on-demand` or `spot`.
+    pub capacity_type: String,
+    /// Price of its offering, USD/hour.
+    pub price: f64,
+    /// Launch time.
+    pub launched_at: jiff::Timestamp,
+    /// Image id.
+    pub image_id: String,
+}
+
+/// A node class resolved against the cloud: the status to write and whether it is ready.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeClassResolution {
+    /// Resolved subnets, security groups, AMIs and instance profile.
+    pub status: EC2NodeClassStatus,
+    /// The first reason the node class is not ready (condition type, reason, message), if any.
+    pub not_ready: Option<(String, String, String)>,
+}
+
+/// A cloud that launches instances for NodeClaims.
+#[async_trait]
+pub trait CloudProvider: Send + Sync {
+    /// Provider name, e.g. `aws` or `sim`.
+    fn name(&self) -> &str;
+
+    /// Launch the cheapest available offering that satisfies the NodeClaim's requirements.
+    /// Idempotent: a NodeClaim that already has an instance gets that instance back.
+    async fn create(&self, claim: &NodeClaim, node_class: &EC2NodeClass) -> Result<Launched, CloudError>;
+
+    /// Terminate the NodeClaim's instance; `NodeClaimNotFound` once it is gone.
+    async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError>;
+
+    /// The instance behind a providerID. Errors: `NodeClaimNotFound`.
+    async fn get(&self, provider_id: &str) -> Result<Instance, CloudError>;
+
+    /// Every instance this provider launched that is not terminated.
+    async fn list(&self) -> Result<Vec<Instance>, CloudError>;
+
+    /// Instance types a NodePool using `node_class` can launch, with offerings limited to the
+    /// node class's zones and current availability.
+    async fn instance_types(&self, node_class: &EC2NodeClass) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError>;
+
+    /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
+    async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;
+}

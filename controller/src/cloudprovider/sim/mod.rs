@@ -1,0 +1,407 @@
+//! The simulated EC2 cloud behind the sandbox: the same contract as the AWS provider, in memory.
+//! It sells the vendored catalog's instance types in us-east-1, resolves EC2NodeClass
+//! selectors against a simulated VPC and image catalog, launches the cheapest available
+//! offering a NodeClaim allows (spot before on-demand, as upstream's capacity-type priority),
+//! and keeps what each instance's kubelet will register with (labels, taints, capacity) as
+//! user data would.
+
+pub mod catalog;
+pub mod network;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use crds::labels as l;
+use crds::{EC2NodeClass, NodeClaim};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Taint;
+use rand::Rng;
+
+use self::catalog::{Catalog, REGION};
+use self::network::SimNetwork;
+use super::{CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution};
+use crate::clock::Clock;
+use crate::scheduling::requirements::{Requirement, Requirements};
+use crate::scheduling::resources::Resources;
+
+/// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache TTL).
+pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
+
+/// One simulated instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimInstance {
+    /// `i-...`.
+    pub id: String,
+    /// `aws:///<zone>/<id>`.
+    pub provider_id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Zone.
+    pub zone: String,
+    /// `on-demand` or `spot`.
+    pub capacity_type: String,
+    /// Offering price, USD/hour.
+    pub price: f64,
+    /// Image id.
+    pub image_id: String,
+    /// Launch time.
+    pub launched_at: Timestamp,
+    /// Private IPv4 address.
+    pub private_ip: String,
+    /// Private DNS name, which the kubelet registers as the node name.
+    pub hostname: String,
+    /// EC2 tags.
+    pub tags: BTreeMap<String, String>,
+    /// Labels the launch resolved (instance type, zone, zone id, capacity type and the type's
+    /// provider labels), copied onto the NodeClaim.
+    pub labels: BTreeMap<String, String>,
+    /// Labels the kubelet registers with (`--node-labels` from user data, plus its own).
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints the kubelet registers with (`--register-with-taints`).
+    pub node_taints: Vec<Taint>,
+    /// Node capacity.
+    pub capacity: Resources,
+    /// Node allocatable.
+    pub allocatable: Resources,
+}
+
+impl SimInstance {
+    fn as_instance(&self) -> Instance {
+        Instance {
+            provider_id: self.provider_id.clone(),
+            id: self.id.clone(),
+            nodeclaim: self.tags.get(l::NODECLAIM_TAG_KEY).cloned(),
+            nodepool: self.tags.get(l::NODEPOOL_TAG_KEY).cloned(),
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: self.capacity_type.clone(),
+            price: self.price,
+            launched_at: self.launched_at,
+            image_id: self.image_id.clone(),
+        }
+    }
+}
+
+type OfferingKey = (String, String, String);
+
+struct State {
+    network: SimNetwork,
+    instances: BTreeMap<String, SimInstance>,
+    /// Offerings out of capacity until the given time.
+    unavailable: HashMap<OfferingKey, Timestamp>,
+    /// Offerings that fail every launch (fault injection for tests and demos).
+    shortages: HashSet<OfferingKey>,
+    next_host: HashMap<String, u32>,
+    /// Instance types per zone set, invalidated when availability changes.
+    type_cache: HashMap<BTreeSet<String>, Arc<Vec<Arc<InstanceType>>>>,
+}
+
+/// The simulated EC2 account.
+pub struct SimCloud {
+    cluster_name: String,
+    catalog: Arc<Catalog>,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+impl SimCloud {
+    /// A simulated account for `cluster_name` with the default network and images.
+    ///
+    /// Errors: the embedded catalog is malformed (a build defect).
+    pub fn new(cluster_name: &str, clock: Arc<dyn Clock>) -> Result<SimCloud, Arc<catalog::CatalogError>> {
+        Ok(SimCloud {
+            cluster_name: cluster_name.to_string(),
+            catalog: Catalog::embedded()?,
+            clock,
+            state: Mutex::new(State {
+                network: SimNetwork::new(cluster_name),
+                instances: BTreeMap::new(),
+                unavailable: HashMap::new(),
+                shortages: HashSet::new(),
+                next_host: HashMap::new(),
+                type_cache: HashMap::new(),
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The instance-type catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Every running instance, with what its kubelet registers (the sandbox kubelet reads this).
+    pub fn instances(&self) -> Vec<SimInstance> {
+        self.lock().instances.values().cloned().collect()
+    }
+
+    /// Make every launch of this offering fail with insufficient capacity.
+    pub fn add_capacity_shortage(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        let mut s = self.lock();
+        s.shortages.insert((instance_type.into(), zone.into(), capacity_type.into()));
+    }
+
+    /// Run a closure over the simulated network (e.g. to publish a new AMI release).
+    pub fn with_network<T>(&self, f: impl FnOnce(&mut SimNetwork) -> T) -> T {
+        f(&mut self.lock().network)
+    }
+
+    fn zones_of(node_class: &EC2NodeClass) -> BTreeSet<String> {
+        node_class
+            .status
+            .as_ref()
+            .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn types_for(&self, state: &mut State, zones: &BTreeSet<String>) -> Arc<Vec<Arc<InstanceType>>> {
+        let now = self.clock.now();
+        let before = state.unavailable.len();
+        state.unavailable.retain(|_, until| *until > now);
+        if state.unavailable.len() != before {
+            state.type_cache.clear();
+        }
+        if let Some(cached) = state.type_cache.get(zones) {
+            return Arc::clone(cached);
+        }
+        let unavailable = &state.unavailable;
+        let types = Arc::new(self.catalog.instance_types(zones, |t, z, ct| {
+            unavailable.contains_key(&(t.to_string(), z.to_string(), ct.to_string()))
+        }));
+        state.type_cache.insert(zones.clone(), Arc::clone(&types));
+        types
+    }
+
+    fn allocate_ip(state: &mut State, zone: &str) -> (String, String) {
+        let octet = state
+            .network
+            .subnets
+            .iter()
+            .find(|s| s.zone == zone)
+            .map_or(0, |s| s.octet);
+        let n = state.next_host.entry(zone.to_string()).or_insert(0);
+        *n += 1;
+        let ip = format!("10.0.{}.{}", octet + *n / 254, *n % 254 + 1);
+        let hostname = format!("ip-{}.ec2.internal", ip.replace('.', "-"));
+        (ip, hostname)
+    }
+}
+
+/// A NodeClaim's requirements in the scheduler's algebra (invalid ones are skipped; the
+/// NodePool validation reports them).
+fn claim_requirements(claim: &NodeClaim) -> Requirements {
+    let mut reqs = Requirements::new();
+    for r in &claim.spec.requirements {
+        if let Ok(req) = Requirement::parse(&r.key, r.operator.as_str(), &r.values) {
+            reqs.add(req);
+        }
+    }
+    reqs
+}
+
+/// The instance-type names a NodeClaim allows, in the order it lists them (cheapest first).
+fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == l::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
+        .map(|r| r.values.clone())
+        .unwrap_or_default()
+}
+
+#[async_trait]
+impl CloudProvider for SimCloud {
+    fn name(&self) -> &str {
+        "sim"
+    }
+
+    async fn create(&self, claim: &NodeClaim, node_class: &EC2NodeClass) -> Result<Launched, CloudError> {
+        let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        let mut state = self.lock();
+        if let Some(existing) = state
+            .instances
+            .values()
+            .find(|i| i.tags.get(l::NODECLAIM_TAG_KEY) == Some(&claim_name))
+        {
+            return Ok(launched(existing));
+        }
+        let resolution = state.network.resolve(&self.cluster_name, node_class);
+        if let Some((_, reason, message)) = resolution.not_ready {
+            return Err(CloudError::NodeClassNotReady(format!("{reason}: {message}")));
+        }
+        let zones: BTreeSet<String> = resolution.status.subnets.iter().map(|s| s.zone.clone()).collect();
+        let reqs = claim_requirements(claim);
+        let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+        let types = self.types_for(&mut state, &zones);
+        let by_name: HashMap<&str, &Arc<InstanceType>> = types.iter().map(|t| (t.name.as_str(), t)).collect();
+        let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
+            .iter()
+            .filter_map(|n| by_name.get(n.as_str()).copied())
+            .filter(|t| t.compatible(&reqs) && requests.fits_in(&t.allocatable))
+            .collect();
+        if candidates.is_empty() {
+            return Err(CloudError::InsufficientCapacity(
+                "no compatible instance type with an available offering in the node class's zones".into(),
+            ));
+        }
+        // Capacity-type priority (upstream): spot when allowed and available, else on-demand.
+        let wants = |ct: &str| reqs.get(l::CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
+        let mut offerings: Vec<(f64, &Arc<InstanceType>, String, String)> = Vec::new();
+        for ct in [l::CAPACITY_TYPE_SPOT, l::CAPACITY_TYPE_ON_DEMAND] {
+            if !wants(ct) {
+                continue;
+            }
+            for t in &candidates {
+                for o in t.offerings.iter().filter(|o| o.available && o.capacity_type == ct && o.compatible(&reqs)) {
+                    offerings.push((o.price, t, o.zone.clone(), ct.to_string()));
+                }
+            }
+            if !offerings.is_empty() {
+                break;
+            }
+        }
+        offerings.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)).then(a.2.cmp(&b.2)));
+        let now = self.clock.now();
+        let mut chosen = None;
+        let mut exhausted = Vec::new();
+        for (price, t, zone, ct) in offerings {
+            let key = (t.name.clone(), zone.clone(), ct.clone());
+            if state.shortages.contains(&key) {
+                exhausted.push(format!("{}/{zone}/{ct}", t.name));
+                state.unavailable.insert(key, now + INSUFFICIENT_CAPACITY_TTL);
+                continue;
+            }
+            chosen = Some((price, Arc::clone(t), zone, ct));
+            break;
+        }
+        if !exhausted.is_empty() {
+            state.type_cache.clear();
+        }
+        let Some((price, it, zone, capacity_type)) = chosen else {
+            return Err(CloudError::InsufficientCapacity(format!(
+                "all offerings are out of capacity: {}",
+                exhausted.join(", ")
+            )));
+        };
+        let arch = it.labels.get(l::ARCH_LABEL).cloned().unwrap_or_default();
+        let image_id = resolution
+            .status
+            .amis
+            .iter()
+            .find(|a| a.requirements.iter().all(|r| r.key != l::ARCH_LABEL || r.values.iter().flatten().any(|v| *v == arch)))
+            .map(|a| a.id.clone())
+            .unwrap_or_default();
+        let zone_id = state
+            .network
+            .subnets
+            .iter()
+            .find(|s| s.zone == zone)
+            .map(|s| s.zone_id.clone())
+            .unwrap_or_default();
+        let (private_ip, hostname) = SimCloud::allocate_ip(&mut state, &zone);
+        let id = format!("i-0{:016x}", rand::rng().random::<u64>());
+        let mut instance_labels = it.labels.clone();
+        instance_labels.insert(l::TOPOLOGY_ZONE_LABEL.into(), zone.clone());
+        instance_labels.insert(l::TOPOLOGY_ZONE_ID_LABEL.into(), zone_id);
+        instance_labels.insert(l::TOPOLOGY_REGION_LABEL.into(), REGION.into());
+        instance_labels.insert(l::CAPACITY_TYPE_LABEL.into(), capacity_type.clone());
+        let mut node_labels = reqs.labels();
+        node_labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+        node_labels.extend(instance_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        node_labels.insert(l::HOSTNAME_LABEL.into(), hostname.clone());
+        let mut node_taints = claim.spec.taints.clone();
+        node_taints.extend(claim.spec.startup_taints.iter().cloned());
+        node_taints.push(l::unregistered_no_execute_taint());
+        let nodepool = claim.metadata.labels.as_ref().and_then(|m| m.get(l::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+        let tags: BTreeMap<String, String> = [
+            (format!("{}{}", l::CLUSTER_TAG_KEY_PREFIX, self.cluster_name), "owned".to_string()),
+            (l::EKS_CLUSTER_NAME_TAG_KEY.to_string(), self.cluster_name.clone()),
+            (l::NODEPOOL_TAG_KEY.to_string(), nodepool),
+            (l::NODECLAIM_TAG_KEY.to_string(), claim_name.clone()),
+            (l::EC2NODECLASS_TAG_KEY.to_string(), node_class.metadata.name.clone().unwrap_or_default()),
+            (l::NAME_TAG_KEY.to_string(), claim_name),
+        ]
+        .into_iter()
+        .collect();
+        let instance = SimInstance {
+            provider_id: format!("aws:///{zone}/{id}"),
+            id: id.clone(),
+            instance_type: it.name.clone(),
+            zone,
+            capacity_type,
+            price,
+            image_id,
+            launched_at: now,
+            private_ip,
+            hostname,
+            tags,
+            labels: instance_labels,
+            node_labels,
+            node_taints,
+            capacity: it.capacity.clone(),
+            allocatable: it.allocatable.clone(),
+        };
+        let result = launched(&instance);
+        state.instances.insert(id, instance);
+        Ok(result)
+    }
+
+    async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+        let mut state = self.lock();
+        let id = state
+            .instances
+            .values()
+            .find(|i| Some(&i.provider_id) == provider_id.as_ref() || i.tags.get(l::NODECLAIM_TAG_KEY) == Some(&name))
+            .map(|i| i.id.clone());
+        match id {
+            Some(id) => {
+                state.instances.remove(&id);
+                Ok(())
+            }
+            None => Err(CloudError::NodeClaimNotFound(format!("no instance for nodeclaim {name}"))),
+        }
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
+        self.lock()
+            .instances
+            .values()
+            .find(|i| i.provider_id == provider_id)
+            .map(SimInstance::as_instance)
+            .ok_or_else(|| CloudError::NodeClaimNotFound(format!("instance {provider_id} not found")))
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+        Ok(self.lock().instances.values().map(SimInstance::as_instance).collect())
+    }
+
+    async fn instance_types(&self, node_class: &EC2NodeClass) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+        let zones = SimCloud::zones_of(node_class);
+        let mut state = self.lock();
+        Ok(self.types_for(&mut state, &zones))
+    }
+
+    async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
+        self.lock().network.resolve(&self.cluster_name, node_class)
+    }
+}
+
+fn launched(i: &SimInstance) -> Launched {
+    Launched {
+        provider_id: i.provider_id.clone(),
+        image_id: i.image_id.clone(),
+        labels: i.labels.clone(),
+        capacity: i.capacity.clone(),
+        allocatable: i.allocatable.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

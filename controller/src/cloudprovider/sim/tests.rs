@@ -1,0 +1,114 @@
+//! Tests of the simulated cloud's launch, capacity and deletion behaviour.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::clock::SystemClock;
+
+fn cloud() -> SimCloud {
+    SimCloud::new("demo", Arc::new(SystemClock)).expect("catalog")
+}
+
+fn node_class(cloud: &SimCloud) -> EC2NodeClass {
+    let mut nc: EC2NodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}}))
+    .expect("node class");
+    let r = cloud.with_network(|n| n.resolve("demo", &nc));
+    nc.status = Some(r.status);
+    nc
+}
+
+fn claim(types: &[&str], capacity_types: &[&str]) -> NodeClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            "startupTaints": [{"key": "example.com/agent", "effect": "NoSchedule"}]}}))
+    .expect("claim")
+}
+
+#[tokio::test]
+async fn launches_the_cheapest_spot_offering_with_kubelet_config() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let l = c.create(&claim(&["m5.large", "m5.xlarge"], &["spot", "on-demand"]), &nc).await.expect("launch");
+    assert!(l.provider_id.starts_with("aws:///us-east-1"));
+    assert_eq!(l.labels[l::CAPACITY_TYPE_LABEL], "spot");
+    assert_eq!(l.labels[l::INSTANCE_TYPE_LABEL], "m5.large");
+    assert!(!l.image_id.is_empty());
+    let inst = &c.instances()[0];
+    let cheapest_spot = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"]
+        .iter()
+        .filter(|z| c.catalog().get("m5.large").is_some_and(|e| e.zones.contains(**z)))
+        .map(|z| catalog::spot_price(0.096, "m5.large", z))
+        .fold(f64::MAX, f64::min);
+    assert_eq!(inst.price, cheapest_spot);
+    assert_eq!(inst.node_labels[l::NODEPOOL_LABEL], "default");
+    let keys: Vec<&str> = inst.node_taints.iter().map(|t| t.key.as_str()).collect();
+    assert_eq!(keys, vec!["example.com/agent", l::UNREGISTERED_TAINT_KEY]);
+}
+
+#[tokio::test]
+async fn on_demand_only_when_spot_is_not_allowed() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let l = c.create(&claim(&["m5.large"], &["on-demand"]), &nc).await.expect("launch");
+    assert_eq!(l.labels[l::CAPACITY_TYPE_LABEL], "on-demand");
+}
+
+#[tokio::test]
+async fn insufficient_capacity_falls_back_then_errors() {
+    let c = cloud();
+    let nc = node_class(&c);
+    for zone in ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"] {
+        c.add_capacity_shortage("m5.large", zone, "spot");
+    }
+    // As upstream's fleet launch: the preferred capacity type fails as a whole...
+    let err = c.create(&claim(&["m5.large"], &["spot", "on-demand"]), &nc).await.expect_err("spot exhausted");
+    assert!(matches!(err, CloudError::InsufficientCapacity(ref m) if m.contains("m5.large/us-east-1a/spot")), "{err}");
+    // ...the exhausted offerings are marked unavailable, so the retry launches on-demand.
+    let types = c.instance_types(&nc).await.expect("types");
+    let m5 = types.iter().find(|t| t.name == "m5.large").expect("m5.large");
+    assert!(m5.offerings.iter().filter(|o| o.capacity_type == "spot").all(|o| !o.available));
+    let l = c.create(&claim(&["m5.large"], &["spot", "on-demand"]), &nc).await.expect("falls back");
+    assert_eq!(l.labels[l::CAPACITY_TYPE_LABEL], "on-demand");
+    let c2 = cloud();
+    let nc2 = node_class(&c2);
+    for zone in ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"] {
+        c2.add_capacity_shortage("m5.large", zone, "on-demand");
+    }
+    let err = c2.create(&claim(&["m5.large"], &["on-demand"]), &nc2).await.expect_err("no capacity");
+    assert!(matches!(err, CloudError::InsufficientCapacity(_)), "{err}");
+}
+
+#[tokio::test]
+async fn launch_is_idempotent_and_delete_completes() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let cl = claim(&["m5.large"], &["on-demand"]);
+    let first = c.create(&cl, &nc).await.expect("launch");
+    let again = c.create(&cl, &nc).await.expect("retry");
+    assert_eq!(first.provider_id, again.provider_id);
+    assert_eq!(c.list().await.expect("list").len(), 1);
+    c.delete(&cl).await.expect("terminate");
+    assert!(matches!(c.delete(&cl).await, Err(CloudError::NodeClaimNotFound(_))));
+    assert!(matches!(c.get(&first.provider_id).await, Err(CloudError::NodeClaimNotFound(_))));
+}
+
+#[tokio::test]
+async fn unready_node_class_is_refused() {
+    let c = cloud();
+    let mut nc = node_class(&c);
+    nc.spec.subnet_selector_terms[0].tags.insert("karpenter.sh/discovery".into(), "other".into());
+    let err = c.create(&claim(&["m5.large"], &["on-demand"]), &nc).await.expect_err("not ready");
+    assert!(matches!(err, CloudError::NodeClassNotReady(m) if m.contains("SubnetsNotFound")));
+}

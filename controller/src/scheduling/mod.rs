@@ -1,0 +1,13 @@
+//! The pure scheduling core: requirements algebra, resources, taints, pods, and the solver that
+//! turns pending pods plus a cluster snapshot into NodeClaims. No I/O, no clock.
+
+pub mod pod;
+pub mod requirements;
+pub mod resources;
+pub mod solver;
+pub mod taints;
+
+#[cfg(test)]
+mod solver_tests;
+#[cfg(test)]
+pub(crate) mod testing;

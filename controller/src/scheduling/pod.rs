@@ -1,0 +1,271 @@
+//! What the scheduler needs to know about a pod, compiled once from its spec: requests, node
+//! requirement alternatives (nodeSelector AND each required node-affinity term), tolerations,
+//! and the provisionable-pod rule (upstream `pkg/utils/pod/scheduling.go`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+
+use super::requirements::{Requirement, RequirementError, Requirements};
+use super::resources::{PODS, QuantityError, Resources};
+
+/// Namespace and name of a pod.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for PodKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A pod as the scheduler sees it.
+#[derive(Clone, Debug)]
+pub struct PodInfo {
+    /// Namespace and name.
+    pub key: PodKey,
+    /// UID (tie-breaker in the queue order).
+    pub uid: String,
+    /// Effective requests: max(sum of containers, largest init container) + overhead, plus
+    /// `pods: 1` (cpu in millicores, memory in bytes).
+    pub requests: Resources,
+    /// Node requirement alternatives: the pod fits a node satisfying any one of them (required
+    /// node-affinity terms are ORed; nodeSelector is ANDed into each).
+    pub requirement_terms: Vec<Requirements>,
+    /// Tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
+    /// Creation time in seconds since the epoch (queue order tie-breaker).
+    pub created: i64,
+    /// The node the pod is bound to, if any.
+    pub node_name: Option<String>,
+    /// Labels of the pod.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Why a pod cannot be compiled.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PodError {
+    /// A request or limit is not a valid quantity.
+    #[error("invalid resource quantity in container {container:?}: {source}")]
+    Quantity {
+        /// Container name.
+        container: String,
+        /// The parse error.
+        source: QuantityError,
+    },
+    /// A node-affinity requirement is malformed.
+    #[error("invalid node affinity: {0}")]
+    Requirement(#[from] RequirementError),
+    /// The pod uses `matchFields`, which Karpenter does not support for provisioning.
+    #[error("node affinity uses matchFields, which Karpenter cannot provision for")]
+    MatchFields,
+}
+
+impl PodInfo {
+    /// Compile a pod.
+    ///
+    /// Errors: malformed quantities or requirements, or `matchFields` terms.
+    pub fn from_pod(pod: &Pod) -> Result<PodInfo, PodError> {
+        let meta = &pod.metadata;
+        let spec = pod.spec.as_ref();
+        let mut requests = Resources::default();
+        let mut init_max = Resources::default();
+        if let Some(spec) = spec {
+            for c in &spec.containers {
+                requests.add(&container_requests(&c.name, c.resources.as_ref())?);
+            }
+            for c in spec.init_containers.iter().flatten() {
+                let r = container_requests(&c.name, c.resources.as_ref())?;
+                // Restartable (sidecar) init containers run alongside the app containers.
+                if c.restart_policy.as_deref() == Some("Always") {
+                    requests.add(&r);
+                } else {
+                    init_max = init_max.max(&r);
+                }
+            }
+            if let Some(overhead) = &spec.overhead {
+                let o = Resources::from_list(overhead).map_err(|source| PodError::Quantity {
+                    container: "<overhead>".into(),
+                    source,
+                })?;
+                requests.add(&o);
+                init_max.add(&o);
+            }
+        }
+        let mut requests = requests.max(&init_max);
+        requests.set(PODS, 1);
+        Ok(PodInfo {
+            key: PodKey {
+                namespace: meta.namespace.clone().unwrap_or_default(),
+                name: meta.name.clone().unwrap_or_default(),
+            },
+            uid: meta.uid.clone().unwrap_or_default(),
+            requests,
+            requirement_terms: requirement_terms(pod)?,
+            tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
+            priority: spec.and_then(|s| s.priority).unwrap_or(0),
+            created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+            node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+            labels: meta.labels.clone().unwrap_or_default(),
+        })
+    }
+}
+
+fn container_requests(
+    name: &str,
+    resources: Option<&k8s_openapi::api::core::v1::ResourceRequirements>,
+) -> Result<Resources, PodError> {
+    let Some(list) = resources.and_then(|r| r.requests.as_ref()) else {
+        return Ok(Resources::default());
+    };
+    Resources::from_list(list).map_err(|source| PodError::Quantity {
+        container: name.to_string(),
+        source,
+    })
+}
+
+fn requirement_terms(pod: &Pod) -> Result<Vec<Requirements>, PodError> {
+    let spec = pod.spec.as_ref();
+    let mut base = Requirements::new();
+    for (k, v) in spec.and_then(|s| s.node_selector.as_ref()).into_iter().flatten() {
+        base.add(Requirement::is_in(k, [v.clone()]));
+    }
+    let terms = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|ns| ns.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    if terms.is_empty() {
+        return Ok(vec![base]);
+    }
+    let mut out = Vec::with_capacity(terms.len());
+    for term in terms {
+        if term.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+            return Err(PodError::MatchFields);
+        }
+        let mut r = base.clone();
+        for e in term.match_expressions.iter().flatten() {
+            r.add(Requirement::from_node_selector(e)?);
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// Whether Karpenter should provision for this pod: kube-scheduler marked it
+/// `PodScheduled=False/Unschedulable`, it is not bound, not nominated, not terminal or deleting,
+/// and not owned by a DaemonSet or a Node (static pod).
+pub fn is_provisionable(pod: &Pod) -> bool {
+    let unschedulable = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+        });
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let nominated = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    unschedulable && !bound && !nominated && !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none() && !is_owned_by(pod, "DaemonSet") && !is_owned_by(pod, "Node")
+}
+
+/// Whether the pod finished (phase Succeeded or Failed).
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Whether a controller owner reference of this kind exists.
+pub fn is_owned_by(pod: &Pod, kind: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == kind && o.controller == Some(true))
+}
+
+/// Queue order upstream uses (`provisioning/scheduling/queue.go`): cpu desc, memory desc,
+/// creation time, uid — first-fit decreasing.
+pub fn queue_order(a: &PodInfo, b: &PodInfo) -> std::cmp::Ordering {
+    b.requests
+        .cpu
+        .cmp(&a.requests.cpu)
+        .then(b.requests.memory.cmp(&a.requests.memory))
+        .then(a.created.cmp(&b.created))
+        .then(a.uid.cmp(&b.uid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}))
+            .expect("valid pod")
+    }
+
+    #[test]
+    fn requests_take_the_larger_of_containers_and_init() {
+        let p = pod(json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "250m", "nvidia.com/gpu": "1"}}}],
+            "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2", "memory": "1Mi"}}}],
+        }));
+        let info = PodInfo::from_pod(&p).expect("compiles");
+        assert_eq!(info.requests.cpu, 2000);
+        assert_eq!(info.requests.memory, 64 << 20);
+        assert_eq!(info.requests.get("nvidia.com/gpu"), 1);
+        assert_eq!(info.requests.pods, 1);
+    }
+
+    #[test]
+    fn node_selector_is_anded_into_each_affinity_term() {
+        let p = pod(json!({
+            "containers": [],
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
+                {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}]}}},
+        }));
+        let info = PodInfo::from_pod(&p).expect("compiles");
+        assert_eq!(info.requirement_terms.len(), 2);
+        for t in &info.requirement_terms {
+            assert!(t.has_key("kubernetes.io/os"));
+        }
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let bad_q = pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
+        assert!(matches!(PodInfo::from_pod(&bad_q), Err(PodError::Quantity { .. })));
+        let fields = pod(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}));
+        assert_eq!(PodInfo::from_pod(&fields).err(), Some(PodError::MatchFields));
+    }
+
+    #[test]
+    fn provisionable_needs_unschedulable_condition() {
+        let mut p = pod(json!({"containers": []}));
+        assert!(!is_provisionable(&p));
+        p.status = serde_json::from_value(json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})).ok();
+        assert!(is_provisionable(&p));
+        p.metadata.owner_references = serde_json::from_value(json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "x", "controller": true}])).ok();
+        assert!(!is_provisionable(&p));
+    }
+}

@@ -1,0 +1,534 @@
+//! The node-requirements algebra Karpenter schedules with: a set of allowed values per label key
+//! (`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, `Gte`, `Lte`), intersected across a
+//! NodePool, its pods and instance types (upstream: `pkg/scheduling/requirement(s).go`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+
+/// An operator of a node selector requirement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    /// The label has one of the values.
+    In,
+    /// The label is absent or has none of the values.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+    /// The label is an integer greater than the value.
+    Gt,
+    /// The label is an integer less than the value.
+    Lt,
+}
+
+/// The values one label key may take.
+///
+/// Represented as upstream does: a set of values that is either the allowed set
+/// (`complement == false`) or the excluded set (`complement == true`), narrowed by optional
+/// integer bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Requirement {
+    /// The label key.
+    pub key: String,
+    complement: bool,
+    values: BTreeSet<String>,
+    greater_than: Option<i64>,
+    less_than: Option<i64>,
+    /// NodePool `minValues`: at least this many distinct values must remain possible.
+    pub min_values: Option<usize>,
+}
+
+/// A requirement that cannot be built (unknown operator, missing or non-integer value).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid requirement {key} {operator} {values:?}: {reason}")]
+pub struct RequirementError {
+    /// Label key.
+    pub key: String,
+    /// Operator as written.
+    pub operator: String,
+    /// Values as written.
+    pub values: Vec<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Requirement {
+    /// Build from an operator name as it appears in manifests (`In`, `NotIn`, `Exists`,
+    /// `DoesNotExist`, `Gt`, `Lt`, and Karpenter's `Gte`, `Lte`).
+    ///
+    /// Errors: an unknown operator, `In`/`NotIn` without values, or a bound that is not an
+    /// integer.
+    pub fn parse(key: &str, operator: &str, values: &[String]) -> Result<Requirement, RequirementError> {
+        let err = |reason: &str| RequirementError {
+            key: key.to_string(),
+            operator: operator.to_string(),
+            values: values.to_vec(),
+            reason: reason.to_string(),
+        };
+        let bound = || -> Result<i64, RequirementError> {
+            match values {
+                [v] => v.parse::<i64>().map_err(|_| err("value must be an integer")),
+                _ => Err(err("exactly one value is required")),
+            }
+        };
+        let mut r = Requirement::exists(key);
+        match operator {
+            "In" => {
+                if values.is_empty() {
+                    return Err(err("at least one value is required"));
+                }
+                r.complement = false;
+                r.values = values.iter().cloned().collect();
+            }
+            "NotIn" => {
+                if values.is_empty() {
+                    return Err(err("at least one value is required"));
+                }
+                r.values = values.iter().cloned().collect();
+            }
+            "Exists" => {}
+            "DoesNotExist" => r.complement = false,
+            "Gt" => r.greater_than = Some(bound()?),
+            "Gte" => r.greater_than = Some(bound()? - 1),
+            "Lt" => r.less_than = Some(bound()?),
+            "Lte" => r.less_than = Some(bound()? + 1),
+            _ => return Err(err("unknown operator")),
+        }
+        Ok(r)
+    }
+
+    /// `key In [values]`.
+    pub fn is_in<I: IntoIterator<Item = S>, S: Into<String>>(key: &str, values: I) -> Requirement {
+        Requirement {
+            key: key.to_string(),
+            complement: false,
+            values: values.into_iter().map(Into::into).collect(),
+            greater_than: None,
+            less_than: None,
+            min_values: None,
+        }
+    }
+
+    /// `key Exists`.
+    pub fn exists(key: &str) -> Requirement {
+        Requirement {
+            key: key.to_string(),
+            complement: true,
+            values: BTreeSet::new(),
+            greater_than: None,
+            less_than: None,
+            min_values: None,
+        }
+    }
+
+    /// `key DoesNotExist`.
+    pub fn does_not_exist(key: &str) -> Requirement {
+        Requirement::is_in(key, Vec::<String>::new())
+    }
+
+    /// Build from a Kubernetes node selector requirement.
+    ///
+    /// Errors: see [`Requirement::parse`].
+    pub fn from_node_selector(r: &NodeSelectorRequirement) -> Result<Requirement, RequirementError> {
+        Requirement::parse(&r.key, &r.operator, r.values.as_deref().unwrap_or(&[]))
+    }
+
+    /// The operator this set is equivalent to.
+    pub fn operator(&self) -> Operator {
+        match (self.complement, self.values.is_empty()) {
+            (true, _) if self.greater_than.is_some() => Operator::Gt,
+            (true, _) if self.less_than.is_some() => Operator::Lt,
+            (true, true) => Operator::Exists,
+            (true, false) => Operator::NotIn,
+            (false, true) => Operator::DoesNotExist,
+            (false, false) => Operator::In,
+        }
+    }
+
+    fn within_bounds(&self, value: &str) -> bool {
+        if self.greater_than.is_none() && self.less_than.is_none() {
+            return true;
+        }
+        let Ok(n) = value.parse::<i64>() else {
+            return false;
+        };
+        self.greater_than.is_none_or(|g| n > g) && self.less_than.is_none_or(|l| n < l)
+    }
+
+    /// Whether a label value satisfies this requirement.
+    pub fn has(&self, value: &str) -> bool {
+        let listed = self.values.contains(value);
+        (listed != self.complement) && self.within_bounds(value)
+    }
+
+    /// Whether a node without this label satisfies the requirement (`NotIn`, `DoesNotExist`).
+    pub fn allows_absent(&self) -> bool {
+        matches!(self.operator(), Operator::NotIn | Operator::DoesNotExist)
+    }
+
+    /// Whether no value satisfies it (an empty `In`, i.e. `DoesNotExist`).
+    pub fn is_empty(&self) -> bool {
+        !self.complement && self.values.is_empty()
+    }
+
+    /// The allowed values when the set is finite (`In`), else `None`.
+    pub fn values(&self) -> Option<&BTreeSet<String>> {
+        (!self.complement).then_some(&self.values)
+    }
+
+    /// The single allowed value, if exactly one.
+    pub fn single_value(&self) -> Option<&str> {
+        match self.values() {
+            Some(v) if v.len() == 1 => v.iter().next().map(String::as_str),
+            _ => None,
+        }
+    }
+
+    /// The values both requirements allow.
+    pub fn intersection(&self, other: &Requirement) -> Requirement {
+        let greater_than = max_opt(self.greater_than, other.greater_than);
+        let less_than = min_opt(self.less_than, other.less_than);
+        let min_values = self.min_values.max(other.min_values);
+        if let (Some(g), Some(l)) = (greater_than, less_than) {
+            if g >= l - 1 {
+                let mut none = Requirement::does_not_exist(&self.key);
+                none.min_values = min_values;
+                return none;
+            }
+        }
+        let (complement, values) = match (self.complement, other.complement) {
+            (true, true) => (true, self.values.union(&other.values).cloned().collect()),
+            (true, false) => (false, other.values.difference(&self.values).cloned().collect()),
+            (false, true) => (false, self.values.difference(&other.values).cloned().collect()),
+            (false, false) => (false, self.values.intersection(&other.values).cloned().collect()),
+        };
+        let mut r = Requirement {
+            key: self.key.clone(),
+            complement,
+            values,
+            greater_than,
+            less_than,
+            min_values,
+        };
+        if !r.complement {
+            let filtered: BTreeSet<String> = r.values.iter().filter(|v| r.within_bounds(v)).cloned().collect();
+            r.values = filtered;
+        }
+        r
+    }
+}
+
+fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+impl fmt::Display for Requirement {
+    /// `key In [a b]`, `key NotIn [a]`, `key Exists`, `key DoesNotExist`, `key Gt 4`, as upstream
+    /// prints requirements in its scheduling errors.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = || self.values.iter().cloned().collect::<Vec<_>>().join(" ");
+        match self.operator() {
+            Operator::In => write!(f, "{} In [{}]", self.key, list()),
+            Operator::NotIn => write!(f, "{} NotIn [{}]", self.key, list()),
+            Operator::Exists => write!(f, "{} Exists", self.key),
+            Operator::DoesNotExist => write!(f, "{} DoesNotExist", self.key),
+            Operator::Gt | Operator::Lt => {
+                write!(f, "{}", self.key)?;
+                if let Some(g) = self.greater_than {
+                    write!(f, " Gt {g}")?;
+                }
+                if let Some(l) = self.less_than {
+                    write!(f, " Lt {l}")?;
+                }
+                if !self.values.is_empty() {
+                    write!(f, " NotIn [{}]", list())?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Requirements on several keys; all must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requirements(BTreeMap<String, Requirement>);
+
+/// Why two sets of requirements cannot both hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Incompatible {
+    /// The same key allows no common value.
+    #[error("incompatible requirements, key {key}, {wanted} not in {allowed}")]
+    Conflict {
+        /// Label key.
+        key: String,
+        /// The incoming requirement.
+        wanted: String,
+        /// The existing requirement.
+        allowed: String,
+    },
+    /// A custom label the NodePool does not define (upstream: "does not have known values").
+    #[error("label {key:?} does not have known values")]
+    UnknownLabel {
+        /// Label key.
+        key: String,
+    },
+}
+
+impl Requirements {
+    /// No requirements.
+    pub fn new() -> Requirements {
+        Requirements::default()
+    }
+
+    /// Requirements that pin each label to its value (`key In [value]`).
+    pub fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> Requirements {
+        let mut r = Requirements::new();
+        for (k, v) in labels {
+            r.add(Requirement::is_in(k, [v.clone()]));
+        }
+        r
+    }
+
+    /// Add a requirement, intersecting with any existing one on the same key.
+    pub fn add(&mut self, r: Requirement) {
+        match self.0.get_mut(&r.key) {
+            Some(existing) => *existing = existing.intersection(&r),
+            None => {
+                self.0.insert(r.key.clone(), r);
+            }
+        }
+    }
+
+    /// Add every requirement of `other`.
+    pub fn add_all(&mut self, other: &Requirements) {
+        for r in other.0.values() {
+            self.add(r.clone());
+        }
+    }
+
+    /// The requirement on `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&Requirement> {
+        self.0.get(key)
+    }
+
+    /// Whether a requirement on `key` exists.
+    pub fn has_key(&self, key: &str) -> bool {
+        self.0.contains_key(key)
+    }
+
+    /// Remove the requirement on `key`.
+    pub fn remove(&mut self, key: &str) -> Option<Requirement> {
+        self.0.remove(key)
+    }
+
+    /// All requirements in key order.
+    pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
+        self.0.values()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Check that keys present in both allow a common value. `NotIn`/`DoesNotExist` on both sides
+    /// never conflict (a node without the label satisfies both).
+    ///
+    /// Errors: the first conflicting key.
+    pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatible> {
+        let (small, large, swapped) = if self.0.len() <= incoming.0.len() {
+            (self, incoming, false)
+        } else {
+            (incoming, self, true)
+        };
+        for (key, a) in &small.0 {
+            let Some(b) = large.0.get(key) else { continue };
+            let (existing, wanted) = if swapped { (b, a) } else { (a, b) };
+            if existing.intersection(wanted).is_empty() && !(existing.allows_absent() && wanted.allows_absent()) {
+                return Err(Incompatible::Conflict {
+                    key: key.clone(),
+                    wanted: wanted.to_string(),
+                    allowed: existing.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `incoming` can be added: keys `self` does not define must be allowed undefined
+    /// (well-known labels) or only exclude values; then [`Requirements::intersects`].
+    ///
+    /// Errors: the unknown label or conflicting key.
+    pub fn compatible(&self, incoming: &Requirements, allowed_undefined: impl Fn(&str) -> bool) -> Result<(), Incompatible> {
+        for (key, r) in &incoming.0 {
+            if !self.0.contains_key(key) && !r.allows_absent() && !allowed_undefined(key) {
+                return Err(Incompatible::UnknownLabel { key: key.clone() });
+            }
+        }
+        self.intersects(incoming)
+    }
+
+    /// Whether a node's labels satisfy every requirement (absent labels satisfy only `NotIn` and
+    /// `DoesNotExist`).
+    ///
+    /// Errors: the first requirement the labels break.
+    pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> Result<(), Incompatible> {
+        for r in self.0.values() {
+            let ok = match labels.get(&r.key) {
+                Some(v) => r.has(v),
+                None => r.allows_absent(),
+            };
+            if !ok {
+                let actual = labels.get(&r.key).map_or_else(|| format!("{} DoesNotExist", r.key), |v| format!("{} In [{v}]", r.key));
+                return Err(Incompatible::Conflict { key: r.key.clone(), wanted: r.to_string(), allowed: actual });
+            }
+        }
+        Ok(())
+    }
+
+    /// Labels implied by single-valued `In` requirements.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.0
+            .values()
+            .filter_map(|r| r.single_value().map(|v| (r.key.clone(), v.to_string())))
+            .collect()
+    }
+
+    /// As node selector requirements (for NodeClaim specs), `In` values in their set order.
+    pub fn to_node_selector(&self) -> Vec<NodeSelectorRequirement> {
+        self.0
+            .values()
+            .map(|r| {
+                let values: Vec<String> = r.values.iter().cloned().collect();
+                let (operator, values) = match r.operator() {
+                    Operator::In => ("In", values),
+                    Operator::NotIn => ("NotIn", values),
+                    Operator::Exists => ("Exists", vec![]),
+                    Operator::DoesNotExist => ("DoesNotExist", vec![]),
+                    Operator::Gt => ("Gt", vec![r.greater_than.unwrap_or_default().to_string()]),
+                    Operator::Lt => ("Lt", vec![r.less_than.unwrap_or_default().to_string()]),
+                };
+                NodeSelectorRequirement {
+                    key: r.key.clone(),
+                    operator: operator.to_string(),
+                    values: (!values.is_empty()).then_some(values),
+                }
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for Requirements {
+    /// Requirements joined by `, `.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.values().map(ToString::to_string).collect();
+        write!(f, "{}", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(key: &str, op: &str, values: &[&str]) -> Requirement {
+        let values: Vec<String> = values.iter().map(|s| s.to_string()).collect();
+        Requirement::parse(key, op, &values).expect("valid requirement")
+    }
+
+    fn reqs(rs: &[Requirement]) -> Requirements {
+        let mut out = Requirements::new();
+        for r in rs {
+            out.add(r.clone());
+        }
+        out
+    }
+
+    #[test]
+    fn operators_round_trip() {
+        assert_eq!(req("a", "In", &["x"]).operator(), Operator::In);
+        assert_eq!(req("a", "NotIn", &["x"]).operator(), Operator::NotIn);
+        assert_eq!(req("a", "Exists", &[]).operator(), Operator::Exists);
+        assert_eq!(req("a", "DoesNotExist", &[]).operator(), Operator::DoesNotExist);
+        assert_eq!(req("a", "Gt", &["2"]).operator(), Operator::Gt);
+        assert!(Requirement::parse("a", "Gt", &["x".into()]).is_err());
+        assert!(Requirement::parse("a", "In", &[]).is_err());
+        assert!(Requirement::parse("a", "Near", &[]).is_err());
+    }
+
+    #[test]
+    fn has_follows_kubernetes_semantics() {
+        assert!(req("g", "Gt", &["2"]).has("3"));
+        assert!(!req("g", "Gt", &["2"]).has("2"));
+        assert!(req("g", "Gte", &["2"]).has("2"));
+        assert!(req("g", "Lte", &["2"]).has("2"));
+        assert!(!req("g", "Lt", &["2"]).has("x"));
+        assert!(req("a", "NotIn", &["x"]).has("y"));
+        assert!(!req("a", "DoesNotExist", &[]).has("y"));
+    }
+
+    #[test]
+    fn intersection_table() {
+        // (a, b, value that must be allowed, value that must be rejected)
+        let cases = [
+            (req("k", "In", &["a", "b"]), req("k", "In", &["b", "c"]), "b", "a"),
+            (req("k", "In", &["a", "b"]), req("k", "NotIn", &["a"]), "b", "a"),
+            (req("k", "NotIn", &["a"]), req("k", "NotIn", &["b"]), "c", "b"),
+            (req("k", "Exists", &[]), req("k", "In", &["a"]), "a", "b"),
+            (req("k", "Gt", &["2"]), req("k", "Lt", &["10"]), "5", "10"),
+            (req("k", "In", &["1", "5", "9"]), req("k", "Gt", &["4"]), "9", "1"),
+        ];
+        for (a, b, yes, no) in cases {
+            let i = a.intersection(&b);
+            assert!(i.has(yes) && !i.has(no), "{a} ∩ {b} = {i}");
+            assert_eq!(i, b.intersection(&a), "symmetric");
+        }
+        assert!(req("k", "Gt", &["5"]).intersection(&req("k", "Lt", &["6"])).is_empty());
+    }
+
+    #[test]
+    fn intersects_and_compatible() {
+        let pool = reqs(&[req("kubernetes.io/arch", "In", &["amd64", "arm64"]), req("team", "In", &["a"])]);
+        let pod = reqs(&[req("kubernetes.io/arch", "In", &["arm64"])]);
+        assert!(pool.intersects(&pod).is_ok());
+        let bad = reqs(&[req("kubernetes.io/arch", "In", &["s390x"])]);
+        let err = pool.intersects(&bad).expect_err("conflict");
+        assert_eq!(
+            err.to_string(),
+            "incompatible requirements, key kubernetes.io/arch, kubernetes.io/arch In [s390x] not in kubernetes.io/arch In [amd64 arm64]"
+        );
+        let both_absent = reqs(&[req("team", "DoesNotExist", &[])]);
+        let excl = reqs(&[req("team", "NotIn", &["a"])]);
+        assert!(both_absent.intersects(&excl).is_ok());
+        let custom = reqs(&[req("gpu-vendor", "In", &["x"])]);
+        assert_eq!(
+            pool.compatible(&custom, |k| k.starts_with("kubernetes.io/")),
+            Err(Incompatible::UnknownLabel { key: "gpu-vendor".into() })
+        );
+        assert!(pool.compatible(&reqs(&[req("kubernetes.io/os", "In", &["linux"])]), |k| k.starts_with("kubernetes.io/")).is_ok());
+    }
+
+    #[test]
+    fn label_matching_and_derived_labels() {
+        let r = reqs(&[req("zone", "In", &["a"]), req("spot", "DoesNotExist", &[]), req("cpu", "Gt", &["3"])]);
+        let labels: BTreeMap<String, String> = [("zone", "a"), ("cpu", "4")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(r.matches_labels(&labels).is_ok());
+        let mut small = labels.clone();
+        small.insert("cpu".into(), "2".into());
+        assert!(r.matches_labels(&small).is_err());
+        assert_eq!(r.labels().get("zone").map(String::as_str), Some("a"));
+        assert_eq!(r.to_node_selector().len(), 3);
+    }
+}

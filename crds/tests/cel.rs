@@ -1,0 +1,413 @@
+//! The CRDs' CEL rules (`x-kubernetes-validations`) compile, stay within the API server's cost
+//! budget, accept upstream's examples and reject what upstream rejects. Evaluated client-side
+//! with kube-cel, after applying the schema defaults as the API server does.
+
+use std::path::PathBuf;
+
+use crds::generate;
+use kube::core::cel::{
+    CompiledSchema, ScopeContext, Validator, WarningKind, analyze_rule, compile_schema,
+};
+use serde_json::{Value, json};
+
+fn schema(crd_name: &str) -> Value {
+    let crd = generate::crds()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(crd_name))
+        .unwrap_or_else(|| panic!("no CRD {crd_name}"));
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("schema");
+    serde_json::to_value(schema).expect("schema JSON")
+}
+
+fn schema_for_kind(kind: &str) -> Value {
+    match kind {
+        "NodePool" => schema("nodepools.karpenter.sh"),
+        "NodeClaim" => schema("nodeclaims.karpenter.sh"),
+        "EC2NodeClass" => schema("ec2nodeclasses.karpenter.k8s.aws"),
+        other => panic!("unexpected kind {other}"),
+    }
+}
+
+fn walk(path: &str, node: &CompiledSchema, problems: &mut Vec<String>, rules: &mut usize) {
+    for v in &node.validations {
+        match v {
+            Err(e) => problems.push(format!("{path}: {e}")),
+            Ok(compiled) => {
+                *rules += 1;
+                for w in analyze_rule(&compiled.rule.rule, node, ScopeContext::CrdValidation) {
+                    // Scope warnings misfire on comprehension variables (`self.all(x, ...)`).
+                    if w.kind == WarningKind::CostExceeded {
+                        problems.push(format!("{path}: {}: {}", w.rule, w.message));
+                    }
+                }
+            }
+        }
+    }
+    for (name, child) in &node.properties {
+        walk(&format!("{path}.{name}"), child, problems, rules);
+    }
+    if let Some(items) = &node.items {
+        walk(&format!("{path}[]"), items, problems, rules);
+    }
+    if let Some(ap) = &node.additional_properties {
+        walk(&format!("{path}[*]"), ap, problems, rules);
+    }
+}
+
+#[test]
+fn rules_compile_within_budget() {
+    for name in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    ] {
+        let compiled = compile_schema(&schema(name));
+        let (mut problems, mut rules) = (Vec::new(), 0);
+        walk(name, &compiled, &mut problems, &mut rules);
+        assert!(
+            problems.is_empty(),
+            "CEL problems:\n  {}",
+            problems.join("\n  ")
+        );
+        assert!(rules > 0, "{name} has no CEL rules");
+    }
+}
+
+fn examples() -> Vec<(String, Value)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/upstream/nodepools");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut docs = Vec::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let values: Vec<Value> = serde_saphyr::from_str_multiple(&text).expect("YAML");
+        for (i, v) in values.into_iter().filter(|v| !v.is_null()).enumerate() {
+            docs.push((format!("{}#{i}", file.display()), v));
+        }
+    }
+    docs
+}
+
+fn errors(kind: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
+    match Validator::new().validate(&schema_for_kind(kind), object, old) {
+        Ok(()) => Vec::new(),
+        Err(errs) => errs.iter().map(|e| e.message.clone()).collect(),
+    }
+}
+
+#[test]
+fn upstream_examples_pass_cel_rules() {
+    let docs = examples();
+    assert!(!docs.is_empty());
+    for (name, doc) in docs {
+        let kind = doc["kind"].as_str().unwrap_or("").to_string();
+        let errs = errors(&kind, &doc, None);
+        assert!(errs.is_empty(), "{name} ({kind}) rejected: {errs:?}");
+        // Applying an unchanged object as an update passes the transition rules too.
+        let errs = errors(&kind, &doc, Some(&doc));
+        assert!(
+            errs.is_empty(),
+            "{name} ({kind}) rejected as update: {errs:?}"
+        );
+    }
+}
+
+fn nodepool(spec_patch: Value) -> Value {
+    let mut np = json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+                }
+            }
+        }
+    });
+    merge(&mut np["spec"], spec_patch);
+    np
+}
+
+fn ec2nodeclass(spec_patch: Value) -> Value {
+    let mut nc = json!({
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole",
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}]
+        }
+    });
+    merge(&mut nc["spec"], spec_patch);
+    nc
+}
+
+/// JSON merge patch (RFC 7386) of `patch` into `target`.
+fn merge(target: &mut Value, patch: Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            for (k, v) in p {
+                if v.is_null() {
+                    if let Some(t) = target.as_object_mut() {
+                        t.remove(&k);
+                    }
+                } else {
+                    merge(&mut target[k.as_str()], v);
+                }
+            }
+        }
+        other => *target = other,
+    }
+}
+
+#[test]
+fn nodepool_rules_reject_like_upstream() {
+    let req = |r: Value| json!({"template": {"spec": {"requirements": [r]}}});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("valid", json!({}), ""),
+        (
+            "in with empty values",
+            req(json!({"key": "a", "operator": "In", "values": []})),
+            "must have a value defined",
+        ),
+        // As on a real API server, the rule cannot read the absent list and the object is rejected.
+        (
+            "in without values",
+            req(json!({"key": "a", "operator": "In"})),
+            "values",
+        ),
+        (
+            "gt negative",
+            req(json!({"key": "a", "operator": "Gt", "values": ["-1"]})),
+            "single positive integer",
+        ),
+        (
+            "minValues above values",
+            req(json!({"key": "a", "operator": "In", "values": ["x"], "minValues": 2})),
+            "at least that many values",
+        ),
+        (
+            "nodepool key",
+            req(json!({"key": "karpenter.sh/nodepool", "operator": "Exists"})),
+            "restricted",
+        ),
+        (
+            "karpenter domain key",
+            req(json!({"key": "karpenter.sh/custom", "operator": "Exists"})),
+            "restricted",
+        ),
+        (
+            "aws domain key",
+            req(json!({"key": "karpenter.k8s.aws/custom", "operator": "Exists"})),
+            "restricted",
+        ),
+        (
+            "aws well-known key",
+            req(json!({"key": "karpenter.k8s.aws/instance-family", "operator": "Exists"})),
+            "",
+        ),
+        (
+            "nodepool label",
+            json!({"template": {"metadata": {"labels": {"karpenter.sh/nodepool": "x"}}}}),
+            "restricted",
+        ),
+        (
+            "hostname label",
+            json!({"template": {"metadata": {"labels": {"kubernetes.io/hostname": "x"}}}}),
+            "restricted",
+        ),
+        (
+            "custom label",
+            json!({"template": {"metadata": {"labels": {"team": "a"}}}}),
+            "",
+        ),
+        (
+            "empty nodeclass name",
+            json!({"template": {"spec": {"nodeClassRef": {"name": ""}}}}),
+            "may not be empty",
+        ),
+        (
+            "schedule without duration",
+            json!({"disruption": {"budgets": [{"nodes": "1", "schedule": "@daily"}]}}),
+            "'schedule' must be set with 'duration'",
+        ),
+        (
+            "static with weight",
+            json!({"replicas": 2, "weight": 10}),
+            "'weight' is not supported",
+        ),
+        (
+            "static with cpu limit",
+            json!({"replicas": 2, "limits": {"cpu": "10"}}),
+            "only 'limits.nodes'",
+        ),
+        (
+            "static with nodes limit",
+            json!({"replicas": 2, "limits": {"nodes": 10}}),
+            "",
+        ),
+    ];
+    for (name, patch, want) in cases {
+        let np = nodepool(patch);
+        let errs = errors("NodePool", &np, None);
+        if want.is_empty() {
+            assert!(errs.is_empty(), "{name}: unexpected {errs:?}");
+        } else {
+            assert!(
+                errs.iter().any(|e| e.contains(want)),
+                "{name}: want {want:?}, got {errs:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn transition_rules() {
+    let old = nodepool(json!({}));
+    let new =
+        nodepool(json!({"template": {"spec": {"nodeClassRef": {"group": "other.example.com"}}}}));
+    let errs = errors("NodePool", &new, Some(&old));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("nodeClassRef.group is immutable")),
+        "{errs:?}"
+    );
+    let new = nodepool(json!({"replicas": 1}));
+    let errs = errors("NodePool", &new, Some(&old));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("Cannot transition NodePool")),
+        "{errs:?}"
+    );
+
+    let claim = |instance_type: &str| {
+        json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": "c"},
+            "spec": {
+                "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            }
+        })
+    };
+    assert!(errors("NodeClaim", &claim("m5.large"), Some(&claim("m5.large"))).is_empty());
+    let errs = errors("NodeClaim", &claim("m5.xlarge"), Some(&claim("m5.large")));
+    assert!(
+        errs.iter().any(|e| e.contains("spec is immutable")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn ec2nodeclass_rules_reject_like_upstream() {
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("valid", json!({}), ""),
+        (
+            "role and profile",
+            json!({"instanceProfile": "p"}),
+            "exactly one of ['role', 'instanceProfile']",
+        ),
+        (
+            "neither role nor profile",
+            json!({"role": null}),
+            "exactly one of ['role', 'instanceProfile']",
+        ),
+        (
+            "no family without alias",
+            json!({"amiSelectorTerms": [{"id": "ami-123"}]}),
+            "must specify amiFamily",
+        ),
+        (
+            "family with ids",
+            json!({"amiFamily": "AL2023", "amiSelectorTerms": [{"id": "ami-123"}]}),
+            "",
+        ),
+        (
+            "wrong family for alias",
+            json!({"amiFamily": "Bottlerocket"}),
+            "amiFamily must be 'AL2023' or 'Custom'",
+        ),
+        (
+            "custom family with alias",
+            json!({"amiFamily": "Custom"}),
+            "",
+        ),
+        (
+            "alias with other term",
+            json!({"amiSelectorTerms": [{"alias": "al2023@latest"}, {"id": "ami-1"}]}),
+            "mutually exclusive",
+        ),
+        (
+            "bad alias family",
+            json!({"amiSelectorTerms": [{"alias": "ubuntu@latest"}]}),
+            "family is not supported",
+        ),
+        (
+            "pinned windows",
+            json!({"amiSelectorTerms": [{"alias": "windows2022@v1"}]}),
+            "only specify version 'latest'",
+        ),
+        (
+            "empty subnets",
+            json!({"subnetSelectorTerms": []}),
+            "subnetSelectorTerms cannot be empty",
+        ),
+        (
+            "id with tags",
+            json!({"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]}),
+            "mutually exclusive",
+        ),
+        (
+            "restricted tag",
+            json!({"tags": {"karpenter.sh/nodepool": "x"}}),
+            "restricted tag",
+        ),
+        (
+            "cluster tag",
+            json!({"tags": {"kubernetes.io/cluster/c": "owned"}}),
+            "restricted tag",
+        ),
+        (
+            "two root volumes",
+            json!({"blockDeviceMappings": [
+                {"rootVolume": true, "ebs": {"volumeSize": "20Gi"}},
+                {"rootVolume": true, "ebs": {"volumeSize": "20Gi"}}
+            ]}),
+            "only one blockDeviceMappings with rootVolume",
+        ),
+        (
+            "ebs without size",
+            json!({"blockDeviceMappings": [{"ebs": {"volumeType": "gp3"}}]}),
+            "snapshotID or volumeSize",
+        ),
+    ];
+    for (name, patch, want) in cases {
+        let nc = ec2nodeclass(patch);
+        let errs = errors("EC2NodeClass", &nc, None);
+        if want.is_empty() {
+            assert!(errs.is_empty(), "{name}: unexpected {errs:?}");
+        } else {
+            assert!(
+                errs.iter().any(|e| e.contains(want)),
+                "{name}: want {want:?}, got {errs:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,2 @@
+//! kubectl-karpenter
+fn main() {}

@@ -1,0 +1,172 @@
+//! The verbs on a resource path: get, list (or a server-side Table), watch, create, update,
+//! patch, delete and deletecollection.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{Request, Target, json_response, watch};
+use crate::error::{ApiError, ApiResult, Reason};
+use crate::patch::PatchType;
+use crate::registry::ResourceType;
+use crate::selector::{FieldSelector, parse_field_selector, parse_label_selector};
+use crate::store::{DeleteOptions, Store, Subresource};
+use crate::table::{Columns, IncludeObject, render};
+
+pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Response> {
+    if req.param("dryRun").is_some_and(|d| !d.is_empty()) {
+        return Err(ApiError::bad_request("the sandbox does not support dryRun=All; use --dry-run=client"));
+    }
+    let ns = t.namespace.as_deref().unwrap_or("");
+    match (&req.method, t.name.as_deref()) {
+        (&Method::GET, Some(name)) => {
+            let obj = store.get(&t.rt, ns, name)?;
+            if req.wants_table() {
+                return table(&t.rt, &[obj], req, json!({"resourceVersion": ""}));
+            }
+            Ok(json_response(StatusCode::OK, &obj))
+        }
+        (&Method::GET, None) if req.flag("watch") => watch::handle(store, t, req).await,
+        (&Method::GET, None) => list(store, t, req),
+        (&Method::POST, None) => {
+            let body = req.json_body()?;
+            let created = store.create(&t.rt, ns, body)?;
+            Ok(json_response(StatusCode::CREATED, &created))
+        }
+        (&Method::PUT, Some(name)) => {
+            let body = req.json_body()?;
+            let updated = store.update(&t.rt, ns, name, body, Subresource::Main)?;
+            Ok(json_response(StatusCode::OK, &updated))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let patched = patch(store, &t.rt, ns, name, req, Subresource::Main)?;
+            Ok(json_response(StatusCode::OK, &patched))
+        }
+        (&Method::DELETE, Some(name)) => {
+            let opts = delete_options(req)?;
+            let last = store.delete(&t.rt, ns, name, &opts)?;
+            Ok(json_response(StatusCode::OK, &deleted_body(&t.rt, &last)))
+        }
+        (&Method::DELETE, None) => {
+            let opts = delete_options(req)?;
+            let (labels, fields) = selectors(req)?;
+            let listed = store.list(&t.rt, t.namespace.as_deref(), &labels, &fields);
+            let mut items = Vec::new();
+            for obj in listed.items {
+                let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
+                let name = obj["metadata"]["name"].as_str().unwrap_or("");
+                match store.delete(&t.rt, ns, name, &opts) {
+                    Ok(last) => items.push((*last).clone()),
+                    Err(e) if e.reason == Reason::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(json_response(StatusCode::OK, &list_body(&t.rt, items, store.resource_version())))
+        }
+        _ => Err(ApiError::new(
+            Reason::MethodNotAllowed,
+            format!("the server does not allow this method on the requested resource ({})", t.rt.qualified()),
+        )),
+    }
+}
+
+/// Apply a PATCH request (Content-Type chooses the flavour) to the main resource or `/status`.
+pub(crate) fn patch(
+    store: &Store,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    req: &Request,
+    sub: Subresource,
+) -> ApiResult<Arc<Value>> {
+    let patch_type = PatchType::from_content_type(&req.content_type).ok_or_else(|| {
+        ApiError::new(
+            Reason::UnsupportedMediaType,
+            format!("the body of the request was in an unknown format: {}", req.content_type),
+        )
+    })?;
+    let body = req.json_body()?;
+    store.patch(rt, ns, name, patch_type, &body, sub)
+}
+
+fn selectors(req: &Request) -> ApiResult<(kube::core::Selector, FieldSelector)> {
+    let labels = parse_label_selector(req.param("labelSelector").unwrap_or(""))?;
+    let fields = parse_field_selector(req.param("fieldSelector").unwrap_or(""))?;
+    Ok((labels, fields))
+}
+
+fn list(store: &Store, t: &Target, req: &Request) -> ApiResult<Response> {
+    let (labels, fields) = selectors(req)?;
+    let listed = store.list(&t.rt, t.namespace.as_deref(), &labels, &fields);
+    let rv = listed.resource_version;
+    if req.wants_table() {
+        return table(&t.rt, &listed.items, req, json!({"resourceVersion": rv.to_string()}));
+    }
+    let items: Vec<Value> = listed.items.iter().map(|o| (**o).clone()).collect();
+    Ok(json_response(StatusCode::OK, &list_body(&t.rt, items, rv)))
+}
+
+/// A `<Kind>List` body.
+pub(crate) fn list_body(rt: &ResourceType, items: Vec<Value>, rv: u64) -> Value {
+    json!({
+        "kind": format!("{}List", rt.kind),
+        "apiVersion": rt.api_version(),
+        "metadata": {"resourceVersion": rv.to_string()},
+        "items": items,
+    })
+}
+
+/// Render objects as a `meta.k8s.io/v1 Table` for kubectl.
+pub(crate) fn table(rt: &ResourceType, objects: &[Arc<Value>], req: &Request, meta: Value) -> ApiResult<Response> {
+    let body = table_value(rt, objects, req, meta)?;
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// The Table value for `objects` (also used for watch events).
+pub(crate) fn table_value(rt: &ResourceType, objects: &[Arc<Value>], req: &Request, meta: Value) -> ApiResult<Value> {
+    let include = IncludeObject::from_str(req.param("includeObject").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let refs: Vec<&Value> = objects.iter().map(|o| o.as_ref()).collect();
+    let columns = match &rt.printer_columns {
+        Some(cols) => Columns::Custom(cols),
+        None => Columns::BuiltIn { group: &rt.group, kind: &rt.kind },
+    };
+    Ok(render(&columns, &refs, include, meta, jiff::Timestamp::now()))
+}
+
+fn delete_options(req: &Request) -> ApiResult<DeleteOptions> {
+    let body = req.json_body()?;
+    let mut opts = DeleteOptions {
+        uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+        resource_version: body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(String::from),
+        orphan: body.get("propagationPolicy").and_then(Value::as_str) == Some("Orphan")
+            || body.get("orphanDependents").and_then(Value::as_bool) == Some(true),
+    };
+    if req.param("propagationPolicy") == Some("Orphan") {
+        opts.orphan = true;
+    }
+    Ok(opts)
+}
+
+/// What DELETE answers: the object while it still exists (finalizers pending) or for pods;
+/// otherwise a Success Status naming it, as kube-apiserver does.
+fn deleted_body(rt: &ResourceType, last: &Value) -> Value {
+    let still_there = last.pointer("/metadata/deletionTimestamp").is_some()
+        && last
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+    if still_there || (rt.group.is_empty() && rt.kind == "Pod") {
+        return last.clone();
+    }
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        "details": {"name": last["metadata"]["name"], "group": rt.group, "kind": rt.plural, "uid": last["metadata"]["uid"]},
+    })
+}

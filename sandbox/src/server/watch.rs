@@ -1,0 +1,214 @@
+//! Watch streams: chunked `{"type","object"}` lines from a resourceVersion on, with selector
+//! transitions (an object that stops matching is reported DELETED), bookmarks, streaming lists
+//! (`sendInitialEvents`) and 410 Expired for versions older than the history.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use kube::core::Selector;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::{Request, Target};
+use crate::error::{ApiError, ApiResult, Reason};
+use crate::registry::ResourceType;
+use crate::selector::{FieldSelector, labels_match, parse_field_selector, parse_label_selector};
+use crate::store::{EventType, Store, WatchEvent};
+use crate::table::{Columns, IncludeObject, render};
+
+/// Default watch duration when the client sets no `timeoutSeconds` (kube-apiserver uses 30-60m).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long a quiet watch waits before sending a bookmark (when bookmarks are allowed).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+struct Filter {
+    namespace: Option<String>,
+    labels: Selector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn matches(&self, obj: &Value) -> bool {
+        labels_match(&self.labels, obj) && self.fields.matches(obj)
+    }
+
+    /// The event this watcher sees, if any: selector watches turn objects that start or stop
+    /// matching into ADDED and DELETED.
+    fn translate(&self, ev: &WatchEvent) -> Option<EventType> {
+        if self.namespace.as_deref().is_some_and(|ns| ns != ev.namespace) {
+            return None;
+        }
+        let now = self.matches(&ev.object);
+        let before = ev.previous.as_deref().is_some_and(|p| self.matches(p));
+        match ev.event_type {
+            EventType::Added => now.then_some(EventType::Added),
+            EventType::Modified => match (before, now) {
+                (true, true) => Some(EventType::Modified),
+                (false, true) => Some(EventType::Added),
+                (true, false) => Some(EventType::Deleted),
+                (false, false) => None,
+            },
+            EventType::Deleted => (before || now).then_some(EventType::Deleted),
+        }
+    }
+}
+
+/// What each line carries: the object, or a one-row Table of it.
+enum Render {
+    Object,
+    Table { include: IncludeObject, first: bool },
+}
+
+struct Stream {
+    rt: ResourceType,
+    filter: Filter,
+    backlog: VecDeque<Arc<WatchEvent>>,
+    live: broadcast::Receiver<Arc<WatchEvent>>,
+    deadline: Instant,
+    bookmarks: bool,
+    /// After the backlog of a streaming list, one bookmark marks the end of initial events.
+    initial_events_end: Option<u64>,
+    last_rv: u64,
+    render: Render,
+}
+
+impl Stream {
+    fn line(&mut self, event_type: &str, object: Value) -> Bytes {
+        let object = match &mut self.render {
+            Render::Table { include, first } if event_type != "BOOKMARK" && event_type != "ERROR" => {
+                let columns = match &self.rt.printer_columns {
+                    Some(cols) => Columns::Custom(cols),
+                    None => Columns::BuiltIn { group: &self.rt.group, kind: &self.rt.kind },
+                };
+                let mut table = render(&columns, &[&object], *include, json!({}), jiff::Timestamp::now());
+                if !*first {
+                    table["columnDefinitions"] = json!([]);
+                }
+                *first = false;
+                table
+            }
+            _ => object,
+        };
+        let mut bytes = serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+        bytes.push(b'\n');
+        Bytes::from(bytes)
+    }
+
+    fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": meta});
+        self.line("BOOKMARK", obj)
+    }
+
+    fn event(&mut self, ev: &WatchEvent) -> Option<Bytes> {
+        let et = self.filter.translate(ev)?;
+        Some(self.line(et.as_str(), (*ev.object).clone()))
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(ev) = self.backlog.pop_front() {
+                if let Some(line) = self.event(&ev) {
+                    return Some(line);
+                }
+                continue;
+            }
+            if let Some(rv) = self.initial_events_end.take() {
+                return Some(self.bookmark(rv, true));
+            }
+            let wait = tokio::time::timeout(BOOKMARK_EVERY, self.live.recv());
+            tokio::select! {
+                _ = tokio::time::sleep_until(self.deadline) => return None,
+                received = wait => match received {
+                    Err(_quiet) => {
+                        if self.bookmarks {
+                            let rv = self.last_rv;
+                            return Some(self.bookmark(rv, false));
+                        }
+                    }
+                    Ok(Ok(ev)) => {
+                        self.last_rv = ev.rv;
+                        if ev.key != self.rt.key() {
+                            continue;
+                        }
+                        if let Some(line) = self.event(&ev) {
+                            return Some(line);
+                        }
+                    }
+                    // A client too slow for the live stream reconnects from its last version.
+                    Ok(Err(_lagged_or_closed)) => return None,
+                },
+            }
+        }
+    }
+}
+
+pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Response> {
+    let filter = Filter {
+        namespace: t.namespace.clone(),
+        labels: parse_label_selector(req.param("labelSelector").unwrap_or(""))?,
+        fields: parse_field_selector(req.param("fieldSelector").unwrap_or(""))?,
+    };
+    let streaming_list = req.flag("sendInitialEvents");
+    let from = match req.param("resourceVersion") {
+        None | Some("") => None,
+        Some(rv) => Some(
+            u64::from_str(rv).map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        ),
+    };
+    let timeout = req
+        .param("timeoutSeconds")
+        .and_then(|s| u64::from_str(s).ok())
+        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    let render = if req.wants_table() {
+        let include = IncludeObject::from_str(req.param("includeObject").unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Render::Table { include, first: true }
+    } else {
+        Render::Object
+    };
+    let start = match store.watch(&t.rt, t.namespace.as_deref(), if streaming_list { None } else { from }) {
+        Ok(s) => s,
+        Err(e) if e.reason == Reason::Expired => return Ok(expired(&e)),
+        Err(e) => return Err(e),
+    };
+    let stream = Stream {
+        rt: t.rt.clone(),
+        filter,
+        backlog: start.backlog.into(),
+        live: start.live,
+        deadline: Instant::now() + timeout,
+        bookmarks: req.flag("allowWatchBookmarks"),
+        initial_events_end: streaming_list.then_some(start.resource_version),
+        last_rv: start.resource_version,
+        render,
+    };
+    let body = futures::stream::unfold(stream, |mut s| async move {
+        s.next().await.map(|line| (Ok::<_, Infallible>(line), s))
+    });
+    Ok(streaming_response(Body::from_stream(body)))
+}
+
+fn expired(e: &ApiError) -> Response {
+    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": e.status()})).unwrap_or_default();
+    line.push(b'\n');
+    streaming_response(Body::from(line))
+}
+
+fn streaming_response(body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
