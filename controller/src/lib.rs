@@ -2,4 +2,11 @@
 
 pub mod clock;
 pub mod cloudprovider;
+pub mod node;
+pub mod nodeclaim;
+pub mod nodeclass;
+pub mod nodepool;
+pub mod operator;
+pub mod provisioning;
 pub mod scheduling;
+pub mod state;

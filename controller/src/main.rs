@@ -1,1 +1,102 @@
-fn main() {}
+//! `karpenter`: the controller (`run`) and the all-in-one local cluster (`sandbox`).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use controller::cloudprovider::sim::SimCloud;
+use controller::clock::SystemClock;
+use controller::operator::sandbox::SandboxArgs;
+use controller::operator::{self, ControllerOptions};
+use tracing_subscriber::EnvFilter;
+
+/// Karpenter in Rust: provisions right-sized nodes for pods that cannot be scheduled.
+#[derive(Parser, Debug)]
+#[command(name = "karpenter", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the controller against the cluster in KUBECONFIG (or in-cluster config).
+    Run(RunArgs),
+    /// Start a local in-memory cluster with a simulated cloud, apply a workload and provision it.
+    Sandbox(Box<SandboxArgs>),
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Cloud provider: `sim` (the simulated EC2 cloud, for development).
+    #[arg(long, env = "CLOUD_PROVIDER", default_value = "sim")]
+    cloud_provider: String,
+    #[command(flatten)]
+    controller: ControllerOptions,
+}
+
+fn init_tracing(level: &str) {
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+async fn run(args: RunArgs) -> ExitCode {
+    let settings = match args.controller.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.cloud_provider != "sim" {
+        eprintln!("error: unknown --cloud-provider {:?} (supported: sim)", args.cloud_provider);
+        return ExitCode::from(2);
+    }
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: connecting to the cluster: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let clock = Arc::new(SystemClock);
+    let cloud = match SimCloud::new(&settings.cluster_name, clock.clone()) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (_ctx, tasks) = operator::start(client, cloud, clock, settings);
+    let _ = tokio::signal::ctrl_c().await;
+    for t in tasks {
+        t.abort();
+    }
+    ExitCode::SUCCESS
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => {
+            init_tracing(&args.controller.log_level);
+            run(args).await
+        }
+        Command::Sandbox(args) => {
+            init_tracing(&args.controller.log_level);
+            operator::sandbox::run(*args).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

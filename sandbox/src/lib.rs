@@ -14,3 +14,4 @@ pub mod runtime;
 
 pub use runtime::Sandbox;
 pub use store::Store;
+pub mod actors;

@@ -712,12 +712,40 @@ impl Inner {
             let mut obj = (*current).clone();
             obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            let updated = self.put(rt, key, obj, EventType::Modified, Some(current), tx);
             if opts.orphan {
-                obj["metadata"]["annotations"]["sandbox.karpenter.sh/orphan-dependents"] = json!("true");
+                self.orphan_dependents(&updated, tx);
             }
-            return Ok(self.put(rt, key, obj, EventType::Modified, Some(current), tx));
+            return Ok(updated);
         }
-        Ok(self.remove(rt, key, tx))
+        let last = self.remove(rt, key, tx);
+        if opts.orphan {
+            self.orphan_dependents(&last, tx);
+        }
+        Ok(last)
+    }
+
+    /// `propagationPolicy: Orphan`: dependents lose their owner reference instead of being
+    /// garbage-collected.
+    fn orphan_dependents(&mut self, owner: &Value, tx: &broadcast::Sender<Arc<WatchEvent>>) {
+        let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else { return };
+        let mut dependents = Vec::new();
+        for (type_key, table) in &self.objects {
+            for (k, obj) in table {
+                let refs = obj.pointer("/metadata/ownerReferences").and_then(Value::as_array);
+                if refs.is_some_and(|r| r.iter().any(|o| o["uid"] == uid)) {
+                    dependents.push((type_key.clone(), k.clone(), Arc::clone(obj)));
+                }
+            }
+        }
+        for (type_key, k, obj) in dependents {
+            let Some(rt) = self.registry.by_key(&type_key).cloned() else { continue };
+            let mut updated = (*obj).clone();
+            if let Some(refs) = updated["metadata"]["ownerReferences"].as_array_mut() {
+                refs.retain(|o| o["uid"] != uid);
+            }
+            self.put(&rt, k, updated, EventType::Modified, Some(obj), tx);
+        }
     }
 
     fn put(

@@ -1,6 +1,7 @@
 //! The pure scheduling core: requirements algebra, resources, taints, pods, and the solver that
 //! turns pending pods plus a cluster snapshot into NodeClaims. No I/O, no clock.
 
+pub mod kube_scheduler;
 pub mod pod;
 pub mod requirements;
 pub mod resources;

@@ -1,0 +1,106 @@
+//! Launch (upstream `lifecycle/launch.go`): ask the cloud for an instance, copy providerID,
+//! image, capacity and allocatable onto the NodeClaim and its resolved labels onto its metadata.
+//! Capacity and node-class errors delete the NodeClaim so its pods are provisioned again.
+
+use crds::conditions::LAUNCHED;
+use crds::{NodeClaim, StatusConditions};
+use serde_json::json;
+
+use super::lifecycle::{LifecycleError, delete_claim, patch_metadata};
+use crate::cloudprovider::CloudError;
+use crate::operator::Context;
+use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+
+/// What a launch attempt led to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The instance exists; the NodeClaim's status now says so.
+    Launched,
+    /// The NodeClaim was deleted (capacity or node class problem).
+    Deleted,
+    /// Retry later; `Launched` is Unknown with the reason.
+    Retry,
+}
+
+/// Upstream truncates launch failure messages on the condition to this many characters.
+const MAX_MESSAGE: usize = 300;
+
+/// Launch the instance for a NodeClaim that is not Launched yet.
+///
+/// Errors: API failures writing labels or deleting the NodeClaim.
+pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, LifecycleError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let class_name = claim.spec.node_class_ref.name.clone();
+    let node_class = ctx
+        .state
+        .nodeclasses
+        .state()
+        .into_iter()
+        .find(|nc| nc.metadata.name.as_deref() == Some(class_name.as_str()));
+    let result = match node_class {
+        Some(nc) => ctx.cloud.create(claim, &nc).await,
+        None => Err(CloudError::NodeClassNotReady(format!(
+            "{} {class_name:?} not found",
+            claim.spec.node_class_ref.kind
+        ))),
+    };
+    let now = ctx.clock.now();
+    match result {
+        Ok(launched) => {
+            let mut labels = launched.labels.clone();
+            labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+            if claim.metadata.labels.as_ref() != Some(&labels) {
+                patch_metadata(ctx, &name, json!({"labels": labels})).await?;
+            }
+            claim.metadata.labels = Some(labels);
+            let status = claim.status.get_or_insert_with(Default::default);
+            status.provider_id = Some(launched.provider_id.clone());
+            status.image_id = Some(launched.image_id.clone());
+            status.capacity = launched.capacity.to_list();
+            status.allocatable = launched.allocatable.to_list();
+            claim.condition_set(now).set_true(LAUNCHED);
+            tracing::info!(nodeclaim = %name, provider_id = %launched.provider_id,
+                instance_type = launched.labels.get(crds::labels::INSTANCE_TYPE_LABEL).map(String::as_str).unwrap_or(""),
+                zone = launched.labels.get(crds::labels::TOPOLOGY_ZONE_LABEL).map(String::as_str).unwrap_or(""),
+                capacity_type = launched.labels.get(crds::labels::CAPACITY_TYPE_LABEL).map(String::as_str).unwrap_or(""),
+                "launched nodeclaim");
+            Ok(Outcome::Launched)
+        }
+        Err(e @ (CloudError::InsufficientCapacity(_) | CloudError::NodeClassNotReady(_))) => {
+            let reason = if matches!(e, CloudError::InsufficientCapacity(_)) {
+                reason::INSUFFICIENT_CAPACITY_ERROR
+            } else {
+                reason::NODE_CLASS_NOT_READY
+            };
+            ctx.recorder.publish(EventSpec {
+                regarding: reference(claim),
+                type_: EventType::Warning,
+                reason,
+                message: format!("NodeClaim {name} event: {e}"),
+                dedupe: DEFAULT_DEDUPE,
+            });
+            tracing::info!(nodeclaim = %name, error = %e, "deleting nodeclaim that could not launch");
+            delete_claim(ctx, &name).await?;
+            Ok(Outcome::Deleted)
+        }
+        Err(CloudError::Create { reason, message }) => {
+            claim.condition_set(now).set_unknown_with_reason(LAUNCHED, &reason, &truncate(&message));
+            Ok(Outcome::Retry)
+        }
+        Err(e) => {
+            ctx.recorder.publish(EventSpec {
+                regarding: reference(claim),
+                type_: EventType::Warning,
+                reason: reason::LAUNCH_FAILED,
+                message: truncate(&e.to_string()),
+                dedupe: DEFAULT_DEDUPE,
+            });
+            claim.condition_set(now).set_unknown_with_reason(LAUNCHED, "LaunchFailed", &truncate(&e.to_string()));
+            Ok(Outcome::Retry)
+        }
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(MAX_MESSAGE).collect()
+}

@@ -1,0 +1,140 @@
+//! The NodeClaim lifecycle controller (upstream `nodeclaim/lifecycle/controller.go`): adds the
+//! termination finalizer, then runs launch → registration → initialization → liveness on each
+//! reconcile, and the termination finalizer once the NodeClaim is deleted. One metadata patch and
+//! one status patch per reconcile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crds::labels::TERMINATION_FINALIZER;
+use crds::{NodeClaim, StatusConditions};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::Api;
+use serde_json::json;
+
+use super::{initialization, launch, registration, termination};
+use crate::operator::Context;
+
+/// Errors of one reconcile; all are retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// An API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A cloud call failed in a way that needs a retry.
+    #[error("cloud provider: {0}")]
+    Cloud(#[from] crate::cloudprovider::CloudError),
+}
+
+/// Run the controller until the task is aborted.
+pub async fn run(ctx: Arc<Context>) {
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let state = ctx.state.clone();
+    Controller::new(claims, watcher::Config::default())
+        .watches(nodes, watcher::Config::default(), move |node: Node| {
+            // A node maps to the NodeClaim with its providerID.
+            let pid = node.spec.and_then(|s| s.provider_id);
+            state
+                .nodeclaims
+                .state()
+                .into_iter()
+                .filter(|c| pid.is_some() && c.status.as_ref().and_then(|s| s.provider_id.clone()) == pid)
+                .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
+                .collect::<Vec<_>>()
+        })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "nodeclaim reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(claim: Arc<NodeClaim>, err: &LifecycleError, _ctx: Arc<Context>) -> Action {
+    // A conflict means the object changed under us: retry soon with the fresh version.
+    if matches!(err, LifecycleError::Kube(kube::Error::Api(e)) if e.code == 409) {
+        tracing::debug!(nodeclaim = ?claim.metadata.name, error = %err, "conflict; retrying");
+        return Action::requeue(Duration::from_millis(200));
+    }
+    tracing::warn!(nodeclaim = ?claim.metadata.name, error = %err, "nodeclaim lifecycle failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Merge-patch a NodeClaim's labels and finalizers.
+pub(crate) async fn patch_metadata(ctx: &Context, name: &str, metadata: serde_json::Value) -> Result<(), kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": metadata}))).await?;
+    Ok(())
+}
+
+/// Delete a NodeClaim (its finalizer then terminates the instance).
+pub(crate) async fn delete_claim(ctx: &Context, name: &str) -> Result<(), kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, LifecycleError> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    if obj.metadata.deletion_timestamp.is_some() {
+        return termination::finalize(&ctx, &obj).await;
+    }
+    let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        let mut f = finalizers;
+        f.push(TERMINATION_FINALIZER.to_string());
+        patch_metadata(&ctx, &name, json!({"finalizers": f})).await?;
+        return Ok(Action::await_change());
+    }
+    let now = ctx.clock.now();
+    let mut claim = (*obj).clone();
+    claim.condition_set(now);
+    let mut requeue = Duration::from_secs(60);
+    if !conditions::is_true(claim.status_conditions(), LAUNCHED) {
+        match launch::launch(&ctx, &mut claim).await? {
+            launch::Outcome::Launched => {}
+            launch::Outcome::Deleted => return Ok(Action::await_change()),
+            launch::Outcome::Retry => requeue = Duration::from_secs(5),
+        }
+    }
+    if conditions::is_true(claim.status_conditions(), LAUNCHED) && !conditions::is_true(claim.status_conditions(), REGISTERED) {
+        registration::register(&ctx, &mut claim).await?;
+    }
+    if conditions::is_true(claim.status_conditions(), REGISTERED) && !conditions::is_true(claim.status_conditions(), INITIALIZED) {
+        initialization::initialize(&ctx, &mut claim).await?;
+    }
+    if let Some(why) = super::liveness::expired(&claim, &ctx.settings, now) {
+        tracing::info!(nodeclaim = %name, reason = why, "deleting nodeclaim");
+        write_status(&ctx, &obj, &claim).await?;
+        delete_claim(&ctx, &name).await?;
+        return Ok(Action::await_change());
+    }
+    write_status(&ctx, &obj, &claim).await?;
+    if !conditions::is_true(claim.status_conditions(), INITIALIZED) {
+        requeue = requeue.min(Duration::from_secs(10));
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// One status patch, only when the status changed.
+async fn write_status(ctx: &Context, before: &NodeClaim, after: &NodeClaim) -> Result<(), kube::Error> {
+    if before.status == after.status {
+        return Ok(());
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let name = after.metadata.name.clone().unwrap_or_default();
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": after.status})))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! The EC2NodeClass status controller (upstream `aws:pkg/controllers/nodeclass`): resolves
+//! subnets, security groups, AMIs and the instance profile through the cloud provider, writes
+//! them to status with one condition each and a root `Ready`, and holds the
+//! `karpenter.k8s.aws/termination` finalizer while NodeClaims still use the class.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::conditions::{
+    AMIS_READY, INSTANCE_PROFILE_READY, PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY, SUBNETS_READY, VALIDATION_SUCCEEDED,
+};
+use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
+use crds::{EC2NodeClass, StatusConditions};
+use futures::StreamExt;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use crate::operator::Context;
+use crate::operator::events::{EventSpec, EventType, reason, reference};
+
+/// Selectors are re-resolved at least this often (upstream refreshes subnets every minute).
+const RESYNC: Duration = Duration::from_secs(60);
+
+/// Run the controller until the task is aborted.
+pub async fn run(ctx: Arc<Context>) {
+    let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    Controller::new(classes, watcher::Config::default())
+        .run(reconcile, |_c, err, _ctx| {
+            tracing::warn!(error = %err, "ec2nodeclass status failed; retrying");
+            Action::requeue(Duration::from_secs(5))
+        }, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
+    let has_finalizer = finalizers.iter().any(|f| f == EC2NODECLASS_TERMINATION_FINALIZER);
+    if obj.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
+        }
+        let users: Vec<String> = ctx
+            .state
+            .nodeclaims
+            .state()
+            .iter()
+            .filter(|c| c.spec.node_class_ref.name == name)
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        if !users.is_empty() {
+            ctx.recorder.publish(EventSpec {
+                regarding: reference(obj.as_ref()),
+                type_: EventType::Normal,
+                reason: reason::WAITING_ON_NODECLAIM_TERMINATION,
+                message: format!("Waiting on NodeClaim termination for {}", users.join(", ")),
+                dedupe: Duration::from_secs(600),
+            });
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
+        let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != EC2NODECLASS_TERMINATION_FINALIZER).collect();
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": remaining}}))).await?;
+        return Ok(Action::await_change());
+    }
+    if !has_finalizer {
+        let mut f = finalizers;
+        f.push(EC2NODECLASS_TERMINATION_FINALIZER.to_string());
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": f}}))).await?;
+        return Ok(Action::await_change());
+    }
+    let resolution = ctx.cloud.resolve_node_class(&obj).await;
+    let mut nc = (*obj).clone();
+    let mut status = resolution.status;
+    status.conditions = nc.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    nc.status = Some(status);
+    {
+        let mut set = nc.condition_set(ctx.clock.now());
+        for t in [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, INSTANCE_PROFILE_READY, VALIDATION_SUCCEEDED, PLACEMENT_GROUP_READY] {
+            match &resolution.not_ready {
+                Some((failed, reason, message)) if failed == t => set.set_false(t, reason, message),
+                _ => set.set_true(t),
+            };
+        }
+    }
+    if nc.status != obj.status {
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": nc.status}))).await?;
+    }
+    Ok(Action::requeue(RESYNC))
+}

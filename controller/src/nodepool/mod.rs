@@ -1,0 +1,114 @@
+//! NodePool controllers (upstream `nodepool/readiness`, `nodepool/validation`,
+//! `nodepool/counter`): `ValidationSucceeded` from the pool's own rules, `NodeClassReady` from
+//! its node class, `Ready` from both; `status.resources` and `status.nodes` from its nodes. Only
+//! Ready NodePools launch capacity.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
+use crds::validation::{VALIDATION_FAILED_REASON, summarize, validate_nodepool};
+use crds::{EC2NodeClass, NodePool, StatusConditions};
+use futures::StreamExt;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use serde_json::json;
+
+use crate::operator::Context;
+use crate::scheduling::resources::Resources;
+use crate::state::snapshot::nodepool_of;
+
+/// Counters are refreshed at least this often (upstream: every 5s).
+const RESYNC: Duration = Duration::from_secs(5);
+
+/// The validation verdict: every spec rule plus requirements the scheduler must be able to
+/// parse. `Err` holds the condition message.
+pub fn validate(pool: &NodePool) -> Result<(), String> {
+    let mut errors = validate_nodepool(pool);
+    if let Err(e) = crate::provisioning::template::pool_requirements(pool) {
+        errors.push(crds::validation::FieldError { field: "spec.template.spec.requirements".into(), message: e.to_string() });
+    }
+    if errors.is_empty() { Ok(()) } else { Err(summarize(&errors)) }
+}
+
+/// Run the controller until the task is aborted.
+pub async fn run(ctx: Arc<Context>) {
+    let pools: Api<NodePool> = Api::all(ctx.client.clone());
+    let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    let state = ctx.state.clone();
+    Controller::new(pools, watcher::Config::default())
+        // A node class change re-evaluates the NodePools that use it.
+        .watches(classes, watcher::Config::default(), move |nc: EC2NodeClass| {
+            let name = nc.metadata.name.unwrap_or_default();
+            state
+                .nodepools
+                .state()
+                .into_iter()
+                .filter(|p| p.spec.template.spec.node_class_ref.name == name)
+                .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
+                .collect::<Vec<_>>()
+        })
+        .run(reconcile, |_p, err, _c| {
+            tracing::warn!(error = %err, "nodepool status failed; retrying");
+            Action::requeue(Duration::from_secs(5))
+        }, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    if obj.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let mut pool = (*obj).clone();
+    let now = ctx.clock.now();
+    let verdict = validate(&pool);
+    let class_ref = pool.spec.template.spec.node_class_ref.clone();
+    let class = ctx.state.nodeclasses.state().into_iter().find(|nc| nc.metadata.name.as_deref() == Some(class_ref.name.as_str()));
+    {
+        let mut set = pool.condition_set(now);
+        match &verdict {
+            Ok(()) => set.set_true(VALIDATION_SUCCEEDED),
+            Err(msg) => set.set_false(VALIDATION_SUCCEEDED, VALIDATION_FAILED_REASON, msg),
+        };
+        match &class {
+            None => set.set_false(NODE_CLASS_READY, "NodeClassNotFound", &format!("{} {:?} not found", class_ref.kind, class_ref.name)),
+            Some(nc) => {
+                let conds = nc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                match conditions::get(conds, READY) {
+                    Some(c) if c.status == "True" => set.set_true(NODE_CLASS_READY),
+                    Some(c) if c.status == "False" => set.set_false(NODE_CLASS_READY, "NodeClassNotReady", &format!("{} {:?} is not ready: {}", class_ref.kind, class_ref.name, c.message)),
+                    _ => set.set_unknown_with_reason(NODE_CLASS_READY, "NodeClassNotReady", "node class readiness is unknown"),
+                }
+            }
+        };
+    }
+    let mut resources = Resources::default();
+    let mut nodes = 0;
+    for claim in ctx.state.nodeclaims.state() {
+        if nodepool_of(claim.metadata.labels.as_ref()) != Some(name.as_str()) {
+            continue;
+        }
+        let Some(status) = claim.status.as_ref().filter(|s| s.node_name.is_some()) else { continue };
+        nodes += 1;
+        resources.add(&Resources::from_list(&status.capacity).unwrap_or_default());
+    }
+    let status = pool.status.get_or_insert_with(Default::default);
+    let mut list: BTreeMap<_, _> = resources.to_list();
+    list.insert("nodes".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity(nodes.to_string()));
+    status.resources = list;
+    status.nodes = nodes;
+    if let Some(nc) = &class {
+        status.node_class_observed_generation = nc.metadata.generation.unwrap_or(0);
+    }
+    if pool.status != obj.status {
+        let api: Api<NodePool> = Api::all(ctx.client.clone());
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": pool.status}))).await?;
+    }
+    Ok(Action::requeue(RESYNC))
+}

@@ -1,0 +1,54 @@
+//! The operator: settings, the shared controller context, events, and starting every
+//! controller against a cluster (`karpenter run`) or the embedded sandbox (`karpenter sandbox`).
+
+pub mod events;
+pub mod options;
+pub mod report;
+pub mod sandbox;
+pub mod workload;
+
+use std::sync::Arc;
+
+use kube::Client;
+use tokio::task::JoinHandle;
+
+use crate::cloudprovider::CloudProvider;
+use crate::clock::Clock;
+use crate::state::ClusterState;
+
+pub use options::{ControllerOptions, Settings};
+
+/// What every controller shares.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// The cloud.
+    pub cloud: Arc<dyn CloudProvider>,
+    /// Watch-fed caches.
+    pub state: ClusterState,
+    /// Event publisher.
+    pub recorder: events::Recorder,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Validated settings.
+    pub settings: Settings,
+}
+
+/// Start the watches and every controller. The returned handles stop them when aborted.
+pub fn start(client: Client, cloud: Arc<dyn CloudProvider>, clock: Arc<dyn Clock>, settings: Settings) -> (Arc<Context>, Vec<JoinHandle<()>>) {
+    let (state, mut tasks) = ClusterState::start(&client);
+    let ctx = Arc::new(Context {
+        recorder: events::Recorder::new(client.clone()),
+        client,
+        cloud,
+        state,
+        clock,
+        settings,
+    });
+    tasks.push(tokio::spawn(crate::provisioning::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::nodeclaim::lifecycle::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::node::termination::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::nodepool::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::nodeclass::run(Arc::clone(&ctx))));
+    (ctx, tasks)
+}

@@ -1,0 +1,284 @@
+//! `karpenter sandbox`: in one process, the in-memory API server, the simulated kube-scheduler,
+//! kubelets and workload controllers, the simulated EC2 cloud, and the controller itself; applies
+//! a workload, shows progress, and reports what was launched and what it costs.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use clap::{Args, ValueEnum};
+use sandbox::actors::{ActorConfig, BootRecord, InstanceSource};
+use sandbox::registry::TypeKey;
+use sandbox::{Sandbox, Store};
+use serde_json::{Value, json};
+
+use super::options::{ControllerOptions, parse_duration};
+use super::report::{Observation, Report, observe};
+use super::workload::{self, DEFAULT_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
+use crate::cloudprovider::sim::SimCloud;
+use crate::clock::{Clock, SystemClock};
+use crate::scheduling::kube_scheduler::KubeScheduler;
+
+/// Report formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Human-readable summary.
+    Text,
+    /// One JSON document on stdout (logs stay on stderr).
+    Json,
+}
+
+/// Flags of `karpenter sandbox`.
+#[derive(Args, Clone, Debug)]
+pub struct SandboxArgs {
+    /// A workload: multi-document Kubernetes YAML or an Alibaba openb_pod_list CSV. Repeatable.
+    /// Without one, the bundled Online Boutique is applied.
+    #[arg(long = "workload", value_name = "FILE")]
+    pub workloads: Vec<PathBuf>,
+    /// Multiply the replicas of every Deployment, ReplicaSet and StatefulSet.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub scale: u32,
+    /// Where to write the kubeconfig (default: a file in the system temp directory).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// API server port on 127.0.0.1 (0 picks a free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Exit 0 once every pod is bound (or reported unschedulable by Karpenter) and every
+    /// NodeClaim is initialized.
+    #[arg(long)]
+    pub until_settled: bool,
+    /// With --until-settled, give up after this long and exit 1 listing what is pending.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print a report on exit.
+    #[arg(long, value_enum)]
+    pub report: Option<ReportFormat>,
+    /// How long after launch a simulated kubelet registers its node.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub registration_delay: Duration,
+    /// Controller settings.
+    #[command(flatten)]
+    pub controller: ControllerOptions,
+}
+
+/// The sandbox kubelets learn about instances from the simulated cloud's instance list.
+struct SimInstances(Arc<SimCloud>);
+
+#[async_trait]
+impl InstanceSource for SimInstances {
+    async fn running(&self) -> Result<Vec<BootRecord>, String> {
+        Ok(self
+            .0
+            .instances()
+            .into_iter()
+            .map(|i| BootRecord {
+                architecture: i.labels.get(crds::labels::ARCH_LABEL).cloned().unwrap_or_default(),
+                provider_id: i.provider_id,
+                hostname: i.hostname,
+                private_ip: i.private_ip,
+                launched_at: i.launched_at,
+                labels: i.node_labels,
+                taints: i.node_taints,
+                capacity: i.capacity.to_list(),
+                allocatable: i.allocatable.to_list(),
+                image_id: i.image_id,
+            })
+            .collect())
+    }
+}
+
+/// A sandbox that cannot start or apply its workload.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Bad workload input.
+    #[error(transparent)]
+    Workload(#[from] workload::WorkloadError),
+    /// A manifest the API server rejected.
+    #[error("{location}: {message}")]
+    Apply {
+        /// `<file>: document <n>`.
+        location: String,
+        /// Why.
+        message: String,
+    },
+    /// Startup failed.
+    #[error("{0}")]
+    Startup(String),
+}
+
+fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError> {
+    let mut manifests = Vec::new();
+    if args.workloads.is_empty() {
+        manifests.extend(workload::parse_yaml(&PathBuf::from("<bundled online-boutique.yaml>"), ONLINE_BOUTIQUE)?);
+    }
+    for path in &args.workloads {
+        manifests.extend(workload::load(path)?);
+    }
+    workload::scale(&mut manifests, args.scale);
+    let source = PathBuf::from("<default nodepool>");
+    let defaults = workload::parse_yaml(&source, DEFAULT_NODEPOOL)?;
+    for kind in ["NodePool", "EC2NodeClass"] {
+        if !manifests.iter().any(|m| m.kind() == kind) {
+            let mut m = defaults.iter().find(|d| d.kind() == kind).cloned().ok_or_else(|| SandboxError::Startup(format!("bundled default {kind} missing")))?;
+            retag_discovery(&mut m.object, &args.controller.cluster_name);
+            manifests.push(m);
+        }
+    }
+    // Namespaces first, as kubectl apply orders them.
+    manifests.sort_by_key(|m| m.kind() != "Namespace");
+    Ok(manifests)
+}
+
+/// Point the default EC2NodeClass's discovery selectors at this cluster's name.
+fn retag_discovery(obj: &mut Value, cluster: &str) {
+    for terms in ["subnetSelectorTerms", "securityGroupSelectorTerms"] {
+        if let Some(list) = obj.pointer_mut(&format!("/spec/{terms}")).and_then(Value::as_array_mut) {
+            for t in list {
+                if t.pointer("/tags/karpenter.sh~1discovery").is_some() {
+                    t["tags"]["karpenter.sh/discovery"] = json!(cluster);
+                }
+            }
+        }
+    }
+    if obj.pointer("/spec/role").is_some() {
+        obj["spec"]["role"] = json!(format!("KarpenterNodeRole-{cluster}"));
+    }
+}
+
+fn apply(store: &Store, manifests: &[Manifest]) -> Result<(), SandboxError> {
+    for crd in crds::generate::crds() {
+        let rt = store
+            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .ok_or_else(|| SandboxError::Startup("CRDs are not served".into()))?;
+        let value = serde_json::to_value(&crd).map_err(|e| SandboxError::Startup(e.to_string()))?;
+        store.create(&rt, "", value).map_err(|e| SandboxError::Startup(format!("installing CRD: {e}")))?;
+    }
+    for m in manifests {
+        let rt = store.resource_for_kind(m.api_version(), m.kind()).ok_or_else(|| SandboxError::Apply {
+            location: m.location(),
+            message: format!("no resource type {} {} is served by the sandbox", m.api_version(), m.kind()),
+        })?;
+        let ns = m.object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
+        if let Err(e) = store.create(&rt, ns, m.object.clone()) {
+            return Err(SandboxError::Apply { location: m.location(), message: e.to_string() });
+        }
+    }
+    Ok(())
+}
+
+fn read(store: &Store, group: &str, plural: &str) -> Vec<Value> {
+    let key = TypeKey { group: group.into(), plural: plural.into() };
+    store.snapshot(|r| r(&key)).iter().map(|v| (**v).clone()).collect()
+}
+
+fn observe_now(store: &Store, cloud: &SimCloud) -> Observation {
+    let instances: Vec<(String, f64)> = cloud.instances().into_iter().map(|i| (i.instance_type, i.price)).collect();
+    observe(&read(store, "", "pods"), &read(store, "", "events"), &read(store, "karpenter.sh", "nodeclaims"), &instances)
+}
+
+/// Run the sandbox command. Exit code: 0 settled (or stopped by Ctrl-C without
+/// --until-settled), 1 not settled before the timeout, 2 bad input or startup failure.
+pub async fn run(args: SandboxArgs) -> ExitCode {
+    match run_inner(&args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
+    let settings = args.controller.settings().map_err(|e| SandboxError::Startup(e.to_string()))?;
+    let manifests = load_manifests(args)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let cloud = Arc::new(SimCloud::new(&settings.cluster_name, Arc::clone(&clock)).map_err(|e| SandboxError::Startup(e.to_string()))?);
+    let mut sb = Sandbox::start(args.port).await.map_err(|e| SandboxError::Startup(format!("starting the API server: {e}")))?;
+    let kubeconfig = args
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("karpenter-sandbox-{}.kubeconfig", sb.addr().port())));
+    sb.write_kubeconfig(&kubeconfig).map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
+    eprintln!("karpenter sandbox: API server at {}; kubeconfig written to {}", sb.url(), kubeconfig.display());
+    eprintln!("  export KUBECONFIG={}", kubeconfig.display());
+    apply(sb.store(), &manifests)?;
+    let actors = ActorConfig { registration_delay: args.registration_delay, ..ActorConfig::default() };
+    for task in sandbox::actors::spawn_all(sb.store(), &actors, Arc::new(KubeScheduler::new()), Arc::new(SimInstances(Arc::clone(&cloud)))) {
+        sb.adopt(task);
+    }
+    let uri = sb.url().parse().map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
+    let client = kube::Client::try_from(kube::Config::new(uri)).map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
+    let (_ctx, tasks) = super::start(client, cloud.clone(), clock, settings);
+    for t in tasks {
+        sb.adopt(t);
+    }
+    let (settled, elapsed, last) = watch_progress(args, sb.store(), &cloud).await;
+    if let Some(format) = args.report {
+        let report = Report::new(&last, elapsed.as_secs_f64(), settled);
+        match format {
+            ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default()),
+            ReportFormat::Text => print!("{}", report.text()),
+        }
+    }
+    if args.until_settled && !settled {
+        eprintln!("error: not settled after {:?}", args.timeout);
+        for p in last.pending.iter().take(20) {
+            eprintln!("  pending {}: {}", p.name, p.reason);
+        }
+        if last.claims_total > last.claims_initialized {
+            eprintln!("  {} of {} nodeclaims not initialized", last.claims_total - last.claims_initialized, last.claims_total);
+        }
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Show progress until settled (with --until-settled), the timeout, or Ctrl-C. Returns whether
+/// it settled, when, and the last observation.
+async fn watch_progress(args: &SandboxArgs, store: &Arc<Store>, cloud: &SimCloud) -> (bool, Duration, Observation) {
+    let start = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut last_line = Instant::now();
+    let mut stable = 0;
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    loop {
+        let o = observe_now(store, cloud);
+        let elapsed = start.elapsed();
+        let line = o.progress_line(elapsed.as_secs());
+        if tty {
+            let mut err = std::io::stderr();
+            let _ = crossterm::execute!(err, crossterm::cursor::MoveToColumn(0), crossterm::terminal::Clear(crossterm::terminal::ClearType::CurrentLine));
+            let _ = write!(err, "{line}");
+            let _ = err.flush();
+        } else if last_line.elapsed() >= Duration::from_secs(5) {
+            eprintln!("{line}");
+            last_line = Instant::now();
+        }
+        stable = if o.settled() && o.pods_total > 0 { stable + 1 } else { 0 };
+        if args.until_settled && stable >= 3 {
+            if tty {
+                eprintln!();
+            }
+            return (true, elapsed.saturating_sub(Duration::from_secs(2)), o);
+        }
+        if args.until_settled && elapsed >= args.timeout {
+            if tty {
+                eprintln!();
+            }
+            return (false, elapsed, o);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = &mut ctrl_c => {
+                if tty {
+                    eprintln!();
+                }
+                return (o.settled(), elapsed, o);
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! From a NodePool to what the solver needs (upstream `nodeclaimtemplate.go`): its requirements
+//! (pool requirements, template labels, the nodepool label), DaemonSet overhead, remaining
+//! limits; and from a solver decision back to a NodeClaim object.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crds::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, node_class_label_key};
+use crds::nodeclaim::ResourceRequirements;
+use crds::{NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues, Operator};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::cloudprovider::InstanceType;
+use crate::scheduling::pod::PodInfo;
+use crate::scheduling::requirements::{Requirement, RequirementError, Requirements};
+use crate::scheduling::resources::Resources;
+use crate::scheduling::solver::{LIMIT_NODES, NewClaim, NodePoolTemplate};
+use crate::scheduling::taints::untolerated;
+
+/// A NodePool's requirements: its spec requirements (with minValues), its template labels as
+/// `In`, and `karpenter.sh/nodepool In [name]`.
+///
+/// Errors: a requirement that does not parse (the NodePool is then not Ready).
+pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, RequirementError> {
+    let mut reqs = Requirements::new();
+    for r in &pool.spec.template.spec.requirements {
+        let mut req = Requirement::parse(&r.key, r.operator.as_str(), &r.values)?;
+        req.min_values = r.min_values.and_then(|m| usize::try_from(m).ok());
+        reqs.add(req);
+    }
+    for (k, v) in &pool.spec.template.metadata.labels {
+        reqs.add(Requirement::is_in(k, [v.clone()]));
+    }
+    reqs.add(Requirement::is_in(NODEPOOL_LABEL, [pool.metadata.name.clone().unwrap_or_default()]));
+    Ok(reqs)
+}
+
+/// Requests of the DaemonSets whose pods would run on this pool's nodes: they tolerate the
+/// template's taints and their node requirements are compatible with the pool's.
+pub fn daemon_overhead(
+    requirements: &Requirements,
+    pool: &NodePool,
+    daemonsets: &[Arc<DaemonSet>],
+    well_known: &dyn Fn(&str) -> bool,
+) -> Resources {
+    let taints: Vec<_> = pool
+        .spec
+        .template
+        .spec
+        .taints
+        .iter()
+        .chain(pool.spec.template.spec.startup_taints.iter())
+        .cloned()
+        .collect();
+    let mut total = Resources::default();
+    for ds in daemonsets {
+        let pod = Pod { metadata: ObjectMeta::default(), spec: ds.spec.template.spec.clone(), status: None };
+        let Ok(info) = PodInfo::from_pod(&pod) else { continue };
+        let tolerated = untolerated(&taints, &info.tolerations).is_none();
+        let compatible = info.requirement_terms.iter().any(|t| requirements.compatible(t, well_known).is_ok());
+        if tolerated && compatible {
+            let mut r = info.requests.clone();
+            r.pods = 1;
+            total.add(&r);
+        }
+    }
+    total
+}
+
+/// What the pool's limits still allow given its current usage (cpu in millicores, memory in
+/// bytes, `nodes` as a count). Unparseable limits are treated as zero: launch nothing rather
+/// than exceed a limit the user meant to set.
+pub fn remaining_limits(pool: &NodePool, used: &Resources, node_count: i64) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (name, q) in &pool.spec.limits {
+        let limit = if name == LIMIT_NODES {
+            crate::scheduling::resources::parse_units(&q.0).unwrap_or(0) - node_count
+        } else {
+            let mut r = Resources::default();
+            match r.set_parsed(name, &q.0) {
+                Ok(()) => r.get(name) - used.get(name),
+                Err(_) => 0,
+            }
+        };
+        out.insert(name.clone(), limit);
+    }
+    out
+}
+
+/// The solver's view of a ready NodePool.
+pub fn template(
+    pool: &NodePool,
+    requirements: Requirements,
+    instance_types: &[Arc<InstanceType>],
+    daemon_overhead: Resources,
+    remaining: BTreeMap<String, i64>,
+) -> NodePoolTemplate {
+    NodePoolTemplate {
+        name: pool.metadata.name.clone().unwrap_or_default(),
+        weight: pool.spec.weight.unwrap_or(0),
+        requirements,
+        taints: pool.spec.template.spec.taints.clone(),
+        instance_types: instance_types.to_vec(),
+        daemon_overhead,
+        remaining,
+    }
+}
+
+/// The NodeClaim object for a solver decision: `generateName: <pool>-`, owned by the NodePool,
+/// labelled with the pool's template labels, the nodepool and node-class labels and the
+/// claim's single-valued requirements; requirements list instance types cheapest first.
+pub fn nodeclaim(pool: &NodePool, decision: &NewClaim) -> NodeClaim {
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let spec = &pool.spec.template.spec;
+    let mut labels: BTreeMap<String, String> = decision
+        .requirements
+        .labels()
+        .into_iter()
+        .filter(|(k, _)| k != INSTANCE_TYPE_LABEL)
+        .collect();
+    labels.extend(pool.spec.template.metadata.labels.clone());
+    labels.insert(NODEPOOL_LABEL.into(), pool_name.clone());
+    labels.insert(
+        node_class_label_key(&spec.node_class_ref.group, &spec.node_class_ref.kind),
+        spec.node_class_ref.name.clone(),
+    );
+    let min_values: HashMap<&str, i64> = spec
+        .requirements
+        .iter()
+        .filter_map(|r| r.min_values.map(|m| (r.key.as_str(), m)))
+        .collect();
+    let requirements = decision
+        .requirements
+        .to_node_selector()
+        .into_iter()
+        .map(|r| {
+            let values = if r.key == INSTANCE_TYPE_LABEL {
+                decision.instance_types.iter().map(|t| t.name.clone()).collect()
+            } else {
+                r.values.unwrap_or_default()
+            };
+            let operator = r.operator.parse().unwrap_or(Operator::In);
+            let mut out = NodeSelectorRequirementWithMinValues::new(&r.key, operator, values);
+            out.min_values = min_values.get(r.key.as_str()).copied();
+            out
+        })
+        .collect();
+    NodeClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{pool_name}-")),
+            labels: Some(labels),
+            annotations: (!pool.spec.template.metadata.annotations.is_empty())
+                .then(|| pool.spec.template.metadata.annotations.clone()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodePool".into(),
+                name: pool_name,
+                uid: pool.metadata.uid.clone().unwrap_or_default(),
+                block_owner_deletion: Some(true),
+                controller: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: NodeClaimSpec {
+            taints: spec.taints.clone(),
+            startup_taints: spec.startup_taints.clone(),
+            requirements,
+            resources: ResourceRequirements { requests: decision.requests.to_list() },
+            node_class_ref: spec.node_class_ref.clone(),
+            termination_grace_period: spec.termination_grace_period.clone(),
+            expire_after: spec.expire_after.clone(),
+        },
+        status: None,
+    }
+}

@@ -1,0 +1,214 @@
+//! Simulated kubelets (and the cloud-node-lifecycle part of the cloud controller manager): for
+//! each running instance, register a Node a configurable delay after launch, with the
+//! providerID, labels and taints its user data configured and capacity from its instance type;
+//! report it Ready; start the pods bound to it. Nodes whose instance is gone are deleted.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use super::{ActorConfig, BootRecord, InstanceSource, TypedCache, key, wait_for_change};
+use crate::pods::set_pod_condition;
+use crate::store::{DeleteOptions, Store, Subresource, now_rfc3339};
+
+/// Kubelet version the simulated nodes report.
+pub const KUBELET_VERSION: &str = "v1.32.0-eks-sandbox";
+
+/// The Node object a kubelet registers for an instance (status is written separately, as the
+/// status subresource).
+pub fn node_for(record: &BootRecord) -> (Value, Value) {
+    let taints: Vec<Value> = record
+        .taints
+        .iter()
+        .map(|t| {
+            let mut v = json!({"key": t.key, "effect": t.effect});
+            if let Some(val) = &t.value {
+                v["value"] = json!(val);
+            }
+            v
+        })
+        .collect();
+    let node = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": record.hostname, "labels": record.labels},
+        "spec": {"providerID": record.provider_id, "taints": taints},
+    });
+    let now = now_rfc3339();
+    let cond = |t: &str, s: &str, reason: &str, message: &str| {
+        json!({"type": t, "status": s, "reason": reason, "message": message,
+            "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    let status = json!({
+        "capacity": record.capacity,
+        "allocatable": record.allocatable,
+        "conditions": [
+            cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        ],
+        "addresses": [
+            {"type": "InternalIP", "address": record.private_ip},
+            {"type": "InternalDNS", "address": record.hostname},
+            {"type": "Hostname", "address": record.hostname},
+        ],
+        "nodeInfo": {
+            "architecture": record.architecture, "operatingSystem": "linux",
+            "osImage": format!("Amazon Linux 2023 ({})", record.image_id),
+            "kernelVersion": "6.1.0-sandbox", "containerRuntimeVersion": "containerd://1.7.27",
+            "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
+            "machineID": "", "systemUUID": "", "bootID": "",
+        },
+        "phase": "Running",
+    });
+    (node, status)
+}
+
+struct Kubelets {
+    config: ActorConfig,
+    source: Arc<dyn InstanceSource>,
+    nodes: TypedCache<Node>,
+    pods: TypedCache<Pod>,
+    /// Pod IPs handed out per node.
+    next_ip: HashMap<String, u32>,
+}
+
+impl Kubelets {
+    async fn pass(&mut self, store: &Store) {
+        let running = match self.source.running().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "kubelet: listing instances failed");
+                return;
+            }
+        };
+        let (Some(nodes_rt), Some(pods_rt)) = (store.resource("", "v1", "nodes"), store.resource("", "v1", "pods")) else {
+            return;
+        };
+        let nodes = self.nodes.refresh(store);
+        let by_provider: HashMap<&str, &Arc<Node>> = nodes
+            .iter()
+            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref().map(|p| (p, n)))
+            .collect();
+        let now = jiff::Timestamp::now();
+        let delay = jiff::SignedDuration::try_from(self.config.registration_delay).unwrap_or_default();
+        let live: HashSet<&str> = running.iter().map(|r| r.provider_id.as_str()).collect();
+        for record in &running {
+            if by_provider.contains_key(record.provider_id.as_str()) || record.launched_at + delay > now {
+                continue;
+            }
+            let (node, status) = node_for(record);
+            match store.create(&nodes_rt, "", node) {
+                Ok(_) => {
+                    let _ = store.modify(&nodes_rt, "", &record.hostname, Subresource::Status, |n| {
+                        n["status"] = status;
+                        Ok(())
+                    });
+                    tracing::debug!(node = %record.hostname, provider_id = %record.provider_id, "kubelet registered node");
+                }
+                Err(e) => tracing::debug!(node = %record.hostname, error = %e, "kubelet registration failed"),
+            }
+        }
+        // Cloud controller manager: a Node whose instance no longer runs is deleted.
+        let mut ready_nodes: HashSet<String> = HashSet::new();
+        for node in &nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or("");
+            if provider.starts_with("aws://") && !live.contains(provider) {
+                if node.metadata.deletion_timestamp.is_none() {
+                    let _ = store.delete(&nodes_rt, "", &name, &DeleteOptions::default());
+                }
+                continue;
+            }
+            ready_nodes.insert(name);
+        }
+        self.start_pods(store, &pods_rt, &ready_nodes, &nodes);
+    }
+
+    /// Pods bound to a live node start running.
+    fn start_pods(&mut self, store: &Store, pods_rt: &crate::registry::ResourceType, live: &HashSet<String>, nodes: &[Arc<Node>]) {
+        let node_ips: BTreeMap<String, String> = nodes
+            .iter()
+            .filter_map(|n| {
+                let ip = n.status.as_ref()?.addresses.as_ref()?.iter().find(|a| a.type_ == "InternalIP")?.address.clone();
+                Some((n.metadata.name.clone()?, ip))
+            })
+            .collect();
+        for pod in self.pods.refresh(store) {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+            if phase != "Pending" || !live.contains(&node) || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let host_ip = node_ips.get(&node).cloned().unwrap_or_default();
+            let n = self.next_ip.entry(node.clone()).or_insert(0);
+            *n += 1;
+            let pod_ip = pod_ip(&host_ip, *n);
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let containers: Vec<String> = pod
+                .spec
+                .as_ref()
+                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default();
+            let images: HashMap<String, String> = pod
+                .spec
+                .as_ref()
+                .map(|s| s.containers.iter().map(|c| (c.name.clone(), c.image.clone().unwrap_or_default())).collect())
+                .unwrap_or_default();
+            let result = store.modify(pods_rt, &ns, &name, Subresource::Status, |p| {
+                let now = now_rfc3339();
+                p["status"]["phase"] = json!("Running");
+                p["status"]["hostIP"] = json!(host_ip);
+                p["status"]["hostIPs"] = json!([{"ip": host_ip}]);
+                p["status"]["podIP"] = json!(pod_ip);
+                p["status"]["podIPs"] = json!([{"ip": pod_ip}]);
+                p["status"]["startTime"] = json!(now);
+                for c in ["Initialized", "ContainersReady", "Ready"] {
+                    set_pod_condition(p, c, "True", None, None);
+                }
+                let statuses: Vec<Value> = containers
+                    .iter()
+                    .map(|c| json!({"name": c, "ready": true, "started": true, "restartCount": 0,
+                        "image": images.get(c).cloned().unwrap_or_default(), "imageID": "",
+                        "state": {"running": {"startedAt": now}}}))
+                    .collect();
+                p["status"]["containerStatuses"] = json!(statuses);
+                Ok(())
+            });
+            if let Err(e) = result {
+                tracing::debug!(pod = %name, error = %e, "kubelet could not start pod");
+            }
+        }
+    }
+}
+
+fn pod_ip(host_ip: &str, n: u32) -> String {
+    let octets: Vec<u32> = host_ip.split('.').filter_map(|o| o.parse().ok()).collect();
+    match octets.as_slice() {
+        [_, b, c, d] => format!("10.{}.{}.{}", 100 + (b + c) % 100, (d + n / 250) % 256, n % 250 + 2),
+        _ => format!("10.244.0.{}", n % 250 + 2),
+    }
+}
+
+/// Run the kubelets until the store goes away.
+pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn InstanceSource>) {
+    let mut rx = store.subscribe();
+    let poll = config.kubelet_poll;
+    let mut kubelets = Kubelets {
+        config,
+        source,
+        nodes: TypedCache::new(key("", "nodes")),
+        pods: TypedCache::new(key("", "pods")),
+        next_ip: HashMap::new(),
+    };
+    let interest = [key("", "pods"), key("", "nodes")];
+    loop {
+        kubelets.pass(&store).await;
+        if !wait_for_change(&mut rx, &interest, poll, std::time::Duration::from_millis(50)).await {
+            return;
+        }
+    }
+}

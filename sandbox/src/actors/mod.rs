@@ -1,0 +1,146 @@
+//! The simulated cluster around the API server: kube-scheduler, kubelets, workload controllers
+//! (Deployment, ReplicaSet, DaemonSet), the disruption (PDB status) controller and the garbage
+//! collector. Each actor reads the store, wakes on the changes it cares about, and writes
+//! through the same store operations the HTTP API uses.
+
+mod cache;
+pub mod gc;
+pub mod kubelet;
+pub mod pdb;
+pub mod scheduler;
+pub mod workloads;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+
+use crate::registry::TypeKey;
+use crate::store::Store;
+
+pub use cache::TypedCache;
+
+/// What a kubelet boots with, as the cloud knows it: the instance and the configuration its
+/// user data passes to the kubelet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BootRecord {
+    /// `aws:///<zone>/<instance-id>`.
+    pub provider_id: String,
+    /// Node name the kubelet registers (the private DNS name).
+    pub hostname: String,
+    /// Private IPv4 address.
+    pub private_ip: String,
+    /// When the instance launched; the kubelet registers a configurable delay later.
+    pub launched_at: Timestamp,
+    /// `--node-labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `--register-with-taints` (including `karpenter.sh/unregistered:NoExecute`).
+    pub taints: Vec<Taint>,
+    /// Node capacity.
+    pub capacity: BTreeMap<String, Quantity>,
+    /// Node allocatable.
+    pub allocatable: BTreeMap<String, Quantity>,
+    /// `amd64` or `arm64`.
+    pub architecture: String,
+    /// Image id, reported as the node's OS image.
+    pub image_id: String,
+}
+
+/// Where simulated kubelets learn which instances run (a cloud provider's list).
+#[async_trait]
+pub trait InstanceSource: Send + Sync {
+    /// Instances that are running now.
+    ///
+    /// Errors: the cloud could not be listed (the kubelet retries).
+    async fn running(&self) -> Result<Vec<BootRecord>, String>;
+}
+
+/// The filter-and-score half of kube-scheduler, injected so the sandbox schedules with the same
+/// core the controller simulates with.
+pub trait PodPlacer: Send + Sync {
+    /// One scheduling pass: for each pending pod, in the given order, the node it binds to, or
+    /// the reason none fits (kube-scheduler's `0/N nodes are available: ...` message). Earlier
+    /// placements in the pass count against later pods.
+    fn place(&self, pending: &[Arc<Pod>], nodes: &[Arc<Node>], bound: &[Arc<Pod>]) -> Vec<Result<String, String>>;
+
+    /// Whether a DaemonSet pod could run on the node, ignoring resources (node selector,
+    /// affinity and taints), as the DaemonSet controller decides where to create pods.
+    fn eligible(&self, pod: &Pod, node: &Node) -> bool;
+}
+
+/// Knobs of the simulated actors.
+#[derive(Clone, Debug)]
+pub struct ActorConfig {
+    /// How long after launch a kubelet registers its Node.
+    pub registration_delay: Duration,
+    /// How often kubelets poll the cloud.
+    pub kubelet_poll: Duration,
+}
+
+impl Default for ActorConfig {
+    fn default() -> Self {
+        ActorConfig {
+            registration_delay: Duration::from_secs(3),
+            kubelet_poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Start every actor; the handles stop them when aborted.
+pub fn spawn_all(
+    store: &Arc<Store>,
+    config: &ActorConfig,
+    placer: Arc<dyn PodPlacer>,
+    instances: Arc<dyn InstanceSource>,
+) -> Vec<JoinHandle<()>> {
+    vec![
+        tokio::spawn(scheduler::run(Arc::clone(store), Arc::clone(&placer))),
+        tokio::spawn(kubelet::run(Arc::clone(store), config.clone(), instances)),
+        tokio::spawn(workloads::run(Arc::clone(store), placer)),
+        tokio::spawn(pdb::run(Arc::clone(store))),
+        tokio::spawn(gc::run(Arc::clone(store))),
+    ]
+}
+
+/// The storage key of a built-in type.
+pub(crate) fn key(group: &str, plural: &str) -> TypeKey {
+    TypeKey { group: group.to_string(), plural: plural.to_string() }
+}
+
+/// Wait until a change to one of `interest` arrives or `tick` passes, then let changes settle
+/// for `settle` so a burst is handled in one pass. Returns false when the store is gone.
+pub(crate) async fn wait_for_change(
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<crate::store::WatchEvent>>,
+    interest: &[TypeKey],
+    tick: Duration,
+    settle: Duration,
+) -> bool {
+    let deadline = tokio::time::sleep(tick);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = &mut deadline => break,
+            ev = rx.recv() => match ev {
+                Ok(e) if interest.contains(&e.key) => break,
+                Ok(_) => continue,
+                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Closed) => return false,
+            },
+        }
+    }
+    tokio::time::sleep(settle).await;
+    // Everything that arrived meanwhile is covered by the pass about to run.
+    loop {
+        match rx.try_recv() {
+            Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::TryRecvError::Closed) => return false,
+            Err(tokio::sync::broadcast::error::TryRecvError::Empty) => return true,
+        }
+    }
+}

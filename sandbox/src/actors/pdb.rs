@@ -1,0 +1,75 @@
+//! The disruption controller's status half: each PodDisruptionBudget's expected, healthy and
+//! desired pod counts and how many disruptions it allows now, as `kubectl get pdb` shows them.
+//! (The eviction subresource computes the same numbers live, so evictions never race this.)
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{key, wait_for_change};
+use crate::pods::budget_state;
+use crate::store::{Store, Subresource, now_rfc3339};
+
+fn pass(store: &Store) {
+    let (Some(pdb_rt), Some(pods_rt)) = (
+        store.resource("policy", "v1", "poddisruptionbudgets"),
+        store.resource("", "v1", "pods"),
+    ) else {
+        return;
+    };
+    let pdbs = store.snapshot(|read| read(&pdb_rt.key()));
+    for pdb in pdbs {
+        let ns = pdb.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+        let name = pdb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let pods: Vec<Arc<Value>> = store
+            .snapshot(|read| read(&pods_rt.key()))
+            .into_iter()
+            .filter(|p| p.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+            .collect();
+        let s = budget_state(&pdb, &pods);
+        let allowed = s.disruptions_allowed > 0;
+        let old = &pdb["status"];
+        let unchanged = old["disruptionsAllowed"] == json!(s.disruptions_allowed)
+            && old["currentHealthy"] == json!(s.current_healthy)
+            && old["desiredHealthy"] == json!(s.desired_healthy)
+            && old["expectedPods"] == json!(s.expected)
+            && old["observedGeneration"] == pdb["metadata"]["generation"];
+        if unchanged {
+            continue;
+        }
+        let _ = store.modify(&pdb_rt, ns, name, Subresource::Status, |o| {
+            let was_allowed = o["status"]["conditions"][0]["status"] == "True";
+            let ltt = if was_allowed == allowed && o["status"]["conditions"][0].is_object() {
+                o["status"]["conditions"][0]["lastTransitionTime"].clone()
+            } else {
+                json!(now_rfc3339())
+            };
+            o["status"] = json!({
+                "observedGeneration": o["metadata"]["generation"],
+                "disruptionsAllowed": s.disruptions_allowed,
+                "currentHealthy": s.current_healthy,
+                "desiredHealthy": s.desired_healthy,
+                "expectedPods": s.expected,
+                "conditions": [{"type": "DisruptionAllowed",
+                    "status": if allowed { "True" } else { "False" },
+                    "reason": if allowed { "SufficientPods" } else { "InsufficientPods" },
+                    "message": "", "observedGeneration": o["metadata"]["generation"],
+                    "lastTransitionTime": ltt}],
+            });
+            Ok(())
+        });
+    }
+}
+
+/// Keep PDB status current until the store goes away.
+pub async fn run(store: Arc<Store>) {
+    let mut rx = store.subscribe();
+    let interest = [key("policy", "poddisruptionbudgets"), key("", "pods")];
+    loop {
+        pass(&store);
+        if !wait_for_change(&mut rx, &interest, Duration::from_secs(10), Duration::from_millis(200)).await {
+            return;
+        }
+    }
+}
