@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use controller::cloudprovider::sim::SimCloud;
 use controller::clock::SystemClock;
+use controller::cloudprovider::sim::SimCloud;
 use controller::operator::sandbox::SandboxArgs;
 use controller::operator::{self, ControllerOptions};
 use tracing_subscriber::EnvFilter;
@@ -37,7 +37,10 @@ struct RunArgs {
 
 fn init_tracing(level: &str) {
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn run(args: RunArgs) -> ExitCode {
@@ -49,7 +52,10 @@ async fn run(args: RunArgs) -> ExitCode {
         }
     };
     if args.cloud_provider != "sim" {
-        eprintln!("error: unknown --cloud-provider {:?} (supported: sim)", args.cloud_provider);
+        eprintln!(
+            "error: unknown --cloud-provider {:?} (supported: sim)",
+            args.cloud_provider
+        );
         return ExitCode::from(2);
     }
     let client = match kube::Client::try_default().await {

@@ -1,2 +1,66 @@
-//! kubectl-karpenter
-fn main() {}
+//! `kubectl karpenter`: a kubectl plugin that shows Karpenter's NodeClaims (in flight, ready,
+//! terminating) and what they cost. Parses the command line, runs it, maps failures to exit code 2.
+
+mod age;
+mod cli;
+#[cfg(test)]
+mod fixtures;
+mod kubeconfig;
+mod output;
+mod price;
+mod render;
+mod run;
+mod status;
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+/// Exit code for any failure (usage errors included), as kubectl plugins use for errors.
+const EXIT_ERROR: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match cli::parse_from(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        // --help and --version exit 0; usage errors exit 2.
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let no_color = std::env::var("NO_COLOR").ok();
+    let color = cli
+        .global
+        .color
+        .enabled(io::stdout().is_terminal(), no_color.as_deref());
+    // `--color=always` overrides NO_COLOR, which crossterm would otherwise honour on its own.
+    crossterm::style::force_color_output(color);
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let (mut out, mut err) = (io::stdout().lock(), io::stderr());
+    let io = run::Io {
+        out: &mut out,
+        err: &mut err,
+        color,
+    };
+    match runtime.block_on(run::run(cli, io)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "error: {e}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

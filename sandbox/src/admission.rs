@@ -25,7 +25,12 @@ pub fn on_create(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
             if let Some(spec) = obj.get_mut("spec") {
                 default_pod_spec(spec);
             } else {
-                return Err(ApiError::invalid("Pod", name_of(obj), "spec.containers", "Required value"));
+                return Err(ApiError::invalid(
+                    "Pod",
+                    name_of(obj),
+                    "spec.containers",
+                    "Required value",
+                ));
             }
             let qos = qos_class(&obj["spec"]);
             obj["status"] = json!({"phase": "Pending", "qosClass": qos});
@@ -70,8 +75,14 @@ pub fn on_create(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
 /// Errors: 422 when a pod's `spec.nodeName` would change once set (pods are bound once).
 pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
     if rt.group.is_empty() && rt.kind == "Pod" {
-        let old_node = old.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-        let new_node = new.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+        let old_node = old
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let new_node = new
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if !old_node.is_empty() && old_node != new_node {
             return Err(ApiError::invalid(
                 "Pod",
@@ -87,7 +98,10 @@ pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<(
 /// Mark a CRD's names accepted and the CRD established, as the apiextensions controllers do.
 pub fn crd_established(obj: &mut Value, registered: &[ResourceType]) {
     let now = crate::store::now_rfc3339();
-    let names = obj.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
+    let names = obj
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let stored: Vec<String> = registered.iter().map(|r| r.version.clone()).collect();
     obj["status"] = json!({
         "acceptedNames": names,
@@ -100,7 +114,9 @@ pub fn crd_established(obj: &mut Value, registered: &[ResourceType]) {
 }
 
 fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 fn set_default(v: &mut Value, field: &str, default: Value) {
@@ -157,10 +173,14 @@ fn default_pod_spec(spec: &mut Value) {
         .as_object_mut()
         .map(|m| m.entry("tolerations").or_insert_with(|| json!([])));
     if let Some(Value::Array(t)) = tolerations {
-        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
             let present = t.iter().any(|x| {
                 x.get("key").and_then(Value::as_str) == Some(key)
-                    || (x.get("operator").and_then(Value::as_str) == Some("Exists") && x.get("key").is_none())
+                    || (x.get("operator").and_then(Value::as_str) == Some("Exists")
+                        && x.get("key").is_none())
             });
             if !present {
                 t.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
@@ -172,11 +192,18 @@ fn default_pod_spec(spec: &mut Value) {
 fn default_container(c: &mut Value) {
     let image = c.get("image").and_then(Value::as_str).unwrap_or("");
     let tag_latest = !image.contains(':') || image.ends_with(":latest");
-    set_default(c, "imagePullPolicy", json!(if tag_latest { "Always" } else { "IfNotPresent" }));
+    set_default(
+        c,
+        "imagePullPolicy",
+        json!(if tag_latest { "Always" } else { "IfNotPresent" }),
+    );
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     // Requests default to limits when only limits are given (core/v1 defaults).
-    let limits = c.pointer("/resources/limits").and_then(Value::as_object).cloned();
+    let limits = c
+        .pointer("/resources/limits")
+        .and_then(Value::as_object)
+        .cloned();
     if let Some(limits) = limits {
         let requests = c["resources"]
             .as_object_mut()
@@ -205,8 +232,14 @@ fn qos_class(spec: &Value) -> &'static str {
     let mut any = false;
     let mut guaranteed = true;
     for c in &containers {
-        let req = c.pointer("/resources/requests").and_then(Value::as_object).unwrap_or(&empty);
-        let lim = c.pointer("/resources/limits").and_then(Value::as_object).unwrap_or(&empty);
+        let req = c
+            .pointer("/resources/requests")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let lim = c
+            .pointer("/resources/limits")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
         if !req.is_empty() || !lim.is_empty() {
             any = true;
         }
@@ -253,7 +286,11 @@ fn default_service(obj: &mut Value) {
 fn cluster_ip() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    format!("10.96.{}.{}", rng.random_range(0..=255u8), rng.random_range(1..=254u8))
+    format!(
+        "10.96.{}.{}",
+        rng.random_range(0..=255u8),
+        rng.random_range(1..=254u8)
+    )
 }
 
 #[cfg(test)]
@@ -268,7 +305,10 @@ mod tests {
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "c", "image": "nginx:1.27", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
         on_create(rt, &mut pod).expect("valid");
-        assert_eq!(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "1");
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "1"
+        );
         assert_eq!(pod["status"]["qosClass"], "Guaranteed");
         assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
         assert_eq!(pod["spec"]["tolerations"].as_array().map(Vec::len), Some(2));

@@ -2,15 +2,16 @@
 //! clients use, plus simulated cluster actors (kube-scheduler, kubelet, workload controllers).
 
 pub mod admission;
+pub mod audit;
 pub mod error;
 pub mod patch;
+pub mod pods;
 pub mod registry;
+pub mod runtime;
 pub mod selector;
+pub mod server;
 pub mod store;
 pub mod table;
-pub mod pods;
-pub mod server;
-pub mod runtime;
 
 pub use runtime::Sandbox;
 pub use store::Store;

@@ -38,7 +38,13 @@ pub fn bind(store: &Store, namespace: &str, pod: &str, node: &str) -> ApiResult<
 }
 
 /// Set (or replace) a pod condition, keeping lastTransitionTime when the status is unchanged.
-pub fn set_pod_condition(pod: &mut Value, type_: &str, status: &str, reason: Option<&str>, message: Option<&str>) {
+pub fn set_pod_condition(
+    pod: &mut Value,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+) {
     let now = now_rfc3339();
     if !pod["status"]["conditions"].is_array() {
         pod["status"]["conditions"] = json!([]);
@@ -47,7 +53,8 @@ pub fn set_pod_condition(pod: &mut Value, type_: &str, status: &str, reason: Opt
         return;
     };
     let existing = conds.iter_mut().find(|c| c["type"] == type_);
-    let mut cond = json!({"type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    let mut cond =
+        json!({"type": type_, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
     if let Some(r) = reason {
         cond["reason"] = json!(r);
     }
@@ -72,7 +79,10 @@ pub fn is_healthy(pod: &Value) -> bool {
         && pod
             .pointer("/status/conditions")
             .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
 }
 
 /// A PodDisruptionBudget's computed state: how many matching pods there are, how many are
@@ -104,8 +114,13 @@ pub fn budget_state(pdb: &Value, pods: &[Arc<Value>]) -> BudgetState {
         .iter()
         .filter(|p| selector.as_ref().is_some_and(|s| s.matches(&labels_of(p))))
         .filter(|p| {
-            let phase = p.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
-            phase != "Succeeded" && phase != "Failed" && p.pointer("/metadata/deletionTimestamp").is_none()
+            let phase = p
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            phase != "Succeeded"
+                && phase != "Failed"
+                && p.pointer("/metadata/deletionTimestamp").is_none()
         })
         .collect();
     let expected = matching.len() as i64;
@@ -150,7 +165,9 @@ pub fn evict(store: &Store, namespace: &str, pod: &str, opts: &DeleteOptions) ->
 fn evict_in(txn: &mut Txn<'_>, namespace: &str, name: &str, opts: &DeleteOptions) -> ApiResult<()> {
     let missing = || ApiError::new(Reason::InternalError, "built-in types are not served");
     let pods_rt = txn.resource("", "v1", "pods").ok_or_else(missing)?;
-    let pdb_rt = txn.resource("policy", "v1", "poddisruptionbudgets").ok_or_else(missing)?;
+    let pdb_rt = txn
+        .resource("policy", "v1", "poddisruptionbudgets")
+        .ok_or_else(missing)?;
     let pod = txn.get(&pods_rt, namespace, name)?;
     if pod.pointer("/metadata/deletionTimestamp").is_some() {
         return Ok(());
@@ -161,7 +178,10 @@ fn evict_in(txn: &mut Txn<'_>, namespace: &str, name: &str, opts: &DeleteOptions
         .into_iter()
         .filter(|pdb| pdb_selector(pdb).is_some_and(|s| s.matches(&labels)))
         .collect();
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if pdbs.len() > 1 {
         return Err(ApiError::new(
             Reason::InternalError,
@@ -171,8 +191,10 @@ fn evict_in(txn: &mut Txn<'_>, namespace: &str, name: &str, opts: &DeleteOptions
     if let (Some(pdb), "Running") = (pdbs.first(), phase) {
         let pods = txn.list(&pods_rt, Some(namespace));
         let state = budget_state(pdb, &pods);
-        let always_allow_unhealthy =
-            pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
+        let always_allow_unhealthy = pdb
+            .pointer("/spec/unhealthyPodEvictionPolicy")
+            .and_then(Value::as_str)
+            == Some("AlwaysAllow");
         let unhealthy_ok = !is_healthy(&pod)
             && (always_allow_unhealthy || state.current_healthy >= state.desired_healthy);
         if !unhealthy_ok && state.disruptions_allowed < 1 {
@@ -216,17 +238,26 @@ mod tests {
         for n in ["a", "b", "c"] {
             running(&store, n);
         }
-        let pdbs = store.resource("policy", "v1", "poddisruptionbudgets").expect("pdbs");
+        let pdbs = store
+            .resource("policy", "v1", "poddisruptionbudgets")
+            .expect("pdbs");
         store
-            .create(&pdbs, "default", json!({"metadata": {"name": "web"},
-                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}))
+            .create(
+                &pdbs,
+                "default",
+                json!({"metadata": {"name": "web"},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+            )
             .expect("pdb");
         evict(&store, "default", "a", &DeleteOptions::default()).expect("first eviction allowed");
-        let err = evict(&store, "default", "b", &DeleteOptions::default()).expect_err("budget exhausted");
+        let err =
+            evict(&store, "default", "b", &DeleteOptions::default()).expect_err("budget exhausted");
         assert_eq!(err.reason, Reason::TooManyRequests);
-        assert!(err.status()["details"]["causes"][0]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("needs 2 healthy pods and has 2")));
+        assert!(
+            err.status()["details"]["causes"][0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("needs 2 healthy pods and has 2"))
+        );
     }
 
     #[test]
@@ -234,22 +265,38 @@ mod tests {
         let store = Store::new();
         let rt = store.resource("", "v1", "pods").expect("pods");
         store
-            .create(&rt, "default", json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
+            .create(
+                &rt,
+                "default",
+                json!({"metadata": {"name": "p"}, "spec": {"containers": []}}),
+            )
             .expect("pod");
         let bound = bind(&store, "default", "p", "n1").expect("bound");
         assert_eq!(bound["spec"]["nodeName"], "n1");
         assert_eq!(bound["status"]["conditions"][0]["type"], "PodScheduled");
-        assert_eq!(bind(&store, "default", "p", "n2").expect_err("rebind").reason, Reason::Conflict);
+        assert_eq!(
+            bind(&store, "default", "p", "n2")
+                .expect_err("rebind")
+                .reason,
+            Reason::Conflict
+        );
     }
 
     #[test]
     fn max_unavailable_percent_rounds_up() {
         let pdb = json!({"spec": {"maxUnavailable": "50%", "selector": {}}});
         let pods: Vec<Arc<Value>> = (0..3)
-            .map(|i| Arc::new(json!({"metadata": {"name": format!("p{i}")}, "status": {"phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True"}]}})))
+            .map(|i| {
+                Arc::new(
+                    json!({"metadata": {"name": format!("p{i}")}, "status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+                )
+            })
             .collect();
         let s = budget_state(&pdb, &pods);
-        assert_eq!((s.expected, s.desired_healthy, s.disruptions_allowed), (3, 1, 2));
+        assert_eq!(
+            (s.expected, s.desired_healthy, s.disruptions_allowed),
+            (3, 1, 2)
+        );
     }
 }

@@ -153,25 +153,116 @@ const BUILT_INS: &[BuiltIn] = &[
     with_status(builtin("", "v1", "Node", "nodes", false, &["no"])),
     with_status(builtin("", "v1", "Namespace", "namespaces", false, &["ns"])),
     builtin("", "v1", "Event", "events", true, &["ev"]),
-    in_all(with_status(builtin("", "v1", "Service", "services", true, &["svc"]))),
+    in_all(with_status(builtin(
+        "",
+        "v1",
+        "Service",
+        "services",
+        true,
+        &["svc"],
+    ))),
     builtin("", "v1", "ServiceAccount", "serviceaccounts", true, &["sa"]),
     builtin("", "v1", "ConfigMap", "configmaps", true, &["cm"]),
     builtin("", "v1", "Secret", "secrets", true, &[]),
     builtin("", "v1", "Endpoints", "endpoints", true, &["ep"]),
-    with_status(builtin("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["pvc"])),
-    with_status(builtin("", "v1", "PersistentVolume", "persistentvolumes", false, &["pv"])),
-    in_all(with_scale(with_status(builtin("apps", "v1", "Deployment", "deployments", true, &["deploy"])))),
-    in_all(with_scale(with_status(builtin("apps", "v1", "ReplicaSet", "replicasets", true, &["rs"])))),
-    in_all(with_status(builtin("apps", "v1", "DaemonSet", "daemonsets", true, &["ds"]))),
-    in_all(with_scale(with_status(builtin("apps", "v1", "StatefulSet", "statefulsets", true, &["sts"])))),
-    builtin("apps", "v1", "ControllerRevision", "controllerrevisions", true, &[]),
-    in_all(with_status(builtin("batch", "v1", "Job", "jobs", true, &[]))),
-    with_status(builtin("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true, &["pdb"])),
+    with_status(builtin(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+        &["pvc"],
+    )),
+    with_status(builtin(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        false,
+        &["pv"],
+    )),
+    in_all(with_scale(with_status(builtin(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        true,
+        &["deploy"],
+    )))),
+    in_all(with_scale(with_status(builtin(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        true,
+        &["rs"],
+    )))),
+    in_all(with_status(builtin(
+        "apps",
+        "v1",
+        "DaemonSet",
+        "daemonsets",
+        true,
+        &["ds"],
+    ))),
+    in_all(with_scale(with_status(builtin(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        true,
+        &["sts"],
+    )))),
+    builtin(
+        "apps",
+        "v1",
+        "ControllerRevision",
+        "controllerrevisions",
+        true,
+        &[],
+    ),
+    in_all(with_status(builtin(
+        "batch",
+        "v1",
+        "Job",
+        "jobs",
+        true,
+        &[],
+    ))),
+    with_status(builtin(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+        &["pdb"],
+    )),
     builtin("coordination.k8s.io", "v1", "Lease", "leases", true, &[]),
-    builtin("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", false, &["pc"]),
-    builtin("storage.k8s.io", "v1", "StorageClass", "storageclasses", false, &["sc"]),
+    builtin(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        false,
+        &["pc"],
+    ),
+    builtin(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false,
+        &["sc"],
+    ),
     builtin("storage.k8s.io", "v1", "CSINode", "csinodes", false, &[]),
-    with_status(builtin("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", false, &[])),
+    with_status(builtin(
+        "storage.k8s.io",
+        "v1",
+        "VolumeAttachment",
+        "volumeattachments",
+        false,
+        &[],
+    )),
     with_status(builtin(
         "apiextensions.k8s.io",
         "v1",
@@ -215,7 +306,10 @@ impl Default for Registry {
         let mut types = BTreeMap::new();
         for b in BUILT_INS {
             let rt = built_in_type(b);
-            types.insert((rt.group.clone(), rt.version.clone(), rt.plural.clone()), rt);
+            types.insert(
+                (rt.group.clone(), rt.version.clone(), rt.plural.clone()),
+                rt,
+            );
         }
         Registry { types }
     }
@@ -270,13 +364,15 @@ impl Registry {
         let spec = crd
             .get("spec")
             .ok_or_else(|| CrdError("spec is required".into()))?;
-        let group = str_at(spec, &["group"]).ok_or_else(|| CrdError("spec.group is required".into()))?;
+        let group =
+            str_at(spec, &["group"]).ok_or_else(|| CrdError("spec.group is required".into()))?;
         let names = spec
             .get("names")
             .ok_or_else(|| CrdError("spec.names is required".into()))?;
         let plural = str_at(names, &["plural"])
             .ok_or_else(|| CrdError("spec.names.plural is required".into()))?;
-        let kind = str_at(names, &["kind"]).ok_or_else(|| CrdError("spec.names.kind is required".into()))?;
+        let kind = str_at(names, &["kind"])
+            .ok_or_else(|| CrdError("spec.names.kind is required".into()))?;
         if name != format!("{plural}.{group}") {
             return Err(CrdError(format!(
                 "metadata.name must be spec.names.plural+\".\"+spec.group ({plural}.{group})"
@@ -286,7 +382,11 @@ impl Registry {
         let namespaced = str_at(spec, &["scope"]).as_deref() != Some("Cluster");
         let strings = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let versions = spec
@@ -299,13 +399,17 @@ impl Registry {
             if v.get("served").and_then(Value::as_bool) == Some(false) {
                 continue;
             }
-            let version = str_at(v, &["name"]).ok_or_else(|| CrdError("spec.versions[].name is required".into()))?;
+            let version = str_at(v, &["name"])
+                .ok_or_else(|| CrdError("spec.versions[].name is required".into()))?;
             let subresources = v.get("subresources");
-            let scale = subresources.and_then(|s| s.get("scale")).map(|s| ScalePaths {
-                spec_replicas: path_of(s, "specReplicasPath"),
-                status_replicas: path_of(s, "statusReplicasPath"),
-                label_selector: str_at(s, &["labelSelectorPath"]).map(|p| p.trim_start_matches('.').to_string()),
-            });
+            let scale = subresources
+                .and_then(|s| s.get("scale"))
+                .map(|s| ScalePaths {
+                    spec_replicas: path_of(s, "specReplicasPath"),
+                    status_replicas: path_of(s, "statusReplicasPath"),
+                    label_selector: str_at(s, &["labelSelectorPath"])
+                        .map(|p| p.trim_start_matches('.').to_string()),
+                });
             let printer_columns = v
                 .get("additionalPrinterColumns")
                 .and_then(Value::as_array)
@@ -325,8 +429,10 @@ impl Registry {
                 printer_columns: Some(printer_columns),
                 crd: Some(name.clone()),
             };
-            self.types
-                .insert((rt.group.clone(), rt.version.clone(), rt.plural.clone()), rt.clone());
+            self.types.insert(
+                (rt.group.clone(), rt.version.clone(), rt.plural.clone()),
+                rt.clone(),
+            );
             registered.push(rt);
         }
         Ok(registered)
@@ -334,7 +440,8 @@ impl Registry {
 
     /// Remove the types a CRD registered.
     pub fn unregister_crd(&mut self, crd_name: &str) {
-        self.types.retain(|_, rt| rt.crd.as_deref() != Some(crd_name));
+        self.types
+            .retain(|_, rt| rt.crd.as_deref() != Some(crd_name));
     }
 }
 
@@ -364,7 +471,11 @@ mod tests {
         let r = Registry::default();
         let pods = r.get("", "v1", "pods").expect("pods served");
         assert_eq!(pods.subresources(), vec!["status", "binding", "eviction"]);
-        assert_eq!(r.by_kind("apps/v1", "Deployment").map(|d| d.plural.as_str()), Some("deployments"));
+        assert_eq!(
+            r.by_kind("apps/v1", "Deployment")
+                .map(|d| d.plural.as_str()),
+            Some("deployments")
+        );
     }
 
     #[test]
@@ -382,7 +493,10 @@ mod tests {
         assert_eq!(types.len(), 1);
         let w = r.get("example.com", "v1", "widgets").expect("registered");
         assert!(!w.namespaced && w.status_subresource);
-        assert_eq!(w.scale.as_ref().map(|s| s.status_replicas.as_str()), Some("status.nodes"));
+        assert_eq!(
+            w.scale.as_ref().map(|s| s.status_replicas.as_str()),
+            Some("status.nodes")
+        );
         r.unregister_crd("widgets.example.com");
         assert!(r.get("example.com", "v1", "widgets").is_none());
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
+use crate::audit::{AuditEntry, AuditLog};
 use crate::store::Store;
 
 /// Context, cluster and user name written into the sandbox kubeconfig.
@@ -15,6 +16,7 @@ pub const CONTEXT_NAME: &str = "karpenter-sandbox";
 /// The API server and the background tasks of one sandbox.
 pub struct Sandbox {
     store: Arc<Store>,
+    audit: Arc<AuditLog>,
     addr: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -31,14 +33,29 @@ impl Sandbox {
     ///
     /// Errors: the port cannot be bound.
     pub async fn start_with(store: Arc<Store>, port: u16) -> std::io::Result<Sandbox> {
-        let (addr, task) =
-            crate::server::serve(Arc::clone(&store), SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
-        Ok(Sandbox { store, addr, tasks: vec![task] })
+        let audit = Arc::new(AuditLog::default());
+        let (addr, task) = crate::server::serve(
+            Arc::clone(&store),
+            Arc::clone(&audit),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        )
+        .await?;
+        Ok(Sandbox {
+            store,
+            audit,
+            addr,
+            tasks: vec![task],
+        })
     }
 
     /// The object store (for in-process actors and tests).
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Every write clients made over HTTP so far.
+    pub fn audit(&self) -> Vec<AuditEntry> {
+        self.audit.entries()
     }
 
     /// The bound address.

@@ -26,7 +26,9 @@ pub fn parse_label_selector(s: &str) -> ApiResult<Selector> {
 fn parse_requirement(part: &str) -> ApiResult<Expression> {
     let bad = || ApiError::bad_request(format!("unable to parse requirement: {part:?}"));
     if let Some(key) = part.strip_prefix('!') {
-        return Ok(Expression::DoesNotExist(valid_key(key.trim()).ok_or_else(bad)?));
+        return Ok(Expression::DoesNotExist(
+            valid_key(key.trim()).ok_or_else(bad)?,
+        ));
     }
     for (op, notin) in [(" notin ", true), (" in ", false)] {
         if let Some((key, rest)) = part.split_once(op) {
@@ -205,8 +207,16 @@ mod tests {
             ("app notin (web,db)", json!({"app": "db"}), false),
             ("app,tier", json!({"app": "x"}), false),
             ("!legacy", json!({"legacy": "1"}), false),
-            ("env in (a,b),app=web", json!({"env": "b", "app": "web"}), true),
-            ("karpenter.sh/nodepool", json!({"karpenter.sh/nodepool": "default"}), true),
+            (
+                "env in (a,b),app=web",
+                json!({"env": "b", "app": "web"}),
+                true,
+            ),
+            (
+                "karpenter.sh/nodepool",
+                json!({"karpenter.sh/nodepool": "default"}),
+                true,
+            ),
         ];
         for (sel, labels, want) in cases {
             let s = parse_label_selector(sel).expect(sel);

@@ -20,7 +20,8 @@ use crate::selector::{FieldSelector, labels_match};
 pub const DEFAULT_HISTORY: usize = 200_000;
 
 /// Namespaces that exist from the start, as in a new cluster.
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// The type of a watch event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,7 +155,13 @@ impl Txn<'_> {
     }
 
     /// See [`Store::delete`].
-    pub fn delete(&mut self, rt: &ResourceType, namespace: &str, name: &str, opts: &DeleteOptions) -> ApiResult<Arc<Value>> {
+    pub fn delete(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Arc<Value>> {
         self.inner.delete(rt, namespace, name, opts, self.events)
     }
 
@@ -168,7 +175,10 @@ impl Store {
     /// Run `f` with exclusive access to the store.
     pub fn transaction<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> T) -> T {
         let mut inner = self.lock();
-        let mut txn = Txn { inner: &mut inner, events: &self.events };
+        let mut txn = Txn {
+            inner: &mut inner,
+            events: &self.events,
+        };
         f(&mut txn)
     }
 
@@ -314,14 +324,15 @@ impl Store {
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
             ));
         }
-        let mut patched = apply_patch(patch_type, &rt.group, &rt.kind, &current, patch).map_err(|e| {
-            let reason = if matches!(e, crate::patch::PatchError::UnsupportedForKind { .. }) {
-                Reason::UnsupportedMediaType
-            } else {
-                Reason::Invalid
-            };
-            ApiError::new(reason, e.to_string())
-        })?;
+        let mut patched =
+            apply_patch(patch_type, &rt.group, &rt.kind, &current, patch).map_err(|e| {
+                let reason = if matches!(e, crate::patch::PatchError::UnsupportedForKind { .. }) {
+                    Reason::UnsupportedMediaType
+                } else {
+                    Reason::Invalid
+                };
+                ApiError::new(reason, e.to_string())
+            })?;
         // A patch only checks the resourceVersion when it sets one explicitly.
         let explicit_rv = patch
             .pointer("/metadata/resourceVersion")
@@ -378,7 +389,12 @@ impl Store {
 
     /// Start a watch. `from` is the client's resourceVersion: `None` or `0` replays every current
     /// object as ADDED; an older version than the history holds is 410 Gone.
-    pub fn watch(&self, rt: &ResourceType, namespace: Option<&str>, from: Option<u64>) -> ApiResult<WatchStart> {
+    pub fn watch(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        from: Option<u64>,
+    ) -> ApiResult<WatchStart> {
         let inner = self.lock();
         let key = rt.key();
         let backlog = match from {
@@ -416,7 +432,11 @@ impl Store {
         };
         // Subscribing under the lock means no event falls between backlog and live stream.
         let live = self.events.subscribe();
-        Ok(WatchStart { backlog, live, resource_version: inner.rv })
+        Ok(WatchStart {
+            backlog,
+            live,
+            resource_version: inner.rv,
+        })
     }
 
     /// Run a closure over one consistent view of several types (read-only).
@@ -451,7 +471,11 @@ impl Inner {
 
     fn object_key(rt: &ResourceType, namespace: &str, name: &str) -> ObjectKey {
         ObjectKey {
-            namespace: if rt.namespaced { namespace.to_string() } else { String::new() },
+            namespace: if rt.namespaced {
+                namespace.to_string()
+            } else {
+                String::new()
+            },
             name: name.to_string(),
         }
     }
@@ -464,9 +488,15 @@ impl Inner {
     }
 
     fn namespace_exists(&self, namespace: &str) -> bool {
-        let key = TypeKey { group: String::new(), plural: "namespaces".into() };
+        let key = TypeKey {
+            group: String::new(),
+            plural: "namespaces".into(),
+        };
         self.objects.get(&key).is_some_and(|t| {
-            t.contains_key(&ObjectKey { namespace: String::new(), name: namespace.to_string() })
+            t.contains_key(&ObjectKey {
+                namespace: String::new(),
+                name: namespace.to_string(),
+            })
         })
     }
 
@@ -478,7 +508,9 @@ impl Inner {
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) -> ApiResult<Arc<Value>> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         check_type_meta(rt, &obj)?;
         let namespace = if rt.namespaced {
@@ -501,7 +533,10 @@ impl Inner {
         };
         let name = match obj.pointer("/metadata/name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_string(),
-            _ => match obj.pointer("/metadata/generateName").and_then(Value::as_str) {
+            _ => match obj
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+            {
                 Some(prefix) if !prefix.is_empty() => self.generate_name(rt, &namespace, prefix),
                 _ => {
                     return Err(ApiError::invalid(
@@ -515,7 +550,11 @@ impl Inner {
         };
         validate_name(rt, &name)?;
         let key = Inner::object_key(rt, namespace.as_str(), &name);
-        if self.objects.get(&rt.key()).is_some_and(|t| t.contains_key(&key)) {
+        if self
+            .objects
+            .get(&rt.key())
+            .is_some_and(|t| t.contains_key(&key))
+        {
             return Err(ApiError::already_exists(&rt.qualified(), &name));
         }
         obj["apiVersion"] = json!(rt.api_version());
@@ -545,10 +584,10 @@ impl Inner {
         meta.remove("deletionTimestamp");
         meta.remove("resourceVersion");
         meta.remove("managedFields");
-        if rt.status_subresource {
-            if let Some(o) = obj.as_object_mut() {
-                o.remove("status");
-            }
+        if rt.status_subresource
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
         }
         admission::on_create(rt, &mut obj)?;
         if admission::is_crd(rt) {
@@ -585,23 +624,31 @@ impl Inner {
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) -> ApiResult<Arc<Value>> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         check_type_meta(rt, &obj)?;
         let current = self
             .find(rt, namespace, name)
             .ok_or_else(|| ApiError::not_found(&rt.qualified(), name))?;
-        if let Some(body_name) = obj.pointer("/metadata/name").and_then(Value::as_str) {
-            if body_name != name {
-                return Err(ApiError::bad_request(
-                    "the name of the object does not match the name on the URL",
-                ));
-            }
+        if let Some(body_name) = obj.pointer("/metadata/name").and_then(Value::as_str)
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(
+                "the name of the object does not match the name on the URL",
+            ));
         }
-        if let Some(rv) = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-            if !rv.is_empty() && Some(rv) != current.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-                return Err(ApiError::conflict(&rt.qualified(), name));
-            }
+        if let Some(rv) = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            && !rv.is_empty()
+            && Some(rv)
+                != current
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+        {
+            return Err(ApiError::conflict(&rt.qualified(), name));
         }
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
@@ -631,22 +678,35 @@ impl Inner {
                     }
                 }
                 // System fields are owned by the server.
-                for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name"] {
+                for field in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "namespace",
+                    "name",
+                ] {
                     match current.get("metadata").and_then(|m| m.get(field)) {
                         Some(v) => obj["metadata"][field] = v.clone(),
                         None => {
-                            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
                                 m.remove(field);
                             }
                         }
                     }
                 }
-                let spec_changed = without_meta_and_status(&obj) != without_meta_and_status(&current);
+                let spec_changed =
+                    without_meta_and_status(&obj) != without_meta_and_status(&current);
                 let generation = current
                     .pointer("/metadata/generation")
                     .and_then(Value::as_i64)
                     .unwrap_or(1);
-                obj["metadata"]["generation"] = json!(if spec_changed { generation + 1 } else { generation });
+                obj["metadata"]["generation"] = json!(if spec_changed {
+                    generation + 1
+                } else {
+                    generation
+                });
                 admission::on_update(rt, &current, &mut obj)?;
                 if admission::is_crd(rt) {
                     let registered = self
@@ -687,21 +747,21 @@ impl Inner {
             .find(rt, namespace, name)
             .ok_or_else(|| ApiError::not_found(&rt.qualified(), name))?;
         let meta = &current["metadata"];
-        if let Some(uid) = &opts.uid {
-            if meta["uid"].as_str() != Some(uid) {
-                return Err(ApiError::new(
-                    Reason::Conflict,
-                    format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        meta["uid"].as_str().unwrap_or_default()
-                    ),
-                ));
-            }
+        if let Some(uid) = &opts.uid
+            && meta["uid"].as_str() != Some(uid)
+        {
+            return Err(ApiError::new(
+                Reason::Conflict,
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta["uid"].as_str().unwrap_or_default()
+                ),
+            ));
         }
-        if let Some(rv) = &opts.resource_version {
-            if meta["resourceVersion"].as_str() != Some(rv) {
-                return Err(ApiError::conflict(&rt.qualified(), name));
-            }
+        if let Some(rv) = &opts.resource_version
+            && meta["resourceVersion"].as_str() != Some(rv)
+        {
+            return Err(ApiError::conflict(&rt.qualified(), name));
         }
         let key = Inner::object_key(rt, namespace, name);
         let has_finalizers = meta["finalizers"].as_array().is_some_and(|f| !f.is_empty());
@@ -728,18 +788,24 @@ impl Inner {
     /// `propagationPolicy: Orphan`: dependents lose their owner reference instead of being
     /// garbage-collected.
     fn orphan_dependents(&mut self, owner: &Value, tx: &broadcast::Sender<Arc<WatchEvent>>) {
-        let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else { return };
+        let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else {
+            return;
+        };
         let mut dependents = Vec::new();
         for (type_key, table) in &self.objects {
             for (k, obj) in table {
-                let refs = obj.pointer("/metadata/ownerReferences").and_then(Value::as_array);
+                let refs = obj
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array);
                 if refs.is_some_and(|r| r.iter().any(|o| o["uid"] == uid)) {
                     dependents.push((type_key.clone(), k.clone(), Arc::clone(obj)));
                 }
             }
         }
         for (type_key, k, obj) in dependents {
-            let Some(rt) = self.registry.by_key(&type_key).cloned() else { continue };
+            let Some(rt) = self.registry.by_key(&type_key).cloned() else {
+                continue;
+            };
             let mut updated = (*obj).clone();
             if let Some(refs) = updated["metadata"]["ownerReferences"].as_array_mut() {
                 refs.retain(|o| o["uid"] != uid);
@@ -765,11 +831,23 @@ impl Inner {
             .entry(rt.key())
             .or_default()
             .insert(key, Arc::clone(&obj));
-        self.record(rt.key(), namespace, event_type, Arc::clone(&obj), previous, tx);
+        self.record(
+            rt.key(),
+            namespace,
+            event_type,
+            Arc::clone(&obj),
+            previous,
+            tx,
+        );
         obj
     }
 
-    fn remove(&mut self, rt: &ResourceType, key: ObjectKey, tx: &broadcast::Sender<Arc<WatchEvent>>) -> Arc<Value> {
+    fn remove(
+        &mut self,
+        rt: &ResourceType,
+        key: ObjectKey,
+        tx: &broadcast::Sender<Arc<WatchEvent>>,
+    ) -> Arc<Value> {
         let previous = self.objects.get_mut(&rt.key()).and_then(|t| t.remove(&key));
         let Some(previous) = previous else {
             return Arc::new(Value::Null);
@@ -778,12 +856,19 @@ impl Inner {
         let mut last = (*previous).clone();
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let last = Arc::new(last);
-        if admission::is_crd(rt) {
-            if let Some(crd) = previous["metadata"]["name"].as_str() {
-                self.drop_crd_objects(crd, tx);
-            }
+        if admission::is_crd(rt)
+            && let Some(crd) = previous["metadata"]["name"].as_str()
+        {
+            self.drop_crd_objects(crd, tx);
         }
-        self.record(rt.key(), key.namespace, EventType::Deleted, Arc::clone(&last), Some(previous), tx);
+        self.record(
+            rt.key(),
+            key.namespace,
+            EventType::Deleted,
+            Arc::clone(&last),
+            Some(previous),
+            tx,
+        );
         last
     }
 
@@ -797,12 +882,21 @@ impl Inner {
             .collect();
         self.registry.unregister_crd(crd);
         for key in keys {
-            let Some(table) = self.objects.remove(&key) else { continue };
+            let Some(table) = self.objects.remove(&key) else {
+                continue;
+            };
             for (k, obj) in table {
                 self.rv += 1;
                 let mut last = (*obj).clone();
                 last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-                self.record(key.clone(), k.namespace, EventType::Deleted, Arc::new(last), Some(obj), tx);
+                self.record(
+                    key.clone(),
+                    k.namespace,
+                    EventType::Deleted,
+                    Arc::new(last),
+                    Some(obj),
+                    tx,
+                );
             }
         }
     }
@@ -816,7 +910,14 @@ impl Inner {
         previous: Option<Arc<Value>>,
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) {
-        let ev = Arc::new(WatchEvent { rv: self.rv, key, namespace, event_type, object, previous });
+        let ev = Arc::new(WatchEvent {
+            rv: self.rv,
+            key,
+            namespace,
+            event_type,
+            object,
+            previous,
+        });
         self.history.push_back(Arc::clone(&ev));
         while self.history.len() > self.history_cap {
             if let Some(old) = self.history.pop_front() {
@@ -829,7 +930,10 @@ impl Inner {
 }
 
 /// The current object with its resourceVersion replaced by the candidate's, for a no-op check.
-fn current_without_rv<'a>(current: &'a Arc<Value>, candidate: &Value) -> std::borrow::Cow<'a, Value> {
+fn current_without_rv<'a>(
+    current: &'a Arc<Value>,
+    candidate: &Value,
+) -> std::borrow::Cow<'a, Value> {
     let cand_rv = candidate.pointer("/metadata/resourceVersion");
     if cand_rv == current.pointer("/metadata/resourceVersion") {
         return std::borrow::Cow::Borrowed(current.as_ref());
@@ -856,14 +960,14 @@ fn without_meta_and_status(obj: &Value) -> Value {
 }
 
 fn check_type_meta(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
-    if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
-        if kind != rt.kind {
-            return Err(ApiError::bad_request(format!(
-                "the kind {kind:?} of the object does not match the resource {:?} ({})",
-                rt.qualified(),
-                rt.kind
-            )));
-        }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str)
+        && kind != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind {kind:?} of the object does not match the resource {:?} ({})",
+            rt.qualified(),
+            rt.kind
+        )));
     }
     if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
         let group = av.split_once('/').map(|(g, _)| g).unwrap_or("");
@@ -905,7 +1009,14 @@ pub fn new_uid() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// Now as an RFC 3339 timestamp with second precision, as Kubernetes writes metadata times.
@@ -938,9 +1049,13 @@ mod tests {
         assert_eq!(p["metadata"]["namespace"], "default");
         assert_eq!(p["metadata"]["generation"], 1);
         assert!(p["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
-        let err = store.create(&rt, "default", pod("a")).expect_err("duplicate");
+        let err = store
+            .create(&rt, "default", pod("a"))
+            .expect_err("duplicate");
         assert_eq!(err.reason, Reason::AlreadyExists);
-        let err = store.create(&rt, "nope", pod("b")).expect_err("namespace missing");
+        let err = store
+            .create(&rt, "nope", pod("b"))
+            .expect_err("namespace missing");
         assert_eq!(err.reason, Reason::NotFound);
     }
 
@@ -949,7 +1064,11 @@ mod tests {
         let store = Store::new();
         let rt = pods(&store);
         let p = store
-            .create(&rt, "default", json!({"metadata": {"generateName": "web-"}, "spec": {}}))
+            .create(
+                &rt,
+                "default",
+                json!({"metadata": {"generateName": "web-"}, "spec": {}}),
+            )
             .expect("created");
         let name = p["metadata"]["name"].as_str().expect("name");
         assert!(name.starts_with("web-") && name.len() == 9, "{name}");
@@ -1016,7 +1135,9 @@ mod tests {
         let mut obj = pod("a");
         obj["metadata"]["finalizers"] = json!(["example.com/hold"]);
         store.create(&rt, "default", obj).expect("created");
-        let deleting = store.delete(&rt, "default", "a", &DeleteOptions::default()).expect("delete");
+        let deleting = store
+            .delete(&rt, "default", "a", &DeleteOptions::default())
+            .expect("delete");
         assert!(deleting["metadata"]["deletionTimestamp"].is_string());
         assert!(store.get(&rt, "default", "a").is_ok());
         store
@@ -1025,7 +1146,10 @@ mod tests {
                 Ok(())
             })
             .expect("drop finalizer");
-        assert_eq!(store.get(&rt, "default", "a").expect_err("gone").reason, Reason::NotFound);
+        assert_eq!(
+            store.get(&rt, "default", "a").expect_err("gone").reason,
+            Reason::NotFound
+        );
     }
 
     #[test]
@@ -1040,9 +1164,15 @@ mod tests {
         assert_eq!(err.reason, Reason::Expired);
         let recent = store.resource_version() - 2;
         let w = store.watch(&rt, None, Some(recent)).expect("recent");
-        let names: Vec<_> = w.backlog.iter().map(|e| e.object["metadata"]["name"].clone()).collect();
+        let names: Vec<_> = w
+            .backlog
+            .iter()
+            .map(|e| e.object["metadata"]["name"].clone())
+            .collect();
         assert_eq!(names, vec![json!("d"), json!("e")]);
-        let all = store.watch(&rt, Some("default"), Some(0)).expect("from zero");
+        let all = store
+            .watch(&rt, Some("default"), Some(0))
+            .expect("from zero");
         assert_eq!(all.backlog.len(), 5);
     }
 
@@ -1068,16 +1198,24 @@ mod tests {
     #[test]
     fn crd_create_registers_type_and_delete_drops_objects() {
         let store = Store::new();
-        let crds = store.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crds");
+        let crds = store
+            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .expect("crds");
         let crd = json!({"metadata": {"name": "widgets.example.com"},
             "spec": {"group": "example.com", "scope": "Namespaced",
                 "names": {"plural": "widgets", "kind": "Widget"},
                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
         let created = store.create(&crds, "", crd).expect("crd");
         assert_eq!(created["status"]["conditions"][0]["type"], "NamesAccepted");
-        let widgets = store.resource("example.com", "v1", "widgets").expect("registered");
+        let widgets = store
+            .resource("example.com", "v1", "widgets")
+            .expect("registered");
         store
-            .create(&widgets, "default", json!({"metadata": {"name": "w"}, "spec": {}}))
+            .create(
+                &widgets,
+                "default",
+                json!({"metadata": {"name": "w"}, "spec": {}}),
+            )
             .expect("widget");
         store
             .delete(&crds, "", "widgets.example.com", &DeleteOptions::default())

@@ -1519,5 +1519,4 @@ mod tests {
             column("Zone", "string", 1, ".metadata.labels.zone")
         );
     }
-
 }

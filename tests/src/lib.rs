@@ -1,1 +1,223 @@
-//! Shared helpers for end-to-end tests.
+//! Shared harness for end-to-end tests: a local cluster (sandbox API server, simulated actors and
+//! cloud, and the controller) in-process, real kubectl against it, and polling helpers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use controller::operator::Settings;
+use controller::operator::report::Observation;
+use controller::operator::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
+use controller::operator::workload::parse_yaml;
+use sandbox::registry::TypeKey;
+use serde_json::Value;
+
+/// Options of a test cluster.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Kubelet registration delay.
+    pub registration_delay: Duration,
+    /// Batch idle window.
+    pub batch_idle: Duration,
+    /// Batch max window.
+    pub batch_max: Duration,
+    /// Add the default NodePool and EC2NodeClass when the workload has none.
+    pub defaults: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            registration_delay: Duration::from_millis(500),
+            batch_idle: Duration::from_millis(300),
+            batch_max: Duration::from_secs(3),
+            defaults: true,
+        }
+    }
+}
+
+/// A running local cluster with its kubeconfig in a temporary directory.
+pub struct TestCluster {
+    /// The cluster.
+    pub cluster: LocalCluster,
+    _dir: tempfile::TempDir,
+}
+
+/// Where `kubectl` is: `$KUBECTL`, else `kubectl` on PATH. Tests that need it fail when it is
+/// missing (the test command installs it).
+pub fn kubectl_path() -> PathBuf {
+    std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+/// A workspace binary built next to this test executable (`cargo test --workspace` builds them).
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build --workspace --bins`",
+        path.display()
+    );
+    path
+}
+
+impl TestCluster {
+    /// Start a cluster applying `yaml` (plus the default NodePool unless disabled).
+    pub async fn start(yaml: &str, opts: Options) -> TestCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut manifests = parse_yaml(Path::new("test.yaml"), yaml).expect("test workload parses");
+        if opts.defaults {
+            manifests = with_defaults(manifests, "sandbox").expect("defaults");
+        }
+        let cfg = ClusterConfig {
+            port: 0,
+            registration_delay: opts.registration_delay,
+            settings: Settings {
+                cluster_name: "sandbox".into(),
+                batch_idle: opts.batch_idle,
+                batch_max: opts.batch_max,
+                launch_timeout: Duration::from_secs(300),
+                registration_ttl: Duration::from_secs(900),
+            },
+            kubeconfig: Some(dir.path().join("kubeconfig")),
+        };
+        let cluster = start_cluster(&cfg, &manifests)
+            .await
+            .expect("cluster starts");
+        TestCluster { cluster, _dir: dir }
+    }
+
+    /// The kubeconfig path.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.cluster.kubeconfig
+    }
+
+    /// Poll (every 200ms) until `done` holds for the observation, or panic with the last one.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Observation) -> bool,
+    ) -> Observation {
+        let start = Instant::now();
+        loop {
+            let o = self.cluster.observe();
+            if done(&o) {
+                return o;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for {what}; last observation: {o:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Poll until `cond` holds, or panic.
+    pub async fn eventually(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&TestCluster) -> bool,
+    ) {
+        let start = Instant::now();
+        while !cond(self) {
+            assert!(
+                start.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Every stored object of a type, as JSON.
+    pub fn objects(&self, group: &str, plural: &str) -> Vec<Value> {
+        let key = TypeKey {
+            group: group.into(),
+            plural: plural.into(),
+        };
+        self.cluster
+            .sandbox
+            .store()
+            .snapshot(|r| r(&key))
+            .iter()
+            .map(|v| (**v).clone())
+            .collect()
+    }
+
+    /// NodeClaims.
+    pub fn nodeclaims(&self) -> Vec<Value> {
+        self.objects("karpenter.sh", "nodeclaims")
+    }
+
+    /// Events about the named object with the given reason.
+    pub fn events(&self, object: &str, reason: &str) -> Vec<Value> {
+        self.objects("", "events")
+            .into_iter()
+            .filter(|e| {
+                e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(object)
+                    && e["reason"] == reason
+            })
+            .collect()
+    }
+
+    /// Run kubectl against the cluster (in a blocking thread, so the cluster keeps serving).
+    pub async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(kubectl_path());
+        cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+        let input = stdin.map(String::from);
+        tokio::task::spawn_blocking(move || {
+            cmd.stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            let mut child = cmd
+                .spawn()
+                .expect("kubectl runs (install it or set KUBECTL)");
+            if let (Some(text), Some(mut pipe)) = (input, child.stdin.take()) {
+                use std::io::Write;
+                pipe.write_all(text.as_bytes()).expect("write stdin");
+            }
+            child.wait_with_output().expect("kubectl finishes")
+        })
+        .await
+        .expect("kubectl thread")
+    }
+
+    /// Run kubectl and return stdout, panicking with stderr on failure.
+    pub async fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args, None).await;
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// A condition's status on an object.
+pub fn condition(obj: &Value, type_: &str) -> Option<String> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str().map(String::from))
+}
+
+/// A Deployment manifest: `replicas` pods requesting `cpu` and `memory`.
+pub fn deployment(name: &str, replicas: u32, cpu: &str, memory: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n        resources:\n          requests: {{cpu: \"{cpu}\", memory: \"{memory}\"}}\n"
+    )
+}

@@ -25,8 +25,11 @@ pub struct Offering {
 impl Offering {
     /// Whether zone and capacity type satisfy the requirements.
     pub fn compatible(&self, reqs: &Requirements) -> bool {
-        reqs.get(TOPOLOGY_ZONE_LABEL).is_none_or(|r| r.has(&self.zone))
-            && reqs.get(CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(&self.capacity_type))
+        reqs.get(TOPOLOGY_ZONE_LABEL)
+            .is_none_or(|r| r.has(&self.zone))
+            && reqs
+                .get(CAPACITY_TYPE_LABEL)
+                .is_none_or(|r| r.has(&self.capacity_type))
     }
 }
 
@@ -75,7 +78,15 @@ impl InstanceType {
         requirements.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
         let mut allocatable = capacity.clone();
         allocatable.sub(&overhead);
-        InstanceType { name, requirements, labels, capacity, overhead, allocatable, offerings }
+        InstanceType {
+            name,
+            requirements,
+            labels,
+            capacity,
+            overhead,
+            allocatable,
+            offerings,
+        }
     }
 
     /// The cheapest available offering compatible with the requirements.
@@ -135,11 +146,12 @@ pub fn kube_reserved_memory_mib(max_pods: i64) -> i64 {
 /// Upstream AWS's default overhead for a node: kube-reserved (cpu, memory, 1 GiB ephemeral
 /// storage) plus the hard eviction thresholds (100 MiB memory, 10% of nodefs).
 pub fn default_overhead(vcpus: i64, max_pods: i64, ephemeral_bytes: i64) -> Resources {
-    let mut r = Resources::default();
-    r.cpu = kube_reserved_cpu_milli(vcpus);
-    r.memory = (kube_reserved_memory_mib(max_pods) + 100) << 20;
-    r.ephemeral = (1 << 30) + ephemeral_bytes / 10;
-    r
+    Resources {
+        cpu: kube_reserved_cpu_milli(vcpus),
+        memory: (kube_reserved_memory_mib(max_pods) + 100) << 20,
+        ephemeral: (1 << 30) + ephemeral_bytes / 10,
+        ..Resources::default()
+    }
 }
 
 #[cfg(test)]
@@ -162,15 +174,41 @@ mod tests {
     #[test]
     fn offerings_filter_by_zone_and_capacity_type() {
         let offerings = vec![
-            Offering { zone: "a".into(), capacity_type: "spot".into(), price: 0.03, available: false },
-            Offering { zone: "a".into(), capacity_type: "on-demand".into(), price: 0.10, available: true },
-            Offering { zone: "b".into(), capacity_type: "spot".into(), price: 0.04, available: true },
+            Offering {
+                zone: "a".into(),
+                capacity_type: "spot".into(),
+                price: 0.03,
+                available: false,
+            },
+            Offering {
+                zone: "a".into(),
+                capacity_type: "on-demand".into(),
+                price: 0.10,
+                available: true,
+            },
+            Offering {
+                zone: "b".into(),
+                capacity_type: "spot".into(),
+                price: 0.04,
+                available: true,
+            },
         ];
-        let it = InstanceType::new("t".into(), BTreeMap::new(), &[], Resources::default(), Resources::default(), offerings);
+        let it = InstanceType::new(
+            "t".into(),
+            BTreeMap::new(),
+            &[],
+            Resources::default(),
+            Resources::default(),
+            offerings,
+        );
         let mut reqs = Requirements::new();
         assert_eq!(it.cheapest_offering(&reqs).map(|o| o.price), Some(0.04));
         reqs.add(Requirement::is_in(TOPOLOGY_ZONE_LABEL, ["a"]));
-        assert_eq!(it.cheapest_offering(&reqs).map(|o| o.capacity_type.as_str()), Some("on-demand"));
+        assert_eq!(
+            it.cheapest_offering(&reqs)
+                .map(|o| o.capacity_type.as_str()),
+            Some("on-demand")
+        );
         reqs.add(Requirement::is_in(CAPACITY_TYPE_LABEL, ["spot"]));
         assert!(!it.compatible(&reqs));
     }

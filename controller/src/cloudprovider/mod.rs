@@ -99,7 +99,11 @@ pub trait CloudProvider: Send + Sync {
 
     /// Launch the cheapest available offering that satisfies the NodeClaim's requirements.
     /// Idempotent: a NodeClaim that already has an instance gets that instance back.
-    async fn create(&self, claim: &NodeClaim, node_class: &EC2NodeClass) -> Result<Launched, CloudError>;
+    async fn create(
+        &self,
+        claim: &NodeClaim,
+        node_class: &EC2NodeClass,
+    ) -> Result<Launched, CloudError>;
 
     /// Terminate the NodeClaim's instance; `NodeClaimNotFound` once it is gone.
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError>;
@@ -112,7 +116,10 @@ pub trait CloudProvider: Send + Sync {
 
     /// Instance types a NodePool using `node_class` can launch, with offerings limited to the
     /// node class's zones and current availability.
-    async fn instance_types(&self, node_class: &EC2NodeClass) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError>;
+    async fn instance_types(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError>;
 
     /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;

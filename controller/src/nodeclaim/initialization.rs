@@ -26,12 +26,28 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
     if !ready {
         return Some(("NodeNotReady", "Node status is NotReady".into()));
     }
-    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    if let Some(t) = taints.iter().find(|t| claim.spec.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)) {
-        return Some(("StartupTaintsExist", format!("StartupTaint {:?} still exists", taint_string(t))));
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if let Some(t) = taints.iter().find(|t| {
+        claim
+            .spec
+            .startup_taints
+            .iter()
+            .any(|s| s.key == t.key && s.effect == t.effect)
+    }) {
+        return Some((
+            "StartupTaintsExist",
+            format!("StartupTaint {:?} still exists", taint_string(t)),
+        ));
     }
     if let Some(t) = taints.iter().find(|t| is_known_ephemeral_taint(t)) {
-        return Some(("KnownEphemeralTaintsExist", format!("KnownEphemeralTaint {:?} still exists", taint_string(t))));
+        return Some((
+            "KnownEphemeralTaintsExist",
+            format!("KnownEphemeralTaint {:?} still exists", taint_string(t)),
+        ));
     }
     let requested = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
     let allocatable = node
@@ -40,8 +56,14 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
         .and_then(|s| s.allocatable.as_ref())
         .and_then(|a| Resources::from_list(a).ok())
         .unwrap_or_default();
-    if let Some((name, _)) = requested.iter().find(|(name, _)| allocatable.get(name) == 0) {
-        return Some(("ResourceNotRegistered", format!("Resource {name:?} was requested but not registered")));
+    if let Some((name, _)) = requested
+        .iter()
+        .find(|(name, _)| allocatable.get(name) == 0)
+    {
+        return Some((
+            "ResourceNotRegistered",
+            format!("Resource {name:?} was requested but not registered"),
+        ));
     }
     None
 }
@@ -51,22 +73,39 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
 /// Errors: the node label patch failed.
 pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), LifecycleError> {
     let now = ctx.clock.now();
-    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+    let provider_id = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default();
     let nodes = ctx.state.node_for_provider_id(&provider_id);
     let [node] = nodes.as_slice() else {
-        claim.condition_set(now).set_unknown_with_reason(INITIALIZED, "NodeNotFound", "Node not registered with cluster");
+        claim.condition_set(now).set_unknown_with_reason(
+            INITIALIZED,
+            "NodeNotFound",
+            "Node not registered with cluster",
+        );
         return Ok(());
     };
     if let Some((reason, message)) = pending_reason(claim, node) {
-        claim.condition_set(now).set_unknown_with_reason(INITIALIZED, reason, &message);
+        claim
+            .condition_set(now)
+            .set_unknown_with_reason(INITIALIZED, reason, &message);
         return Ok(());
     }
-    let labelled = node.metadata.labels.as_ref().and_then(|l| l.get(NODE_INITIALIZED_LABEL)).map(String::as_str) == Some("true");
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NODE_INITIALIZED_LABEL))
+        .map(String::as_str)
+        == Some("true");
     if !labelled {
         let api: Api<Node> = Api::all(ctx.client.clone());
         let name = node.metadata.name.clone().unwrap_or_default();
         let patch = json!({"metadata": {"labels": {NODE_INITIALIZED_LABEL: "true"}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
     }
     claim.condition_set(now).set_true(INITIALIZED);
     tracing::info!(nodeclaim = ?claim.metadata.name, node = ?node.metadata.name, "initialized nodeclaim");
@@ -86,23 +125,54 @@ mod tests {
     }
 
     fn node(ready: &str, taints: serde_json::Value, gpus: &str) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {"taints": taints},
+        serde_json::from_value(
+            json!({"metadata": {"name": "n"}, "spec": {"taints": taints},
             "status": {"conditions": [{"type": "Ready", "status": ready}],
-                "allocatable": {"cpu": "4", "nvidia.com/gpu": gpus}}}))
+                "allocatable": {"cpu": "4", "nvidia.com/gpu": gpus}}}),
+        )
         .expect("node")
     }
 
     #[test]
     fn initialization_gates_in_upstream_order() {
         let c = claim();
-        assert_eq!(pending_reason(&c, &node("False", json!([]), "1")).map(|r| r.0), Some("NodeNotReady"));
-        assert_eq!(pending_reason(&c, &node("True", json!([{"key": "agent", "effect": "NoSchedule"}]), "1")).map(|r| r.0), Some("StartupTaintsExist"));
         assert_eq!(
-            pending_reason(&c, &node("True", json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]), "1")).map(|r| r.0),
+            pending_reason(&c, &node("False", json!([]), "1")).map(|r| r.0),
+            Some("NodeNotReady")
+        );
+        assert_eq!(
+            pending_reason(
+                &c,
+                &node(
+                    "True",
+                    json!([{"key": "agent", "effect": "NoSchedule"}]),
+                    "1"
+                )
+            )
+            .map(|r| r.0),
+            Some("StartupTaintsExist")
+        );
+        assert_eq!(
+            pending_reason(
+                &c,
+                &node(
+                    "True",
+                    json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
+                    "1"
+                )
+            )
+            .map(|r| r.0),
             Some("KnownEphemeralTaintsExist")
         );
-        let missing_gpu = pending_reason(&c, &node("True", json!([]), "0")).expect("not initialized");
-        assert_eq!(missing_gpu, ("ResourceNotRegistered", "Resource \"nvidia.com/gpu\" was requested but not registered".into()));
+        let missing_gpu =
+            pending_reason(&c, &node("True", json!([]), "0")).expect("not initialized");
+        assert_eq!(
+            missing_gpu,
+            (
+                "ResourceNotRegistered",
+                "Resource \"nvidia.com/gpu\" was requested but not registered".into()
+            )
+        );
         assert_eq!(pending_reason(&c, &node("True", json!([]), "1")), None);
     }
 }

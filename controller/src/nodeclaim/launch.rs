@@ -84,7 +84,11 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Lif
             Ok(Outcome::Deleted)
         }
         Err(CloudError::Create { reason, message }) => {
-            claim.condition_set(now).set_unknown_with_reason(LAUNCHED, &reason, &truncate(&message));
+            claim.condition_set(now).set_unknown_with_reason(
+                LAUNCHED,
+                &reason,
+                &truncate(&message),
+            );
             Ok(Outcome::Retry)
         }
         Err(e) => {
@@ -95,7 +99,11 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Lif
                 message: truncate(&e.to_string()),
                 dedupe: DEFAULT_DEDUPE,
             });
-            claim.condition_set(now).set_unknown_with_reason(LAUNCHED, "LaunchFailed", &truncate(&e.to_string()));
+            claim.condition_set(now).set_unknown_with_reason(
+                LAUNCHED,
+                "LaunchFailed",
+                &truncate(&e.to_string()),
+            );
             Ok(Outcome::Retry)
         }
     }

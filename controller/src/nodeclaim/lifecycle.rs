@@ -11,11 +11,11 @@ use crds::labels::TERMINATION_FINALIZER;
 use crds::{NodeClaim, StatusConditions};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::Api;
 use serde_json::json;
 
 use super::{initialization, launch, registration, termination};
@@ -45,7 +45,9 @@ pub async fn run(ctx: Arc<Context>) {
                 .nodeclaims
                 .state()
                 .into_iter()
-                .filter(|c| pid.is_some() && c.status.as_ref().and_then(|s| s.provider_id.clone()) == pid)
+                .filter(|c| {
+                    pid.is_some() && c.status.as_ref().and_then(|s| s.provider_id.clone()) == pid
+                })
                 .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
                 .collect::<Vec<_>>()
         })
@@ -69,9 +71,18 @@ fn error_policy(claim: Arc<NodeClaim>, err: &LifecycleError, _ctx: Arc<Context>)
 }
 
 /// Merge-patch a NodeClaim's labels and finalizers.
-pub(crate) async fn patch_metadata(ctx: &Context, name: &str, metadata: serde_json::Value) -> Result<(), kube::Error> {
+pub(crate) async fn patch_metadata(
+    ctx: &Context,
+    name: &str,
+    metadata: serde_json::Value,
+) -> Result<(), kube::Error> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": metadata}))).await?;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": metadata})),
+    )
+    .await?;
     Ok(())
 }
 
@@ -108,10 +119,14 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Lif
             launch::Outcome::Retry => requeue = Duration::from_secs(5),
         }
     }
-    if conditions::is_true(claim.status_conditions(), LAUNCHED) && !conditions::is_true(claim.status_conditions(), REGISTERED) {
+    if conditions::is_true(claim.status_conditions(), LAUNCHED)
+        && !conditions::is_true(claim.status_conditions(), REGISTERED)
+    {
         registration::register(&ctx, &mut claim).await?;
     }
-    if conditions::is_true(claim.status_conditions(), REGISTERED) && !conditions::is_true(claim.status_conditions(), INITIALIZED) {
+    if conditions::is_true(claim.status_conditions(), REGISTERED)
+        && !conditions::is_true(claim.status_conditions(), INITIALIZED)
+    {
         initialization::initialize(&ctx, &mut claim).await?;
     }
     if let Some(why) = super::liveness::expired(&claim, &ctx.settings, now) {
@@ -128,13 +143,21 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Lif
 }
 
 /// One status patch, only when the status changed.
-async fn write_status(ctx: &Context, before: &NodeClaim, after: &NodeClaim) -> Result<(), kube::Error> {
+async fn write_status(
+    ctx: &Context,
+    before: &NodeClaim,
+    after: &NodeClaim,
+) -> Result<(), kube::Error> {
     if before.status == after.status {
         return Ok(());
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let name = after.metadata.name.clone().unwrap_or_default();
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": after.status})))
-        .await?;
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": after.status})),
+    )
+    .await?;
     Ok(())
 }

@@ -15,7 +15,11 @@ pub const REGISTRATION_TIMEOUT: &str = "registration_timeout";
 
 /// Why the NodeClaim should be deleted now, if it should.
 pub fn expired(claim: &NodeClaim, settings: &Settings, now: Timestamp) -> Option<&'static str> {
-    let conds = claim.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let conds = claim
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
     let since = |type_: &str| {
         conditions::get(conds, type_)
             .map(|c| c.last_transition_time.0)
@@ -28,7 +32,8 @@ pub fn expired(claim: &NodeClaim, settings: &Settings, now: Timestamp) -> Option
         return older_than(since(LAUNCHED), settings.launch_timeout).then_some(LAUNCH_TIMEOUT);
     }
     if !conditions::is_true(conds, REGISTERED) {
-        return older_than(since(REGISTERED), settings.registration_ttl).then_some(REGISTRATION_TIMEOUT);
+        return older_than(since(REGISTERED), settings.registration_ttl)
+            .then_some(REGISTRATION_TIMEOUT);
     }
     None
 }
@@ -61,12 +66,24 @@ mod tests {
     fn launch_and_registration_timeouts() {
         let t = |s: &str| s.parse::<Timestamp>().expect("timestamp");
         let unlaunched = claim(serde_json::json!([]));
-        assert_eq!(expired(&unlaunched, &settings(), t("2026-01-01T00:04:00Z")), None);
-        assert_eq!(expired(&unlaunched, &settings(), t("2026-01-01T00:06:00Z")), Some(LAUNCH_TIMEOUT));
+        assert_eq!(
+            expired(&unlaunched, &settings(), t("2026-01-01T00:04:00Z")),
+            None
+        );
+        assert_eq!(
+            expired(&unlaunched, &settings(), t("2026-01-01T00:06:00Z")),
+            Some(LAUNCH_TIMEOUT)
+        );
         let launched = claim(serde_json::json!([
             {"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"},
             {"type": "Registered", "status": "Unknown", "reason": "NodeNotFound", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"}]));
-        assert_eq!(expired(&launched, &settings(), t("2026-01-01T00:15:00Z")), None);
-        assert_eq!(expired(&launched, &settings(), t("2026-01-01T00:16:30Z")), Some(REGISTRATION_TIMEOUT));
+        assert_eq!(
+            expired(&launched, &settings(), t("2026-01-01T00:15:00Z")),
+            None
+        );
+        assert_eq!(
+            expired(&launched, &settings(), t("2026-01-01T00:16:30Z")),
+            Some(REGISTRATION_TIMEOUT)
+        );
     }
 }

@@ -6,7 +6,10 @@
 use std::collections::BTreeMap;
 
 use crds::conditions::REGISTERED;
-use crds::labels::{NODE_DO_NOT_SYNC_TAINTS_LABEL, NODE_REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT_KEY};
+use crds::labels::{
+    NODE_DO_NOT_SYNC_TAINTS_LABEL, NODE_REGISTERED_LABEL, TERMINATION_FINALIZER,
+    UNREGISTERED_TAINT_KEY,
+};
 use crds::{NodeClaim, StatusConditions};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
@@ -25,7 +28,8 @@ pub fn registration_patch(claim: &NodeClaim, node: &Node) -> Option<Value> {
     let mut labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
     labels.extend(claim.metadata.labels.clone().unwrap_or_default());
     labels.insert(NODE_REGISTERED_LABEL.into(), "true".into());
-    let mut annotations: BTreeMap<String, String> = node.metadata.annotations.clone().unwrap_or_default();
+    let mut annotations: BTreeMap<String, String> =
+        node.metadata.annotations.clone().unwrap_or_default();
     annotations.extend(claim.metadata.annotations.clone().unwrap_or_default());
     let mut finalizers = node.metadata.finalizers.clone().unwrap_or_default();
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
@@ -34,20 +38,40 @@ pub fn registration_patch(claim: &NodeClaim, node: &Node) -> Option<Value> {
     let mut owners = node.metadata.owner_references.clone().unwrap_or_default();
     let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
     if !owners.iter().any(|o| o.uid == claim_uid) {
-        owners.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            api_version: "karpenter.sh/v1".into(),
-            kind: "NodeClaim".into(),
-            name: claim_name,
-            uid: claim_uid,
-            block_owner_deletion: Some(true),
-            controller: None,
-        });
+        owners.push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodeClaim".into(),
+                name: claim_name,
+                uid: claim_uid,
+                block_owner_deletion: Some(true),
+                controller: None,
+            },
+        );
     }
-    let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let sync_taints = node.metadata.labels.as_ref().and_then(|l| l.get(NODE_DO_NOT_SYNC_TAINTS_LABEL)).map(String::as_str) != Some("true");
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let sync_taints = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NODE_DO_NOT_SYNC_TAINTS_LABEL))
+        .map(String::as_str)
+        != Some("true");
     if sync_taints {
-        for t in claim.spec.taints.iter().chain(claim.spec.startup_taints.iter()) {
-            if !taints.iter().any(|x| x.key == t.key && x.effect == t.effect) {
+        for t in claim
+            .spec
+            .taints
+            .iter()
+            .chain(claim.spec.startup_taints.iter())
+        {
+            if !taints
+                .iter()
+                .any(|x| x.key == t.key && x.effect == t.effect)
+            {
                 taints.push(t.clone());
             }
         }
@@ -76,22 +100,42 @@ pub fn registration_patch(claim: &NodeClaim, node: &Node) -> Option<Value> {
 /// Errors: the node patch failed (retried; a conflict means the node changed meanwhile).
 pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), LifecycleError> {
     let now = ctx.clock.now();
-    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+    let provider_id = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default();
     let nodes = ctx.state.node_for_provider_id(&provider_id);
     let node = match nodes.as_slice() {
         [] => {
-            claim.condition_set(now).set_unknown_with_reason(REGISTERED, "NodeNotFound", "Node not registered with cluster");
+            claim.condition_set(now).set_unknown_with_reason(
+                REGISTERED,
+                "NodeNotFound",
+                "Node not registered with cluster",
+            );
             return Ok(());
         }
         [node] => node,
         _ => {
-            claim.condition_set(now).set_false(REGISTERED, "MultipleNodesFound", "Invariant violated, matched multiple nodes");
+            claim.condition_set(now).set_false(
+                REGISTERED,
+                "MultipleNodesFound",
+                "Invariant violated, matched multiple nodes",
+            );
             return Ok(());
         }
     };
     let node_name = node.metadata.name.clone().unwrap_or_default();
-    let has_taint = node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| ts.iter().any(|t| t.key == UNREGISTERED_TAINT_KEY));
-    let has_label = node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(NODE_REGISTERED_LABEL));
+    let has_taint = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == UNREGISTERED_TAINT_KEY));
+    let has_label = node
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(NODE_REGISTERED_LABEL));
     if !has_taint && !has_label {
         ctx.recorder.publish(EventSpec {
             regarding: reference(node.as_ref()),
@@ -103,7 +147,8 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Lifecy
     }
     if let Some(patch) = registration_patch(claim, node) {
         let api: Api<Node> = Api::all(ctx.client.clone());
-        api.patch(&node_name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+        api.patch(&node_name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
     }
     claim.status.get_or_insert_with(Default::default).node_name = Some(node_name.clone());
     claim.condition_set(now).set_true(REGISTERED);
@@ -130,9 +175,18 @@ mod tests {
         let patch = registration_patch(&claim, &node).expect("needs sync");
         assert_eq!(patch["metadata"]["resourceVersion"], "7");
         assert_eq!(patch["metadata"]["labels"]["team"], "a");
-        assert_eq!(patch["metadata"]["labels"]["karpenter.sh/registered"], "true");
-        assert_eq!(patch["metadata"]["finalizers"], json!(["karpenter.sh/termination"]));
+        assert_eq!(
+            patch["metadata"]["labels"]["karpenter.sh/registered"],
+            "true"
+        );
+        assert_eq!(
+            patch["metadata"]["finalizers"],
+            json!(["karpenter.sh/termination"])
+        );
         assert_eq!(patch["metadata"]["ownerReferences"][0]["kind"], "NodeClaim");
-        assert_eq!(patch["spec"]["taints"], json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]));
+        assert_eq!(
+            patch["spec"]["taints"],
+            json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+        );
     }
 }

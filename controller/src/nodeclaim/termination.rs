@@ -30,7 +30,10 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, Lifecy
         let nodes = ctx.state.node_for_provider_id(pid);
         if !nodes.is_empty() {
             let api: Api<Node> = Api::all(ctx.client.clone());
-            for node in nodes.iter().filter(|n| n.metadata.deletion_timestamp.is_none()) {
+            for node in nodes
+                .iter()
+                .filter(|n| n.metadata.deletion_timestamp.is_none())
+            {
                 let node_name = node.metadata.name.clone().unwrap_or_default();
                 match api.delete(&node_name, &DeleteParams::default()).await {
                     Ok(_) => tracing::info!(nodeclaim = %name, node = %node_name, "deleted node"),
@@ -44,15 +47,25 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, Lifecy
     match ctx.cloud.delete(claim).await {
         Ok(()) => {
             let mut updated = claim.clone();
-            if updated.condition_set(ctx.clock.now()).set_true(INSTANCE_TERMINATING) {
+            if updated
+                .condition_set(ctx.clock.now())
+                .set_true(INSTANCE_TERMINATING)
+            {
                 let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": updated.status})))
-                    .await?;
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": updated.status})),
+                )
+                .await?;
             }
             Ok(Action::requeue(Duration::from_millis(500)))
         }
         Err(CloudError::NodeClaimNotFound(_)) => {
-            let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != TERMINATION_FINALIZER).collect();
+            let remaining: Vec<String> = finalizers
+                .into_iter()
+                .filter(|f| f != TERMINATION_FINALIZER)
+                .collect();
             patch_metadata(ctx, &name, json!({"finalizers": remaining})).await?;
             tracing::info!(nodeclaim = %name, "deleted nodeclaim");
             Ok(Action::await_change())

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::{
-    AMIS_READY, INSTANCE_PROFILE_READY, PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY, SUBNETS_READY, VALIDATION_SUCCEEDED,
+    AMIS_READY, INSTANCE_PROFILE_READY, PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY,
+    SUBNETS_READY, VALIDATION_SUCCEEDED,
 };
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
 use crds::{EC2NodeClass, StatusConditions};
@@ -28,10 +29,14 @@ const RESYNC: Duration = Duration::from_secs(60);
 pub async fn run(ctx: Arc<Context>) {
     let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     Controller::new(classes, watcher::Config::default())
-        .run(reconcile, |_c, err, _ctx| {
-            tracing::warn!(error = %err, "ec2nodeclass status failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }, ctx)
+        .run(
+            reconcile,
+            |_c, err, _ctx| {
+                tracing::warn!(error = %err, "ec2nodeclass status failed; retrying");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }
@@ -40,7 +45,9 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
     let name = obj.metadata.name.clone().unwrap_or_default();
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();
-    let has_finalizer = finalizers.iter().any(|f| f == EC2NODECLASS_TERMINATION_FINALIZER);
+    let has_finalizer = finalizers
+        .iter()
+        .any(|f| f == EC2NODECLASS_TERMINATION_FINALIZER);
     if obj.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
             return Ok(Action::await_change());
@@ -63,24 +70,48 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
             });
             return Ok(Action::requeue(Duration::from_secs(10)));
         }
-        let remaining: Vec<String> = finalizers.into_iter().filter(|f| f != EC2NODECLASS_TERMINATION_FINALIZER).collect();
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": remaining}}))).await?;
+        let remaining: Vec<String> = finalizers
+            .into_iter()
+            .filter(|f| f != EC2NODECLASS_TERMINATION_FINALIZER)
+            .collect();
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": remaining}})),
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     if !has_finalizer {
         let mut f = finalizers;
         f.push(EC2NODECLASS_TERMINATION_FINALIZER.to_string());
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": f}}))).await?;
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": f}})),
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     let resolution = ctx.cloud.resolve_node_class(&obj).await;
     let mut nc = (*obj).clone();
     let mut status = resolution.status;
-    status.conditions = nc.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    status.conditions = nc
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
     nc.status = Some(status);
     {
         let mut set = nc.condition_set(ctx.clock.now());
-        for t in [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, INSTANCE_PROFILE_READY, VALIDATION_SUCCEEDED, PLACEMENT_GROUP_READY] {
+        for t in [
+            SUBNETS_READY,
+            SECURITY_GROUPS_READY,
+            AMIS_READY,
+            INSTANCE_PROFILE_READY,
+            VALIDATION_SUCCEEDED,
+            PLACEMENT_GROUP_READY,
+        ] {
             match &resolution.not_ready {
                 Some((failed, reason, message)) if failed == t => set.set_false(t, reason, message),
                 _ => set.set_true(t),
@@ -88,7 +119,12 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         }
     }
     if nc.status != obj.status {
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": nc.status}))).await?;
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": nc.status})),
+        )
+        .await?;
     }
     Ok(Action::requeue(RESYNC))
 }

@@ -30,9 +30,16 @@ const RESYNC: Duration = Duration::from_secs(5);
 pub fn validate(pool: &NodePool) -> Result<(), String> {
     let mut errors = validate_nodepool(pool);
     if let Err(e) = crate::provisioning::template::pool_requirements(pool) {
-        errors.push(crds::validation::FieldError { field: "spec.template.spec.requirements".into(), message: e.to_string() });
+        errors.push(crds::validation::FieldError {
+            field: "spec.template.spec.requirements".into(),
+            message: e.to_string(),
+        });
     }
-    if errors.is_empty() { Ok(()) } else { Err(summarize(&errors)) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(summarize(&errors))
+    }
 }
 
 /// Run the controller until the task is aborted.
@@ -42,20 +49,28 @@ pub async fn run(ctx: Arc<Context>) {
     let state = ctx.state.clone();
     Controller::new(pools, watcher::Config::default())
         // A node class change re-evaluates the NodePools that use it.
-        .watches(classes, watcher::Config::default(), move |nc: EC2NodeClass| {
-            let name = nc.metadata.name.unwrap_or_default();
-            state
-                .nodepools
-                .state()
-                .into_iter()
-                .filter(|p| p.spec.template.spec.node_class_ref.name == name)
-                .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
-                .collect::<Vec<_>>()
-        })
-        .run(reconcile, |_p, err, _c| {
-            tracing::warn!(error = %err, "nodepool status failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }, ctx)
+        .watches(
+            classes,
+            watcher::Config::default(),
+            move |nc: EC2NodeClass| {
+                let name = nc.metadata.name.unwrap_or_default();
+                state
+                    .nodepools
+                    .state()
+                    .into_iter()
+                    .filter(|p| p.spec.template.spec.node_class_ref.name == name)
+                    .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(
+            reconcile,
+            |_p, err, _c| {
+                tracing::warn!(error = %err, "nodepool status failed; retrying");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }
@@ -69,7 +84,12 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, kube
     let now = ctx.clock.now();
     let verdict = validate(&pool);
     let class_ref = pool.spec.template.spec.node_class_ref.clone();
-    let class = ctx.state.nodeclasses.state().into_iter().find(|nc| nc.metadata.name.as_deref() == Some(class_ref.name.as_str()));
+    let class = ctx
+        .state
+        .nodeclasses
+        .state()
+        .into_iter()
+        .find(|nc| nc.metadata.name.as_deref() == Some(class_ref.name.as_str()));
     {
         let mut set = pool.condition_set(now);
         match &verdict {
@@ -77,13 +97,32 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, kube
             Err(msg) => set.set_false(VALIDATION_SUCCEEDED, VALIDATION_FAILED_REASON, msg),
         };
         match &class {
-            None => set.set_false(NODE_CLASS_READY, "NodeClassNotFound", &format!("{} {:?} not found", class_ref.kind, class_ref.name)),
+            None => set.set_false(
+                NODE_CLASS_READY,
+                "NodeClassNotFound",
+                &format!("{} {:?} not found", class_ref.kind, class_ref.name),
+            ),
             Some(nc) => {
-                let conds = nc.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                let conds = nc
+                    .status
+                    .as_ref()
+                    .map(|s| s.conditions.as_slice())
+                    .unwrap_or_default();
                 match conditions::get(conds, READY) {
                     Some(c) if c.status == "True" => set.set_true(NODE_CLASS_READY),
-                    Some(c) if c.status == "False" => set.set_false(NODE_CLASS_READY, "NodeClassNotReady", &format!("{} {:?} is not ready: {}", class_ref.kind, class_ref.name, c.message)),
-                    _ => set.set_unknown_with_reason(NODE_CLASS_READY, "NodeClassNotReady", "node class readiness is unknown"),
+                    Some(c) if c.status == "False" => set.set_false(
+                        NODE_CLASS_READY,
+                        "NodeClassNotReady",
+                        &format!(
+                            "{} {:?} is not ready: {}",
+                            class_ref.kind, class_ref.name, c.message
+                        ),
+                    ),
+                    _ => set.set_unknown_with_reason(
+                        NODE_CLASS_READY,
+                        "NodeClassNotReady",
+                        "node class readiness is unknown",
+                    ),
                 }
             }
         };
@@ -94,13 +133,18 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, kube
         if nodepool_of(claim.metadata.labels.as_ref()) != Some(name.as_str()) {
             continue;
         }
-        let Some(status) = claim.status.as_ref().filter(|s| s.node_name.is_some()) else { continue };
+        let Some(status) = claim.status.as_ref().filter(|s| s.node_name.is_some()) else {
+            continue;
+        };
         nodes += 1;
         resources.add(&Resources::from_list(&status.capacity).unwrap_or_default());
     }
     let status = pool.status.get_or_insert_with(Default::default);
     let mut list: BTreeMap<_, _> = resources.to_list();
-    list.insert("nodes".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity(nodes.to_string()));
+    list.insert(
+        "nodes".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity(nodes.to_string()),
+    );
     status.resources = list;
     status.nodes = nodes;
     if let Some(nc) = &class {
@@ -108,7 +152,12 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, kube
     }
     if pool.status != obj.status {
         let api: Api<NodePool> = Api::all(ctx.client.clone());
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": pool.status}))).await?;
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": pool.status})),
+        )
+        .await?;
     }
     Ok(Action::requeue(RESYNC))
 }

@@ -93,7 +93,10 @@ impl Recorder {
         Recorder {
             client,
             seen: Mutex::new(HashMap::new()),
-            nominated: Mutex::new(TokenBucket { tokens: NOMINATED_BURST, last: Instant::now() }),
+            nominated: Mutex::new(TokenBucket {
+                tokens: NOMINATED_BURST,
+                last: Instant::now(),
+            }),
             in_flight: Arc::new(Semaphore::new(32)),
         }
     }
@@ -109,7 +112,10 @@ impl Recorder {
         );
         {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            if seen.get(&key).is_some_and(|at| now.duration_since(*at) < ev.dedupe) {
+            if seen
+                .get(&key)
+                .is_some_and(|at| now.duration_since(*at) < ev.dedupe)
+            {
                 return false;
             }
             if seen.len() > 50_000 {
@@ -143,7 +149,12 @@ impl Recorder {
         let client = self.client.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let namespace = ev.regarding.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+            let namespace = ev
+                .regarding
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".into());
             let now = jiff::Timestamp::now();
             let event = Event {
                 metadata: ObjectMeta {
@@ -166,13 +177,19 @@ impl Recorder {
                 last_timestamp: Some(Time(now)),
                 event_time: Some(MicroTime(now)),
                 count: Some(1),
-                source: Some(EventSource { component: Some("karpenter".into()), host: None }),
+                source: Some(EventSource {
+                    component: Some("karpenter".into()),
+                    host: None,
+                }),
                 reporting_component: Some("karpenter".into()),
                 reporting_instance: Some("karpenter".into()),
                 action: Some(ev.reason.to_string()),
                 ..Event::default()
             };
-            if let Err(e) = Api::<Event>::namespaced(client, &namespace).create(&PostParams::default(), &event).await {
+            if let Err(e) = Api::<Event>::namespaced(client, &namespace)
+                .create(&PostParams::default(), &event)
+                .await
+            {
                 tracing::debug!(reason = ev.reason, error = %e, "publishing event failed");
             }
         });

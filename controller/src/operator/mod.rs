@@ -12,8 +12,8 @@ use std::sync::Arc;
 use kube::Client;
 use tokio::task::JoinHandle;
 
-use crate::cloudprovider::CloudProvider;
 use crate::clock::Clock;
+use crate::cloudprovider::CloudProvider;
 use crate::state::ClusterState;
 
 pub use options::{ControllerOptions, Settings};
@@ -35,7 +35,12 @@ pub struct Context {
 }
 
 /// Start the watches and every controller. The returned handles stop them when aborted.
-pub fn start(client: Client, cloud: Arc<dyn CloudProvider>, clock: Arc<dyn Clock>, settings: Settings) -> (Arc<Context>, Vec<JoinHandle<()>>) {
+pub fn start(
+    client: Client,
+    cloud: Arc<dyn CloudProvider>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+) -> (Arc<Context>, Vec<JoinHandle<()>>) {
     let (state, mut tasks) = ClusterState::start(&client);
     let ctx = Arc::new(Context {
         recorder: events::Recorder::new(client.clone()),
@@ -46,8 +51,12 @@ pub fn start(client: Client, cloud: Arc<dyn CloudProvider>, clock: Arc<dyn Clock
         settings,
     });
     tasks.push(tokio::spawn(crate::provisioning::run(Arc::clone(&ctx))));
-    tasks.push(tokio::spawn(crate::nodeclaim::lifecycle::run(Arc::clone(&ctx))));
-    tasks.push(tokio::spawn(crate::node::termination::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::nodeclaim::lifecycle::run(Arc::clone(
+        &ctx,
+    ))));
+    tasks.push(tokio::spawn(crate::node::termination::run(Arc::clone(
+        &ctx,
+    ))));
     tasks.push(tokio::spawn(crate::nodepool::run(Arc::clone(&ctx))));
     tasks.push(tokio::spawn(crate::nodeclass::run(Arc::clone(&ctx))));
     (ctx, tasks)

@@ -9,7 +9,9 @@ use clap::Args;
 ///
 /// Errors: not a Go duration, or negative.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d: kube::core::Duration = s.parse().map_err(|e| format!("invalid duration {s:?}: {e}"))?;
+    let d: kube::core::Duration = s
+        .parse()
+        .map_err(|e| format!("invalid duration {s:?}: {e}"))?;
     if d.is_negative() {
         return Err(format!("invalid duration {s:?}: must not be negative"));
     }
@@ -76,7 +78,10 @@ impl ControllerOptions {
     /// Errors: contradictory batch windows, an empty cluster name.
     pub fn settings(&self) -> Result<Settings, SettingsError> {
         if self.batch_idle_duration > self.batch_max_duration {
-            return Err(SettingsError::BatchWindows { idle: self.batch_idle_duration, max: self.batch_max_duration });
+            return Err(SettingsError::BatchWindows {
+                idle: self.batch_idle_duration,
+                max: self.batch_max_duration,
+            });
         }
         if self.cluster_name.trim().is_empty() {
             return Err(SettingsError::ClusterName);

@@ -48,12 +48,20 @@ pub struct Observation {
 fn condition_true(obj: &Value, type_: &str) -> bool {
     obj.pointer("/status/conditions")
         .and_then(Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == type_ && c["status"] == "True"))
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        })
 }
 
 /// Build an observation from the sandbox's objects and the cloud's running instances
 /// (instance type, price).
-pub fn observe(pods: &[Value], events: &[Value], nodeclaims: &[Value], instances: &[(String, f64)]) -> Observation {
+pub fn observe(
+    pods: &[Value],
+    events: &[Value],
+    nodeclaims: &[Value],
+    instances: &[(String, f64)],
+) -> Observation {
     // Karpenter's latest scheduling verdict per pod uid: (time, reason, message).
     let mut verdicts: HashMap<&str, (&str, &str, &str)> = HashMap::new();
     for e in events {
@@ -64,8 +72,13 @@ pub fn observe(pods: &[Value], events: &[Value], nodeclaims: &[Value], instances
         if reason != "FailedScheduling" && reason != "Nominated" {
             continue;
         }
-        let Some(uid) = e.pointer("/involvedObject/uid").and_then(Value::as_str) else { continue };
-        let at = e["eventTime"].as_str().or_else(|| e["lastTimestamp"].as_str()).unwrap_or("");
+        let Some(uid) = e.pointer("/involvedObject/uid").and_then(Value::as_str) else {
+            continue;
+        };
+        let at = e["eventTime"]
+            .as_str()
+            .or_else(|| e["lastTimestamp"].as_str())
+            .unwrap_or("");
         let message = e["message"].as_str().unwrap_or("");
         if verdicts.get(uid).is_none_or(|(t, _, _)| at >= *t) {
             verdicts.insert(uid, (at, reason, message));
@@ -73,21 +86,34 @@ pub fn observe(pods: &[Value], events: &[Value], nodeclaims: &[Value], instances
     }
     let mut o = Observation::default();
     for p in pods {
-        let phase = p.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+        let phase = p
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending");
         if phase == "Succeeded" || phase == "Failed" {
             continue;
         }
         o.pods_total += 1;
-        if p.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()) {
+        if p.pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty())
+        {
             o.pods_bound += 1;
             continue;
         }
         let name = format!(
             "{}/{}",
-            p.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(""),
-            p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+            p.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            p.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
         );
-        let uid = p.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        let uid = p
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let scheduler_message = p
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -99,7 +125,11 @@ pub fn observe(pods: &[Value], events: &[Value], nodeclaims: &[Value], instances
             Some((_, _, m)) => (m.to_string(), false),
             None => (scheduler_message.to_string(), false),
         };
-        o.pending.push(PendingPod { name, reason, karpenter_unschedulable });
+        o.pending.push(PendingPod {
+            name,
+            reason,
+            karpenter_unschedulable,
+        });
     }
     for c in nodeclaims {
         o.claims_total += 1;
@@ -180,7 +210,11 @@ impl Report {
     /// The report of a final observation.
     pub fn new(o: &Observation, settle_seconds: f64, settled: bool) -> Report {
         Report {
-            pods: PodReport { total: o.pods_total, bound: o.pods_bound, unschedulable: o.pending.clone() },
+            pods: PodReport {
+                total: o.pods_total,
+                bound: o.pods_bound,
+                unschedulable: o.pending.clone(),
+            },
             nodeclaims: ClaimReport {
                 total: o.claims_total,
                 initialized: o.claims_initialized,
@@ -195,13 +229,38 @@ impl Report {
     /// Human-readable report.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "{} after {:.1}s", if self.settled { "Settled" } else { "Not settled" }, self.settle_seconds);
-        let _ = writeln!(s, "Pods: {} bound of {}; {} not bound", self.pods.bound, self.pods.total, self.pods.unschedulable.len());
-        let _ = writeln!(s, "NodeClaims: {} ({} initialized)", self.nodeclaims.total, self.nodeclaims.initialized);
-        let _ = writeln!(s, "Cost: ${:.4}/hour (${:.2}/month)", self.cost_per_hour_usd, self.cost_per_hour_usd * 730.0);
+        let _ = writeln!(
+            s,
+            "{} after {:.1}s",
+            if self.settled {
+                "Settled"
+            } else {
+                "Not settled"
+            },
+            self.settle_seconds
+        );
+        let _ = writeln!(
+            s,
+            "Pods: {} bound of {}; {} not bound",
+            self.pods.bound,
+            self.pods.total,
+            self.pods.unschedulable.len()
+        );
+        let _ = writeln!(
+            s,
+            "NodeClaims: {} ({} initialized)",
+            self.nodeclaims.total, self.nodeclaims.initialized
+        );
+        let _ = writeln!(
+            s,
+            "Cost: ${:.4}/hour (${:.2}/month)",
+            self.cost_per_hour_usd,
+            self.cost_per_hour_usd * 730.0
+        );
         if !self.nodeclaims.by_instance_type.is_empty() {
             let _ = writeln!(s, "Instance types:");
-            let mut types: Vec<(&String, &usize)> = self.nodeclaims.by_instance_type.iter().collect();
+            let mut types: Vec<(&String, &usize)> =
+                self.nodeclaims.by_instance_type.iter().collect();
             types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             for (t, n) in types {
                 let _ = writeln!(s, "  {n:>5}  {t}");
@@ -209,13 +268,20 @@ impl Report {
         }
         let mut reasons: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for p in &self.pods.unschedulable {
-            reasons.entry(p.reason.as_str()).or_default().push(p.name.as_str());
+            reasons
+                .entry(p.reason.as_str())
+                .or_default()
+                .push(p.name.as_str());
         }
         if !reasons.is_empty() {
             let _ = writeln!(s, "Pods not bound:");
             for (reason, names) in reasons {
                 let shown: Vec<&str> = names.iter().take(5).copied().collect();
-                let more = if names.len() > 5 { format!(" and {} more", names.len() - 5) } else { String::new() };
+                let more = if names.len() > 5 {
+                    format!(" and {} more", names.len() - 5)
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(s, "  {}{more}: {reason}", shown.join(", "));
             }
         }
@@ -241,12 +307,15 @@ mod tests {
         assert!(!o.settled(), "b has no verdict yet");
         let failed = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling", "message": "Failed to schedule pod, too big",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
-        let o = observe(&pods, &[failed.clone()], &claims, &instances);
+        let o = observe(&pods, std::slice::from_ref(&failed), &claims, &instances);
         assert!(o.settled());
         assert_eq!(o.pending[0].reason, "Failed to schedule pod, too big");
         let later = json!({"source": {"component": "karpenter"}, "reason": "Nominated", "message": "Pod should schedule on: nodeclaim/x",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:02.000000Z"});
-        assert!(!observe(&pods, &[failed, later], &claims, &instances).settled(), "a later nomination supersedes");
+        assert!(
+            !observe(&pods, &[failed, later], &claims, &instances).settled(),
+            "a later nomination supersedes"
+        );
         let r = Report::new(&o, 12.34, true);
         let v = serde_json::to_value(&r).expect("serializes");
         assert_eq!(v["pods"]["unschedulable"][0]["name"], "default/b");

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use super::options::{ControllerOptions, parse_duration};
 use super::report::{Observation, Report, observe};
 use super::workload::{self, DEFAULT_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
-use crate::cloudprovider::sim::SimCloud;
 use crate::clock::{Clock, SystemClock};
+use crate::cloudprovider::sim::SimCloud;
 use crate::scheduling::kube_scheduler::KubeScheduler;
 
 /// Report formats.
@@ -76,7 +76,11 @@ impl InstanceSource for SimInstances {
             .instances()
             .into_iter()
             .map(|i| BootRecord {
-                architecture: i.labels.get(crds::labels::ARCH_LABEL).cloned().unwrap_or_default(),
+                architecture: i
+                    .labels
+                    .get(crds::labels::ARCH_LABEL)
+                    .cloned()
+                    .unwrap_or_default(),
                 provider_id: i.provider_id,
                 hostname: i.hostname,
                 private_ip: i.private_ip,
@@ -110,25 +114,46 @@ pub enum SandboxError {
     Startup(String),
 }
 
-fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError> {
+/// The manifests a sandbox run applies: its workloads (or Online Boutique), scaled, plus the
+/// default NodePool and EC2NodeClass when the workloads bring none.
+///
+/// Errors: unreadable or malformed workload files.
+pub fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError> {
     let mut manifests = Vec::new();
     if args.workloads.is_empty() {
-        manifests.extend(workload::parse_yaml(&PathBuf::from("<bundled online-boutique.yaml>"), ONLINE_BOUTIQUE)?);
+        manifests.extend(workload::parse_yaml(
+            &PathBuf::from("<bundled online-boutique.yaml>"),
+            ONLINE_BOUTIQUE,
+        )?);
     }
     for path in &args.workloads {
         manifests.extend(workload::load(path)?);
     }
     workload::scale(&mut manifests, args.scale);
+    with_defaults(manifests, &args.controller.cluster_name)
+}
+
+/// Add the default NodePool and EC2NodeClass when the manifests bring none (the node class's
+/// discovery tags point at `cluster_name`), and order Namespaces first as kubectl apply does.
+///
+/// Errors: the bundled defaults are missing (a build defect).
+pub fn with_defaults(
+    mut manifests: Vec<Manifest>,
+    cluster_name: &str,
+) -> Result<Vec<Manifest>, SandboxError> {
     let source = PathBuf::from("<default nodepool>");
     let defaults = workload::parse_yaml(&source, DEFAULT_NODEPOOL)?;
     for kind in ["NodePool", "EC2NodeClass"] {
         if !manifests.iter().any(|m| m.kind() == kind) {
-            let mut m = defaults.iter().find(|d| d.kind() == kind).cloned().ok_or_else(|| SandboxError::Startup(format!("bundled default {kind} missing")))?;
-            retag_discovery(&mut m.object, &args.controller.cluster_name);
+            let mut m = defaults
+                .iter()
+                .find(|d| d.kind() == kind)
+                .cloned()
+                .ok_or_else(|| SandboxError::Startup(format!("bundled default {kind} missing")))?;
+            retag_discovery(&mut m.object, cluster_name);
             manifests.push(m);
         }
     }
-    // Namespaces first, as kubectl apply orders them.
     manifests.sort_by_key(|m| m.kind() != "Namespace");
     Ok(manifests)
 }
@@ -136,7 +161,10 @@ fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError> {
 /// Point the default EC2NodeClass's discovery selectors at this cluster's name.
 fn retag_discovery(obj: &mut Value, cluster: &str) {
     for terms in ["subnetSelectorTerms", "securityGroupSelectorTerms"] {
-        if let Some(list) = obj.pointer_mut(&format!("/spec/{terms}")).and_then(Value::as_array_mut) {
+        if let Some(list) = obj
+            .pointer_mut(&format!("/spec/{terms}"))
+            .and_then(Value::as_array_mut)
+        {
             for t in list {
                 if t.pointer("/tags/karpenter.sh~1discovery").is_some() {
                     t["tags"]["karpenter.sh/discovery"] = json!(cluster);
@@ -155,29 +183,60 @@ fn apply(store: &Store, manifests: &[Manifest]) -> Result<(), SandboxError> {
             .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
             .ok_or_else(|| SandboxError::Startup("CRDs are not served".into()))?;
         let value = serde_json::to_value(&crd).map_err(|e| SandboxError::Startup(e.to_string()))?;
-        store.create(&rt, "", value).map_err(|e| SandboxError::Startup(format!("installing CRD: {e}")))?;
+        store
+            .create(&rt, "", value)
+            .map_err(|e| SandboxError::Startup(format!("installing CRD: {e}")))?;
     }
     for m in manifests {
-        let rt = store.resource_for_kind(m.api_version(), m.kind()).ok_or_else(|| SandboxError::Apply {
-            location: m.location(),
-            message: format!("no resource type {} {} is served by the sandbox", m.api_version(), m.kind()),
-        })?;
-        let ns = m.object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
+        let rt = store
+            .resource_for_kind(m.api_version(), m.kind())
+            .ok_or_else(|| SandboxError::Apply {
+                location: m.location(),
+                message: format!(
+                    "no resource type {} {} is served by the sandbox",
+                    m.api_version(),
+                    m.kind()
+                ),
+            })?;
+        let ns = m
+            .object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
         if let Err(e) = store.create(&rt, ns, m.object.clone()) {
-            return Err(SandboxError::Apply { location: m.location(), message: e.to_string() });
+            return Err(SandboxError::Apply {
+                location: m.location(),
+                message: e.to_string(),
+            });
         }
     }
     Ok(())
 }
 
 fn read(store: &Store, group: &str, plural: &str) -> Vec<Value> {
-    let key = TypeKey { group: group.into(), plural: plural.into() };
-    store.snapshot(|r| r(&key)).iter().map(|v| (**v).clone()).collect()
+    let key = TypeKey {
+        group: group.into(),
+        plural: plural.into(),
+    };
+    store
+        .snapshot(|r| r(&key))
+        .iter()
+        .map(|v| (**v).clone())
+        .collect()
 }
 
 fn observe_now(store: &Store, cloud: &SimCloud) -> Observation {
-    let instances: Vec<(String, f64)> = cloud.instances().into_iter().map(|i| (i.instance_type, i.price)).collect();
-    observe(&read(store, "", "pods"), &read(store, "", "events"), &read(store, "karpenter.sh", "nodeclaims"), &instances)
+    let instances: Vec<(String, f64)> = cloud
+        .instances()
+        .into_iter()
+        .map(|i| (i.instance_type, i.price))
+        .collect();
+    observe(
+        &read(store, "", "pods"),
+        &read(store, "", "events"),
+        &read(store, "karpenter.sh", "nodeclaims"),
+        &instances,
+    )
 }
 
 /// Run the sandbox command. Exit code: 0 settled (or stopped by Ctrl-C without
@@ -192,35 +251,128 @@ pub async fn run(args: SandboxArgs) -> ExitCode {
     }
 }
 
-async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
-    let settings = args.controller.settings().map_err(|e| SandboxError::Startup(e.to_string()))?;
-    let manifests = load_manifests(args)?;
+/// Everything a local cluster needs besides its workload.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// API server port (0 = any free port).
+    pub port: u16,
+    /// Kubelet registration delay.
+    pub registration_delay: Duration,
+    /// Controller settings.
+    pub settings: super::Settings,
+    /// Where to write the kubeconfig (default: the system temp directory).
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// A running local cluster: API server and actors, simulated cloud, and the controller.
+/// Dropping it stops everything.
+pub struct LocalCluster {
+    /// The API server and actors.
+    pub sandbox: Sandbox,
+    /// The simulated cloud.
+    pub cloud: Arc<SimCloud>,
+    /// The controller's context.
+    pub ctx: Arc<super::Context>,
+    /// The kubeconfig written for clients.
+    pub kubeconfig: PathBuf,
+}
+
+impl LocalCluster {
+    /// What the cluster looks like now.
+    pub fn observe(&self) -> Observation {
+        observe_now(self.sandbox.store(), &self.cloud)
+    }
+
+    /// A client for the API server.
+    pub fn client(&self) -> kube::Client {
+        self.ctx.client.clone()
+    }
+}
+
+/// Start the API server, install the CRDs, apply `manifests`, and start the actors and the
+/// controller.
+///
+/// Errors: the port cannot be bound, the kubeconfig cannot be written, or a manifest is refused.
+pub async fn start_cluster(
+    cfg: &ClusterConfig,
+    manifests: &[Manifest],
+) -> Result<LocalCluster, SandboxError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let cloud = Arc::new(SimCloud::new(&settings.cluster_name, Arc::clone(&clock)).map_err(|e| SandboxError::Startup(e.to_string()))?);
-    let mut sb = Sandbox::start(args.port).await.map_err(|e| SandboxError::Startup(format!("starting the API server: {e}")))?;
-    let kubeconfig = args
-        .kubeconfig_out
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("karpenter-sandbox-{}.kubeconfig", sb.addr().port())));
-    sb.write_kubeconfig(&kubeconfig).map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
-    eprintln!("karpenter sandbox: API server at {}; kubeconfig written to {}", sb.url(), kubeconfig.display());
-    eprintln!("  export KUBECONFIG={}", kubeconfig.display());
-    apply(sb.store(), &manifests)?;
-    let actors = ActorConfig { registration_delay: args.registration_delay, ..ActorConfig::default() };
-    for task in sandbox::actors::spawn_all(sb.store(), &actors, Arc::new(KubeScheduler::new()), Arc::new(SimInstances(Arc::clone(&cloud)))) {
+    let cloud = Arc::new(
+        SimCloud::new(&cfg.settings.cluster_name, Arc::clone(&clock))
+            .map_err(|e| SandboxError::Startup(e.to_string()))?,
+    );
+    let mut sb = Sandbox::start(cfg.port)
+        .await
+        .map_err(|e| SandboxError::Startup(format!("starting the API server: {e}")))?;
+    let kubeconfig = cfg.kubeconfig.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("karpenter-sandbox-{}.kubeconfig", sb.addr().port()))
+    });
+    sb.write_kubeconfig(&kubeconfig)
+        .map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
+    apply(sb.store(), manifests)?;
+    let actors = ActorConfig {
+        registration_delay: cfg.registration_delay,
+        ..ActorConfig::default()
+    };
+    for task in sandbox::actors::spawn_all(
+        sb.store(),
+        &actors,
+        Arc::new(KubeScheduler::new()),
+        Arc::new(SimInstances(Arc::clone(&cloud))),
+    ) {
         sb.adopt(task);
     }
-    let uri = sb.url().parse().map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
-    let client = kube::Client::try_from(kube::Config::new(uri)).map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
-    let (_ctx, tasks) = super::start(client, cloud.clone(), clock, settings);
+    let uri = sb
+        .url()
+        .parse()
+        .map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
+    let client = kube::Client::try_from(kube::Config::new(uri))
+        .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
+    let (ctx, tasks) = super::start(
+        client,
+        Arc::clone(&cloud) as Arc<dyn crate::cloudprovider::CloudProvider>,
+        clock,
+        cfg.settings.clone(),
+    );
     for t in tasks {
         sb.adopt(t);
     }
-    let (settled, elapsed, last) = watch_progress(args, sb.store(), &cloud).await;
+    Ok(LocalCluster {
+        sandbox: sb,
+        cloud,
+        ctx,
+        kubeconfig,
+    })
+}
+
+async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
+    let settings = args
+        .controller
+        .settings()
+        .map_err(|e| SandboxError::Startup(e.to_string()))?;
+    let manifests = load_manifests(args)?;
+    let cfg = ClusterConfig {
+        port: args.port,
+        registration_delay: args.registration_delay,
+        settings,
+        kubeconfig: args.kubeconfig_out.clone(),
+    };
+    let cluster = start_cluster(&cfg, &manifests).await?;
+    eprintln!(
+        "karpenter sandbox: API server at {}; kubeconfig written to {}",
+        cluster.sandbox.url(),
+        cluster.kubeconfig.display()
+    );
+    eprintln!("  export KUBECONFIG={}", cluster.kubeconfig.display());
+    let (settled, elapsed, last) = watch_progress(args, &cluster).await;
     if let Some(format) = args.report {
         let report = Report::new(&last, elapsed.as_secs_f64(), settled);
         match format {
-            ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default()),
+            ReportFormat::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            ),
             ReportFormat::Text => print!("{}", report.text()),
         }
     }
@@ -230,7 +382,11 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
             eprintln!("  pending {}: {}", p.name, p.reason);
         }
         if last.claims_total > last.claims_initialized {
-            eprintln!("  {} of {} nodeclaims not initialized", last.claims_total - last.claims_initialized, last.claims_total);
+            eprintln!(
+                "  {} of {} nodeclaims not initialized",
+                last.claims_total - last.claims_initialized,
+                last.claims_total
+            );
         }
         return Ok(ExitCode::from(1));
     }
@@ -239,26 +395,37 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
 
 /// Show progress until settled (with --until-settled), the timeout, or Ctrl-C. Returns whether
 /// it settled, when, and the last observation.
-async fn watch_progress(args: &SandboxArgs, store: &Arc<Store>, cloud: &SimCloud) -> (bool, Duration, Observation) {
+async fn watch_progress(
+    args: &SandboxArgs,
+    cluster: &LocalCluster,
+) -> (bool, Duration, Observation) {
     let start = Instant::now();
     let tty = std::io::stderr().is_terminal();
     let mut last_line = Instant::now();
     let mut stable = 0;
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
-        let o = observe_now(store, cloud);
+        let o = cluster.observe();
         let elapsed = start.elapsed();
         let line = o.progress_line(elapsed.as_secs());
         if tty {
             let mut err = std::io::stderr();
-            let _ = crossterm::execute!(err, crossterm::cursor::MoveToColumn(0), crossterm::terminal::Clear(crossterm::terminal::ClearType::CurrentLine));
+            let _ = crossterm::execute!(
+                err,
+                crossterm::cursor::MoveToColumn(0),
+                crossterm::terminal::Clear(crossterm::terminal::ClearType::CurrentLine)
+            );
             let _ = write!(err, "{line}");
             let _ = err.flush();
         } else if last_line.elapsed() >= Duration::from_secs(5) {
             eprintln!("{line}");
             last_line = Instant::now();
         }
-        stable = if o.settled() && o.pods_total > 0 { stable + 1 } else { 0 };
+        stable = if o.settled() && o.pods_total > 0 {
+            stable + 1
+        } else {
+            0
+        };
         if args.until_settled && stable >= 3 {
             if tty {
                 eprintln!();

@@ -26,17 +26,27 @@ pub struct Manifest {
 impl Manifest {
     /// `kind`.
     pub fn kind(&self) -> &str {
-        self.object.get("kind").and_then(Value::as_str).unwrap_or("")
+        self.object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 
     /// `apiVersion`.
     pub fn api_version(&self) -> &str {
-        self.object.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+        self.object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 
     /// `<file>: document <n>` (or `line <n>` for CSV), for error messages.
     pub fn location(&self) -> String {
-        let what = if self.source.extension().is_some_and(|e| e == "csv") { "line" } else { "document" };
+        let what = if self.source.extension().is_some_and(|e| e == "csv") {
+            "line"
+        } else {
+            "document"
+        };
         format!("{}: {what} {}", self.source.display(), self.index)
     }
 }
@@ -110,10 +120,19 @@ pub fn parse_yaml(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadEr
         if is_blank(doc) {
             continue;
         }
-        let err = |message: String| WorkloadError::Document { path: path.clone(), index, message };
-        let value: Value = serde_saphyr::from_str(doc).map_err(|e| err(format!("invalid YAML: {e}")))?;
+        let err = |message: String| WorkloadError::Document {
+            path: path.clone(),
+            index,
+            message,
+        };
+        let value: Value =
+            serde_saphyr::from_str(doc).map_err(|e| err(format!("invalid YAML: {e}")))?;
         let items = if value.get("kind").and_then(Value::as_str) == Some("List") {
-            value.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
+            value
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
         } else {
             vec![value]
         };
@@ -122,17 +141,28 @@ pub fn parse_yaml(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadEr
                 return Err(err("expected a Kubernetes object (a mapping)".into()));
             }
             for field in ["apiVersion", "kind"] {
-                if object.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                if object
+                    .get(field)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     return Err(err(format!("{field} is required")));
                 }
             }
-            let named = ["name", "generateName"]
-                .iter()
-                .any(|f| object.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).is_some_and(|n| !n.is_empty()));
+            let named = ["name", "generateName"].iter().any(|f| {
+                object
+                    .pointer(&format!("/metadata/{f}"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty())
+            });
             if !named {
                 return Err(err("metadata.name is required".into()));
             }
-            out.push(Manifest { object, source: source.to_path_buf(), index });
+            out.push(Manifest {
+                object,
+                source: source.to_path_buf(),
+                index,
+            });
         }
     }
     Ok(out)
@@ -163,12 +193,20 @@ pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadE
     let mut out = Vec::new();
     for (i, row) in reader.deserialize::<TraceRow>().enumerate() {
         let line = i + 2;
-        let row = row.map_err(|e| WorkloadError::Csv { path: path.clone(), line, message: e.to_string() })?;
+        let row = row.map_err(|e| WorkloadError::Csv {
+            path: path.clone(),
+            line,
+            message: e.to_string(),
+        })?;
         if row.pod_phase == "Failed" {
             continue;
         }
         if row.cpu_milli < 0 || row.memory_mib < 0 || row.num_gpu < 0 {
-            return Err(WorkloadError::Csv { path: path.clone(), line, message: "requests must not be negative".into() });
+            return Err(WorkloadError::Csv {
+                path: path.clone(),
+                line,
+                message: "requests must not be negative".into(),
+            });
         }
         let mut requests = json!({"cpu": format!("{}m", row.cpu_milli), "memory": format!("{}Mi", row.memory_mib)});
         let mut limits = json!({});
@@ -185,7 +223,11 @@ pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadE
             "metadata": {"name": row.name, "labels": {"app.kubernetes.io/name": "openb-task", "trace": "alibaba-openb"}},
             "spec": {"containers": [{"name": "task", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2", "resources": resources}]},
         });
-        out.push(Manifest { object, source: source.to_path_buf(), index: line });
+        out.push(Manifest {
+            object,
+            source: source.to_path_buf(),
+            index: line,
+        });
     }
     Ok(out)
 }
@@ -194,15 +236,26 @@ pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadE
 ///
 /// Errors: see [`WorkloadError`].
 pub fn load(path: &Path) -> Result<Vec<Manifest>, WorkloadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io { path: path.display().to_string(), source })?;
-    if is_trace(path, &text) { parse_trace(path, &text) } else { parse_yaml(path, &text) }
+    let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    if is_trace(path, &text) {
+        parse_trace(path, &text)
+    } else {
+        parse_yaml(path, &text)
+    }
 }
 
 /// Multiply the replicas of Deployments, ReplicaSets and StatefulSets by `factor`.
 pub fn scale(manifests: &mut [Manifest], factor: u32) {
     for m in manifests.iter_mut() {
         if matches!(m.kind(), "Deployment" | "ReplicaSet" | "StatefulSet") {
-            let replicas = m.object.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+            let replicas = m
+                .object
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             m.object["spec"]["replicas"] = json!(replicas * i64::from(factor));
         }
     }
@@ -214,10 +267,15 @@ mod tests {
 
     #[test]
     fn bundled_workloads_parse() {
-        let ob = parse_yaml(Path::new("<bundled>"), ONLINE_BOUTIQUE).expect("online boutique parses");
+        let ob =
+            parse_yaml(Path::new("<bundled>"), ONLINE_BOUTIQUE).expect("online boutique parses");
         assert_eq!(ob.iter().filter(|m| m.kind() == "Deployment").count(), 12);
-        let np = parse_yaml(Path::new("<bundled>"), DEFAULT_NODEPOOL).expect("default nodepool parses");
-        assert_eq!(np.iter().map(Manifest::kind).collect::<Vec<_>>(), vec!["NodePool", "EC2NodeClass"]);
+        let np =
+            parse_yaml(Path::new("<bundled>"), DEFAULT_NODEPOOL).expect("default nodepool parses");
+        assert_eq!(
+            np.iter().map(Manifest::kind).collect::<Vec<_>>(),
+            vec!["NodePool", "EC2NodeClass"]
+        );
     }
 
     #[test]
@@ -225,9 +283,16 @@ mod tests {
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n# comment only\n---\napiVersion: v1\nkind: Pod\nmetadata: [oops\n";
         let err = parse_yaml(Path::new("bad.yaml"), text).expect_err("third document is broken");
         let msg = err.to_string();
-        assert!(msg.starts_with("bad.yaml: document 3: invalid YAML"), "{msg}");
-        let missing = parse_yaml(Path::new("m.yaml"), "kind: Pod\nmetadata: {name: p}\n").expect_err("no apiVersion");
-        assert_eq!(missing.to_string(), "m.yaml: document 1: apiVersion is required");
+        assert!(
+            msg.starts_with("bad.yaml: document 3: invalid YAML"),
+            "{msg}"
+        );
+        let missing = parse_yaml(Path::new("m.yaml"), "kind: Pod\nmetadata: {name: p}\n")
+            .expect_err("no apiVersion");
+        assert_eq!(
+            missing.to_string(),
+            "m.yaml: document 1: apiVersion is required"
+        );
     }
 
     #[test]
@@ -236,10 +301,24 @@ mod tests {
             p0,12000,16384,1,1000,,LS,Running,0,1,0\np1,1000,100,0,0,,BE,Failed,0,1,0\np2,500,256,0,0,,BE,Succeeded,0,1,0\n";
         let pods = parse_trace(Path::new("t.csv"), text).expect("parses");
         assert_eq!(pods.len(), 2);
-        assert_eq!(pods[0].object["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"], "1");
-        assert_eq!(pods[0].object["spec"]["containers"][0]["resources"]["requests"]["cpu"], "12000m");
-        assert!(pods[1].object["spec"]["containers"][0]["resources"].get("limits").is_none());
-        let bad = parse_trace(Path::new("t.csv"), "name,cpu_milli,memory_mib,num_gpu,pod_phase\np,x,1,0,Running\n").expect_err("bad row");
+        assert_eq!(
+            pods[0].object["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"],
+            "1"
+        );
+        assert_eq!(
+            pods[0].object["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "12000m"
+        );
+        assert!(
+            pods[1].object["spec"]["containers"][0]["resources"]
+                .get("limits")
+                .is_none()
+        );
+        let bad = parse_trace(
+            Path::new("t.csv"),
+            "name,cpu_milli,memory_mib,num_gpu,pod_phase\np,x,1,0,Running\n",
+        )
+        .expect_err("bad row");
         assert!(bad.to_string().starts_with("t.csv: line 2:"), "{bad}");
     }
 
@@ -247,7 +326,11 @@ mod tests {
     fn scale_multiplies_replicas() {
         let mut ms = parse_yaml(Path::new("<bundled>"), ONLINE_BOUTIQUE).expect("parses");
         scale(&mut ms, 10);
-        let total: i64 = ms.iter().filter(|m| m.kind() == "Deployment").filter_map(|m| m.object.pointer("/spec/replicas").and_then(Value::as_i64)).sum();
+        let total: i64 = ms
+            .iter()
+            .filter(|m| m.kind() == "Deployment")
+            .filter_map(|m| m.object.pointer("/spec/replicas").and_then(Value::as_i64))
+            .sum();
         assert_eq!(total, 120);
     }
 }

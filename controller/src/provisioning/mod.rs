@@ -61,7 +61,10 @@ pub async fn run(ctx: Arc<Context>) {
         batch_window(&ctx).await;
         match provision(&ctx).await {
             Ok(r) if r.pods > 0 => tracing::info!(
-                pods = r.pods, nodeclaims = r.created.len(), existing = r.placed_existing, failed = r.failed,
+                pods = r.pods,
+                nodeclaims = r.created.len(),
+                existing = r.placed_existing,
+                failed = r.failed,
                 "computed new nodeclaim(s) to fit pod(s)"
             ),
             Ok(_) => {}
@@ -109,11 +112,16 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
     let mut types_by_name: HashMap<String, Arc<InstanceType>> = HashMap::new();
     let mut prepared_pools = Vec::new();
     for pool in &snap.nodepools {
-        let ready = pool.status.as_ref().is_some_and(|s| conditions::is_true(&s.conditions, READY));
+        let ready = pool
+            .status
+            .as_ref()
+            .is_some_and(|s| conditions::is_true(&s.conditions, READY));
         if !ready || pool.metadata.deletion_timestamp.is_some() || pool.is_static() {
             continue;
         }
-        let Some(nc) = snap.nodeclass(&pool.spec.template.spec.node_class_ref.name) else { continue };
+        let Some(nc) = snap.nodeclass(&pool.spec.template.spec.node_class_ref.name) else {
+            continue;
+        };
         let types = match ctx.cloud.instance_types(nc).await {
             Ok(t) => t,
             Err(e) => {
@@ -122,15 +130,21 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
             }
         };
         for t in types.iter() {
-            types_by_name.entry(t.name.clone()).or_insert_with(|| Arc::clone(t));
+            types_by_name
+                .entry(t.name.clone())
+                .or_insert_with(|| Arc::clone(t));
         }
-        let Ok(reqs) = template::pool_requirements(pool) else { continue };
+        let Ok(reqs) = template::pool_requirements(pool) else {
+            continue;
+        };
         if !types.iter().any(|t| t.compatible(&reqs)) {
             ctx.recorder.publish(EventSpec {
                 regarding: reference(pool.as_ref()),
                 type_: EventType::Warning,
                 reason: reason::NO_COMPATIBLE_INSTANCE_TYPES,
-                message: "NodePool requirements filtered out all compatible available instance types".into(),
+                message:
+                    "NodePool requirements filtered out all compatible available instance types"
+                        .into(),
                 dedupe: events::NODEPOOL_DEDUPE,
             });
             continue;
@@ -144,7 +158,13 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
         let name = pool.metadata.name.clone().unwrap_or_default();
         let (used, count) = snap.pool_usage(&name, &types_by_name);
         let remaining = template::remaining_limits(&pool, &used, count);
-        templates.push(template::template(&pool, reqs, &types, overhead.clone(), remaining));
+        templates.push(template::template(
+            &pool,
+            reqs,
+            &types,
+            overhead.clone(),
+            remaining,
+        ));
         overhead_by_pool.insert(name.clone(), overhead);
         pools.insert(name, pool);
     }
@@ -167,7 +187,12 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
     }
     let existing = snap.existing_capacity(&overhead_by_pool, &types_by_name);
     Prepared {
-        input: Input { pods: infos, existing, nodepools: templates, well_known_labels: well_known },
+        input: Input {
+            pods: infos,
+            existing,
+            nodepools: templates,
+            well_known_labels: well_known,
+        },
         pools,
         types: types_by_name,
         pods,
@@ -200,10 +225,19 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let mut created_usage: BTreeMap<String, (Resources, i64)> = BTreeMap::new();
     for decision in &output.new_claims {
-        let Some(pool) = prepared.pools.get(&decision.nodepool) else { continue };
+        let Some(pool) = prepared.pools.get(&decision.nodepool) else {
+            continue;
+        };
         if let Err(why) = recheck_limits(ctx, pool, decision, &prepared.types, &created_usage) {
             for key in &decision.pods {
-                pod_event(ctx, prepared, key, EventType::Warning, reason::FAILED_SCHEDULING, format!("Failed to schedule pod, {why}"));
+                pod_event(
+                    ctx,
+                    prepared,
+                    key,
+                    EventType::Warning,
+                    reason::FAILED_SCHEDULING,
+                    format!("Failed to schedule pod, {why}"),
+                );
             }
             continue;
         }
@@ -211,34 +245,75 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
         match api.create(&PostParams::default(), &claim).await {
             Ok(created) => {
                 let name = created.metadata.name.clone().unwrap_or_default();
-                let largest = decision.instance_types.iter().fold(Resources::default(), |acc, t| acc.max(&t.capacity));
+                let largest = decision
+                    .instance_types
+                    .iter()
+                    .fold(Resources::default(), |acc, t| acc.max(&t.capacity));
                 let entry = created_usage.entry(decision.nodepool.clone()).or_default();
                 entry.0.add(&largest);
                 entry.1 += 1;
                 tracing::info!(nodeclaim = %name, nodepool = %decision.nodepool, requests = %decision.requests,
                     instance_types = decision.instance_types.len(), pods = decision.pods.len(), "created nodeclaim");
                 for key in &decision.pods {
-                    pod_event(ctx, prepared, key, EventType::Normal, reason::NOMINATED, format!("Pod should schedule on: nodeclaim/{name}"));
+                    pod_event(
+                        ctx,
+                        prepared,
+                        key,
+                        EventType::Normal,
+                        reason::NOMINATED,
+                        format!("Pod should schedule on: nodeclaim/{name}"),
+                    );
                 }
                 result.created.push(name);
             }
             Err(e) => {
                 tracing::warn!(nodepool = %decision.nodepool, error = %e, "creating nodeclaim failed");
                 for key in &decision.pods {
-                    pod_event(ctx, prepared, key, EventType::Warning, reason::FAILED_SCHEDULING, format!("Failed to schedule pod, creating nodeclaim: {e}"));
+                    pod_event(
+                        ctx,
+                        prepared,
+                        key,
+                        EventType::Warning,
+                        reason::FAILED_SCHEDULING,
+                        format!("Failed to schedule pod, creating nodeclaim: {e}"),
+                    );
                 }
             }
         }
     }
     for (target, keys) in &output.existing {
         result.placed_existing += keys.len();
-        let kind = if ctx.state.nodes.state().iter().any(|n| n.metadata.name.as_deref() == Some(target)) { "node" } else { "nodeclaim" };
+        let kind = if ctx
+            .state
+            .nodes
+            .state()
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(target))
+        {
+            "node"
+        } else {
+            "nodeclaim"
+        };
         for key in keys {
-            pod_event(ctx, prepared, key, EventType::Normal, reason::NOMINATED, format!("Pod should schedule on: {kind}/{target}"));
+            pod_event(
+                ctx,
+                prepared,
+                key,
+                EventType::Normal,
+                reason::NOMINATED,
+                format!("Pod should schedule on: {kind}/{target}"),
+            );
         }
     }
     for err in &output.errors {
-        pod_event(ctx, prepared, &err.pod, EventType::Warning, reason::FAILED_SCHEDULING, format!("Failed to schedule pod, {err}"));
+        pod_event(
+            ctx,
+            prepared,
+            &err.pod,
+            EventType::Warning,
+            reason::FAILED_SCHEDULING,
+            format!("Failed to schedule pod, {err}"),
+        );
     }
     wait_for_own_writes(ctx, &result.created).await;
     result
@@ -262,16 +337,29 @@ fn recheck_limits(
         count += n;
     }
     let remaining = template::remaining_limits(pool, &used, count);
-    let largest = decision.instance_types.iter().fold(Resources::default(), |acc, t| acc.max(&t.capacity));
+    let largest = decision
+        .instance_types
+        .iter()
+        .fold(Resources::default(), |acc, t| acc.max(&t.capacity));
     if within_limits(&largest, &remaining) {
         return Ok(());
     }
     let exceeded: Vec<&str> = remaining
         .iter()
-        .filter(|(k, v)| if k.as_str() == LIMIT_NODES { **v < 1 } else { largest.get(k) > **v })
+        .filter(|(k, v)| {
+            if k.as_str() == LIMIT_NODES {
+                **v < 1
+            } else {
+                largest.get(k) > **v
+            }
+        })
         .map(|(k, _)| k.as_str())
         .collect();
-    let message = format!("nodepool {:?} limits exceeded for {}", decision.nodepool, exceeded.join(", "));
+    let message = format!(
+        "nodepool {:?} limits exceeded for {}",
+        decision.nodepool,
+        exceeded.join(", ")
+    );
     ctx.recorder.publish(EventSpec {
         regarding: reference(pool),
         type_: EventType::Warning,
@@ -282,10 +370,29 @@ fn recheck_limits(
     Err(message)
 }
 
-fn pod_event(ctx: &Context, prepared: &Prepared, key: &PodKey, type_: EventType, reason: &'static str, message: String) {
-    let Some(pod) = prepared.pods.get(key) else { return };
-    let dedupe = if reason == reason::FAILED_SCHEDULING { events::FAILED_SCHEDULING_DEDUPE } else { events::DEFAULT_DEDUPE };
-    ctx.recorder.publish(EventSpec { regarding: reference(pod.as_ref()), type_, reason, message, dedupe });
+fn pod_event(
+    ctx: &Context,
+    prepared: &Prepared,
+    key: &PodKey,
+    type_: EventType,
+    reason: &'static str,
+    message: String,
+) {
+    let Some(pod) = prepared.pods.get(key) else {
+        return;
+    };
+    let dedupe = if reason == reason::FAILED_SCHEDULING {
+        events::FAILED_SCHEDULING_DEDUPE
+    } else {
+        events::DEFAULT_DEDUPE
+    };
+    ctx.recorder.publish(EventSpec {
+        regarding: reference(pod.as_ref()),
+        type_,
+        reason,
+        message,
+        dedupe,
+    });
 }
 
 /// The next pass must see this pass's NodeClaims, or it would launch the same capacity again.

@@ -33,7 +33,10 @@ pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, RequirementErr
     for (k, v) in &pool.spec.template.metadata.labels {
         reqs.add(Requirement::is_in(k, [v.clone()]));
     }
-    reqs.add(Requirement::is_in(NODEPOOL_LABEL, [pool.metadata.name.clone().unwrap_or_default()]));
+    reqs.add(Requirement::is_in(
+        NODEPOOL_LABEL,
+        [pool.metadata.name.clone().unwrap_or_default()],
+    ));
     Ok(reqs)
 }
 
@@ -56,10 +59,19 @@ pub fn daemon_overhead(
         .collect();
     let mut total = Resources::default();
     for ds in daemonsets {
-        let pod = Pod { metadata: ObjectMeta::default(), spec: ds.spec.template.spec.clone(), status: None };
-        let Ok(info) = PodInfo::from_pod(&pod) else { continue };
+        let pod = Pod {
+            metadata: ObjectMeta::default(),
+            spec: ds.spec.template.spec.clone(),
+            status: None,
+        };
+        let Ok(info) = PodInfo::from_pod(&pod) else {
+            continue;
+        };
         let tolerated = untolerated(&taints, &info.tolerations).is_none();
-        let compatible = info.requirement_terms.iter().any(|t| requirements.compatible(t, well_known).is_ok());
+        let compatible = info
+            .requirement_terms
+            .iter()
+            .any(|t| requirements.compatible(t, well_known).is_ok());
         if tolerated && compatible {
             let mut r = info.requests.clone();
             r.pods = 1;
@@ -72,7 +84,11 @@ pub fn daemon_overhead(
 /// What the pool's limits still allow given its current usage (cpu in millicores, memory in
 /// bytes, `nodes` as a count). Unparseable limits are treated as zero: launch nothing rather
 /// than exceed a limit the user meant to set.
-pub fn remaining_limits(pool: &NodePool, used: &Resources, node_count: i64) -> BTreeMap<String, i64> {
+pub fn remaining_limits(
+    pool: &NodePool,
+    used: &Resources,
+    node_count: i64,
+) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     for (name, q) in &pool.spec.limits {
         let limit = if name == LIMIT_NODES {
@@ -137,7 +153,11 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim) -> NodeClaim {
         .into_iter()
         .map(|r| {
             let values = if r.key == INSTANCE_TYPE_LABEL {
-                decision.instance_types.iter().map(|t| t.name.clone()).collect()
+                decision
+                    .instance_types
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .collect()
             } else {
                 r.values.unwrap_or_default()
             };
@@ -167,7 +187,9 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim) -> NodeClaim {
             taints: spec.taints.clone(),
             startup_taints: spec.startup_taints.clone(),
             requirements,
-            resources: ResourceRequirements { requests: decision.requests.to_list() },
+            resources: ResourceRequirements {
+                requests: decision.requests.to_list(),
+            },
             node_class_ref: spec.node_class_ref.clone(),
             termination_grace_period: spec.termination_grace_period.clone(),
             expire_after: spec.expire_after.clone(),

@@ -51,10 +51,10 @@ impl KubeScheduler {
         let cacheable = !uid.is_empty();
         if cacheable {
             let cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((cached_rv, c)) = cache.get(&uid) {
-                if *cached_rv == rv {
-                    return Ok(Arc::clone(c));
-                }
+            if let Some((cached_rv, c)) = cache.get(&uid)
+                && *cached_rv == rv
+            {
+                return Ok(Arc::clone(c));
             }
         }
         let mut stripped = pod.clone();
@@ -64,12 +64,17 @@ impl KubeScheduler {
             .as_mut()
             .and_then(|s| s.affinity.as_mut())
             .and_then(|a| a.node_affinity.as_mut())
-            .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_mut());
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_mut()
+            });
         if let Some(ns) = terms {
             for term in &mut ns.node_selector_terms {
                 for f in term.match_fields.take().unwrap_or_default() {
                     if f.key == "metadata.name" && f.operator == "In" {
-                        node_names.get_or_insert_with(Vec::new).extend(f.values.unwrap_or_default());
+                        node_names
+                            .get_or_insert_with(Vec::new)
+                            .extend(f.values.unwrap_or_default());
                     }
                 }
             }
@@ -118,42 +123,82 @@ impl KubeScheduler {
                 return Err(vec!["node(s) were unschedulable".into()]);
             }
         }
-        if let Some(names) = &pod.node_names {
-            if !names.contains(&node.name) {
-                return Err(vec!["node(s) didn't satisfy plugin(s) [NodeAffinity]".into()]);
-            }
+        if let Some(names) = &pod.node_names
+            && !names.contains(&node.name)
+        {
+            return Err(vec![
+                "node(s) didn't satisfy plugin(s) [NodeAffinity]".into(),
+            ]);
         }
         if let Some(t) = untolerated(&node.taints, tolerations) {
             let value = t.value.clone().unwrap_or_default();
-            return Err(vec![format!("node(s) had untolerated taint {{{}: {value}}}", t.key)]);
+            return Err(vec![format!(
+                "node(s) had untolerated taint {{{}: {value}}}",
+                t.key
+            )]);
         }
-        if !pod.info.requirement_terms.iter().any(|t| t.matches_labels(&node.labels).is_ok()) {
-            return Err(vec!["node(s) didn't match Pod's node affinity/selector".into()]);
+        if !pod
+            .info
+            .requirement_terms
+            .iter()
+            .any(|t| t.matches_labels(&node.labels).is_ok())
+        {
+            return Err(vec![
+                "node(s) didn't match Pod's node affinity/selector".into(),
+            ]);
         }
         let total = node.used.plus(&pod.info.requests);
         let short: Vec<String> = total
             .exceeding(&node.allocatable)
             .into_iter()
-            .map(|r| if r == "pods" { "Too many pods".to_string() } else { format!("Insufficient {r}") })
+            .map(|r| {
+                if r == "pods" {
+                    "Too many pods".to_string()
+                } else {
+                    format!("Insufficient {r}")
+                }
+            })
             .collect();
         if short.is_empty() { Ok(()) } else { Err(short) }
     }
 
     /// LeastAllocated: the mean free fraction of cpu and memory after placing the pod.
     fn score(pod: &CompiledPod, node: &NodeState) -> f64 {
-        let free = |alloc: i64, used: i64| if alloc <= 0 { 0.0 } else { (alloc - used) as f64 / alloc as f64 };
+        let free = |alloc: i64, used: i64| {
+            if alloc <= 0 {
+                0.0
+            } else {
+                (alloc - used) as f64 / alloc as f64
+            }
+        };
         let after = node.used.plus(&pod.info.requests);
         (free(node.allocatable.cpu, after.cpu) + free(node.allocatable.memory, after.memory)) / 2.0
     }
 }
 
 impl PodPlacer for KubeScheduler {
-    fn place(&self, pending: &[Arc<Pod>], nodes: &[Arc<Node>], bound: &[Arc<Pod>]) -> Vec<Result<String, String>> {
-        let mut states: Vec<NodeState> = nodes.iter().filter_map(|n| KubeScheduler::node_state(n)).collect();
+    fn place(
+        &self,
+        pending: &[Arc<Pod>],
+        nodes: &[Arc<Node>],
+        bound: &[Arc<Pod>],
+    ) -> Vec<Result<String, String>> {
+        let mut states: Vec<NodeState> = nodes
+            .iter()
+            .filter_map(|n| KubeScheduler::node_state(n))
+            .collect();
         states.sort_by(|a, b| a.name.cmp(&b.name));
-        let index: HashMap<String, usize> = states.iter().enumerate().map(|(i, s)| (s.name.clone(), i)).collect();
+        let index: HashMap<String, usize> = states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.clone(), i))
+            .collect();
         for pod in bound {
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or("");
             if let (Some(&i), Ok(c)) = (index.get(node), self.compile(pod)) {
                 states[i].used.add(&c.info.requests);
             }
@@ -206,11 +251,16 @@ impl PodPlacer for KubeScheduler {
     }
 
     fn eligible(&self, pod: &Pod, node: &Node) -> bool {
-        let (Ok(compiled), Some(state)) = (self.compile(pod), KubeScheduler::node_state(node)) else {
+        let (Ok(compiled), Some(state)) = (self.compile(pod), KubeScheduler::node_state(node))
+        else {
             return false;
         };
         untolerated(&state.taints, &compiled.info.tolerations).is_none()
-            && compiled.info.requirement_terms.iter().any(|t| t.matches_labels(&state.labels).is_ok())
+            && compiled
+                .info
+                .requirement_terms
+                .iter()
+                .any(|t| t.matches_labels(&state.labels).is_ok())
     }
 }
 
@@ -232,10 +282,12 @@ mod tests {
 
     fn node(name: &str, cpu: &str, taints: serde_json::Value) -> Arc<Node> {
         Arc::new(
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            serde_json::from_value(
+                json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                 "spec": {"taints": taints},
                 "status": {"allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "110"},
-                    "conditions": [{"type": "Ready", "status": "True"}]}}))
+                    "conditions": [{"type": "Ready", "status": "True"}]}}),
+            )
             .expect("node"),
         )
     }
@@ -244,10 +296,20 @@ mod tests {
     fn least_allocated_spreads_and_capacity_is_consumed_within_a_pass() {
         let s = KubeScheduler::new();
         let nodes = vec![node("a", "2", json!([])), node("b", "2", json!([]))];
-        let pending = vec![pod("p1", "1", json!({})), pod("p2", "1", json!({})), pod("p3", "1", json!({})), pod("p4", "1", json!({})), pod("p5", "1", json!({}))];
+        let pending = vec![
+            pod("p1", "1", json!({})),
+            pod("p2", "1", json!({})),
+            pod("p3", "1", json!({})),
+            pod("p4", "1", json!({})),
+            pod("p5", "1", json!({})),
+        ];
         let r = s.place(&pending, &nodes, &[]);
         assert_eq!(r[0], Ok("a".to_string()));
-        assert_eq!(r[1], Ok("b".to_string()), "LeastAllocated prefers the emptier node");
+        assert_eq!(
+            r[1],
+            Ok("b".to_string()),
+            "LeastAllocated prefers the emptier node"
+        );
         assert!(r[2].is_ok() && r[3].is_ok());
         assert_eq!(
             r[4],
@@ -258,17 +320,45 @@ mod tests {
     #[test]
     fn unregistered_taint_blocks_and_daemon_pods_pin_by_name() {
         let s = KubeScheduler::new();
-        let nodes = vec![node("a", "2", json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}])), node("b", "2", json!([]))];
-        let r = s.place(&[pod("p", "100m", json!({"nodeSelector": {"kubernetes.io/hostname": "a"}}))], &nodes, &[]);
+        let nodes = vec![
+            node(
+                "a",
+                "2",
+                json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]),
+            ),
+            node("b", "2", json!([])),
+        ];
+        let r = s.place(
+            &[pod(
+                "p",
+                "100m",
+                json!({"nodeSelector": {"kubernetes.io/hostname": "a"}}),
+            )],
+            &nodes,
+            &[],
+        );
         assert_eq!(
             r[0],
             Err("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {karpenter.sh/unregistered: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".to_string())
         );
-        let ds = pod("ds", "100m", json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}));
-        assert_eq!(s.place(&[Arc::clone(&ds)], &nodes, &[])[0], Ok("b".to_string()));
+        let ds = pod(
+            "ds",
+            "100m",
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}),
+        );
+        assert_eq!(
+            s.place(&[Arc::clone(&ds)], &nodes, &[])[0],
+            Ok("b".to_string())
+        );
         assert!(s.eligible(&ds, &nodes[1]));
-        assert!(!s.eligible(&ds, &nodes[0]), "the unregistered taint is not tolerated");
-        assert_eq!(s.place(&[pod("x", "1", json!({}))], &[], &[])[0], Err("no nodes available to schedule pods".to_string()));
+        assert!(
+            !s.eligible(&ds, &nodes[0]),
+            "the unregistered taint is not tolerated"
+        );
+        assert_eq!(
+            s.place(&[pod("x", "1", json!({}))], &[], &[])[0],
+            Err("no nodes available to schedule pods".to_string())
+        );
     }
 }

@@ -111,8 +111,13 @@ impl PodInfo {
             requirement_terms: requirement_terms(pod)?,
             tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
-            created: meta.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
-            node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second()),
+            node_name: spec
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty()),
             labels: meta.labels.clone().unwrap_or_default(),
         })
     }
@@ -134,13 +139,20 @@ fn container_requests(
 fn requirement_terms(pod: &Pod) -> Result<Vec<Requirements>, PodError> {
     let spec = pod.spec.as_ref();
     let mut base = Requirements::new();
-    for (k, v) in spec.and_then(|s| s.node_selector.as_ref()).into_iter().flatten() {
+    for (k, v) in spec
+        .and_then(|s| s.node_selector.as_ref())
+        .into_iter()
+        .flatten()
+    {
         base.add(Requirement::is_in(k, [v.clone()]));
     }
     let terms = spec
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .map(|ns| ns.node_selector_terms.as_slice())
         .unwrap_or_default();
     if terms.is_empty() {
@@ -169,16 +181,29 @@ pub fn is_provisionable(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
         });
-    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
     let nominated = pod
         .status
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
-    unschedulable && !bound && !nominated && !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none() && !is_owned_by(pod, "DaemonSet") && !is_owned_by(pod, "Node")
+    unschedulable
+        && !bound
+        && !nominated
+        && !is_terminal(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+        && !is_owned_by(pod, "DaemonSet")
+        && !is_owned_by(pod, "Node")
 }
 
 /// Whether the pod finished (phase Succeeded or Failed).
@@ -215,8 +240,10 @@ mod tests {
     use serde_json::json;
 
     fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}))
-            .expect("valid pod")
+        serde_json::from_value(
+            json!({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}),
+        )
+        .expect("valid pod")
     }
 
     #[test]
@@ -252,11 +279,20 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
-        let bad_q = pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
-        assert!(matches!(PodInfo::from_pod(&bad_q), Err(PodError::Quantity { .. })));
-        let fields = pod(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}));
-        assert_eq!(PodInfo::from_pod(&fields).err(), Some(PodError::MatchFields));
+        let bad_q =
+            pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
+        assert!(matches!(
+            PodInfo::from_pod(&bad_q),
+            Err(PodError::Quantity { .. })
+        ));
+        let fields = pod(
+            json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}),
+        );
+        assert_eq!(
+            PodInfo::from_pod(&fields).err(),
+            Some(PodError::MatchFields)
+        );
     }
 
     #[test]

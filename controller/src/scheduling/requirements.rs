@@ -61,7 +61,11 @@ impl Requirement {
     ///
     /// Errors: an unknown operator, `In`/`NotIn` without values, or a bound that is not an
     /// integer.
-    pub fn parse(key: &str, operator: &str, values: &[String]) -> Result<Requirement, RequirementError> {
+    pub fn parse(
+        key: &str,
+        operator: &str,
+        values: &[String],
+    ) -> Result<Requirement, RequirementError> {
         let err = |reason: &str| RequirementError {
             key: key.to_string(),
             operator: operator.to_string(),
@@ -70,7 +74,9 @@ impl Requirement {
         };
         let bound = || -> Result<i64, RequirementError> {
             match values {
-                [v] => v.parse::<i64>().map_err(|_| err("value must be an integer")),
+                [v] => v
+                    .parse::<i64>()
+                    .map_err(|_| err("value must be an integer")),
                 _ => Err(err("exactly one value is required")),
             }
         };
@@ -132,7 +138,9 @@ impl Requirement {
     /// Build from a Kubernetes node selector requirement.
     ///
     /// Errors: see [`Requirement::parse`].
-    pub fn from_node_selector(r: &NodeSelectorRequirement) -> Result<Requirement, RequirementError> {
+    pub fn from_node_selector(
+        r: &NodeSelectorRequirement,
+    ) -> Result<Requirement, RequirementError> {
         Requirement::parse(&r.key, &r.operator, r.values.as_deref().unwrap_or(&[]))
     }
 
@@ -192,18 +200,27 @@ impl Requirement {
         let greater_than = max_opt(self.greater_than, other.greater_than);
         let less_than = min_opt(self.less_than, other.less_than);
         let min_values = self.min_values.max(other.min_values);
-        if let (Some(g), Some(l)) = (greater_than, less_than) {
-            if g >= l - 1 {
-                let mut none = Requirement::does_not_exist(&self.key);
-                none.min_values = min_values;
-                return none;
-            }
+        if let (Some(g), Some(l)) = (greater_than, less_than)
+            && g >= l - 1
+        {
+            let mut none = Requirement::does_not_exist(&self.key);
+            none.min_values = min_values;
+            return none;
         }
         let (complement, values) = match (self.complement, other.complement) {
             (true, true) => (true, self.values.union(&other.values).cloned().collect()),
-            (true, false) => (false, other.values.difference(&self.values).cloned().collect()),
-            (false, true) => (false, self.values.difference(&other.values).cloned().collect()),
-            (false, false) => (false, self.values.intersection(&other.values).cloned().collect()),
+            (true, false) => (
+                false,
+                other.values.difference(&self.values).cloned().collect(),
+            ),
+            (false, true) => (
+                false,
+                self.values.difference(&other.values).cloned().collect(),
+            ),
+            (false, false) => (
+                false,
+                self.values.intersection(&other.values).cloned().collect(),
+            ),
         };
         let mut r = Requirement {
             key: self.key.clone(),
@@ -214,7 +231,12 @@ impl Requirement {
             min_values,
         };
         if !r.complement {
-            let filtered: BTreeSet<String> = r.values.iter().filter(|v| r.within_bounds(v)).cloned().collect();
+            let filtered: BTreeSet<String> = r
+                .values
+                .iter()
+                .filter(|v| r.within_bounds(v))
+                .cloned()
+                .collect();
             r.values = filtered;
         }
         r
@@ -294,7 +316,9 @@ impl Requirements {
     }
 
     /// Requirements that pin each label to its value (`key In [value]`).
-    pub fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> Requirements {
+    pub fn from_labels<'a>(
+        labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Requirements {
         let mut r = Requirements::new();
         for (k, v) in labels {
             r.add(Requirement::is_in(k, [v.clone()]));
@@ -357,7 +381,9 @@ impl Requirements {
         for (key, a) in &small.0 {
             let Some(b) = large.0.get(key) else { continue };
             let (existing, wanted) = if swapped { (b, a) } else { (a, b) };
-            if existing.intersection(wanted).is_empty() && !(existing.allows_absent() && wanted.allows_absent()) {
+            if existing.intersection(wanted).is_empty()
+                && !(existing.allows_absent() && wanted.allows_absent())
+            {
                 return Err(Incompatible::Conflict {
                     key: key.clone(),
                     wanted: wanted.to_string(),
@@ -372,7 +398,11 @@ impl Requirements {
     /// (well-known labels) or only exclude values; then [`Requirements::intersects`].
     ///
     /// Errors: the unknown label or conflicting key.
-    pub fn compatible(&self, incoming: &Requirements, allowed_undefined: impl Fn(&str) -> bool) -> Result<(), Incompatible> {
+    pub fn compatible(
+        &self,
+        incoming: &Requirements,
+        allowed_undefined: impl Fn(&str) -> bool,
+    ) -> Result<(), Incompatible> {
         for (key, r) in &incoming.0 {
             if !self.0.contains_key(key) && !r.allows_absent() && !allowed_undefined(key) {
                 return Err(Incompatible::UnknownLabel { key: key.clone() });
@@ -392,8 +422,15 @@ impl Requirements {
                 None => r.allows_absent(),
             };
             if !ok {
-                let actual = labels.get(&r.key).map_or_else(|| format!("{} DoesNotExist", r.key), |v| format!("{} In [{v}]", r.key));
-                return Err(Incompatible::Conflict { key: r.key.clone(), wanted: r.to_string(), allowed: actual });
+                let actual = labels.get(&r.key).map_or_else(
+                    || format!("{} DoesNotExist", r.key),
+                    |v| format!("{} In [{v}]", r.key),
+                );
+                return Err(Incompatible::Conflict {
+                    key: r.key.clone(),
+                    wanted: r.to_string(),
+                    allowed: actual,
+                });
             }
         }
         Ok(())
@@ -461,7 +498,10 @@ mod tests {
         assert_eq!(req("a", "In", &["x"]).operator(), Operator::In);
         assert_eq!(req("a", "NotIn", &["x"]).operator(), Operator::NotIn);
         assert_eq!(req("a", "Exists", &[]).operator(), Operator::Exists);
-        assert_eq!(req("a", "DoesNotExist", &[]).operator(), Operator::DoesNotExist);
+        assert_eq!(
+            req("a", "DoesNotExist", &[]).operator(),
+            Operator::DoesNotExist
+        );
         assert_eq!(req("a", "Gt", &["2"]).operator(), Operator::Gt);
         assert!(Requirement::parse("a", "Gt", &["x".into()]).is_err());
         assert!(Requirement::parse("a", "In", &[]).is_err());
@@ -483,24 +523,51 @@ mod tests {
     fn intersection_table() {
         // (a, b, value that must be allowed, value that must be rejected)
         let cases = [
-            (req("k", "In", &["a", "b"]), req("k", "In", &["b", "c"]), "b", "a"),
-            (req("k", "In", &["a", "b"]), req("k", "NotIn", &["a"]), "b", "a"),
-            (req("k", "NotIn", &["a"]), req("k", "NotIn", &["b"]), "c", "b"),
+            (
+                req("k", "In", &["a", "b"]),
+                req("k", "In", &["b", "c"]),
+                "b",
+                "a",
+            ),
+            (
+                req("k", "In", &["a", "b"]),
+                req("k", "NotIn", &["a"]),
+                "b",
+                "a",
+            ),
+            (
+                req("k", "NotIn", &["a"]),
+                req("k", "NotIn", &["b"]),
+                "c",
+                "b",
+            ),
             (req("k", "Exists", &[]), req("k", "In", &["a"]), "a", "b"),
             (req("k", "Gt", &["2"]), req("k", "Lt", &["10"]), "5", "10"),
-            (req("k", "In", &["1", "5", "9"]), req("k", "Gt", &["4"]), "9", "1"),
+            (
+                req("k", "In", &["1", "5", "9"]),
+                req("k", "Gt", &["4"]),
+                "9",
+                "1",
+            ),
         ];
         for (a, b, yes, no) in cases {
             let i = a.intersection(&b);
             assert!(i.has(yes) && !i.has(no), "{a} ∩ {b} = {i}");
             assert_eq!(i, b.intersection(&a), "symmetric");
         }
-        assert!(req("k", "Gt", &["5"]).intersection(&req("k", "Lt", &["6"])).is_empty());
+        assert!(
+            req("k", "Gt", &["5"])
+                .intersection(&req("k", "Lt", &["6"]))
+                .is_empty()
+        );
     }
 
     #[test]
     fn intersects_and_compatible() {
-        let pool = reqs(&[req("kubernetes.io/arch", "In", &["amd64", "arm64"]), req("team", "In", &["a"])]);
+        let pool = reqs(&[
+            req("kubernetes.io/arch", "In", &["amd64", "arm64"]),
+            req("team", "In", &["a"]),
+        ]);
         let pod = reqs(&[req("kubernetes.io/arch", "In", &["arm64"])]);
         assert!(pool.intersects(&pod).is_ok());
         let bad = reqs(&[req("kubernetes.io/arch", "In", &["s390x"])]);
@@ -515,15 +582,28 @@ mod tests {
         let custom = reqs(&[req("gpu-vendor", "In", &["x"])]);
         assert_eq!(
             pool.compatible(&custom, |k| k.starts_with("kubernetes.io/")),
-            Err(Incompatible::UnknownLabel { key: "gpu-vendor".into() })
+            Err(Incompatible::UnknownLabel {
+                key: "gpu-vendor".into()
+            })
         );
-        assert!(pool.compatible(&reqs(&[req("kubernetes.io/os", "In", &["linux"])]), |k| k.starts_with("kubernetes.io/")).is_ok());
+        assert!(
+            pool.compatible(&reqs(&[req("kubernetes.io/os", "In", &["linux"])]), |k| k
+                .starts_with("kubernetes.io/"))
+                .is_ok()
+        );
     }
 
     #[test]
     fn label_matching_and_derived_labels() {
-        let r = reqs(&[req("zone", "In", &["a"]), req("spot", "DoesNotExist", &[]), req("cpu", "Gt", &["3"])]);
-        let labels: BTreeMap<String, String> = [("zone", "a"), ("cpu", "4")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let r = reqs(&[
+            req("zone", "In", &["a"]),
+            req("spot", "DoesNotExist", &[]),
+            req("cpu", "Gt", &["3"]),
+        ]);
+        let labels: BTreeMap<String, String> = [("zone", "a"), ("cpu", "4")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         assert!(r.matches_labels(&labels).is_ok());
         let mut small = labels.clone();
         small.insert("cpu".into(), "2".into());

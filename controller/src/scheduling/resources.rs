@@ -59,7 +59,9 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
     }
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     // value = digits / 10^frac_len, expressed exactly as a numerator and a power-of-ten exponent.
-    let digits: i128 = format!("{int_part}{frac_part}").parse().map_err(|_| err())?;
+    let digits: i128 = format!("{int_part}{frac_part}")
+        .parse()
+        .map_err(|_| err())?;
     let mut exp10: i32 = -(frac_part.len() as i32);
     let mut mul: i128 = 1;
     match suffix {
@@ -86,7 +88,9 @@ pub fn parse_milli(s: &str) -> Result<i128, QuantityError> {
     exp10 += 3;
     let scaled = digits.checked_mul(mul).ok_or_else(err)?;
     let value = if exp10 >= 0 {
-        scaled.checked_mul(10i128.checked_pow(exp10 as u32).ok_or_else(err)?).ok_or_else(err)?
+        scaled
+            .checked_mul(10i128.checked_pow(exp10 as u32).ok_or_else(err)?)
+            .ok_or_else(err)?
     } else {
         let div = 10i128.checked_pow((-exp10) as u32).ok_or_else(err)?;
         (scaled + div - 1) / div
@@ -119,7 +123,8 @@ impl Resources {
     /// Errors: a malformed quantity.
     pub fn set_parsed(&mut self, name: &str, quantity: &str) -> Result<(), QuantityError> {
         let value = if name == CPU {
-            i64::try_from(parse_milli(quantity)?).map_err(|_| QuantityError(quantity.to_string()))?
+            i64::try_from(parse_milli(quantity)?)
+                .map_err(|_| QuantityError(quantity.to_string()))?
         } else {
             parse_units(quantity)?
         };
@@ -157,10 +162,15 @@ impl Resources {
 
     /// Names and amounts of every non-zero resource.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
-        [(CPU, self.cpu), (MEMORY, self.memory), (PODS, self.pods), (EPHEMERAL_STORAGE, self.ephemeral)]
-            .into_iter()
-            .chain(self.extended.iter().map(|(k, v)| (k.as_str(), *v)))
-            .filter(|(_, v)| *v != 0)
+        [
+            (CPU, self.cpu),
+            (MEMORY, self.memory),
+            (PODS, self.pods),
+            (EPHEMERAL_STORAGE, self.ephemeral),
+        ]
+        .into_iter()
+        .chain(self.extended.iter().map(|(k, v)| (k.as_str(), *v)))
+        .filter(|(_, v)| *v != 0)
     }
 
     /// Add another amount in place.
@@ -242,10 +252,19 @@ impl Resources {
 /// storage with the largest exact binary suffix, counts as integers.
 pub fn format_quantity(name: &str, value: i64) -> String {
     if name == CPU {
-        return if value % 1000 == 0 { (value / 1000).to_string() } else { format!("{value}m") };
+        return if value % 1000 == 0 {
+            (value / 1000).to_string()
+        } else {
+            format!("{value}m")
+        };
     }
     if name == MEMORY || name == EPHEMERAL_STORAGE || name.starts_with("hugepages-") {
-        for (suffix, unit) in [("Ti", 1i64 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)] {
+        for (suffix, unit) in [
+            ("Ti", 1i64 << 40),
+            ("Gi", 1 << 30),
+            ("Mi", 1 << 20),
+            ("Ki", 1 << 10),
+        ] {
             if value != 0 && value % unit == 0 {
                 return format!("{}{suffix}", value / unit);
             }
@@ -312,6 +331,9 @@ mod tests {
         let mut left = cap.clone();
         left.sub(&req);
         assert_eq!((left.cpu, left.get(NVIDIA_GPU)), (500, 0));
-        assert_eq!(req.to_string(), "{cpu: 1500m, memory: 2Gi, nvidia.com/gpu: 1}");
+        assert_eq!(
+            req.to_string(),
+            "{cpu: 1500m, memory: 2Gi, nvidia.com/gpu: 1}"
+        );
     }
 }

@@ -128,11 +128,18 @@ impl fmt::Display for Rejection {
         match self {
             Rejection::Taint(t) => write!(f, "did not tolerate taint {t}"),
             Rejection::Requirements(i) => write!(f, "{i}"),
-            Rejection::NoInstanceType { requests, requirements, detail } => write!(
+            Rejection::NoInstanceType {
+                requests,
+                requirements,
+                detail,
+            } => write!(
                 f,
                 "no instance type satisfied resources {requests} and requirements {requirements} ({detail})"
             ),
-            Rejection::Limits(l) => write!(f, "all available instance types exceed limits for nodepool: {l}"),
+            Rejection::Limits(l) => write!(
+                f,
+                "all available instance types exceed limits for nodepool: {l}"
+            ),
         }
     }
 }
@@ -239,7 +246,10 @@ pub fn solve(input: &Input) -> Output {
                 rejections.push((pool.t.name.clone(), r));
             }
         }
-        out.errors.push(PodError { pod: pod.key.clone(), rejections });
+        out.errors.push(PodError {
+            pod: pod.key.clone(),
+            rejections,
+        });
     }
     out.new_claims = claims.into_iter().map(|c| finish(c, &pools)).collect();
     out
@@ -252,7 +262,9 @@ fn place_existing(
     well_known: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
     for node in existing.iter_mut() {
-        if !pod.requests.fits_in(&node.available) || untolerated(&node.taints, &pod.tolerations).is_some() {
+        if !pod.requests.fits_in(&node.available)
+            || untolerated(&node.taints, &pod.tolerations).is_some()
+        {
             continue;
         }
         let admits = match &node.labels {
@@ -320,9 +332,9 @@ fn place_open_claim(
 }
 
 fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
-    options
-        .iter()
-        .fold(Resources::default(), |acc, &i| acc.max(&pool.instance_types[i].allocatable))
+    options.iter().fold(Resources::default(), |acc, &i| {
+        acc.max(&pool.instance_types[i].allocatable)
+    })
 }
 
 fn open_claim(
@@ -337,19 +349,22 @@ fn open_claim(
     if let Some(taint) = untolerated(&t.taints, &pod.tolerations) {
         return Err(Rejection::Taint(taint_string(taint)));
     }
-    t.requirements.compatible(term, well_known).map_err(Rejection::Requirements)?;
+    t.requirements
+        .compatible(term, well_known)
+        .map_err(Rejection::Requirements)?;
     let mut requirements = t.requirements.clone();
     requirements.add_all(term);
     let compatible: &Vec<usize> = if term.is_empty() {
         &pool.base
     } else {
-        memo.entry((pi, requirements.to_string())).or_insert_with(|| {
-            pool.base
-                .iter()
-                .copied()
-                .filter(|&i| t.instance_types[i].compatible(&requirements))
-                .collect()
-        })
+        memo.entry((pi, requirements.to_string()))
+            .or_insert_with(|| {
+                pool.base
+                    .iter()
+                    .copied()
+                    .filter(|&i| t.instance_types[i].compatible(&requirements))
+                    .collect()
+            })
     };
     let requests = pod.requests.plus(&t.daemon_overhead);
     let no_type = |detail| Rejection::NoInstanceType {
@@ -358,7 +373,9 @@ fn open_claim(
         detail,
     };
     if compatible.is_empty() {
-        return Err(no_type("no instance type met the scheduling requirements or had a required offering"));
+        return Err(no_type(
+            "no instance type met the scheduling requirements or had a required offering",
+        ));
     }
     let fitting: Vec<usize> = compatible
         .iter()
@@ -373,16 +390,27 @@ fn open_claim(
         .filter(|&i| within_limits(&t.instance_types[i].capacity, &pool.remaining))
         .collect();
     if options.is_empty() {
-        let limits: Vec<String> = pool.remaining.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        return Err(Rejection::Limits(format!("remaining {{{}}}", limits.join(", "))));
+        let limits: Vec<String> = pool
+            .remaining
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        return Err(Rejection::Limits(format!(
+            "remaining {{{}}}",
+            limits.join(", ")
+        )));
     }
     // Reserve the largest option's capacity against the limits, as upstream does, so that
     // whichever option launches the pool stays within its limits.
-    let largest = options
-        .iter()
-        .fold(Resources::default(), |acc, &i| acc.max(&t.instance_types[i].capacity));
+    let largest = options.iter().fold(Resources::default(), |acc, &i| {
+        acc.max(&t.instance_types[i].capacity)
+    });
     for (name, left) in pool.remaining.iter_mut() {
-        *left -= if name == LIMIT_NODES { 1 } else { largest.get(name) };
+        *left -= if name == LIMIT_NODES {
+            1
+        } else {
+            largest.get(name)
+        };
     }
     Ok(OpenClaim {
         pool: pi,
@@ -401,7 +429,8 @@ fn finish(claim: OpenClaim, pools: &[Pool]) -> NewClaim {
         .iter()
         .filter_map(|&i| {
             let it = &pool.instance_types[i];
-            it.cheapest_offering(&claim.requirements).map(|o| (o.price, Arc::clone(it)))
+            it.cheapest_offering(&claim.requirements)
+                .map(|o| (o.price, Arc::clone(it)))
         })
         .collect();
     priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
@@ -440,7 +469,11 @@ pub const LIMIT_NODES: &str = "nodes";
 /// Whether a node of this capacity fits what the limits still allow: every limited resource
 /// (and one more node, when `nodes` is limited).
 pub fn within_limits(capacity: &Resources, remaining: &BTreeMap<String, i64>) -> bool {
-    remaining
-        .iter()
-        .all(|(name, left)| if name == LIMIT_NODES { *left >= 1 } else { capacity.get(name) <= *left })
+    remaining.iter().all(|(name, left)| {
+        if name == LIMIT_NODES {
+            *left >= 1
+        } else {
+            capacity.get(name) <= *left
+        }
+    })
 }

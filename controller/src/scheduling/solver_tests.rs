@@ -10,23 +10,37 @@ use super::taints::taint;
 use super::testing::*;
 
 fn input(pods: Vec<super::pod::PodInfo>, pools: Vec<super::solver::NodePoolTemplate>) -> Input {
-    Input { pods, existing: vec![], nodepools: pools, well_known_labels: well_known() }
+    Input {
+        pods,
+        existing: vec![],
+        nodepools: pools,
+        well_known_labels: well_known(),
+    }
 }
 
 #[test]
 fn small_pods_share_one_claim_whose_options_are_cheapest_first() {
-    let pods = (0..3).map(|i| pod(&format!("p{i}"), 500, 1024, json!({}))).collect();
+    let pods = (0..3)
+        .map(|i| pod(&format!("p{i}"), 500, 1024, json!({})))
+        .collect();
     let out = solve(&input(pods, vec![pool("default", small_medium_large())]));
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert_eq!(out.new_claims.len(), 1);
     let claim = &out.new_claims[0];
     assert_eq!(claim.pods.len(), 3);
-    let names: Vec<&str> = claim.instance_types.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = claim
+        .instance_types
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
     assert_eq!(names, vec!["gp.large", "gp.xlarge", "gp.4xlarge"]);
     assert_eq!(claim.requests.cpu, 1500);
     assert_eq!(claim.requests.pods, 3);
     // Spot is allowed and cheaper: the claim offers both capacity types.
-    let ct = claim.requirements.get("karpenter.sh/capacity-type").expect("capacity type");
+    let ct = claim
+        .requirements
+        .get("karpenter.sh/capacity-type")
+        .expect("capacity type");
     assert!(ct.has("spot") && ct.has("on-demand"));
     assert!((claim.cheapest_price().expect("priced") - 0.06).abs() < 1e-9);
 }
@@ -34,10 +48,15 @@ fn small_pods_share_one_claim_whose_options_are_cheapest_first() {
 #[test]
 fn first_fit_decreasing_opens_a_second_claim_when_the_largest_type_is_full() {
     // 20 pods of 1 cpu each: the largest type holds 16.
-    let pods = (0..20).map(|i| pod(&format!("p{i}"), 1000, 512, json!({}))).collect();
+    let pods = (0..20)
+        .map(|i| pod(&format!("p{i}"), 1000, 512, json!({})))
+        .collect();
     let out = solve(&input(pods, vec![pool("default", small_medium_large())]));
     assert_eq!(out.new_claims.len(), 2);
-    assert_eq!(out.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(), 20);
+    assert_eq!(
+        out.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        20
+    );
     assert_eq!(out.new_claims[0].instance_types[0].name, "gp.4xlarge");
 }
 
@@ -48,14 +67,38 @@ fn existing_and_in_flight_capacity_is_used_before_new_claims() {
     let mut pending = Requirements::new();
     pending.add(Requirement::is_in("karpenter.sh/nodepool", ["default"]));
     let existing = vec![
-        ExistingNode { name: "node-a".into(), labels: NodeLabels::Known(labels), taints: vec![], available: res(1000, 2048), initialized: true },
-        ExistingNode { name: "claim-b".into(), labels: NodeLabels::Pending(pending), taints: vec![], available: res(2000, 4096), initialized: false },
+        ExistingNode {
+            name: "node-a".into(),
+            labels: NodeLabels::Known(labels),
+            taints: vec![],
+            available: res(1000, 2048),
+            initialized: true,
+        },
+        ExistingNode {
+            name: "claim-b".into(),
+            labels: NodeLabels::Pending(pending),
+            taints: vec![],
+            available: res(2000, 4096),
+            initialized: false,
+        },
     ];
-    let pods = (0..3).map(|i| pod(&format!("p{i}"), 1000, 1024, json!({}))).collect();
+    let pods = (0..3)
+        .map(|i| pod(&format!("p{i}"), 1000, 1024, json!({})))
+        .collect();
     let mut inp = input(pods, vec![pool("default", small_medium_large())]);
-    inp.existing = existing.into_iter().map(|mut e| { e.available.pods = 10; e }).collect();
+    inp.existing = existing
+        .into_iter()
+        .map(|mut e| {
+            e.available.pods = 10;
+            e
+        })
+        .collect();
     let out = solve(&inp);
-    assert!(out.new_claims.is_empty(), "in-flight capacity covers the pods: {:?}", out.new_claims);
+    assert!(
+        out.new_claims.is_empty(),
+        "in-flight capacity covers the pods: {:?}",
+        out.new_claims
+    );
     assert_eq!(out.existing["node-a"].len(), 1);
     assert_eq!(out.existing["claim-b"].len(), 2);
 }
@@ -64,18 +107,29 @@ fn existing_and_in_flight_capacity_is_used_before_new_claims() {
 fn limits_cap_new_claims_and_report_the_rest() {
     let mut p = pool("limited", vec![instance_type("gp.xlarge", 4, 16, 0.2)]);
     p.remaining.insert("cpu".into(), 8000);
-    let pods = (0..3).map(|i| pod(&format!("p{i}"), 3000, 1024, json!({}))).collect();
+    let pods = (0..3)
+        .map(|i| pod(&format!("p{i}"), 3000, 1024, json!({})))
+        .collect();
     let out = solve(&input(pods, vec![p]));
-    assert_eq!(out.new_claims.len(), 2, "8 cpu of limit hold two 4-cpu nodes");
+    assert_eq!(
+        out.new_claims.len(),
+        2,
+        "8 cpu of limit hold two 4-cpu nodes"
+    );
     assert_eq!(out.errors.len(), 1);
-    assert!(matches!(out.errors[0].rejections[0].1, Rejection::Limits(_)));
+    assert!(matches!(
+        out.errors[0].rejections[0].1,
+        Rejection::Limits(_)
+    ));
 }
 
 #[test]
 fn node_count_limit_holds() {
     let mut p = pool("limited", small_medium_large());
     p.remaining.insert("nodes".into(), 1);
-    let pods = (0..20).map(|i| pod(&format!("p{i}"), 1000, 512, json!({}))).collect();
+    let pods = (0..20)
+        .map(|i| pod(&format!("p{i}"), 1000, 512, json!({})))
+        .collect();
     let out = solve(&input(pods, vec![p]));
     assert_eq!(out.new_claims.len(), 1);
     assert_eq!(out.errors.len(), 4);
@@ -87,10 +141,18 @@ fn rejections_name_the_failing_check() {
     tainted.taints = vec![taint("nvidia.com/gpu", Some("true"), "NoSchedule")];
     let pods = vec![
         pod("huge", 64_000, 1024, json!({})),
-        pod("s390x", 100, 64, json!({"nodeSelector": {"kubernetes.io/arch": "s390x"}})),
+        pod(
+            "s390x",
+            100,
+            64,
+            json!({"nodeSelector": {"kubernetes.io/arch": "s390x"}}),
+        ),
         pod("custom", 100, 64, json!({"nodeSelector": {"team": "a"}})),
     ];
-    let out = solve(&input(pods, vec![pool("default", small_medium_large()), tainted]));
+    let out = solve(&input(
+        pods,
+        vec![pool("default", small_medium_large()), tainted],
+    ));
     let msg = |name: &str| {
         out.errors
             .iter()
@@ -98,23 +160,54 @@ fn rejections_name_the_failing_check() {
             .map(ToString::to_string)
             .unwrap_or_default()
     };
-    assert!(msg("huge").contains("no instance type has enough resources"), "{}", msg("huge"));
-    assert!(msg("huge").contains("did not tolerate taint nvidia.com/gpu=true:NoSchedule"), "{}", msg("huge"));
-    assert!(msg("s390x").contains("kubernetes.io/arch In [s390x] (no instance type met the scheduling requirements"), "{}", msg("s390x"));
-    assert!(msg("custom").contains("label \"team\" does not have known values"), "{}", msg("custom"));
+    assert!(
+        msg("huge").contains("no instance type has enough resources"),
+        "{}",
+        msg("huge")
+    );
+    assert!(
+        msg("huge").contains("did not tolerate taint nvidia.com/gpu=true:NoSchedule"),
+        "{}",
+        msg("huge")
+    );
+    assert!(
+        msg("s390x").contains(
+            "kubernetes.io/arch In [s390x] (no instance type met the scheduling requirements"
+        ),
+        "{}",
+        msg("s390x")
+    );
+    assert!(
+        msg("custom").contains("label \"team\" does not have known values"),
+        "{}",
+        msg("custom")
+    );
 }
 
 #[test]
 fn heavier_pools_win_and_tolerated_taints_admit() {
     let mut heavy = pool("heavy", vec![instance_type("big.2xlarge", 8, 32, 0.5)]);
     heavy.weight = 50;
-    let out = solve(&input(vec![pod("p", 100, 64, json!({}))], vec![pool("default", small_medium_large()), heavy]));
+    let out = solve(&input(
+        vec![pod("p", 100, 64, json!({}))],
+        vec![pool("default", small_medium_large()), heavy],
+    ));
     assert_eq!(out.new_claims[0].nodepool, "heavy");
 
     let mut tainted = pool("gpu", small_medium_large());
     tainted.taints = vec![taint("nvidia.com/gpu", Some("true"), "NoSchedule")];
-    let tolerating = pod("t", 100, 64, json!({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}));
-    assert_eq!(solve(&input(vec![tolerating], vec![tainted])).new_claims.len(), 1);
+    let tolerating = pod(
+        "t",
+        100,
+        64,
+        json!({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}),
+    );
+    assert_eq!(
+        solve(&input(vec![tolerating], vec![tainted]))
+            .new_claims
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -129,9 +222,23 @@ fn daemon_overhead_is_added_to_every_new_claim() {
 
 #[test]
 fn pod_requirements_narrow_the_claim_and_zone_pins_offerings() {
-    let pods = vec![pod("z", 100, 64, json!({"nodeSelector": {"topology.kubernetes.io/zone": "test-zone-b", "karpenter.sh/capacity-type": "on-demand"}}))];
+    let pods = vec![pod(
+        "z",
+        100,
+        64,
+        json!({"nodeSelector": {"topology.kubernetes.io/zone": "test-zone-b", "karpenter.sh/capacity-type": "on-demand"}}),
+    )];
     let out = solve(&input(pods, vec![pool("default", small_medium_large())]));
     let claim = &out.new_claims[0];
-    assert_eq!(claim.requirements.get("topology.kubernetes.io/zone").and_then(|r| r.single_value()), Some("test-zone-b"));
-    assert!((claim.cheapest_price().expect("priced") - 0.10).abs() < 1e-9, "on-demand price");
+    assert_eq!(
+        claim
+            .requirements
+            .get("topology.kubernetes.io/zone")
+            .and_then(|r| r.single_value()),
+        Some("test-zone-b")
+    );
+    assert!(
+        (claim.cheapest_price().expect("priced") - 0.10).abs() < 1e-9,
+        "on-demand price"
+    );
 }

@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 
 /// Whether one toleration matches one taint.
 pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty()) {
-        if effect != taint.effect {
-            return false;
-        }
+    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
+        && effect != taint.effect
+    {
+        return false;
     }
     let key = toleration.key.as_deref().unwrap_or("");
     if !key.is_empty() && key != taint.key {
@@ -73,9 +73,23 @@ mod tests {
         let gpu = taint("nvidia.com/gpu", Some("true"), "NoSchedule");
         let cases = [
             (tol(Some("nvidia.com/gpu"), "Exists", None, None), true),
-            (tol(Some("nvidia.com/gpu"), "Equal", Some("true"), Some("NoSchedule")), true),
-            (tol(Some("nvidia.com/gpu"), "Equal", Some("false"), None), false),
-            (tol(Some("nvidia.com/gpu"), "Exists", None, Some("NoExecute")), false),
+            (
+                tol(
+                    Some("nvidia.com/gpu"),
+                    "Equal",
+                    Some("true"),
+                    Some("NoSchedule"),
+                ),
+                true,
+            ),
+            (
+                tol(Some("nvidia.com/gpu"), "Equal", Some("false"), None),
+                false,
+            ),
+            (
+                tol(Some("nvidia.com/gpu"), "Exists", None, Some("NoExecute")),
+                false,
+            ),
             (tol(None, "Exists", None, None), true),
             (tol(Some("other"), "Exists", None, None), false),
         ];
@@ -86,8 +100,14 @@ mod tests {
 
     #[test]
     fn prefer_no_schedule_never_blocks() {
-        let taints = vec![taint("a", None, "PreferNoSchedule"), taint("b", Some("x"), "NoExecute")];
-        assert_eq!(untolerated(&taints, &[]).map(taint_string), Some("b=x:NoExecute".to_string()));
+        let taints = vec![
+            taint("a", None, "PreferNoSchedule"),
+            taint("b", Some("x"), "NoExecute"),
+        ];
+        assert_eq!(
+            untolerated(&taints, &[]).map(taint_string),
+            Some("b=x:NoExecute".to_string())
+        );
         assert!(untolerated(&taints, &[tol(Some("b"), "Exists", None, None)]).is_none());
     }
 }

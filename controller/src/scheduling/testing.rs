@@ -16,10 +16,11 @@ use crds::labels::{ARCH_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, OS_LABEL};
 
 /// Resources from (cpu millicores, memory MiB).
 pub fn res(cpu_milli: i64, memory_mib: i64) -> Resources {
-    let mut r = Resources::default();
-    r.cpu = cpu_milli;
-    r.memory = memory_mib << 20;
-    r
+    Resources {
+        cpu: cpu_milli,
+        memory: memory_mib << 20,
+        ..Resources::default()
+    }
 }
 
 /// A pod requesting cpu (millicores) and memory (MiB), with optional extra spec fields.
@@ -56,12 +57,29 @@ pub fn instance_type(name: &str, vcpus: i64, memory_gib: i64, price: f64) -> Arc
         .iter()
         .flat_map(|z| {
             [
-                Offering { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true },
-                Offering { zone: z.to_string(), capacity_type: "spot".into(), price: price * 0.6, available: true },
+                Offering {
+                    zone: z.to_string(),
+                    capacity_type: "on-demand".into(),
+                    price,
+                    available: true,
+                },
+                Offering {
+                    zone: z.to_string(),
+                    capacity_type: "spot".into(),
+                    price: price * 0.6,
+                    available: true,
+                },
             ]
         })
         .collect();
-    Arc::new(InstanceType::new(name.into(), labels, &[], capacity, Resources::default(), offerings))
+    Arc::new(InstanceType::new(
+        name.into(),
+        labels,
+        &[],
+        capacity,
+        Resources::default(),
+        offerings,
+    ))
 }
 
 /// Three sizes of a general-purpose family: 2/8, 4/16, 16/64 (vCPU/GiB).
@@ -90,5 +108,8 @@ pub fn pool(name: &str, types: Vec<Arc<InstanceType>>) -> NodePoolTemplate {
 
 /// The well-known label keys scheduling tests allow undefined.
 pub fn well_known() -> Vec<String> {
-    crds::labels::WELL_KNOWN_LABELS.iter().map(|s| s.to_string()).collect()
+    crds::labels::WELL_KNOWN_LABELS
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }

@@ -42,10 +42,7 @@ pub struct ClusterState {
     pub nodeclaim_changed: Arc<Notify>,
 }
 
-fn reflect<K>(
-    api: Api<K>,
-    on_event: impl Fn(&K) + Send + 'static,
-) -> (Store<K>, JoinHandle<()>)
+fn reflect<K>(api: Api<K>, on_event: impl Fn(&K) + Send + 'static) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
@@ -59,7 +56,9 @@ where
         while let Some(item) = stream.next().await {
             match item {
                 Ok(obj) => on_event(&obj),
-                Err(e) => tracing::warn!(kind = K::kind(&K::DynamicType::default()).as_ref(), error = %e, "watch error"),
+                Err(e) => {
+                    tracing::warn!(kind = K::kind(&K::DynamicType::default()).as_ref(), error = %e, "watch error")
+                }
             }
         }
     });
@@ -79,12 +78,18 @@ impl ClusterState {
         });
         let (nodes, t2) = reflect(Api::<Node>::all(client.clone()), |_| {});
         let changed = Arc::clone(&nodeclaim_changed);
-        let (nodeclaims, t3) = reflect(Api::<NodeClaim>::all(client.clone()), move |_| changed.notify_waiters());
+        let (nodeclaims, t3) = reflect(Api::<NodeClaim>::all(client.clone()), move |_| {
+            changed.notify_waiters()
+        });
         // A NodePool or node class becoming ready can serve pods that were waiting.
         let trigger = Arc::clone(&pod_trigger);
-        let (nodepools, t4) = reflect(Api::<NodePool>::all(client.clone()), move |_| trigger.notify_one());
+        let (nodepools, t4) = reflect(Api::<NodePool>::all(client.clone()), move |_| {
+            trigger.notify_one()
+        });
         let trigger = Arc::clone(&pod_trigger);
-        let (nodeclasses, t5) = reflect(Api::<EC2NodeClass>::all(client.clone()), move |_| trigger.notify_one());
+        let (nodeclasses, t5) = reflect(Api::<EC2NodeClass>::all(client.clone()), move |_| {
+            trigger.notify_one()
+        });
         let (daemonsets, t6) = reflect(Api::<DaemonSet>::all(client.clone()), |_| {});
         let state = ClusterState {
             pods,

@@ -47,13 +47,19 @@ pub fn claim_requirements(claim: &NodeClaim) -> Requirements {
 
 /// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).
 pub fn nodepool_of(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
-    labels.and_then(|l| l.get(NODEPOOL_LABEL)).map(String::as_str)
+    labels
+        .and_then(|l| l.get(NODEPOOL_LABEL))
+        .map(String::as_str)
 }
 
 impl Snapshot {
     /// Pods Karpenter should provision for.
     pub fn provisionable_pods(&self) -> Vec<Arc<Pod>> {
-        self.pods.iter().filter(|p| is_provisionable(p)).cloned().collect()
+        self.pods
+            .iter()
+            .filter(|p| is_provisionable(p))
+            .cloned()
+            .collect()
     }
 
     /// The node class a NodePool references, if it exists.
@@ -67,7 +73,9 @@ impl Snapshot {
     pub fn requests_by_node(&self) -> HashMap<String, Resources> {
         let mut out: HashMap<String, Resources> = HashMap::new();
         for p in &self.pods {
-            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+                continue;
+            };
             if is_terminal(p) {
                 continue;
             }
@@ -109,7 +117,12 @@ impl Snapshot {
                 .and_then(|p| nodes_by_provider.get(p));
             if let Some(node) = node {
                 claimed_nodes.insert(node.metadata.name.clone().unwrap_or_default());
-                if let Some(e) = node_capacity(node, &used, !conditions::is_true(conds, INITIALIZED), &claim.spec.startup_taints) {
+                if let Some(e) = node_capacity(
+                    node,
+                    &used,
+                    !conditions::is_true(conds, INITIALIZED),
+                    &claim.spec.startup_taints,
+                ) {
                     out.push(e);
                 }
                 continue;
@@ -159,7 +172,11 @@ impl Snapshot {
     /// Capacity of a NodePool's nodes and in-flight NodeClaims (cpu, memory, ... and the
     /// `nodes` count), for limits: launched claims count their capacity, unlaunched ones their
     /// largest option.
-    pub fn pool_usage(&self, pool: &str, types: &HashMap<String, Arc<InstanceType>>) -> (Resources, i64) {
+    pub fn pool_usage(
+        &self,
+        pool: &str,
+        types: &HashMap<String, Arc<InstanceType>>,
+    ) -> (Resources, i64) {
         let mut used = Resources::default();
         let mut count = 0;
         for claim in &self.nodeclaims {
@@ -179,7 +196,10 @@ impl Snapshot {
     }
 }
 
-fn option_types<'a>(claim: &NodeClaim, types: &'a HashMap<String, Arc<InstanceType>>) -> Vec<&'a Arc<InstanceType>> {
+fn option_types<'a>(
+    claim: &NodeClaim,
+    types: &'a HashMap<String, Arc<InstanceType>>,
+) -> Vec<&'a Arc<InstanceType>> {
     claim
         .spec
         .requirements
@@ -224,7 +244,9 @@ fn node_capacity(
     initializing: bool,
     startup_taints: &[Taint],
 ) -> Option<ExistingNode> {
-    if node.metadata.deletion_timestamp.is_some() || node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+    if node.metadata.deletion_timestamp.is_some()
+        || node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+    {
         return None;
     }
     let name = node.metadata.name.clone()?;
@@ -246,7 +268,9 @@ fn node_capacity(
         // While a node initializes, its ephemeral and startup taints are expected to go away.
         .filter(|t| {
             let expected_to_clear = is_known_ephemeral_taint(t)
-                || startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect);
+                || startup_taints
+                    .iter()
+                    .any(|s| s.key == t.key && s.effect == t.effect);
             !(initializing && expected_to_clear)
         })
         .collect();

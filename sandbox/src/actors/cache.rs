@@ -19,7 +19,10 @@ pub struct TypedCache<T> {
 impl<T: DeserializeOwned> TypedCache<T> {
     /// A cache for the type stored under `key`.
     pub fn new(key: TypeKey) -> Self {
-        TypedCache { key, by_uid: HashMap::new() }
+        TypedCache {
+            key,
+            by_uid: HashMap::new(),
+        }
     }
 
     /// Every object of the type now, typed; objects that fail to deserialize are skipped with a
@@ -29,7 +32,11 @@ impl<T: DeserializeOwned> TypedCache<T> {
         let mut fresh = HashMap::with_capacity(raw.len());
         let mut out = Vec::with_capacity(raw.len());
         for obj in raw {
-            let uid = obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+            let uid = obj
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             let rv = obj
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)

@@ -17,7 +17,10 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
 /// One collection pass; returns how many objects it deleted.
 pub fn pass(store: &Store) -> usize {
     let objects = store.all_objects();
-    let uids: HashSet<&str> = objects.iter().filter_map(|(_, o)| str_at(o, "/metadata/uid")).collect();
+    let uids: HashSet<&str> = objects
+        .iter()
+        .filter_map(|(_, o)| str_at(o, "/metadata/uid"))
+        .collect();
     let nodes: HashSet<&str> = objects
         .iter()
         .filter(|(rt, _)| rt.group.is_empty() && rt.plural == "nodes")
@@ -45,10 +48,12 @@ pub fn pass(store: &Store) -> usize {
             && rt.plural == "pods"
             && str_at(obj, "/spec/nodeName").is_some_and(|n| !n.is_empty() && !nodes.contains(n));
         let lost_namespace = rt.namespaced && !namespaces.contains(ns);
-        if orphaned || lost_node || lost_namespace {
-            if store.delete(rt, ns, name, &DeleteOptions::default()).is_ok() {
-                deleted += 1;
-            }
+        if (orphaned || lost_node || lost_namespace)
+            && store
+                .delete(rt, ns, name, &DeleteOptions::default())
+                .is_ok()
+        {
+            deleted += 1;
         }
     }
     deleted

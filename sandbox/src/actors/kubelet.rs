@@ -84,7 +84,10 @@ impl Kubelets {
                 return;
             }
         };
-        let (Some(nodes_rt), Some(pods_rt)) = (store.resource("", "v1", "nodes"), store.resource("", "v1", "pods")) else {
+        let (Some(nodes_rt), Some(pods_rt)) = (
+            store.resource("", "v1", "nodes"),
+            store.resource("", "v1", "pods"),
+        ) else {
             return;
         };
         let nodes = self.nodes.refresh(store);
@@ -93,29 +96,39 @@ impl Kubelets {
             .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref().map(|p| (p, n)))
             .collect();
         let now = jiff::Timestamp::now();
-        let delay = jiff::SignedDuration::try_from(self.config.registration_delay).unwrap_or_default();
+        let delay =
+            jiff::SignedDuration::try_from(self.config.registration_delay).unwrap_or_default();
         let live: HashSet<&str> = running.iter().map(|r| r.provider_id.as_str()).collect();
         for record in &running {
-            if by_provider.contains_key(record.provider_id.as_str()) || record.launched_at + delay > now {
+            if by_provider.contains_key(record.provider_id.as_str())
+                || record.launched_at + delay > now
+            {
                 continue;
             }
             let (node, status) = node_for(record);
             match store.create(&nodes_rt, "", node) {
                 Ok(_) => {
-                    let _ = store.modify(&nodes_rt, "", &record.hostname, Subresource::Status, |n| {
-                        n["status"] = status;
-                        Ok(())
-                    });
+                    let _ =
+                        store.modify(&nodes_rt, "", &record.hostname, Subresource::Status, |n| {
+                            n["status"] = status;
+                            Ok(())
+                        });
                     tracing::debug!(node = %record.hostname, provider_id = %record.provider_id, "kubelet registered node");
                 }
-                Err(e) => tracing::debug!(node = %record.hostname, error = %e, "kubelet registration failed"),
+                Err(e) => {
+                    tracing::debug!(node = %record.hostname, error = %e, "kubelet registration failed")
+                }
             }
         }
         // Cloud controller manager: a Node whose instance no longer runs is deleted.
         let mut ready_nodes: HashSet<String> = HashSet::new();
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
-            let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or("");
+            let provider = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .unwrap_or("");
             if provider.starts_with("aws://") && !live.contains(provider) {
                 if node.metadata.deletion_timestamp.is_none() {
                     let _ = store.delete(&nodes_rt, "", &name, &DeleteOptions::default());
@@ -128,18 +141,41 @@ impl Kubelets {
     }
 
     /// Pods bound to a live node start running.
-    fn start_pods(&mut self, store: &Store, pods_rt: &crate::registry::ResourceType, live: &HashSet<String>, nodes: &[Arc<Node>]) {
+    fn start_pods(
+        &mut self,
+        store: &Store,
+        pods_rt: &crate::registry::ResourceType,
+        live: &HashSet<String>,
+        nodes: &[Arc<Node>],
+    ) {
         let node_ips: BTreeMap<String, String> = nodes
             .iter()
             .filter_map(|n| {
-                let ip = n.status.as_ref()?.addresses.as_ref()?.iter().find(|a| a.type_ == "InternalIP")?.address.clone();
+                let ip = n
+                    .status
+                    .as_ref()?
+                    .addresses
+                    .as_ref()?
+                    .iter()
+                    .find(|a| a.type_ == "InternalIP")?
+                    .address
+                    .clone();
                 Some((n.metadata.name.clone()?, ip))
             })
             .collect();
         for pod in self.pods.refresh(store) {
-            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { continue };
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-            if phase != "Pending" || !live.contains(&node) || pod.metadata.deletion_timestamp.is_some() {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                continue;
+            };
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending");
+            if phase != "Pending"
+                || !live.contains(&node)
+                || pod.metadata.deletion_timestamp.is_some()
+            {
                 continue;
             }
             let host_ip = node_ips.get(&node).cloned().unwrap_or_default();
@@ -156,7 +192,12 @@ impl Kubelets {
             let images: HashMap<String, String> = pod
                 .spec
                 .as_ref()
-                .map(|s| s.containers.iter().map(|c| (c.name.clone(), c.image.clone().unwrap_or_default())).collect())
+                .map(|s| {
+                    s.containers
+                        .iter()
+                        .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+                        .collect()
+                })
                 .unwrap_or_default();
             let result = store.modify(pods_rt, &ns, &name, Subresource::Status, |p| {
                 let now = now_rfc3339();
@@ -171,9 +212,11 @@ impl Kubelets {
                 }
                 let statuses: Vec<Value> = containers
                     .iter()
-                    .map(|c| json!({"name": c, "ready": true, "started": true, "restartCount": 0,
+                    .map(|c| {
+                        json!({"name": c, "ready": true, "started": true, "restartCount": 0,
                         "image": images.get(c).cloned().unwrap_or_default(), "imageID": "",
-                        "state": {"running": {"startedAt": now}}}))
+                        "state": {"running": {"startedAt": now}}})
+                    })
                     .collect();
                 p["status"]["containerStatuses"] = json!(statuses);
                 Ok(())
@@ -188,7 +231,12 @@ impl Kubelets {
 fn pod_ip(host_ip: &str, n: u32) -> String {
     let octets: Vec<u32> = host_ip.split('.').filter_map(|o| o.parse().ok()).collect();
     match octets.as_slice() {
-        [_, b, c, d] => format!("10.{}.{}.{}", 100 + (b + c) % 100, (d + n / 250) % 256, n % 250 + 2),
+        [_, b, c, d] => format!(
+            "10.{}.{}.{}",
+            100 + (b + c) % 100,
+            (d + n / 250) % 256,
+            n % 250 + 2
+        ),
         _ => format!("10.244.0.{}", n % 250 + 2),
     }
 }
@@ -207,7 +255,14 @@ pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn Instanc
     let interest = [key("", "pods"), key("", "nodes")];
     loop {
         kubelets.pass(&store).await;
-        if !wait_for_change(&mut rx, &interest, poll, std::time::Duration::from_millis(50)).await {
+        if !wait_for_change(
+            &mut rx,
+            &interest,
+            poll,
+            std::time::Duration::from_millis(50),
+        )
+        .await
+        {
             return;
         }
     }

@@ -67,7 +67,12 @@ pub trait PodPlacer: Send + Sync {
     /// One scheduling pass: for each pending pod, in the given order, the node it binds to, or
     /// the reason none fits (kube-scheduler's `0/N nodes are available: ...` message). Earlier
     /// placements in the pass count against later pods.
-    fn place(&self, pending: &[Arc<Pod>], nodes: &[Arc<Node>], bound: &[Arc<Pod>]) -> Vec<Result<String, String>>;
+    fn place(
+        &self,
+        pending: &[Arc<Pod>],
+        nodes: &[Arc<Node>],
+        bound: &[Arc<Pod>],
+    ) -> Vec<Result<String, String>>;
 
     /// Whether a DaemonSet pod could run on the node, ignoring resources (node selector,
     /// affinity and taints), as the DaemonSet controller decides where to create pods.
@@ -110,7 +115,10 @@ pub fn spawn_all(
 
 /// The storage key of a built-in type.
 pub(crate) fn key(group: &str, plural: &str) -> TypeKey {
-    TypeKey { group: group.to_string(), plural: plural.to_string() }
+    TypeKey {
+        group: group.to_string(),
+        plural: plural.to_string(),
+    }
 }
 
 /// Wait until a change to one of `interest` arrives or `tick` passes, then let changes settle

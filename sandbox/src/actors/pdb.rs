@@ -20,8 +20,14 @@ fn pass(store: &Store) {
     };
     let pdbs = store.snapshot(|read| read(&pdb_rt.key()));
     for pdb in pdbs {
-        let ns = pdb.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-        let name = pdb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let ns = pdb
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = pdb
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let pods: Vec<Arc<Value>> = store
             .snapshot(|read| read(&pods_rt.key()))
             .into_iter()
@@ -68,7 +74,14 @@ pub async fn run(store: Arc<Store>) {
     let interest = [key("policy", "poddisruptionbudgets"), key("", "pods")];
     loop {
         pass(&store);
-        if !wait_for_change(&mut rx, &interest, Duration::from_secs(10), Duration::from_millis(200)).await {
+        if !wait_for_change(
+            &mut rx,
+            &interest,
+            Duration::from_secs(10),
+            Duration::from_millis(200),
+        )
+        .await
+        {
             return;
         }
     }

@@ -22,18 +22,34 @@ const SETTLE: Duration = Duration::from_millis(100);
 /// Whether this scheduler is responsible for the pod and it still needs a node.
 fn is_pending(pod: &Pod) -> bool {
     let spec = pod.spec.as_ref();
-    let unbound = spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+    let unbound = spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_none_or(str::is_empty);
     let ours = spec
         .and_then(|s| s.scheduler_name.as_deref())
         .is_none_or(|n| n == "default-scheduler");
-    let gated = spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let gated = spec
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
     unbound && ours && !gated && pod.metadata.deletion_timestamp.is_none() && phase == "Pending"
 }
 
 fn is_active_bound(pod: &Pod) -> bool {
-    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
     bound && phase != "Succeeded" && phase != "Failed"
 }
 
@@ -48,18 +64,30 @@ fn unschedulable_message(pod: &Pod) -> Option<&str> {
 }
 
 /// Run one pass: returns how many pods were bound.
-pub fn pass(store: &Store, placer: &dyn PodPlacer, pods: &mut TypedCache<Pod>, nodes: &mut TypedCache<Node>) -> usize {
+pub fn pass(
+    store: &Store,
+    placer: &dyn PodPlacer,
+    pods: &mut TypedCache<Pod>,
+    nodes: &mut TypedCache<Node>,
+) -> usize {
     let all_pods = pods.refresh(store);
     let all_nodes = nodes.refresh(store);
     let mut pending: Vec<Arc<Pod>> = all_pods.iter().filter(|p| is_pending(p)).cloned().collect();
     if pending.is_empty() {
         return 0;
     }
-    let bound: Vec<Arc<Pod>> = all_pods.iter().filter(|p| is_active_bound(p)).cloned().collect();
+    let bound: Vec<Arc<Pod>> = all_pods
+        .iter()
+        .filter(|p| is_active_bound(p))
+        .cloned()
+        .collect();
     pending.sort_by(|a, b| {
         let prio = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
         let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        prio(b).cmp(&prio(a)).then(created(a).cmp(&created(b))).then(a.metadata.name.cmp(&b.metadata.name))
+        prio(b)
+            .cmp(&prio(a))
+            .then(created(a).cmp(&created(b)))
+            .then(a.metadata.name.cmp(&b.metadata.name))
     });
     let results = placer.place(&pending, &all_nodes, &bound);
     let Some(rt) = store.resource("", "v1", "pods") else {
@@ -79,7 +107,13 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, pods: &mut TypedCache<Pod>, n
                     continue;
                 }
                 let update = store.modify(&rt, ns, name, Subresource::Status, |p: &mut Value| {
-                    set_pod_condition(p, "PodScheduled", "False", Some("Unschedulable"), Some(&message));
+                    set_pod_condition(
+                        p,
+                        "PodScheduled",
+                        "False",
+                        Some("Unschedulable"),
+                        Some(&message),
+                    );
                     Ok(())
                 });
                 if let Err(e) = update {

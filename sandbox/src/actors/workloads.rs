@@ -30,7 +30,9 @@ fn owner_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
         "controller": true, "blockOwnerDeletion": true})
 }
 
-fn controller_uid(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<&str> {
+fn controller_uid(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&str> {
     meta.owner_references
         .iter()
         .flatten()
@@ -49,7 +51,11 @@ fn is_ready(pod: &Pod) -> bool {
 }
 
 fn is_active(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
     pod.metadata.deletion_timestamp.is_none() && phase != "Succeeded" && phase != "Failed"
 }
 
@@ -92,12 +98,20 @@ impl Controllers {
         ) else {
             return;
         };
-        let t = Types { deployments, replicasets, daemonsets, pods };
+        let t = Types {
+            deployments,
+            replicasets,
+            daemonsets,
+            pods,
+        };
         let all_pods = self.pods.refresh(store);
         let mut pods_by_owner: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
         for p in &all_pods {
             if let Some(uid) = controller_uid(&p.metadata) {
-                pods_by_owner.entry(uid.to_string()).or_default().push(Arc::clone(p));
+                pods_by_owner
+                    .entry(uid.to_string())
+                    .or_default()
+                    .push(Arc::clone(p));
             }
         }
         let rses = self.replicasets.refresh(store);
@@ -106,7 +120,12 @@ impl Controllers {
         }
         for rs in self.replicasets.refresh(store) {
             let uid = rs.metadata.uid.clone().unwrap_or_default();
-            reconcile_replicaset(store, &t, &rs, pods_by_owner.get(&uid).map(Vec::as_slice).unwrap_or(&[]));
+            reconcile_replicaset(
+                store,
+                &t,
+                &rs,
+                pods_by_owner.get(&uid).map(Vec::as_slice).unwrap_or(&[]),
+            );
         }
         let nodes = self.nodes.refresh(store);
         for ds in self.daemonsets.refresh(store) {
@@ -119,7 +138,9 @@ impl Controllers {
 
 fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<ReplicaSet>]) {
     let meta = &d.metadata;
-    let (Some(name), Some(ns), Some(uid)) = (&meta.name, &meta.namespace, &meta.uid) else { return };
+    let (Some(name), Some(ns), Some(uid)) = (&meta.name, &meta.namespace, &meta.uid) else {
+        return;
+    };
     if meta.deletion_timestamp.is_some() {
         return;
     }
@@ -128,8 +149,13 @@ fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<Re
     let template = serde_json::to_value(&spec.template).unwrap_or_default();
     let hash = template_hash(&template);
     let rs_name = format!("{name}-{hash}");
-    let owned: Vec<&Arc<ReplicaSet>> = rses.iter().filter(|rs| controller_uid(&rs.metadata) == Some(uid)).collect();
-    let current = owned.iter().find(|rs| rs.metadata.name.as_deref() == Some(&rs_name));
+    let owned: Vec<&Arc<ReplicaSet>> = rses
+        .iter()
+        .filter(|rs| controller_uid(&rs.metadata) == Some(uid))
+        .collect();
+    let current = owned
+        .iter()
+        .find(|rs| rs.metadata.name.as_deref() == Some(&rs_name));
     match current {
         None => {
             let mut tmpl = template.clone();
@@ -154,18 +180,33 @@ fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<Re
         }
         Some(_) => {}
     }
-    for old in owned.iter().filter(|rs| rs.metadata.name.as_deref() != Some(&rs_name)) {
+    for old in owned
+        .iter()
+        .filter(|rs| rs.metadata.name.as_deref() != Some(&rs_name))
+    {
         if old.spec.replicas != Some(0) {
-            scale(store, &t.replicasets, ns, old.metadata.name.as_deref().unwrap_or(""), 0);
+            scale(
+                store,
+                &t.replicasets,
+                ns,
+                old.metadata.name.as_deref().unwrap_or(""),
+                0,
+            );
         }
     }
     let sum = |f: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> i32| -> i32 {
-        owned.iter().filter_map(|rs| rs.status.as_ref()).map(f).sum()
+        owned
+            .iter()
+            .filter_map(|rs| rs.status.as_ref())
+            .map(f)
+            .sum()
     };
     let total = sum(|s| s.replicas);
     let ready = sum(|s| s.ready_replicas.unwrap_or(0));
     let available = sum(|s| s.available_replicas.unwrap_or(0));
-    let updated = current.and_then(|rs| rs.status.as_ref()).map_or(0, |s| s.replicas);
+    let updated = current
+        .and_then(|rs| rs.status.as_ref())
+        .map_or(0, |s| s.replicas);
     let status = json!({
         "observedGeneration": meta.generation.unwrap_or(1),
         "replicas": total, "updatedReplicas": updated, "readyReplicas": ready,
@@ -192,7 +233,10 @@ fn scale(store: &Store, rt: &ResourceType, ns: &str, name: &str, replicas: i32) 
 fn write_status(store: &Store, rt: &ResourceType, ns: &str, name: &str, mut status: Value) {
     let _ = store.modify(rt, ns, name, Subresource::Status, |o| {
         let now = crate::store::now_rfc3339();
-        if let (Some(new), Some(old)) = (status["conditions"].as_array_mut(), o["status"]["conditions"].as_array()) {
+        if let (Some(new), Some(old)) = (
+            status["conditions"].as_array_mut(),
+            o["status"]["conditions"].as_array(),
+        ) {
             for c in new.iter_mut() {
                 let prev = old.iter().find(|p| p["type"] == c["type"]);
                 let time = match prev {
@@ -200,7 +244,10 @@ fn write_status(store: &Store, rt: &ResourceType, ns: &str, name: &str, mut stat
                     _ => json!(now),
                 };
                 c["lastTransitionTime"] = time.clone();
-                c["lastUpdateTime"] = prev.map(|p| p["lastUpdateTime"].clone()).filter(|_| c["lastTransitionTime"] == time).unwrap_or(json!(now));
+                c["lastUpdateTime"] = prev
+                    .map(|p| p["lastUpdateTime"].clone())
+                    .filter(|_| c["lastTransitionTime"] == time)
+                    .unwrap_or(json!(now));
             }
         } else if let Some(new) = status["conditions"].as_array_mut() {
             for c in new.iter_mut() {
@@ -215,11 +262,17 @@ fn write_status(store: &Store, rt: &ResourceType, ns: &str, name: &str, mut stat
 
 fn reconcile_replicaset(store: &Store, t: &Types, rs: &ReplicaSet, owned: &[Arc<Pod>]) {
     let meta = &rs.metadata;
-    let (Some(name), Some(ns), Some(uid)) = (&meta.name, &meta.namespace, &meta.uid) else { return };
+    let (Some(name), Some(ns), Some(uid)) = (&meta.name, &meta.namespace, &meta.uid) else {
+        return;
+    };
     let spec = &rs.spec;
     let replicas = spec.replicas.unwrap_or(1);
     let mut active: Vec<&Arc<Pod>> = owned.iter().filter(|p| is_active(p)).collect();
-    let want = if meta.deletion_timestamp.is_some() { 0 } else { replicas };
+    let want = if meta.deletion_timestamp.is_some() {
+        0
+    } else {
+        replicas
+    };
     let have = active.len() as i32;
     if have < want {
         let template = serde_json::to_value(&spec.template).unwrap_or_default();
@@ -249,14 +302,20 @@ fn reconcile_replicaset(store: &Store, t: &Types, rs: &ReplicaSet, owned: &[Arc<
             let _ = store.delete(&t.pods, ns, pname, &DeleteOptions::default());
         }
     }
-    let counts = |f: &dyn Fn(&Pod) -> bool| owned.iter().filter(|p| is_active(p) && f(p)).count() as i32;
+    let counts =
+        |f: &dyn Fn(&Pod) -> bool| owned.iter().filter(|p| is_active(p) && f(p)).count() as i32;
     let ready = counts(&is_ready);
     let status = json!({
         "replicas": have, "fullyLabeledReplicas": have,
         "readyReplicas": ready, "availableReplicas": ready,
         "observedGeneration": meta.generation.unwrap_or(1),
     });
-    if rs.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()) != Some(status.clone()) {
+    if rs
+        .status
+        .as_ref()
+        .map(|s| serde_json::to_value(s).unwrap_or_default())
+        != Some(status.clone())
+    {
         let _ = store.modify(&t.replicasets, ns, name, Subresource::Status, |o| {
             o["status"] = status;
             Ok(())
@@ -303,7 +362,16 @@ fn pinned_node(pod: &Pod) -> Option<String> {
     if let Some(n) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
         return Some(n);
     }
-    let terms = &pod.spec.as_ref()?.affinity.as_ref()?.node_affinity.as_ref()?.required_during_scheduling_ignored_during_execution.as_ref()?.node_selector_terms;
+    let terms = &pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
     terms
         .iter()
         .flat_map(|t| t.match_fields.iter().flatten())
@@ -311,13 +379,24 @@ fn pinned_node(pod: &Pod) -> Option<String> {
         .and_then(|f| f.values.as_ref()?.first().cloned())
 }
 
-fn reconcile_daemonset(store: &Store, t: &Types, ds: &DaemonSet, owned: &[Arc<Pod>], nodes: &[Arc<Node>], placer: &dyn PodPlacer) {
+fn reconcile_daemonset(
+    store: &Store,
+    t: &Types,
+    ds: &DaemonSet,
+    owned: &[Arc<Pod>],
+    nodes: &[Arc<Node>],
+    placer: &dyn PodPlacer,
+) {
     let meta = &ds.metadata;
-    let (Some(name), Some(ns)) = (&meta.name, &meta.namespace) else { return };
+    let (Some(name), Some(ns)) = (&meta.name, &meta.namespace) else {
+        return;
+    };
     if meta.deletion_timestamp.is_some() {
         return;
     }
-    let Some(probe) = daemon_pod(ds, "").and_then(|v| serde_json::from_value::<Pod>(v).ok()) else { return };
+    let Some(probe) = daemon_pod(ds, "").and_then(|v| serde_json::from_value::<Pod>(v).ok()) else {
+        return;
+    };
     let mut by_node: BTreeMap<String, Vec<&Arc<Pod>>> = BTreeMap::new();
     for p in owned.iter().filter(|p| is_active(p)) {
         if let Some(n) = pinned_node(p) {
@@ -331,27 +410,39 @@ fn reconcile_daemonset(store: &Store, t: &Types, ds: &DaemonSet, owned: &[Arc<Po
         let existing = by_node.remove(&node_name).unwrap_or_default();
         if wanted {
             desired += 1;
-            if existing.is_empty() {
-                if let Some(pod) = daemon_pod(ds, &node_name) {
-                    if let Err(e) = store.create(&t.pods, ns, pod) {
-                        tracing::debug!(daemonset = %name, error = %e, "creating daemon pod failed");
-                    }
-                }
+            if existing.is_empty()
+                && let Some(pod) = daemon_pod(ds, &node_name)
+                && let Err(e) = store.create(&t.pods, ns, pod)
+            {
+                tracing::debug!(daemonset = %name, error = %e, "creating daemon pod failed");
             }
         } else {
             for p in existing {
-                let _ = store.delete(&t.pods, ns, p.metadata.name.as_deref().unwrap_or(""), &DeleteOptions::default());
+                let _ = store.delete(
+                    &t.pods,
+                    ns,
+                    p.metadata.name.as_deref().unwrap_or(""),
+                    &DeleteOptions::default(),
+                );
             }
         }
     }
-    let scheduled = owned.iter().filter(|p| is_active(p) && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
+    let scheduled = owned
+        .iter()
+        .filter(|p| is_active(p) && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count();
     let ready = owned.iter().filter(|p| is_ready(p)).count();
     let status = json!({
         "desiredNumberScheduled": desired, "currentNumberScheduled": scheduled, "numberMisscheduled": 0,
         "numberReady": ready, "numberAvailable": ready, "updatedNumberScheduled": scheduled,
         "observedGeneration": meta.generation.unwrap_or(1),
     });
-    if ds.status.as_ref().map(|s| serde_json::to_value(s).unwrap_or_default()) != Some(status.clone()) {
+    if ds
+        .status
+        .as_ref()
+        .map(|s| serde_json::to_value(s).unwrap_or_default())
+        != Some(status.clone())
+    {
         let _ = store.modify(&t.daemonsets, ns, name, Subresource::Status, |o| {
             o["status"] = status;
             Ok(())
@@ -391,7 +482,14 @@ pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
                 return;
             }
         };
-        if !wait_for_change(&mut rx, &interest, Duration::from_secs(5), Duration::from_millis(50)).await {
+        if !wait_for_change(
+            &mut rx,
+            &interest,
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+        )
+        .await
+        {
             return;
         }
     }

@@ -15,7 +15,16 @@ use crate::store::Store;
 /// The Kubernetes version the sandbox reports (kubectl v1.32 is within its skew policy).
 pub const KUBERNETES_VERSION: &str = "v1.32.0";
 
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// `GET /version`.
 pub fn version() -> Value {
@@ -66,10 +75,12 @@ pub fn groups(store: &Store) -> Value {
 /// `GET /apis/<group>`. Errors: 404 for an unknown group.
 pub fn group(store: &Store, name: &str) -> ApiResult<Value> {
     let groups = versions_by_group(store);
-    let (g, vs) = groups
-        .iter()
-        .find(|(g, _)| g == name)
-        .ok_or_else(|| ApiError::new(Reason::NotFound, "the server could not find the requested resource"))?;
+    let (g, vs) = groups.iter().find(|(g, _)| g == name).ok_or_else(|| {
+        ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )
+    })?;
     let mut doc = api_group(g, vs);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
@@ -89,7 +100,10 @@ fn served(store: &Store, group: &str, version: &str) -> Vec<ResourceType> {
 pub fn resource_list(store: &Store, group: &str, version: &str) -> ApiResult<Value> {
     let types = served(store, group, version);
     if types.is_empty() {
-        return Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource"));
+        return Err(ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        ));
     }
     let mut resources = Vec::new();
     for rt in &types {
@@ -120,8 +134,14 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> ApiResult<Val
             resources.push(r);
         }
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Ok(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Ok(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 /// The OpenAPI v3 document of one group version: one path per kind whose `patch` operation
@@ -130,9 +150,16 @@ pub fn resource_list(store: &Store, group: &str, version: &str) -> ApiResult<Val
 pub fn openapi_group_version(store: &Store, group: &str, version: &str) -> ApiResult<Value> {
     let types = served(store, group, version);
     if types.is_empty() {
-        return Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource"));
+        return Err(ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        ));
     }
-    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
     let mut paths = serde_json::Map::new();
     for rt in &types {
         let path = if rt.namespaced {
@@ -175,14 +202,23 @@ pub fn openapi_root(store: &Arc<Store>) -> Value {
     let mut paths = serde_json::Map::new();
     for (group, version) in store.registry().group_versions() {
         let (key, url) = if group.is_empty() {
-            (format!("api/{version}"), format!("/openapi/v3/api/{version}"))
+            (
+                format!("api/{version}"),
+                format!("/openapi/v3/api/{version}"),
+            )
         } else {
-            (format!("apis/{group}/{version}"), format!("/openapi/v3/apis/{group}/{version}"))
+            (
+                format!("apis/{group}/{version}"),
+                format!("/openapi/v3/apis/{group}/{version}"),
+            )
         };
         let doc = openapi_group_version(store, &group, &version).unwrap_or(Value::Null);
         let mut h = DefaultHasher::new();
         doc.to_string().hash(&mut h);
-        paths.insert(key, json!({"serverRelativeURL": format!("{url}?hash={:016X}", h.finish())}));
+        paths.insert(
+            key,
+            json!({"serverRelativeURL": format!("{url}?hash={:016X}", h.finish())}),
+        );
     }
     json!({"paths": paths})
 }

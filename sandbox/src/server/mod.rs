@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
+use crate::audit::{AuditEntry, AuditLog};
 use crate::error::{ApiError, ApiResult, Reason};
 use crate::registry::ResourceType;
 use crate::store::Store;
@@ -57,8 +58,9 @@ impl Request {
             Err(json_err) if self.content_type.contains("yaml") => {
                 let text = std::str::from_utf8(&self.body)
                     .map_err(|e| ApiError::bad_request(format!("body is not UTF-8: {e}")))?;
-                serde_saphyr::from_str(text)
-                    .map_err(|e| ApiError::bad_request(format!("invalid YAML body: {e} ({json_err})")))
+                serde_saphyr::from_str(text).map_err(|e| {
+                    ApiError::bad_request(format!("invalid YAML body: {e} ({json_err})"))
+                })
             }
             Err(e) => Err(ApiError::bad_request(format!("invalid JSON body: {e}"))),
         }
@@ -73,15 +75,24 @@ pub(crate) struct Target {
     pub subresource: Option<String>,
 }
 
-/// Bind to `addr` (use port 0 for any free port) and serve until the task is dropped.
-/// Returns the bound address and the serving task.
+#[derive(Clone)]
+struct ServerState {
+    store: Arc<Store>,
+    audit: Arc<AuditLog>,
+}
+
+/// Bind to `addr` (use port 0 for any free port) and serve until the task is dropped; writes are
+/// recorded in `audit`. Returns the bound address and the serving task.
 pub async fn serve(
     store: Arc<Store>,
+    audit: Arc<AuditLog>,
     addr: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let app = Router::new().fallback(dispatch).with_state(store);
+    let app = Router::new()
+        .fallback(dispatch)
+        .with_state(ServerState { store, audit });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "sandbox API server stopped");
@@ -91,7 +102,7 @@ pub async fn serve(
 }
 
 async fn dispatch(
-    State(store): State<Arc<Store>>,
+    State(ServerState { store, audit }): State<ServerState>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -117,10 +128,19 @@ async fn dispatch(
     let path = uri.path().trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     tracing::trace!(method = %req.method, path, "request");
-    match route(&store, &segments, &req).await {
+    let response = match route(&store, &segments, &req).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
+    };
+    if !matches!(req.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        audit.record(AuditEntry {
+            method: req.method.to_string(),
+            path: path.to_string(),
+            user_agent: header(header::USER_AGENT),
+            status: response.status().as_u16(),
+        });
     }
+    response
 }
 
 async fn route(store: &Arc<Store>, seg: &[&str], req: &Request) -> ApiResult<Response> {
@@ -129,18 +149,31 @@ async fn route(store: &Arc<Store>, seg: &[&str], req: &Request) -> ApiResult<Res
         ["healthz" | "readyz" | "livez", ..] => Ok((StatusCode::OK, "ok").into_response()),
         ["api"] => Ok(json_response(StatusCode::OK, &discovery::core_versions())),
         ["apis"] => Ok(json_response(StatusCode::OK, &discovery::groups(store))),
-        ["openapi", "v3"] => Ok(json_response(StatusCode::OK, &discovery::openapi_root(store))),
-        ["openapi", "v3", "api", version] => {
-            discovery::openapi_group_version(store, "", version).map(|v| json_response(StatusCode::OK, &v))
-        }
+        ["openapi", "v3"] => Ok(json_response(
+            StatusCode::OK,
+            &discovery::openapi_root(store),
+        )),
+        ["openapi", "v3", "api", version] => discovery::openapi_group_version(store, "", version)
+            .map(|v| json_response(StatusCode::OK, &v)),
         ["openapi", "v3", "apis", group, version] => {
-            discovery::openapi_group_version(store, group, version).map(|v| json_response(StatusCode::OK, &v))
+            discovery::openapi_group_version(store, group, version)
+                .map(|v| json_response(StatusCode::OK, &v))
         }
-        ["openapi", ..] => Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource")),
+        ["openapi", ..] => Err(ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )),
         ["api", version, rest @ ..] => resource_request(store, "", version, rest, req).await,
-        ["apis", group] => discovery::group(store, group).map(|v| json_response(StatusCode::OK, &v)),
-        ["apis", group, version, rest @ ..] => resource_request(store, group, version, rest, req).await,
-        _ => Err(ApiError::new(Reason::NotFound, "the server could not find the requested resource")),
+        ["apis", group] => {
+            discovery::group(store, group).map(|v| json_response(StatusCode::OK, &v))
+        }
+        ["apis", group, version, rest @ ..] => {
+            resource_request(store, group, version, rest, req).await
+        }
+        _ => Err(ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )),
     }
 }
 
@@ -152,21 +185,34 @@ async fn resource_request(
     req: &Request,
 ) -> ApiResult<Response> {
     if rest.is_empty() {
-        return discovery::resource_list(store, group, version).map(|v| json_response(StatusCode::OK, &v));
+        return discovery::resource_list(store, group, version)
+            .map(|v| json_response(StatusCode::OK, &v));
     }
-    let not_found = || ApiError::new(Reason::NotFound, "the server could not find the requested resource");
+    let not_found = || {
+        ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )
+    };
     let namespaced_path = rest[0] == "namespaces"
         && rest.len() >= 3
         && !(group.is_empty() && matches!(rest[2], "status" | "finalize"));
     let (namespace, plural, name, sub) = if namespaced_path {
-        (Some(rest[1]), rest[2], rest.get(3).copied(), rest.get(4).copied())
+        (
+            Some(rest[1]),
+            rest[2],
+            rest.get(3).copied(),
+            rest.get(4).copied(),
+        )
     } else {
         (None, rest[0], rest.get(1).copied(), rest.get(2).copied())
     };
     if rest.len() > if namespaced_path { 5 } else { 3 } {
         return Err(not_found());
     }
-    let rt = store.resource(group, version, plural).ok_or_else(not_found)?;
+    let rt = store
+        .resource(group, version, plural)
+        .ok_or_else(not_found)?;
     if namespace.is_some() && !rt.namespaced {
         return Err(not_found());
     }

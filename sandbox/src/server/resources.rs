@@ -18,7 +18,9 @@ use crate::table::{Columns, IncludeObject, render};
 
 pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Response> {
     if req.param("dryRun").is_some_and(|d| !d.is_empty()) {
-        return Err(ApiError::bad_request("the sandbox does not support dryRun=All; use --dry-run=client"));
+        return Err(ApiError::bad_request(
+            "the sandbox does not support dryRun=All; use --dry-run=client",
+        ));
     }
     let ns = t.namespace.as_deref().unwrap_or("");
     match (&req.method, t.name.as_deref()) {
@@ -64,11 +66,17 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
                     Err(e) => return Err(e),
                 }
             }
-            Ok(json_response(StatusCode::OK, &list_body(&t.rt, items, store.resource_version())))
+            Ok(json_response(
+                StatusCode::OK,
+                &list_body(&t.rt, items, store.resource_version()),
+            ))
         }
         _ => Err(ApiError::new(
             Reason::MethodNotAllowed,
-            format!("the server does not allow this method on the requested resource ({})", t.rt.qualified()),
+            format!(
+                "the server does not allow this method on the requested resource ({})",
+                t.rt.qualified()
+            ),
         )),
     }
 }
@@ -85,7 +93,10 @@ pub(crate) fn patch(
     let patch_type = PatchType::from_content_type(&req.content_type).ok_or_else(|| {
         ApiError::new(
             Reason::UnsupportedMediaType,
-            format!("the body of the request was in an unknown format: {}", req.content_type),
+            format!(
+                "the body of the request was in an unknown format: {}",
+                req.content_type
+            ),
         )
     })?;
     let body = req.json_body()?;
@@ -103,7 +114,12 @@ fn list(store: &Store, t: &Target, req: &Request) -> ApiResult<Response> {
     let listed = store.list(&t.rt, t.namespace.as_deref(), &labels, &fields);
     let rv = listed.resource_version;
     if req.wants_table() {
-        return table(&t.rt, &listed.items, req, json!({"resourceVersion": rv.to_string()}));
+        return table(
+            &t.rt,
+            &listed.items,
+            req,
+            json!({"resourceVersion": rv.to_string()}),
+        );
     }
     let items: Vec<Value> = listed.items.iter().map(|o| (**o).clone()).collect();
     Ok(json_response(StatusCode::OK, &list_body(&t.rt, items, rv)))
@@ -120,27 +136,49 @@ pub(crate) fn list_body(rt: &ResourceType, items: Vec<Value>, rv: u64) -> Value 
 }
 
 /// Render objects as a `meta.k8s.io/v1 Table` for kubectl.
-pub(crate) fn table(rt: &ResourceType, objects: &[Arc<Value>], req: &Request, meta: Value) -> ApiResult<Response> {
+pub(crate) fn table(
+    rt: &ResourceType,
+    objects: &[Arc<Value>],
+    req: &Request,
+    meta: Value,
+) -> ApiResult<Response> {
     let body = table_value(rt, objects, req, meta)?;
     Ok(json_response(StatusCode::OK, &body))
 }
 
 /// The Table value for `objects` (also used for watch events).
-pub(crate) fn table_value(rt: &ResourceType, objects: &[Arc<Value>], req: &Request, meta: Value) -> ApiResult<Value> {
+pub(crate) fn table_value(
+    rt: &ResourceType,
+    objects: &[Arc<Value>],
+    req: &Request,
+    meta: Value,
+) -> ApiResult<Value> {
     let include = IncludeObject::from_str(req.param("includeObject").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let refs: Vec<&Value> = objects.iter().map(|o| o.as_ref()).collect();
     let columns = match &rt.printer_columns {
         Some(cols) => Columns::Custom(cols),
-        None => Columns::BuiltIn { group: &rt.group, kind: &rt.kind },
+        None => Columns::BuiltIn {
+            group: &rt.group,
+            kind: &rt.kind,
+        },
     };
-    Ok(render(&columns, &refs, include, meta, jiff::Timestamp::now()))
+    Ok(render(
+        &columns,
+        &refs,
+        include,
+        meta,
+        jiff::Timestamp::now(),
+    ))
 }
 
 fn delete_options(req: &Request) -> ApiResult<DeleteOptions> {
     let body = req.json_body()?;
     let mut opts = DeleteOptions {
-        uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+        uid: body
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(String::from),
         resource_version: body
             .pointer("/preconditions/resourceVersion")
             .and_then(Value::as_str)

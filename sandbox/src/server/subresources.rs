@@ -16,16 +16,26 @@ use crate::pods;
 use crate::registry::{ResourceType, ScalePaths};
 use crate::store::{DeleteOptions, Store, Subresource};
 
-pub(crate) fn handle(store: &Arc<Store>, t: &Target, sub: &str, req: &Request) -> ApiResult<Response> {
+pub(crate) fn handle(
+    store: &Arc<Store>,
+    t: &Target,
+    sub: &str,
+    req: &Request,
+) -> ApiResult<Response> {
     let ns = t.namespace.as_deref().unwrap_or("");
-    let name = t
-        .name
-        .as_deref()
-        .ok_or_else(|| ApiError::new(Reason::NotFound, "the server could not find the requested resource"))?;
+    let name = t.name.as_deref().ok_or_else(|| {
+        ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )
+    })?;
     let not_allowed = || {
         ApiError::new(
             Reason::MethodNotAllowed,
-            format!("the server does not allow this method on the requested resource ({}/{sub})", t.rt.qualified()),
+            format!(
+                "the server does not allow this method on the requested resource ({}/{sub})",
+                t.rt.qualified()
+            ),
         )
     };
     let is_pods = t.rt.group.is_empty() && t.rt.plural == "pods";
@@ -33,7 +43,8 @@ pub(crate) fn handle(store: &Arc<Store>, t: &Target, sub: &str, req: &Request) -
         "status" if t.rt.status_subresource => match req.method {
             Method::GET => Ok(json_response(StatusCode::OK, &*store.get(&t.rt, ns, name)?)),
             Method::PUT => {
-                let updated = store.update(&t.rt, ns, name, req.json_body()?, Subresource::Status)?;
+                let updated =
+                    store.update(&t.rt, ns, name, req.json_body()?, Subresource::Status)?;
                 Ok(json_response(StatusCode::OK, &updated))
             }
             Method::PATCH => {
@@ -51,14 +62,19 @@ pub(crate) fn handle(store: &Arc<Store>, t: &Target, sub: &str, req: &Request) -
             let node = body
                 .pointer("/target/name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| ApiError::invalid("Binding", name, "target.name", "Required value"))?;
+                .ok_or_else(|| {
+                    ApiError::invalid("Binding", name, "target.name", "Required value")
+                })?;
             pods::bind(store, ns, name, node)?;
             Ok(json_response(StatusCode::CREATED, &success()))
         }
         "eviction" if is_pods && req.method == Method::POST => {
             let body = req.json_body()?;
             let opts = DeleteOptions {
-                uid: body.pointer("/deleteOptions/preconditions/uid").and_then(Value::as_str).map(String::from),
+                uid: body
+                    .pointer("/deleteOptions/preconditions/uid")
+                    .and_then(Value::as_str)
+                    .map(String::from),
                 resource_version: body
                     .pointer("/deleteOptions/preconditions/resourceVersion")
                     .and_then(Value::as_str)
@@ -122,18 +138,31 @@ fn scale(
         Method::GET => return Ok(json_response(StatusCode::OK, &view)),
         Method::PUT => req.json_body()?,
         Method::PATCH => {
-            let patch_type = PatchType::from_content_type(&req.content_type)
-                .ok_or_else(|| ApiError::new(Reason::UnsupportedMediaType, "unsupported patch type"))?;
+            let patch_type = PatchType::from_content_type(&req.content_type).ok_or_else(|| {
+                ApiError::new(Reason::UnsupportedMediaType, "unsupported patch type")
+            })?;
             apply_patch(patch_type, "autoscaling", "Scale", &view, &req.json_body()?)
                 .map_err(|e| ApiError::new(Reason::Invalid, e.to_string()))?
         }
-        _ => return Err(ApiError::new(Reason::MethodNotAllowed, "method not allowed on scale")),
+        _ => {
+            return Err(ApiError::new(
+                Reason::MethodNotAllowed,
+                "method not allowed on scale",
+            ));
+        }
     };
     let replicas = desired
         .pointer("/spec/replicas")
         .and_then(Value::as_i64)
         .filter(|r| *r >= 0)
-        .ok_or_else(|| ApiError::invalid("Scale", name, "spec.replicas", "must be a non-negative integer"))?;
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "Scale",
+                name,
+                "spec.replicas",
+                "must be a non-negative integer",
+            )
+        })?;
     let updated = store.modify(rt, ns, name, Subresource::Main, |obj| {
         let mut cur = obj;
         let segs: Vec<&str> = paths.spec_replicas.split('.').collect();
@@ -146,5 +175,8 @@ fn scale(
         }
         Ok(())
     })?;
-    Ok(json_response(StatusCode::OK, &scale_view(rt, paths, &updated)))
+    Ok(json_response(
+        StatusCode::OK,
+        &scale_view(rt, paths, &updated),
+    ))
 }

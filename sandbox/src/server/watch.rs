@@ -42,7 +42,11 @@ impl Filter {
     /// The event this watcher sees, if any: selector watches turn objects that start or stop
     /// matching into ADDED and DELETED.
     fn translate(&self, ev: &WatchEvent) -> Option<EventType> {
-        if self.namespace.as_deref().is_some_and(|ns| ns != ev.namespace) {
+        if self
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| ns != ev.namespace)
+        {
             return None;
         }
         let now = self.matches(&ev.object);
@@ -82,12 +86,23 @@ struct Stream {
 impl Stream {
     fn line(&mut self, event_type: &str, object: Value) -> Bytes {
         let object = match &mut self.render {
-            Render::Table { include, first } if event_type != "BOOKMARK" && event_type != "ERROR" => {
+            Render::Table { include, first }
+                if event_type != "BOOKMARK" && event_type != "ERROR" =>
+            {
                 let columns = match &self.rt.printer_columns {
                     Some(cols) => Columns::Custom(cols),
-                    None => Columns::BuiltIn { group: &self.rt.group, kind: &self.rt.kind },
+                    None => Columns::BuiltIn {
+                        group: &self.rt.group,
+                        kind: &self.rt.kind,
+                    },
                 };
-                let mut table = render(&columns, &[&object], *include, json!({}), jiff::Timestamp::now());
+                let mut table = render(
+                    &columns,
+                    &[&object],
+                    *include,
+                    json!({}),
+                    jiff::Timestamp::now(),
+                );
                 if !*first {
                     table["columnDefinitions"] = json!([]);
                 }
@@ -96,7 +111,8 @@ impl Stream {
             }
             _ => object,
         };
-        let mut bytes = serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+        let mut bytes =
+            serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
         bytes.push(b'\n');
         Bytes::from(bytes)
     }
@@ -106,7 +122,8 @@ impl Stream {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let obj = json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": meta});
+        let obj =
+            json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(), "metadata": meta});
         self.line("BOOKMARK", obj)
     }
 
@@ -163,7 +180,8 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
     let from = match req.param("resourceVersion") {
         None | Some("") => None,
         Some(rv) => Some(
-            u64::from_str(rv).map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+            u64::from_str(rv)
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
         ),
     };
     let timeout = req
@@ -173,11 +191,18 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
     let render = if req.wants_table() {
         let include = IncludeObject::from_str(req.param("includeObject").unwrap_or(""))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        Render::Table { include, first: true }
+        Render::Table {
+            include,
+            first: true,
+        }
     } else {
         Render::Object
     };
-    let start = match store.watch(&t.rt, t.namespace.as_deref(), if streaming_list { None } else { from }) {
+    let start = match store.watch(
+        &t.rt,
+        t.namespace.as_deref(),
+        if streaming_list { None } else { from },
+    ) {
         Ok(s) => s,
         Err(e) if e.reason == Reason::Expired => return Ok(expired(&e)),
         Err(e) => return Err(e),
@@ -200,7 +225,8 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
 }
 
 fn expired(e: &ApiError) -> Response {
-    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": e.status()})).unwrap_or_default();
+    let mut line =
+        serde_json::to_vec(&json!({"type": "ERROR", "object": e.status()})).unwrap_or_default();
     line.push(b'\n');
     streaming_response(Body::from(line))
 }

@@ -122,11 +122,17 @@ pub struct Catalog {
     by_name: HashMap<String, usize>,
 }
 
-fn rows<T: for<'de> Deserialize<'de>>(file: &'static str, data: &str) -> Result<Vec<T>, CatalogError> {
+fn rows<T: for<'de> Deserialize<'de>>(
+    file: &'static str,
+    data: &str,
+) -> Result<Vec<T>, CatalogError> {
     csv::Reader::from_reader(data.as_bytes())
         .deserialize()
         .collect::<Result<Vec<T>, _>>()
-        .map_err(|e| CatalogError { file, message: e.to_string() })
+        .map_err(|e| CatalogError {
+            file,
+            message: e.to_string(),
+        })
 }
 
 /// A stable pseudo-random fraction in [0, 1) for a key (FNV-1a), for derived spot prices.
@@ -157,27 +163,41 @@ impl Catalog {
     }
 
     fn parse() -> Result<Catalog, CatalogError> {
-        let prices: HashMap<String, f64> = rows::<PriceRow>("ec2-on-demand-prices.csv", PRICES_CSV)?
-            .into_iter()
-            .filter(|r| r.region == REGION)
-            .map(|r| (r.instance_type, r.usd_per_hour))
-            .collect();
-        let enis: HashMap<String, (i64, i64)> = rows::<EniRow>("ec2-eni-limits.csv", ENI_LIMITS_CSV)?
-            .into_iter()
-            .map(|r| (r.instance_type, (r.max_network_interfaces, r.ipv4_per_interface)))
-            .collect();
+        let prices: HashMap<String, f64> =
+            rows::<PriceRow>("ec2-on-demand-prices.csv", PRICES_CSV)?
+                .into_iter()
+                .filter(|r| r.region == REGION)
+                .map(|r| (r.instance_type, r.usd_per_hour))
+                .collect();
+        let enis: HashMap<String, (i64, i64)> =
+            rows::<EniRow>("ec2-eni-limits.csv", ENI_LIMITS_CSV)?
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.instance_type,
+                        (r.max_network_interfaces, r.ipv4_per_interface),
+                    )
+                })
+                .collect();
         let mut zones: HashMap<String, BTreeSet<String>> = HashMap::new();
         for r in rows::<ZoneRow>("ec2-zone-offerings-us-east-1.csv", ZONE_OFFERINGS_CSV)? {
             zones.entry(r.instance_type).or_default().insert(r.zone);
         }
         let mut entries = Vec::new();
         for row in rows::<TypeRow>("ec2-instance-types.csv", INSTANCE_TYPES_CSV)? {
-            let arch = match row.architectures.split(' ').find(|a| *a == "x86_64" || *a == "arm64") {
+            let arch = match row
+                .architectures
+                .split(' ')
+                .find(|a| *a == "x86_64" || *a == "arm64")
+            {
                 Some("x86_64") => l::ARCH_AMD64,
                 Some(_) => l::ARCH_ARM64,
                 None => continue, // mac and 32-bit-only types run no Linux kubelet
             };
-            let (Some(&price), Some(type_zones)) = (prices.get(&row.instance_type), zones.get(&row.instance_type)) else {
+            let (Some(&price), Some(type_zones)) = (
+                prices.get(&row.instance_type),
+                zones.get(&row.instance_type),
+            ) else {
                 continue;
             };
             if row.vcpus <= 0 || row.memory_mib <= 0 {
@@ -199,15 +219,19 @@ impl Catalog {
                 .copied()
                 .unwrap_or((row.max_network_interfaces, row.ipv4_per_interface));
             let max_pods = eni_limited_pods(eni, ipv4).max(1);
-            let mut capacity = Resources::default();
-            capacity.cpu = row.vcpus * 1000;
-            capacity.memory = (row.memory_mib - vm_memory_overhead_mib(row.memory_mib, VM_MEMORY_OVERHEAD_PERCENT)) << 20;
-            capacity.pods = max_pods;
-            capacity.ephemeral = DEFAULT_ROOT_VOLUME_BYTES;
+            let vm_overhead = vm_memory_overhead_mib(row.memory_mib, VM_MEMORY_OVERHEAD_PERCENT);
+            let mut capacity = Resources {
+                cpu: row.vcpus * 1000,
+                memory: (row.memory_mib - vm_overhead) << 20,
+                pods: max_pods,
+                ephemeral: DEFAULT_ROOT_VOLUME_BYTES,
+                ..Resources::default()
+            };
             if row.gpu_count > 0 && row.gpu_manufacturer.eq_ignore_ascii_case("nvidia") {
                 capacity.set(NVIDIA_GPU, row.gpu_count);
             }
-            let neuron = row.accelerator_name.starts_with("Inferentia") || row.accelerator_name.starts_with("Trainium");
+            let neuron = row.accelerator_name.starts_with("Inferentia")
+                || row.accelerator_name.starts_with("Trainium");
             if row.accelerator_count > 0 && neuron {
                 capacity.set(AWS_NEURON, row.accelerator_count);
             }
@@ -223,7 +247,11 @@ impl Catalog {
             });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let by_name = entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
         Ok(Catalog { entries, by_name })
     }
 
@@ -280,15 +308,24 @@ impl Catalog {
 
 /// Upstream AWS's instance labels, derived from the type's data and name.
 fn labels_for(row: &TypeRow, arch: &str) -> BTreeMap<String, String> {
-    let (family, size) = row.instance_type.split_once('.').unwrap_or((&row.instance_type, ""));
-    let category: String = family.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+    let (family, size) = row
+        .instance_type
+        .split_once('.')
+        .unwrap_or((&row.instance_type, ""));
+    let category: String = family
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
     let after_category = &family[category.len()..];
     let generation: String = after_category
         .chars()
         .skip_while(|c| !c.is_ascii_digit())
         .take_while(|c| c.is_ascii_digit())
         .collect();
-    let suffix: String = after_category.chars().skip_while(|c| !c.is_ascii_alphabetic()).collect();
+    let suffix: String = after_category
+        .chars()
+        .skip_while(|c| !c.is_ascii_alphabetic())
+        .collect();
     let cpu_manufacturer = if arch == l::ARCH_ARM64 {
         "aws"
     } else if suffix.starts_with('a') {
@@ -305,7 +342,10 @@ fn labels_for(row: &TypeRow, arch: &str) -> BTreeMap<String, String> {
         (l::INSTANCE_FAMILY_LABEL, family.to_string()),
         (l::INSTANCE_SIZE_LABEL, size.to_string()),
         (l::INSTANCE_CPU_LABEL, row.vcpus.to_string()),
-        (l::INSTANCE_CPU_MANUFACTURER_LABEL, cpu_manufacturer.to_string()),
+        (
+            l::INSTANCE_CPU_MANUFACTURER_LABEL,
+            cpu_manufacturer.to_string(),
+        ),
         (l::INSTANCE_MEMORY_LABEL, row.memory_mib.to_string()),
     ]
     .into_iter()
@@ -319,22 +359,43 @@ fn labels_for(row: &TypeRow, arch: &str) -> BTreeMap<String, String> {
     put(l::INSTANCE_GENERATION_LABEL, generation);
     put(l::INSTANCE_HYPERVISOR_LABEL, row.hypervisor.clone());
     if let Some(gbps) = row.baseline_bandwidth_gbps {
-        put(l::INSTANCE_NETWORK_BANDWIDTH_LABEL, ((gbps * 1000.0).round() as i64).to_string());
+        put(
+            l::INSTANCE_NETWORK_BANDWIDTH_LABEL,
+            ((gbps * 1000.0).round() as i64).to_string(),
+        );
     }
     if row.gpu_count > 0 {
-        put(l::INSTANCE_GPU_NAME_LABEL, row.gpu_name.to_ascii_lowercase().replace(' ', "-"));
-        put(l::INSTANCE_GPU_MANUFACTURER_LABEL, row.gpu_manufacturer.to_ascii_lowercase());
+        put(
+            l::INSTANCE_GPU_NAME_LABEL,
+            row.gpu_name.to_ascii_lowercase().replace(' ', "-"),
+        );
+        put(
+            l::INSTANCE_GPU_MANUFACTURER_LABEL,
+            row.gpu_manufacturer.to_ascii_lowercase(),
+        );
         put(l::INSTANCE_GPU_COUNT_LABEL, row.gpu_count.to_string());
         if let Some(mem) = row.gpu_memory_mib {
             put(l::INSTANCE_GPU_MEMORY_LABEL, mem.to_string());
         }
     }
     if row.accelerator_count > 0 && !row.accelerator_name.is_empty() {
-        put(l::INSTANCE_ACCELERATOR_NAME_LABEL, row.accelerator_name.to_ascii_lowercase());
-        put(l::INSTANCE_ACCELERATOR_MANUFACTURER_LABEL, "aws".to_string());
-        put(l::INSTANCE_ACCELERATOR_COUNT_LABEL, row.accelerator_count.to_string());
+        put(
+            l::INSTANCE_ACCELERATOR_NAME_LABEL,
+            row.accelerator_name.to_ascii_lowercase(),
+        );
+        put(
+            l::INSTANCE_ACCELERATOR_MANUFACTURER_LABEL,
+            "aws".to_string(),
+        );
+        put(
+            l::INSTANCE_ACCELERATOR_COUNT_LABEL,
+            row.accelerator_count.to_string(),
+        );
     }
-    if let Some(gb) = row.instance_storage_gb.filter(|_| matches!(row.instance_storage_type.as_str(), "ssd" | "nvme")) {
+    if let Some(gb) = row
+        .instance_storage_gb
+        .filter(|_| matches!(row.instance_storage_type.as_str(), "ssd" | "nvme"))
+    {
         put(l::INSTANCE_LOCAL_NVME_LABEL, gb.to_string());
     }
     labels
@@ -363,7 +424,10 @@ mod tests {
         let g4 = c.get("g4dn.xlarge").expect("g4dn.xlarge");
         assert_eq!(g4.capacity.get(NVIDIA_GPU), 1);
         assert_eq!(g4.labels[l::INSTANCE_GPU_NAME_LABEL], "t4");
-        assert_eq!(c.get("m7g.large").map(|e| e.labels[l::ARCH_LABEL].as_str()), Some("arm64"));
+        assert_eq!(
+            c.get("m7g.large").map(|e| e.labels[l::ARCH_LABEL].as_str()),
+            Some("arm64")
+        );
         assert!(c.get("mac1.metal").is_none());
     }
 
@@ -379,9 +443,16 @@ mod tests {
         let c = catalog();
         let zones: BTreeSet<String> = ["us-east-1a".to_string()].into();
         let types = c.instance_types(&zones, |t, _, ct| t == "m5.large" && ct == "spot");
-        let m5 = types.iter().find(|t| t.name == "m5.large").expect("offered in 1a");
+        let m5 = types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .expect("offered in 1a");
         assert!(m5.offerings.iter().all(|o| o.zone == "us-east-1a"));
-        let spot = m5.offerings.iter().find(|o| o.capacity_type == "spot").expect("spot offering");
+        let spot = m5
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "spot")
+            .expect("spot offering");
         assert!(!spot.available);
         assert!(m5.allocatable.cpu < m5.capacity.cpu);
     }

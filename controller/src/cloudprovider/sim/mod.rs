@@ -109,7 +109,10 @@ impl SimCloud {
     /// A simulated account for `cluster_name` with the default network and images.
     ///
     /// Errors: the embedded catalog is malformed (a build defect).
-    pub fn new(cluster_name: &str, clock: Arc<dyn Clock>) -> Result<SimCloud, Arc<catalog::CatalogError>> {
+    pub fn new(
+        cluster_name: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<SimCloud, Arc<catalog::CatalogError>> {
         Ok(SimCloud {
             cluster_name: cluster_name.to_string(),
             catalog: Catalog::embedded()?,
@@ -142,7 +145,8 @@ impl SimCloud {
     /// Make every launch of this offering fail with insufficient capacity.
     pub fn add_capacity_shortage(&self, instance_type: &str, zone: &str, capacity_type: &str) {
         let mut s = self.lock();
-        s.shortages.insert((instance_type.into(), zone.into(), capacity_type.into()));
+        s.shortages
+            .insert((instance_type.into(), zone.into(), capacity_type.into()));
     }
 
     /// Run a closure over the simulated network (e.g. to publish a new AMI release).
@@ -158,7 +162,11 @@ impl SimCloud {
             .unwrap_or_default()
     }
 
-    fn types_for(&self, state: &mut State, zones: &BTreeSet<String>) -> Arc<Vec<Arc<InstanceType>>> {
+    fn types_for(
+        &self,
+        state: &mut State,
+        zones: &BTreeSet<String>,
+    ) -> Arc<Vec<Arc<InstanceType>>> {
         let now = self.clock.now();
         let before = state.unavailable.len();
         state.unavailable.retain(|_, until| *until > now);
@@ -220,7 +228,11 @@ impl CloudProvider for SimCloud {
         "sim"
     }
 
-    async fn create(&self, claim: &NodeClaim, node_class: &EC2NodeClass) -> Result<Launched, CloudError> {
+    async fn create(
+        &self,
+        claim: &NodeClaim,
+        node_class: &EC2NodeClass,
+    ) -> Result<Launched, CloudError> {
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
         let mut state = self.lock();
         if let Some(existing) = state
@@ -232,13 +244,21 @@ impl CloudProvider for SimCloud {
         }
         let resolution = state.network.resolve(&self.cluster_name, node_class);
         if let Some((_, reason, message)) = resolution.not_ready {
-            return Err(CloudError::NodeClassNotReady(format!("{reason}: {message}")));
+            return Err(CloudError::NodeClassNotReady(format!(
+                "{reason}: {message}"
+            )));
         }
-        let zones: BTreeSet<String> = resolution.status.subnets.iter().map(|s| s.zone.clone()).collect();
+        let zones: BTreeSet<String> = resolution
+            .status
+            .subnets
+            .iter()
+            .map(|s| s.zone.clone())
+            .collect();
         let reqs = claim_requirements(claim);
         let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
         let types = self.types_for(&mut state, &zones);
-        let by_name: HashMap<&str, &Arc<InstanceType>> = types.iter().map(|t| (t.name.as_str(), t)).collect();
+        let by_name: HashMap<&str, &Arc<InstanceType>> =
+            types.iter().map(|t| (t.name.as_str(), t)).collect();
         let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
             .iter()
             .filter_map(|n| by_name.get(n.as_str()).copied())
@@ -246,7 +266,8 @@ impl CloudProvider for SimCloud {
             .collect();
         if candidates.is_empty() {
             return Err(CloudError::InsufficientCapacity(
-                "no compatible instance type with an available offering in the node class's zones".into(),
+                "no compatible instance type with an available offering in the node class's zones"
+                    .into(),
             ));
         }
         // Capacity-type priority (upstream): spot when allowed and available, else on-demand.
@@ -257,7 +278,11 @@ impl CloudProvider for SimCloud {
                 continue;
             }
             for t in &candidates {
-                for o in t.offerings.iter().filter(|o| o.available && o.capacity_type == ct && o.compatible(&reqs)) {
+                for o in t
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available && o.capacity_type == ct && o.compatible(&reqs))
+                {
                     offerings.push((o.price, t, o.zone.clone(), ct.to_string()));
                 }
             }
@@ -265,7 +290,11 @@ impl CloudProvider for SimCloud {
                 break;
             }
         }
-        offerings.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)).then(a.2.cmp(&b.2)));
+        offerings.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.name.cmp(&b.1.name))
+                .then(a.2.cmp(&b.2))
+        });
         let now = self.clock.now();
         let mut chosen = None;
         let mut exhausted = Vec::new();
@@ -273,7 +302,9 @@ impl CloudProvider for SimCloud {
             let key = (t.name.clone(), zone.clone(), ct.clone());
             if state.shortages.contains(&key) {
                 exhausted.push(format!("{}/{zone}/{ct}", t.name));
-                state.unavailable.insert(key, now + INSUFFICIENT_CAPACITY_TTL);
+                state
+                    .unavailable
+                    .insert(key, now + INSUFFICIENT_CAPACITY_TTL);
                 continue;
             }
             chosen = Some((price, Arc::clone(t), zone, ct));
@@ -293,7 +324,11 @@ impl CloudProvider for SimCloud {
             .status
             .amis
             .iter()
-            .find(|a| a.requirements.iter().all(|r| r.key != l::ARCH_LABEL || r.values.iter().flatten().any(|v| *v == arch)))
+            .find(|a| {
+                a.requirements.iter().all(|r| {
+                    r.key != l::ARCH_LABEL || r.values.iter().flatten().any(|v| *v == arch)
+                })
+            })
             .map(|a| a.id.clone())
             .unwrap_or_default();
         let zone_id = state
@@ -317,13 +352,28 @@ impl CloudProvider for SimCloud {
         let mut node_taints = claim.spec.taints.clone();
         node_taints.extend(claim.spec.startup_taints.iter().cloned());
         node_taints.push(l::unregistered_no_execute_taint());
-        let nodepool = claim.metadata.labels.as_ref().and_then(|m| m.get(l::NODEPOOL_LABEL)).cloned().unwrap_or_default();
+        let nodepool = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|m| m.get(l::NODEPOOL_LABEL))
+            .cloned()
+            .unwrap_or_default();
         let tags: BTreeMap<String, String> = [
-            (format!("{}{}", l::CLUSTER_TAG_KEY_PREFIX, self.cluster_name), "owned".to_string()),
-            (l::EKS_CLUSTER_NAME_TAG_KEY.to_string(), self.cluster_name.clone()),
+            (
+                format!("{}{}", l::CLUSTER_TAG_KEY_PREFIX, self.cluster_name),
+                "owned".to_string(),
+            ),
+            (
+                l::EKS_CLUSTER_NAME_TAG_KEY.to_string(),
+                self.cluster_name.clone(),
+            ),
             (l::NODEPOOL_TAG_KEY.to_string(), nodepool),
             (l::NODECLAIM_TAG_KEY.to_string(), claim_name.clone()),
-            (l::EC2NODECLASS_TAG_KEY.to_string(), node_class.metadata.name.clone().unwrap_or_default()),
+            (
+                l::EC2NODECLASS_TAG_KEY.to_string(),
+                node_class.metadata.name.clone().unwrap_or_default(),
+            ),
             (l::NAME_TAG_KEY.to_string(), claim_name),
         ]
         .into_iter()
@@ -358,14 +408,19 @@ impl CloudProvider for SimCloud {
         let id = state
             .instances
             .values()
-            .find(|i| Some(&i.provider_id) == provider_id.as_ref() || i.tags.get(l::NODECLAIM_TAG_KEY) == Some(&name))
+            .find(|i| {
+                Some(&i.provider_id) == provider_id.as_ref()
+                    || i.tags.get(l::NODECLAIM_TAG_KEY) == Some(&name)
+            })
             .map(|i| i.id.clone());
         match id {
             Some(id) => {
                 state.instances.remove(&id);
                 Ok(())
             }
-            None => Err(CloudError::NodeClaimNotFound(format!("no instance for nodeclaim {name}"))),
+            None => Err(CloudError::NodeClaimNotFound(format!(
+                "no instance for nodeclaim {name}"
+            ))),
         }
     }
 
@@ -375,14 +430,24 @@ impl CloudProvider for SimCloud {
             .values()
             .find(|i| i.provider_id == provider_id)
             .map(SimInstance::as_instance)
-            .ok_or_else(|| CloudError::NodeClaimNotFound(format!("instance {provider_id} not found")))
+            .ok_or_else(|| {
+                CloudError::NodeClaimNotFound(format!("instance {provider_id} not found"))
+            })
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(self.lock().instances.values().map(SimInstance::as_instance).collect())
+        Ok(self
+            .lock()
+            .instances
+            .values()
+            .map(SimInstance::as_instance)
+            .collect())
     }
 
-    async fn instance_types(&self, node_class: &EC2NodeClass) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+    async fn instance_types(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
         let zones = SimCloud::zones_of(node_class);
         let mut state = self.lock();
         Ok(self.types_for(&mut state, &zones))

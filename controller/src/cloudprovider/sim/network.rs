@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use crds::ec2nodeclass::{Alias, Ami, AmiSelectorTerm, SecurityGroup, SecurityGroupSelectorTerm, Subnet, SubnetSelectorTerm};
+use crds::ec2nodeclass::{
+    Alias, Ami, AmiSelectorTerm, SecurityGroup, SecurityGroupSelectorTerm, Subnet,
+    SubnetSelectorTerm,
+};
 use crds::{EC2NodeClass, EC2NodeClassStatus};
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
@@ -73,7 +76,10 @@ pub struct SimNetwork {
 }
 
 fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 impl SimNetwork {
@@ -81,7 +87,13 @@ impl SimNetwork {
     /// security group, tagged `karpenter.sh/discovery: <cluster>`; EKS-optimized AL2023, AL2
     /// and Bottlerocket images in two releases each.
     pub fn new(cluster_name: &str) -> SimNetwork {
-        let zones = [("a", "use1-az4"), ("b", "use1-az6"), ("c", "use1-az1"), ("d", "use1-az2"), ("f", "use1-az5")];
+        let zones = [
+            ("a", "use1-az4"),
+            ("b", "use1-az6"),
+            ("c", "use1-az1"),
+            ("d", "use1-az2"),
+            ("f", "use1-az5"),
+        ];
         let subnets = zones
             .iter()
             .enumerate()
@@ -90,15 +102,25 @@ impl SimNetwork {
                 zone: format!("{REGION}{z}"),
                 zone_id: zone_id.to_string(),
                 octet: 16 * i as u32,
-                tags: tags(&[(DISCOVERY_TAG, cluster_name), ("Name", &format!("{cluster_name}-private-{REGION}{z}"))]),
+                tags: tags(&[
+                    (DISCOVERY_TAG, cluster_name),
+                    ("Name", &format!("{cluster_name}-private-{REGION}{z}")),
+                ]),
             })
             .collect();
         let security_groups = vec![SimSecurityGroup {
             id: "sg-0c0ffee0000000001".into(),
             name: format!("{cluster_name}-node"),
-            tags: tags(&[(DISCOVERY_TAG, cluster_name), ("Name", &format!("{cluster_name}-node"))]),
+            tags: tags(&[
+                (DISCOVERY_TAG, cluster_name),
+                ("Name", &format!("{cluster_name}-node")),
+            ]),
         }];
-        let mut network = SimNetwork { subnets, security_groups, amis: vec![] };
+        let mut network = SimNetwork {
+            subnets,
+            security_groups,
+            amis: vec![],
+        };
         for version in ["v20260101", "v20260301"] {
             for family in ["al2023", "al2", "bottlerocket"] {
                 for arch in ["amd64", "arm64"] {
@@ -133,28 +155,60 @@ impl SimNetwork {
         let subnets: Vec<Subnet> = self
             .subnets
             .iter()
-            .filter(|s| spec.subnet_selector_terms.iter().any(|t| subnet_matches(t, s)))
-            .map(|s| Subnet { id: s.id.clone(), zone: s.zone.clone(), zone_id: Some(s.zone_id.clone()) })
+            .filter(|s| {
+                spec.subnet_selector_terms
+                    .iter()
+                    .any(|t| subnet_matches(t, s))
+            })
+            .map(|s| Subnet {
+                id: s.id.clone(),
+                zone: s.zone.clone(),
+                zone_id: Some(s.zone_id.clone()),
+            })
             .collect();
         let security_groups: Vec<SecurityGroup> = self
             .security_groups
             .iter()
-            .filter(|g| spec.security_group_selector_terms.iter().any(|t| sg_matches(t, g)))
-            .map(|g| SecurityGroup { id: g.id.clone(), name: Some(g.name.clone()) })
+            .filter(|g| {
+                spec.security_group_selector_terms
+                    .iter()
+                    .any(|t| sg_matches(t, g))
+            })
+            .map(|g| SecurityGroup {
+                id: g.id.clone(),
+                name: Some(g.name.clone()),
+            })
             .collect();
         let amis = self.resolve_amis(&spec.ami_selector_terms);
-        let instance_profile = spec
-            .instance_profile
-            .clone()
-            .or_else(|| spec.role.as_ref().map(|role| format!("{cluster_name}_{:x}", fnv(role))));
+        let instance_profile = spec.instance_profile.clone().or_else(|| {
+            spec.role
+                .as_ref()
+                .map(|role| format!("{cluster_name}_{:x}", fnv(role)))
+        });
         let not_ready = if subnets.is_empty() {
-            Some(("SubnetsReady", "SubnetsNotFound", "SubnetSelector did not match any Subnets"))
+            Some((
+                "SubnetsReady",
+                "SubnetsNotFound",
+                "SubnetSelector did not match any Subnets",
+            ))
         } else if security_groups.is_empty() {
-            Some(("SecurityGroupsReady", "SecurityGroupsNotFound", "SecurityGroupSelector did not match any SecurityGroups"))
+            Some((
+                "SecurityGroupsReady",
+                "SecurityGroupsNotFound",
+                "SecurityGroupSelector did not match any SecurityGroups",
+            ))
         } else if amis.is_empty() {
-            Some(("AMIsReady", "AMINotFound", "AMISelector did not match any AMIs"))
+            Some((
+                "AMIsReady",
+                "AMINotFound",
+                "AMISelector did not match any AMIs",
+            ))
         } else if instance_profile.is_none() {
-            Some(("InstanceProfileReady", "InstanceProfileNotFound", "neither role nor instanceProfile is set"))
+            Some((
+                "InstanceProfileReady",
+                "InstanceProfileNotFound",
+                "neither role nor instanceProfile is set",
+            ))
         } else {
             None
         };
@@ -165,7 +219,11 @@ impl SimNetwork {
                 capacity_reservations: vec![],
                 amis,
                 instance_profile,
-                conditions: nc.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default(),
+                conditions: nc
+                    .status
+                    .as_ref()
+                    .map(|s| s.conditions.clone())
+                    .unwrap_or_default(),
             },
             not_ready: not_ready.map(|(t, r, m)| (t.to_string(), r.to_string(), m.to_string())),
         }
@@ -177,7 +235,10 @@ impl SimNetwork {
             if let Some(alias) = term.alias.as_deref().and_then(Alias::parse) {
                 let family = alias_family(term.alias.as_deref().unwrap_or(""));
                 for arch in ["amd64", "arm64"] {
-                    let candidates = self.amis.iter().filter(|a| a.family == family && a.arch == arch && !a.deprecated);
+                    let candidates = self
+                        .amis
+                        .iter()
+                        .filter(|a| a.family == family && a.arch == arch && !a.deprecated);
                     let pick = if alias.version == "latest" {
                         candidates.max_by(|a, b| a.version.cmp(&b.version))
                     } else {
@@ -190,7 +251,12 @@ impl SimNetwork {
             chosen.extend(self.amis.iter().filter(|a| ami_matches(term, a)));
         }
         // Newest first, non-deprecated before deprecated; one entry per image.
-        chosen.sort_by(|a, b| a.deprecated.cmp(&b.deprecated).then(b.version.cmp(&a.version)).then(a.id.cmp(&b.id)));
+        chosen.sort_by(|a, b| {
+            a.deprecated
+                .cmp(&b.deprecated)
+                .then(b.version.cmp(&a.version))
+                .then(a.id.cmp(&b.id))
+        });
         chosen.dedup_by(|a, b| a.id == b.id);
         chosen
             .into_iter()
@@ -239,8 +305,14 @@ fn ami_matches(t: &AmiSelectorTerm, a: &SimAmi) -> bool {
     if let Some(id) = &t.id {
         return *id == a.id;
     }
-    let name_ok = t.name.as_deref().is_none_or(|pattern| glob(pattern, &a.name));
-    let owner_ok = t.owner.as_deref().is_none_or(|o| o == a.owner || o == "self");
+    let name_ok = t
+        .name
+        .as_deref()
+        .is_none_or(|pattern| glob(pattern, &a.name));
+    let owner_ok = t
+        .owner
+        .as_deref()
+        .is_none_or(|o| o == a.owner || o == "self");
     let any = t.name.is_some() || !t.tags.is_empty();
     any && name_ok && owner_ok && tags_match(&t.tags, &a.tags)
 }
@@ -254,12 +326,16 @@ fn glob(pattern: &str, s: &str) -> bool {
     let mut rest = s;
     for (i, part) in parts.iter().enumerate() {
         if i == 0 {
-            let Some(r) = rest.strip_prefix(part) else { return false };
+            let Some(r) = rest.strip_prefix(part) else {
+                return false;
+            };
             rest = r;
         } else if i == parts.len() - 1 {
             return rest.ends_with(part);
         } else {
-            let Some(pos) = rest.find(part) else { return false };
+            let Some(pos) = rest.find(part) else {
+                return false;
+            };
             rest = &rest[pos + part.len()..];
         }
     }
@@ -267,7 +343,9 @@ fn glob(pattern: &str, s: &str) -> bool {
 }
 
 fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -276,8 +354,10 @@ mod tests {
     use serde_json::json;
 
     fn node_class(spec: serde_json::Value) -> EC2NodeClass {
-        serde_json::from_value(json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"}, "spec": spec}))
+        serde_json::from_value(
+            json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"}, "spec": spec}),
+        )
         .expect("valid EC2NodeClass")
     }
 
@@ -294,7 +374,12 @@ mod tests {
         assert_eq!(r.not_ready, None);
         assert_eq!(r.status.subnets.len(), 5);
         assert_eq!(r.status.amis.len(), 2, "one latest image per architecture");
-        assert!(r.status.amis.iter().all(|a| a.name.as_deref().is_some_and(|n| n.ends_with("v20260301"))));
+        assert!(
+            r.status
+                .amis
+                .iter()
+                .all(|a| a.name.as_deref().is_some_and(|n| n.ends_with("v20260301")))
+        );
         assert!(r.status.instance_profile.is_some());
     }
 
@@ -307,15 +392,20 @@ mod tests {
             "securityGroupSelectorTerms": [{"id": "sg-0c0ffee0000000001"}],
         }));
         let r = net.resolve("demo", &nc);
-        assert_eq!(r.not_ready.map(|(_, reason, _)| reason), Some("SubnetsNotFound".to_string()));
+        assert_eq!(
+            r.not_ready.map(|(_, reason, _)| reason),
+            Some("SubnetsNotFound".to_string())
+        );
     }
 
     #[test]
     fn publishing_a_release_moves_latest_and_names_glob() {
         let mut net = SimNetwork::new("demo");
         let new = net.publish_ami("al2023", "v20260501", "amd64");
-        let nc = node_class(json!({"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"id": "subnet-00000000005ab00000"}], "securityGroupSelectorTerms": [{"name": "demo-node"}]}));
+        let nc = node_class(
+            json!({"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"id": "subnet-00000000005ab00000"}], "securityGroupSelectorTerms": [{"name": "demo-node"}]}),
+        );
         let r = net.resolve("demo", &nc);
         assert!(r.status.amis.iter().any(|a| a.id == new.id));
         assert!(glob("amazon-eks-node-al2023-*-v2026*", &new.name));

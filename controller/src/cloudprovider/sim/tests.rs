@@ -40,17 +40,33 @@ fn claim(types: &[&str], capacity_types: &[&str]) -> NodeClaim {
 async fn launches_the_cheapest_spot_offering_with_kubelet_config() {
     let c = cloud();
     let nc = node_class(&c);
-    let l = c.create(&claim(&["m5.large", "m5.xlarge"], &["spot", "on-demand"]), &nc).await.expect("launch");
+    let l = c
+        .create(
+            &claim(&["m5.large", "m5.xlarge"], &["spot", "on-demand"]),
+            &nc,
+        )
+        .await
+        .expect("launch");
     assert!(l.provider_id.starts_with("aws:///us-east-1"));
     assert_eq!(l.labels[l::CAPACITY_TYPE_LABEL], "spot");
     assert_eq!(l.labels[l::INSTANCE_TYPE_LABEL], "m5.large");
     assert!(!l.image_id.is_empty());
     let inst = &c.instances()[0];
-    let cheapest_spot = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"]
-        .iter()
-        .filter(|z| c.catalog().get("m5.large").is_some_and(|e| e.zones.contains(**z)))
-        .map(|z| catalog::spot_price(0.096, "m5.large", z))
-        .fold(f64::MAX, f64::min);
+    let cheapest_spot = [
+        "us-east-1a",
+        "us-east-1b",
+        "us-east-1c",
+        "us-east-1d",
+        "us-east-1f",
+    ]
+    .iter()
+    .filter(|z| {
+        c.catalog()
+            .get("m5.large")
+            .is_some_and(|e| e.zones.contains(**z))
+    })
+    .map(|z| catalog::spot_price(0.096, "m5.large", z))
+    .fold(f64::MAX, f64::min);
     assert_eq!(inst.price, cheapest_spot);
     assert_eq!(inst.node_labels[l::NODEPOOL_LABEL], "default");
     let keys: Vec<&str> = inst.node_taints.iter().map(|t| t.key.as_str()).collect();
@@ -61,7 +77,10 @@ async fn launches_the_cheapest_spot_offering_with_kubelet_config() {
 async fn on_demand_only_when_spot_is_not_allowed() {
     let c = cloud();
     let nc = node_class(&c);
-    let l = c.create(&claim(&["m5.large"], &["on-demand"]), &nc).await.expect("launch");
+    let l = c
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
+        .await
+        .expect("launch");
     assert_eq!(l.labels[l::CAPACITY_TYPE_LABEL], "on-demand");
 }
 
@@ -69,24 +88,56 @@ async fn on_demand_only_when_spot_is_not_allowed() {
 async fn insufficient_capacity_falls_back_then_errors() {
     let c = cloud();
     let nc = node_class(&c);
-    for zone in ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"] {
+    for zone in [
+        "us-east-1a",
+        "us-east-1b",
+        "us-east-1c",
+        "us-east-1d",
+        "us-east-1f",
+    ] {
         c.add_capacity_shortage("m5.large", zone, "spot");
     }
     // As upstream's fleet launch: the preferred capacity type fails as a whole...
-    let err = c.create(&claim(&["m5.large"], &["spot", "on-demand"]), &nc).await.expect_err("spot exhausted");
-    assert!(matches!(err, CloudError::InsufficientCapacity(ref m) if m.contains("m5.large/us-east-1a/spot")), "{err}");
+    let err = c
+        .create(&claim(&["m5.large"], &["spot", "on-demand"]), &nc)
+        .await
+        .expect_err("spot exhausted");
+    assert!(
+        matches!(err, CloudError::InsufficientCapacity(ref m) if m.contains("m5.large/us-east-1a/spot")),
+        "{err}"
+    );
     // ...the exhausted offerings are marked unavailable, so the retry launches on-demand.
     let types = c.instance_types(&nc).await.expect("types");
-    let m5 = types.iter().find(|t| t.name == "m5.large").expect("m5.large");
-    assert!(m5.offerings.iter().filter(|o| o.capacity_type == "spot").all(|o| !o.available));
-    let l = c.create(&claim(&["m5.large"], &["spot", "on-demand"]), &nc).await.expect("falls back");
+    let m5 = types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    assert!(
+        m5.offerings
+            .iter()
+            .filter(|o| o.capacity_type == "spot")
+            .all(|o| !o.available)
+    );
+    let l = c
+        .create(&claim(&["m5.large"], &["spot", "on-demand"]), &nc)
+        .await
+        .expect("falls back");
     assert_eq!(l.labels[l::CAPACITY_TYPE_LABEL], "on-demand");
     let c2 = cloud();
     let nc2 = node_class(&c2);
-    for zone in ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1f"] {
+    for zone in [
+        "us-east-1a",
+        "us-east-1b",
+        "us-east-1c",
+        "us-east-1d",
+        "us-east-1f",
+    ] {
         c2.add_capacity_shortage("m5.large", zone, "on-demand");
     }
-    let err = c2.create(&claim(&["m5.large"], &["on-demand"]), &nc2).await.expect_err("no capacity");
+    let err = c2
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc2)
+        .await
+        .expect_err("no capacity");
     assert!(matches!(err, CloudError::InsufficientCapacity(_)), "{err}");
 }
 
@@ -100,15 +151,26 @@ async fn launch_is_idempotent_and_delete_completes() {
     assert_eq!(first.provider_id, again.provider_id);
     assert_eq!(c.list().await.expect("list").len(), 1);
     c.delete(&cl).await.expect("terminate");
-    assert!(matches!(c.delete(&cl).await, Err(CloudError::NodeClaimNotFound(_))));
-    assert!(matches!(c.get(&first.provider_id).await, Err(CloudError::NodeClaimNotFound(_))));
+    assert!(matches!(
+        c.delete(&cl).await,
+        Err(CloudError::NodeClaimNotFound(_))
+    ));
+    assert!(matches!(
+        c.get(&first.provider_id).await,
+        Err(CloudError::NodeClaimNotFound(_))
+    ));
 }
 
 #[tokio::test]
 async fn unready_node_class_is_refused() {
     let c = cloud();
     let mut nc = node_class(&c);
-    nc.spec.subnet_selector_terms[0].tags.insert("karpenter.sh/discovery".into(), "other".into());
-    let err = c.create(&claim(&["m5.large"], &["on-demand"]), &nc).await.expect_err("not ready");
+    nc.spec.subnet_selector_terms[0]
+        .tags
+        .insert("karpenter.sh/discovery".into(), "other".into());
+    let err = c
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
+        .await
+        .expect_err("not ready");
     assert!(matches!(err, CloudError::NodeClassNotReady(m) if m.contains("SubnetsNotFound")));
 }

@@ -1,0 +1,174 @@
+//! The `karpenter sandbox` command as a user runs it: the README's main command, the Alibaba
+//! trace, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn karpenter(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(args)
+        .env("LOG_LEVEL", "warn")
+        .output()
+        .expect("karpenter runs")
+}
+
+fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
+}
+
+fn report(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn online_boutique_times_ten_settles_with_instance_types_and_cost() {
+    let out = karpenter(&[
+        "sandbox",
+        "--scale",
+        "10",
+        "--until-settled",
+        "--timeout",
+        "3m",
+        "--report",
+        "json",
+    ]);
+    let r = report(&out);
+    assert_eq!(r["settled"], true);
+    assert_eq!(r["pods"]["total"], 120, "12 deployments x 10 replicas");
+    assert_eq!(r["pods"]["bound"], 120);
+    assert_eq!(r["pods"]["unschedulable"].as_array().map(Vec::len), Some(0));
+    let claims = r["nodeclaims"]["total"].as_u64().expect("count");
+    assert!(claims >= 1);
+    assert_eq!(r["nodeclaims"]["initialized"].as_u64(), Some(claims));
+    let by_type = r["nodeclaims"]["by_instance_type"]
+        .as_object()
+        .expect("by type");
+    assert_eq!(
+        by_type.values().filter_map(Value::as_u64).sum::<u64>(),
+        claims
+    );
+    assert!(r["cost_per_hour_usd"].as_f64().is_some_and(|c| c > 0.0));
+    assert!(r["settle_seconds"].as_f64().is_some_and(|s| s > 0.0));
+}
+
+#[test]
+fn alibaba_trace_settles_and_lists_only_pods_nothing_can_hold() {
+    let trace = repo_file("examples/traces/openb_pod_list_default.csv");
+    let out = karpenter(&[
+        "sandbox",
+        "--workload",
+        trace.to_str().expect("utf-8 path"),
+        "--until-settled",
+        "--timeout",
+        "8m",
+        "--report",
+        "json",
+    ]);
+    let r = report(&out);
+    assert_eq!(r["settled"], true);
+    // 8,152 tasks of which 1,870 failed.
+    assert_eq!(r["pods"]["total"], 6282);
+    let unschedulable = r["pods"]["unschedulable"].as_array().expect("list");
+    assert_eq!(
+        r["pods"]["bound"].as_u64().expect("bound") as usize + unschedulable.len(),
+        6282
+    );
+    for p in unschedulable {
+        let reason = p["reason"].as_str().expect("reason");
+        assert!(
+            reason.contains("no instance type"),
+            "only pods no instance type can hold are listed: {p}"
+        );
+    }
+}
+
+#[test]
+fn a_trace_pod_nothing_can_hold_is_listed_with_its_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("tiny.csv");
+    std::fs::write(
+        &trace,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n\
+         small,500,512,0,0,,BE,Running,0,1,0\n\
+         gpu,4000,16384,1,1000,,LS,Running,0,1,0\n\
+         impossible,1000,1024,64,1000,,LS,Running,0,1,0\n",
+    )
+    .expect("write trace");
+    let out = karpenter(&[
+        "sandbox",
+        "--workload",
+        trace.to_str().expect("utf-8 path"),
+        "--until-settled",
+        "--timeout",
+        "2m",
+        "--report",
+        "json",
+    ]);
+    let r = report(&out);
+    assert_eq!(r["pods"]["bound"], 2);
+    let list = r["pods"]["unschedulable"].as_array().expect("list");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["name"], "default/impossible");
+    let reason = list[0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("nvidia.com/gpu: 64")
+            && reason.contains("no instance type has enough resources"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_malformed_workload_names_the_file_and_document() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: [broken\n")
+        .expect("write");
+    let out = karpenter(&[
+        "sandbox",
+        "--workload",
+        bad.to_str().expect("utf-8 path"),
+        "--until-settled",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml: document 2: invalid YAML"),
+        "{stderr}"
+    );
+
+    let unknown = dir.path().join("unknown.yaml");
+    std::fs::write(
+        &unknown,
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n",
+    )
+    .expect("write");
+    let out = karpenter(&[
+        "sandbox",
+        "--workload",
+        unknown.to_str().expect("utf-8 path"),
+        "--until-settled",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown.yaml: document 1: no resource type example.com/v1 Gadget"),
+        "{stderr}"
+    );
+
+    let missing = karpenter(&["sandbox", "--workload", "/nonexistent/w.yaml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/w.yaml"));
+}

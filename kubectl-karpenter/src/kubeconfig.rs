@@ -1,0 +1,380 @@
+//! Which cluster the plugin talks to, chosen by kubectl's rules: `--kubeconfig` loads only that
+//! file; otherwise `KUBECONFIG` is a path list whose files are merged (first to set a value wins,
+//! missing files are skipped); otherwise `~/.kube/config`; otherwise in-cluster credentials.
+//! `--context`, `--cluster` and `--user` pick from it, and a wrong name lists the valid ones.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+/// The kubeconfig flags (kubectl's genericclioptions subset the plugin honours).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// `--kubeconfig`: the only file to load.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`: the context to use instead of `current-context`.
+    pub context: Option<String>,
+    /// `--cluster`: the cluster to use instead of the context's.
+    pub cluster: Option<String>,
+    /// `--user`: the user to use instead of the context's.
+    pub user: Option<String>,
+}
+
+/// Where the kubeconfig came from, for error messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `--kubeconfig PATH`.
+    Flag(PathBuf),
+    /// The files of `KUBECONFIG` that exist.
+    Env(Vec<PathBuf>),
+    /// `~/.kube/config`.
+    Home(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Flag(p) => write!(f, "--kubeconfig {}", p.display()),
+            Source::Env(paths) => {
+                let joined: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                write!(f, "KUBECONFIG ({})", joined.join(", "))
+            }
+            Source::Home(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Why no client configuration could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A kubeconfig file could not be read or parsed.
+    #[error("reading kubeconfig {source_name}: {error}; fix the file or point --kubeconfig at another")]
+    Read {
+        /// Which file(s).
+        source_name: Source,
+        /// What failed.
+        error: KubeconfigError,
+    },
+    /// No kubeconfig file exists and the plugin is not running in a cluster.
+    #[error(
+        "no kubeconfig found ({0}); pass --kubeconfig PATH, set KUBECONFIG, or create ~/.kube/config"
+    )]
+    NotFound(String),
+    /// No `--context` was given and the kubeconfig sets no `current-context`.
+    #[error(
+        "no current context in {source_name}; pass --context with one of: {}",
+        list(available)
+    )]
+    NoCurrentContext {
+        /// Which file(s).
+        source_name: Source,
+        /// The contexts it defines.
+        available: Vec<String>,
+    },
+    /// The named context, cluster or user is not defined.
+    #[error(
+        "{what} \"{name}\" not found in {source_name}; available {what}s: {}{hint}",
+        list(available)
+    )]
+    NotDefined {
+        /// `context`, `cluster` or `user`.
+        what: &'static str,
+        /// The name asked for.
+        name: String,
+        /// Which file(s).
+        source_name: Source,
+        /// The names it defines.
+        available: Vec<String>,
+        /// How to fix it.
+        hint: &'static str,
+    },
+    /// The selected context's cluster, user or credentials are unusable.
+    #[error("using context \"{context}\" from {source_name}: {error}")]
+    Invalid {
+        /// The context.
+        context: String,
+        /// Which file(s).
+        source_name: Source,
+        /// What failed.
+        error: KubeconfigError,
+    },
+    /// In-cluster credentials could not be read.
+    #[error("reading in-cluster credentials: {0}")]
+    InCluster(String),
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "(none)".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// A client configuration and a description of what was chosen.
+pub struct Loaded {
+    /// Configuration for `kube::Client`.
+    pub config: kube::Config,
+    /// The context used (`in-cluster` for in-cluster credentials).
+    pub context: String,
+}
+
+/// Reads the kubeconfig the flags and environment point at (no network I/O).
+///
+/// Returns `Ok(None)` when there is none at all (no flag, no `KUBECONFIG` file that exists,
+/// no `~/.kube/config`).
+///
+/// Errors: a file cannot be read or parsed.
+pub fn read(selection: &Selection) -> Result<Option<(Kubeconfig, Source)>, Error> {
+    if let Some(path) = &selection.kubeconfig {
+        let source_name = Source::Flag(path.clone());
+        return match Kubeconfig::read_from(path) {
+            Ok(kc) => Ok(Some((kc, source_name))),
+            Err(error) => Err(Error::Read { source_name, error }),
+        };
+    }
+    if let Some(value) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        let paths: Vec<PathBuf> = std::env::split_paths(&value)
+            .filter(|p| !p.as_os_str().is_empty() && p.exists())
+            .collect();
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let mut merged = Kubeconfig::default();
+        for path in &paths {
+            let next = Kubeconfig::read_from(path).map_err(|error| Error::Read {
+                source_name: Source::Flag(path.clone()),
+                error,
+            })?;
+            merged = merged.merge(next).map_err(|error| Error::Read {
+                source_name: Source::Env(paths.clone()),
+                error,
+            })?;
+        }
+        return Ok(Some((merged, Source::Env(paths))));
+    }
+    match home_kubeconfig() {
+        Some(path) if path.exists() => {
+            let source_name = Source::Home(path.clone());
+            match Kubeconfig::read_from(&path) {
+                Ok(kc) => Ok(Some((kc, source_name))),
+                Err(error) => Err(Error::Read { source_name, error }),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+fn home_kubeconfig() -> Option<PathBuf> {
+    std::env::home_dir()
+        .filter(|h| !h.as_os_str().is_empty())
+        .map(|h| h.join(".kube").join("config"))
+}
+
+fn names<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<String> {
+    items.iter().map(|i| name(i).to_owned()).collect()
+}
+
+/// Checks the selection against the kubeconfig and returns the context to use (pure).
+///
+/// Errors: no context is selected, or a named context, cluster or user is not defined.
+pub fn resolve(kc: &Kubeconfig, source: &Source, selection: &Selection) -> Result<String, Error> {
+    let contexts = names(&kc.contexts, |c| &c.name);
+    let context = match selection.context.as_ref().or(kc.current_context.as_ref()) {
+        Some(c) if !c.is_empty() => c.clone(),
+        _ => {
+            return Err(Error::NoCurrentContext {
+                source_name: source.clone(),
+                available: contexts,
+            });
+        }
+    };
+    if !contexts.contains(&context) {
+        let hint = if selection.context.is_some() {
+            "; pass one of them with --context"
+        } else {
+            "; current-context names a context that does not exist: pass --context"
+        };
+        return Err(Error::NotDefined {
+            what: "context",
+            name: context,
+            source_name: source.clone(),
+            available: contexts,
+            hint,
+        });
+    }
+    let check = |what: &'static str, name: &Option<String>, defined: Vec<String>, hint| match name {
+        Some(n) if !defined.contains(n) => Err(Error::NotDefined {
+            what,
+            name: n.clone(),
+            source_name: source.clone(),
+            available: defined,
+            hint,
+        }),
+        _ => Ok(()),
+    };
+    check(
+        "cluster",
+        &selection.cluster,
+        names(&kc.clusters, |c| &c.name),
+        "; pass one of them with --cluster",
+    )?;
+    check(
+        "user",
+        &selection.user,
+        names(&kc.auth_infos, |u| &u.name),
+        "; pass one of them with --user",
+    )?;
+    Ok(context)
+}
+
+/// Loads the client configuration for `selection` (kubeconfig, then in-cluster credentials).
+///
+/// Errors: see [`Error`].
+pub async fn load(selection: &Selection) -> Result<Loaded, Error> {
+    let Some((kc, source)) = read(selection)? else {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            let config =
+                kube::Config::incluster().map_err(|e| Error::InCluster(e.to_string()))?;
+            return Ok(Loaded {
+                config,
+                context: "in-cluster".to_owned(),
+            });
+        }
+        return Err(Error::NotFound(searched()));
+    };
+    let context = resolve(&kc, &source, selection)?;
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        cluster: selection.cluster.clone(),
+        user: selection.user.clone(),
+    };
+    let config = kube::Config::from_custom_kubeconfig(kc, &options)
+        .await
+        .map_err(|error| Error::Invalid {
+            context: context.clone(),
+            source_name: source,
+            error,
+        })?;
+    Ok(Loaded { config, context })
+}
+
+/// What was looked for, for the "no kubeconfig found" message.
+fn searched() -> String {
+    match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        Some(v) => format!(
+            "none of the KUBECONFIG files exist: {}",
+            Path::new(&v).display()
+        ),
+        None => match home_kubeconfig() {
+            Some(p) => format!("KUBECONFIG is unset and {} does not exist", p.display()),
+            None => "KUBECONFIG is unset and there is no home directory".to_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_CONTEXTS: &str = "\
+apiVersion: v1
+kind: Config
+clusters:
+- name: live
+  cluster: {server: 'http://127.0.0.1:1'}
+- name: dead
+  cluster: {server: 'http://127.0.0.1:2'}
+users:
+- name: me
+  user: {}
+contexts:
+- name: live
+  context: {cluster: live, user: me}
+- name: dead
+  context: {cluster: dead, user: me}
+current-context: live
+";
+
+    fn source() -> Source {
+        Source::Flag("/tmp/kc".into())
+    }
+
+    fn kubeconfig(text: &str) -> Kubeconfig {
+        Kubeconfig::from_yaml(text).expect("kubeconfig")
+    }
+
+    #[test]
+    fn current_context_unless_overridden() {
+        let kc = kubeconfig(TWO_CONTEXTS);
+        let mut sel = Selection::default();
+        assert_eq!(resolve(&kc, &source(), &sel).expect("current"), "live");
+        sel.context = Some("dead".into());
+        assert_eq!(resolve(&kc, &source(), &sel).expect("flag"), "dead");
+    }
+
+    #[test]
+    fn unknown_names_list_the_available_ones() {
+        let kc = kubeconfig(TWO_CONTEXTS);
+        let sel = Selection {
+            context: Some("prod".into()),
+            ..Selection::default()
+        };
+        let err = resolve(&kc, &source(), &sel).expect_err("missing context");
+        assert_eq!(
+            err.to_string(),
+            "context \"prod\" not found in --kubeconfig /tmp/kc; available contexts: live, dead; \
+             pass one of them with --context"
+        );
+        let sel = Selection {
+            cluster: Some("nope".into()),
+            ..Selection::default()
+        };
+        let err = resolve(&kc, &source(), &sel).expect_err("missing cluster");
+        assert!(
+            err.to_string()
+                .contains("cluster \"nope\" not found in --kubeconfig /tmp/kc; available clusters: live, dead"),
+            "{err}"
+        );
+        let sel = Selection {
+            user: Some("you".into()),
+            ..Selection::default()
+        };
+        let err = resolve(&kc, &source(), &sel).expect_err("missing user");
+        assert!(err.to_string().contains("available users: me"), "{err}");
+    }
+
+    #[test]
+    fn no_current_context() {
+        let kc = kubeconfig(&TWO_CONTEXTS.replace("current-context: live\n", ""));
+        let err = resolve(&kc, &source(), &Selection::default()).expect_err("no context");
+        assert_eq!(
+            err.to_string(),
+            "no current context in --kubeconfig /tmp/kc; pass --context with one of: live, dead"
+        );
+        let dangling = kubeconfig(&TWO_CONTEXTS.replace("current-context: live", "current-context: gone"));
+        let err = resolve(&dangling, &source(), &Selection::default()).expect_err("dangling");
+        assert!(err.to_string().contains("current-context names a context that does not exist"), "{err}");
+    }
+
+    #[test]
+    fn flag_file_is_read_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config");
+        std::fs::write(&path, TWO_CONTEXTS).expect("write");
+        let sel = Selection {
+            kubeconfig: Some(path.clone()),
+            ..Selection::default()
+        };
+        let (kc, source) = read(&sel).expect("read").expect("found");
+        assert_eq!(kc.contexts.len(), 2);
+        assert_eq!(source, Source::Flag(path));
+        let missing = Selection {
+            kubeconfig: Some(dir.path().join("absent")),
+            ..Selection::default()
+        };
+        let err = read(&missing).expect_err("missing file");
+        assert!(err.to_string().starts_with("reading kubeconfig --kubeconfig "), "{err}");
+    }
+}

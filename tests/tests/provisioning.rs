@@ -1,0 +1,260 @@
+//! Provisioning end to end: node ownership, in-flight capacity, limits, and bad input.
+
+use std::time::Duration;
+
+use controller::scheduling::resources::Resources;
+use serde_json::Value;
+use tests::{Options, TestCluster, condition, deployment};
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_controller_never_creates_a_node() {
+    let c = TestCluster::start(&deployment("web", 12, "900m", "1Gi"), Options::default()).await;
+    let o = c
+        .wait_for("settled", SETTLE, |o| o.pods_bound == 12 && o.settled())
+        .await;
+    assert!(o.claims_total >= 1);
+    let nodes = c.objects("", "nodes");
+    assert_eq!(
+        nodes.len(),
+        o.claims_total,
+        "one node per NodeClaim, registered by kubelets"
+    );
+    let audit = c.cluster.sandbox.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|e| e.method == "POST" && e.path == "/apis/karpenter.sh/v1/nodeclaims"),
+        "the controller created NodeClaims over HTTP"
+    );
+    let node_creates: Vec<_> = audit
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.starts_with("/api/v1/nodes"))
+        .collect();
+    assert!(
+        node_creates.is_empty(),
+        "no client created a Node: {node_creates:?}"
+    );
+    // Every node is matched to its NodeClaim by providerID and owned by it.
+    for claim in c.nodeclaims() {
+        let pid = claim["status"]["providerID"].as_str().expect("launched");
+        let node = nodes
+            .iter()
+            .find(|n| n["spec"]["providerID"] == pid)
+            .expect("node with the claim's providerID");
+        assert_eq!(
+            node["metadata"]["ownerReferences"][0]["uid"],
+            claim["metadata"]["uid"]
+        );
+        assert_eq!(
+            node["metadata"]["labels"]["karpenter.sh/initialized"],
+            "true"
+        );
+        assert!(
+            node["spec"]["taints"]
+                .as_array()
+                .is_none_or(|t| t.iter().all(|t| t["key"] != "karpenter.sh/unregistered"))
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_batch_uses_in_flight_capacity() {
+    // Nodes take 15s to register, so the first NodeClaim stays in flight during the second batch.
+    let opts = Options {
+        registration_delay: Duration::from_secs(15),
+        ..Options::default()
+    };
+    let c = TestCluster::start(&deployment("first", 2, "1", "512Mi"), opts).await;
+    c.eventually("first nodeclaim launched", SETTLE, |c| {
+        c.nodeclaims()
+            .iter()
+            .any(|n| condition(n, "Launched").as_deref() == Some("True"))
+    })
+    .await;
+    let claim = c.nodeclaims().remove(0);
+    let allocatable = Resources::from_list(
+        &serde_json::from_value(claim["status"]["allocatable"].clone()).expect("allocatable"),
+    )
+    .expect("quantities");
+    assert!(
+        allocatable.cpu >= 2500,
+        "the launched type has room for another 500m: {allocatable}"
+    );
+    assert!(c.objects("", "nodes").is_empty(), "still in flight");
+    let second = c
+        .kubectl(
+            &["apply", "-f", "-"],
+            Some(&deployment("second", 1, "500m", "256Mi")),
+        )
+        .await;
+    assert!(second.status.success());
+    // The second pod is nominated to the in-flight NodeClaim, not to new capacity.
+    let claim_name = claim["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    c.eventually("second pod nominated", SETTLE, |c| {
+        c.objects("", "events").iter().any(|e| {
+            e["reason"] == "Nominated"
+                && e.pointer("/involvedObject/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n.starts_with("second-"))
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&claim_name))
+        })
+    })
+    .await;
+    assert_eq!(
+        c.nodeclaims().len(),
+        1,
+        "no new NodeClaim for pods in-flight capacity covers"
+    );
+    let o = c
+        .wait_for("all bound", SETTLE, |o| o.pods_bound == 3 && o.settled())
+        .await;
+    assert_eq!(o.claims_total, 1);
+}
+
+const LIMITED_POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: limited
+spec:
+  limits:
+    cpu: "8"
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodepool_limits_hold() {
+    let yaml = format!("{LIMITED_POOL}---\n{}", deployment("big", 20, "1", "512Mi"));
+    let c = TestCluster::start(&yaml, Options::default()).await;
+    c.eventually("a pod reports the limit", SETTLE, |c| {
+        c.objects("", "events").iter().any(|e| {
+            e["reason"] == "FailedScheduling"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("exceed limits for nodepool"))
+        })
+    })
+    .await;
+    c.wait_for("claims initialized", SETTLE, |o| {
+        o.claims_total > 0 && o.claims_initialized == o.claims_total
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut total = Resources::default();
+    for claim in c.nodeclaims() {
+        let cap = Resources::from_list(
+            &serde_json::from_value(claim["status"]["capacity"].clone()).expect("capacity"),
+        )
+        .expect("quantities");
+        total.add(&cap);
+    }
+    assert!(
+        total.cpu <= 8000,
+        "launched {} cpu under an 8 cpu limit",
+        total.cpu
+    );
+    let o = c.cluster.observe();
+    assert!(
+        o.pods_bound < 20 && o.pods_bound > 0,
+        "some pods run, the rest wait: {o:?}"
+    );
+    let pool = c.objects("karpenter.sh", "nodepools").remove(0);
+    assert_eq!(condition(&pool, "Ready").as_deref(), Some("True"));
+}
+
+const INVALID_POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: broken
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: ["lots"]}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_invalid_nodepool_is_not_ready_and_launches_nothing() {
+    let ec2nodeclass = controller::operator::workload::DEFAULT_NODEPOOL
+        .split("---")
+        .nth(1)
+        .expect("node class document");
+    let yaml = format!(
+        "{INVALID_POOL}---{ec2nodeclass}---\n{}",
+        deployment("web", 2, "100m", "64Mi")
+    );
+    let c = TestCluster::start(&yaml, Options::default()).await;
+    c.eventually("nodepool validated", SETTLE, |c| {
+        c.objects("karpenter.sh", "nodepools")
+            .iter()
+            .any(|p| condition(p, "ValidationSucceeded").as_deref() == Some("False"))
+    })
+    .await;
+    let pool = c.objects("karpenter.sh", "nodepools").remove(0);
+    assert_eq!(condition(&pool, "Ready").as_deref(), Some("False"));
+    let validation = pool["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|x| x["type"] == "ValidationSucceeded"))
+        .cloned()
+        .expect("condition");
+    assert_eq!(validation["reason"], "NodePoolValidationFailed");
+    assert!(
+        validation["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("requirements")),
+        "{validation}"
+    );
+    c.eventually("pods told why", SETTLE, |c| {
+        c.objects("", "events")
+            .iter()
+            .any(|e| e["reason"] == "FailedScheduling" && e["source"]["component"] == "karpenter")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        c.nodeclaims().is_empty(),
+        "an invalid NodePool launches nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pod_no_instance_type_fits_gets_an_event_saying_why() {
+    let c = TestCluster::start(&deployment("huge", 1, "5000", "1Gi"), Options::default()).await;
+    c.eventually("FailedScheduling event", SETTLE, |c| {
+        c.objects("", "events").iter().any(|e| {
+            e["reason"] == "FailedScheduling"
+                && e["source"]["component"] == "karpenter"
+                && e["message"].as_str().is_some_and(|m| {
+                    m.contains("no instance type has enough resources") && m.contains("cpu: 5000")
+                })
+        })
+    })
+    .await;
+    let o = c
+        .wait_for("settled with the pod unschedulable", SETTLE, |o| {
+            o.settled()
+        })
+        .await;
+    assert_eq!(o.pending.len(), 1);
+    assert!(
+        o.pending[0]
+            .reason
+            .contains("incompatible with nodepool \"default\""),
+        "{:?}",
+        o.pending
+    );
+    assert_eq!(o.claims_total, 0);
+}
