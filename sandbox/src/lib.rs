@@ -8,6 +8,7 @@ pub mod patch;
 pub mod pods;
 pub mod registry;
 pub mod runtime;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod store;

@@ -45,6 +45,8 @@ pub struct ResourceType {
     pub printer_columns: Option<Vec<PrinterColumn>>,
     /// Name of the CustomResourceDefinition that registered this type.
     pub crd: Option<String>,
+    /// The CRD version's `openAPIV3Schema`, applied on every write.
+    pub schema: Option<std::sync::Arc<Value>>,
 }
 
 /// The storage identity of a resource type: group and plural (one stored version per type).
@@ -292,6 +294,7 @@ fn built_in_type(b: &BuiltIn) -> ResourceType {
         scale,
         printer_columns: None,
         crd: None,
+        schema: None,
     }
 }
 
@@ -428,6 +431,10 @@ impl Registry {
                 scale,
                 printer_columns: Some(printer_columns),
                 crd: Some(name.clone()),
+                schema: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .cloned()
+                    .map(std::sync::Arc::new),
             };
             self.types.insert(
                 (rt.group.clone(), rt.version.clone(), rt.plural.clone()),

@@ -247,8 +247,20 @@ impl Store {
     /// Errors: 409 AlreadyExists, 404 when the namespace does not exist, 400/422 for a malformed
     /// object.
     pub fn create(&self, rt: &ResourceType, namespace: &str, obj: Value) -> ApiResult<Arc<Value>> {
+        self.create_with(rt, namespace, obj, false)
+    }
+
+    /// [`Store::create`], refusing unknown fields of custom resources when `strict`
+    /// (`fieldValidation=Strict`) instead of pruning them.
+    pub fn create_with(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        obj: Value,
+        strict: bool,
+    ) -> ApiResult<Arc<Value>> {
         let mut inner = self.lock();
-        inner.create(rt, namespace, obj, &self.events)
+        inner.create(rt, namespace, obj, strict, &self.events)
     }
 
     /// Get one object. Errors: 404.
@@ -293,8 +305,21 @@ impl Store {
         obj: Value,
         sub: Subresource,
     ) -> ApiResult<Arc<Value>> {
+        self.update_with(rt, namespace, name, obj, sub, false)
+    }
+
+    /// [`Store::update`] with strict field validation when `strict`.
+    pub fn update_with(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        obj: Value,
+        sub: Subresource,
+        strict: bool,
+    ) -> ApiResult<Arc<Value>> {
         let mut inner = self.lock();
-        inner.update(rt, namespace, name, obj, sub, &self.events)
+        inner.update(rt, namespace, name, obj, sub, strict, &self.events)
     }
 
     /// Apply a PATCH body to an object. Server-side apply (`Apply`) creates a missing object.
@@ -307,6 +332,21 @@ impl Store {
         patch: &Value,
         sub: Subresource,
     ) -> ApiResult<Arc<Value>> {
+        self.patch_with(rt, namespace, name, patch_type, patch, sub, false)
+    }
+
+    /// [`Store::patch`] with strict field validation when `strict`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_with(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        sub: Subresource,
+        strict: bool,
+    ) -> ApiResult<Arc<Value>> {
         let mut inner = self.lock();
         let current = match inner.find(rt, namespace, name) {
             Some(o) => o,
@@ -314,7 +354,7 @@ impl Store {
                 let mut obj = apply_patch(patch_type, &rt.group, &rt.kind, &json!({}), patch)
                     .map_err(|e| ApiError::new(Reason::BadRequest, e.to_string()))?;
                 obj["metadata"]["name"] = json!(name);
-                return inner.create(rt, namespace, obj, &self.events);
+                return inner.create(rt, namespace, obj, strict, &self.events);
             }
             None => return Err(ApiError::not_found(&rt.qualified(), name)),
         };
@@ -346,7 +386,7 @@ impl Store {
                 }
             }
         }
-        inner.update(rt, namespace, name, patched, sub, &self.events)
+        inner.update(rt, namespace, name, patched, sub, strict, &self.events)
     }
 
     /// Read-modify-write an object atomically (in-process actors: no conflicts possible).
@@ -371,7 +411,7 @@ impl Store {
         if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }
-        inner.update(rt, namespace, name, obj, sub, &self.events)
+        inner.update(rt, namespace, name, obj, sub, false, &self.events)
     }
 
     /// Delete an object: with finalizers it only gets a deletionTimestamp; otherwise it is
@@ -505,6 +545,7 @@ impl Inner {
         rt: &ResourceType,
         namespace: &str,
         mut obj: Value,
+        strict: bool,
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) -> ApiResult<Arc<Value>> {
         if !obj.is_object() {
@@ -590,6 +631,7 @@ impl Inner {
             o.remove("status");
         }
         admission::on_create(rt, &mut obj)?;
+        check_schema(rt, &name, &mut obj, strict)?;
         if admission::is_crd(rt) {
             let registered = self
                 .registry
@@ -614,6 +656,7 @@ impl Inner {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn update(
         &mut self,
         rt: &ResourceType,
@@ -621,6 +664,7 @@ impl Inner {
         name: &str,
         mut obj: Value,
         sub: Subresource,
+        strict: bool,
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) -> ApiResult<Arc<Value>> {
         if !obj.is_object() {
@@ -720,6 +764,7 @@ impl Inner {
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
+        check_schema(rt, name, &mut obj, strict)?;
         let key = Inner::object_key(rt, namespace, name);
         let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
         let finalizers_empty = obj
@@ -948,6 +993,45 @@ fn current_without_rv<'a>(
         }
     }
     std::borrow::Cow::Owned(c)
+}
+
+/// Apply a custom resource's schema: defaults, pruning, validation (422 on failure; unknown
+/// fields are an error only under strict field validation).
+fn check_schema(rt: &ResourceType, name: &str, obj: &mut Value, strict: bool) -> ApiResult<()> {
+    let Some(schema) = rt.schema.as_deref() else {
+        return Ok(());
+    };
+    let outcome = crate::schema::process(obj, schema);
+    let mut causes: Vec<(String, String)> = outcome
+        .errors
+        .into_iter()
+        .map(|e| (e.field, e.message))
+        .collect();
+    if strict {
+        causes.extend(
+            outcome
+                .unknown
+                .into_iter()
+                .map(|f| (f.clone(), format!("unknown field \"{f}\""))),
+        );
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
+    let summary = if listed.len() == 1 {
+        listed[0].clone()
+    } else {
+        format!("[{}]", listed.join(", "))
+    };
+    Err(ApiError {
+        reason: Reason::Invalid,
+        message: format!("{}.{} \"{name}\" is invalid: {summary}", rt.kind, rt.group),
+        details: Some(json!({
+            "name": name, "group": rt.group, "kind": rt.kind,
+            "causes": causes.iter().map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f})).collect::<Vec<_>>(),
+        })),
+    })
 }
 
 fn without_meta_and_status(obj: &Value) -> Value {

@@ -43,6 +43,12 @@ impl Request {
         matches!(self.param(name), Some("true" | "1"))
     }
 
+    /// Whether the client asked for strict field validation (`fieldValidation=Strict`, kubectl's
+    /// default), which turns unknown fields of custom resources into errors.
+    pub fn strict(&self) -> bool {
+        self.param("fieldValidation") == Some("Strict")
+    }
+
     /// Whether the client asked for a server-side Table.
     pub fn wants_table(&self) -> bool {
         self.accept.contains("as=Table")

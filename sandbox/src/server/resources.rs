@@ -35,12 +35,13 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         (&Method::GET, None) => list(store, t, req),
         (&Method::POST, None) => {
             let body = req.json_body()?;
-            let created = store.create(&t.rt, ns, body)?;
+            let created = store.create_with(&t.rt, ns, body, req.strict())?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
         (&Method::PUT, Some(name)) => {
             let body = req.json_body()?;
-            let updated = store.update(&t.rt, ns, name, body, Subresource::Main)?;
+            let updated =
+                store.update_with(&t.rt, ns, name, body, Subresource::Main, req.strict())?;
             Ok(json_response(StatusCode::OK, &updated))
         }
         (&Method::PATCH, Some(name)) => {
@@ -100,7 +101,7 @@ pub(crate) fn patch(
         )
     })?;
     let body = req.json_body()?;
-    store.patch(rt, ns, name, patch_type, &body, sub)
+    store.patch_with(rt, ns, name, patch_type, &body, sub, req.strict())
 }
 
 fn selectors(req: &Request) -> ApiResult<(kube::core::Selector, FieldSelector)> {
