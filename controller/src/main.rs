@@ -43,6 +43,27 @@ fn init_tracing(level: &str) {
         .init();
 }
 
+/// On a terminal the sandbox redraws its progress line in place, so logs go to a file.
+fn init_sandbox_tracing(level: &str) {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return init_tracing(level);
+    }
+    let path = std::env::temp_dir().join(format!("karpenter-sandbox-{}.log", std::process::id()));
+    match std::fs::File::create(&path) {
+        Ok(file) => {
+            let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+            eprintln!("karpenter sandbox: logs in {}", path.display());
+        }
+        Err(_) => init_tracing(level),
+    }
+}
+
 async fn run(args: RunArgs) -> ExitCode {
     let settings = match args.controller.settings() {
         Ok(s) => s,
@@ -90,7 +111,7 @@ async fn main() -> ExitCode {
             run(args).await
         }
         Command::Sandbox(args) => {
-            init_tracing(&args.controller.log_level);
+            init_sandbox_tracing(&args.controller.log_level);
             operator::sandbox::run(*args).await
         }
     }

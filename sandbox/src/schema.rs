@@ -106,10 +106,10 @@ fn apply_defaults(obj: &mut Map<String, Value>, schema: &Value) {
         return;
     };
     for (k, sub) in props {
-        if !obj.contains_key(k) {
-            if let Some(d) = sub.get("default") {
-                obj.insert(k.clone(), d.clone());
-            }
+        if !obj.contains_key(k)
+            && let Some(d) = sub.get("default")
+        {
+            obj.insert(k.clone(), d.clone());
         }
     }
 }
@@ -121,13 +121,13 @@ fn check_required(obj: &Map<String, Value>, schema: &Value, path: &str, out: &mu
         .into_iter()
         .flatten()
     {
-        if let Some(key) = r.as_str() {
-            if !obj.contains_key(key) {
-                out.errors.push(FieldError {
-                    field: join(path, key),
-                    message: "Required value".into(),
-                });
-            }
+        if let Some(key) = r.as_str()
+            && !obj.contains_key(key)
+        {
+            out.errors.push(FieldError {
+                field: join(path, key),
+                message: "Required value".into(),
+            });
         }
     }
 }
@@ -173,14 +173,14 @@ fn walk(value: &mut Value, schema: &Value, path: &str, out: &mut Outcome) {
             return;
         }
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
-            let list: Vec<String> = allowed.iter().map(ToString::to_string).collect();
-            err(format!(
-                "Unsupported value: {value}: supported values: {}",
-                list.join(", ")
-            ));
-        }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        err(format!(
+            "Unsupported value: {value}: supported values: {}",
+            list.join(", ")
+        ));
     }
     match value {
         Value::String(s) => {
@@ -201,12 +201,12 @@ fn walk(value: &mut Value, schema: &Value, path: &str, out: &mut Outcome) {
                     "Invalid value: \"{s}\": {path} in body should be at least {min} chars long"
                 ));
             }
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
-                if regex(p).is_some_and(|re| !re.is_match(s)) {
-                    err(format!(
-                        "Invalid value: \"{s}\": {path} in body should match '{p}'"
-                    ));
-                }
+            if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+                && regex(p).is_some_and(|re| !re.is_match(s))
+            {
+                err(format!(
+                    "Invalid value: \"{s}\": {path} in body should match '{p}'"
+                ));
             }
         }
         Value::Number(n) => {

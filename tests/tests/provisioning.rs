@@ -258,3 +258,68 @@ async fn a_pod_no_instance_type_fits_gets_an_event_saying_why() {
     );
     assert_eq!(o.claims_total, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_nodeclaim_drains_and_replaces_its_capacity() {
+    let c = TestCluster::start(&deployment("web", 4, "500m", "256Mi"), Options::default()).await;
+    c.wait_for("settled", SETTLE, |o| o.pods_bound == 4 && o.settled())
+        .await;
+    let old = c.nodeclaims().remove(0);
+    let old_name = old["metadata"]["name"].as_str().expect("name").to_string();
+    let old_node = old["status"]["nodeName"]
+        .as_str()
+        .expect("registered")
+        .to_string();
+    let old_pid = old["status"]["providerID"]
+        .as_str()
+        .expect("launched")
+        .to_string();
+    c.kubectl_ok(&["delete", "nodeclaim", &old_name, "--wait=false"])
+        .await;
+    // The finalizers drain the node, terminate the instance and let both objects go; the
+    // evicted pods come back and get new capacity.
+    c.eventually("old claim and node gone", SETTLE, |c| {
+        c.nodeclaims()
+            .iter()
+            .all(|n| n["metadata"]["name"] != old_name.as_str())
+            && c.objects("", "nodes")
+                .iter()
+                .all(|n| n["metadata"]["name"] != old_node.as_str())
+    })
+    .await;
+    assert!(
+        c.cluster
+            .cloud
+            .instances()
+            .iter()
+            .all(|i| i.provider_id != old_pid),
+        "instance terminated"
+    );
+    let o = c
+        .wait_for("pods back on new capacity", SETTLE, |o| {
+            o.pods_bound == 4 && o.settled()
+        })
+        .await;
+    assert!(o.claims_total >= 1);
+    let evicted = c
+        .objects("", "events")
+        .iter()
+        .filter(|e| e["reason"] == "Evicted")
+        .count();
+    assert!(evicted >= 1, "pods were evicted through the eviction API");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_nodepool_removes_its_nodeclaims_and_instances() {
+    let c = TestCluster::start(&deployment("web", 2, "500m", "256Mi"), Options::default()).await;
+    c.wait_for("settled", SETTLE, |o| o.pods_bound == 2 && o.settled())
+        .await;
+    assert!(!c.cluster.cloud.instances().is_empty());
+    c.kubectl_ok(&["delete", "nodepool", "default"]).await;
+    c.eventually("claims, nodes and instances gone", SETTLE, |c| {
+        c.nodeclaims().is_empty()
+            && c.objects("", "nodes").is_empty()
+            && c.cluster.cloud.instances().is_empty()
+    })
+    .await;
+}

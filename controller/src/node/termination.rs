@@ -11,7 +11,6 @@ use crds::labels::{
     EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_VALUE, TERMINATION_FINALIZER, disrupted_no_schedule_taint,
 };
 use crds::{NodeClaim, NodeClaimStatus};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
@@ -22,19 +21,9 @@ use serde_json::json;
 use crate::cloudprovider::CloudError;
 use crate::operator::Context;
 use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use crate::operator::reconcile::{ReconcileError, drive};
 use crate::scheduling::pod::{is_owned_by, is_terminal};
 use crate::scheduling::taints::tolerates;
-
-/// Errors of one reconcile; retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum TerminationError {
-    /// An API call failed.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// The cloud failed.
-    #[error("cloud provider: {0}")]
-    Cloud(#[from] CloudError),
-}
 
 /// Pods that block the drain: active, not owned by a DaemonSet or the node itself, and not
 /// tolerating the disrupted taint.
@@ -54,20 +43,15 @@ pub fn drainable(pod: &Pod) -> bool {
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    Controller::new(nodes, watcher::Config::default())
-        .run(
-            reconcile,
-            |_node, err, _ctx| {
-                tracing::warn!(error = %err, "node termination failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            },
-            ctx,
-        )
-        .for_each(|_| async {})
-        .await;
+    drive(
+        Controller::new(nodes, watcher::Config::default()),
+        reconcile,
+        ctx,
+    )
+    .await;
 }
 
-async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, TerminationError> {
+async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
     if node.metadata.deletion_timestamp.is_none()
         || !finalizers.iter().any(|f| f == TERMINATION_FINALIZER)

@@ -11,8 +11,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::lifecycle::LifecycleError;
 use crate::operator::Context;
+use crate::operator::reconcile::ReconcileError;
 use crate::scheduling::resources::Resources;
 use crate::scheduling::taints::taint_string;
 
@@ -71,7 +71,7 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
 /// Mark the NodeClaim Initialized when its node is ready for pods.
 ///
 /// Errors: the node label patch failed.
-pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), LifecycleError> {
+pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), ReconcileError> {
     let now = ctx.clock.now();
     let provider_id = claim
         .status

@@ -6,10 +6,11 @@ use crds::conditions::LAUNCHED;
 use crds::{NodeClaim, StatusConditions};
 use serde_json::json;
 
-use super::lifecycle::{LifecycleError, delete_claim, patch_metadata};
+use super::lifecycle::{delete_claim, patch_metadata};
 use crate::cloudprovider::CloudError;
 use crate::operator::Context;
 use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use crate::operator::reconcile::ReconcileError;
 
 /// What a launch attempt led to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +29,7 @@ const MAX_MESSAGE: usize = 300;
 /// Launch the instance for a NodeClaim that is not Launched yet.
 ///
 /// Errors: API failures writing labels or deleting the NodeClaim.
-pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, LifecycleError> {
+pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, ReconcileError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let class_name = claim.spec.node_class_ref.name.clone();
     let node_class = ctx

@@ -9,7 +9,6 @@ use std::time::Duration;
 use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::labels::TERMINATION_FINALIZER;
 use crds::{NodeClaim, StatusConditions};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -20,25 +19,17 @@ use serde_json::json;
 
 use super::{initialization, launch, registration, termination};
 use crate::operator::Context;
-
-/// Errors of one reconcile; all are retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum LifecycleError {
-    /// An API call failed.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// A cloud call failed in a way that needs a retry.
-    #[error("cloud provider: {0}")]
-    Cloud(#[from] crate::cloudprovider::CloudError),
-}
+use crate::operator::reconcile::{ReconcileError, drive};
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let state = ctx.state.clone();
-    Controller::new(claims, watcher::Config::default())
-        .watches(nodes, watcher::Config::default(), move |node: Node| {
+    let controller = Controller::new(claims, watcher::Config::default()).watches(
+        nodes,
+        watcher::Config::default(),
+        move |node: Node| {
             // A node maps to the NodeClaim with its providerID.
             let pid = node.spec.and_then(|s| s.provider_id);
             state
@@ -50,24 +41,9 @@ pub async fn run(ctx: Arc<Context>) {
                 })
                 .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
                 .collect::<Vec<_>>()
-        })
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "nodeclaim reconcile");
-            }
-        })
-        .await;
-}
-
-fn error_policy(claim: Arc<NodeClaim>, err: &LifecycleError, _ctx: Arc<Context>) -> Action {
-    // A conflict means the object changed under us: retry soon with the fresh version.
-    if matches!(err, LifecycleError::Kube(kube::Error::Api(e)) if e.code == 409) {
-        tracing::debug!(nodeclaim = ?claim.metadata.name, error = %err, "conflict; retrying");
-        return Action::requeue(Duration::from_millis(200));
-    }
-    tracing::warn!(nodeclaim = ?claim.metadata.name, error = %err, "nodeclaim lifecycle failed; retrying");
-    Action::requeue(Duration::from_secs(5))
+        },
+    );
+    drive(controller, reconcile, ctx).await;
 }
 
 /// Merge-patch a NodeClaim's labels and finalizers.
@@ -96,7 +72,7 @@ pub(crate) async fn delete_claim(ctx: &Context, name: &str) -> Result<(), kube::
     }
 }
 
-async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, LifecycleError> {
+async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
     if obj.metadata.deletion_timestamp.is_some() {
         return termination::finalize(&ctx, &obj).await;

@@ -16,9 +16,9 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::lifecycle::LifecycleError;
 use crate::operator::Context;
 use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use crate::operator::reconcile::ReconcileError;
 
 /// The patch that makes a registered node Karpenter's: a JSON merge patch carrying the node's
 /// resourceVersion, so a concurrent change conflicts instead of being overwritten. `None` when
@@ -98,7 +98,7 @@ pub fn registration_patch(claim: &NodeClaim, node: &Node) -> Option<Value> {
 /// Register the node for a launched NodeClaim, if it has appeared.
 ///
 /// Errors: the node patch failed (retried; a conflict means the node changed meanwhile).
-pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), LifecycleError> {
+pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), ReconcileError> {
     let now = ctx.clock.now();
     let provider_id = claim
         .status

@@ -13,14 +13,15 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::lifecycle::{LifecycleError, patch_metadata};
+use super::lifecycle::patch_metadata;
 use crate::cloudprovider::CloudError;
 use crate::operator::Context;
+use crate::operator::reconcile::ReconcileError;
 
 /// Run the finalizer of a deleting NodeClaim.
 ///
 /// Errors: API or cloud failures (retried).
-pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, LifecycleError> {
+pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, ReconcileError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {

@@ -12,7 +12,6 @@ use crds::conditions::{
 };
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
 use crds::{EC2NodeClass, StatusConditions};
-use futures::StreamExt;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -21,6 +20,7 @@ use serde_json::json;
 
 use crate::operator::Context;
 use crate::operator::events::{EventSpec, EventType, reason, reference};
+use crate::operator::reconcile::{ReconcileError, drive};
 
 /// Selectors are re-resolved at least this often (upstream refreshes subnets every minute).
 const RESYNC: Duration = Duration::from_secs(60);
@@ -28,20 +28,15 @@ const RESYNC: Duration = Duration::from_secs(60);
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-    Controller::new(classes, watcher::Config::default())
-        .run(
-            reconcile,
-            |_c, err, _ctx| {
-                tracing::warn!(error = %err, "ec2nodeclass status failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            },
-            ctx,
-        )
-        .for_each(|_| async {})
-        .await;
+    drive(
+        Controller::new(classes, watcher::Config::default()),
+        reconcile,
+        ctx,
+    )
+    .await;
 }
 
-async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     let finalizers = obj.metadata.finalizers.clone().unwrap_or_default();

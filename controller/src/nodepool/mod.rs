@@ -10,7 +10,6 @@ use std::time::Duration;
 use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
 use crds::validation::{VALIDATION_FAILED_REASON, summarize, validate_nodepool};
 use crds::{EC2NodeClass, NodePool, StatusConditions};
-use futures::StreamExt;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -19,6 +18,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::operator::Context;
+use crate::operator::reconcile::{ReconcileError, drive};
 use crate::scheduling::resources::Resources;
 use crate::state::snapshot::nodepool_of;
 
@@ -47,7 +47,7 @@ pub async fn run(ctx: Arc<Context>) {
     let pools: Api<NodePool> = Api::all(ctx.client.clone());
     let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     let state = ctx.state.clone();
-    Controller::new(pools, watcher::Config::default())
+    let controller = Controller::new(pools, watcher::Config::default())
         // A node class change re-evaluates the NodePools that use it.
         .watches(
             classes,
@@ -62,20 +62,11 @@ pub async fn run(ctx: Arc<Context>) {
                     .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
                     .collect::<Vec<_>>()
             },
-        )
-        .run(
-            reconcile,
-            |_p, err, _c| {
-                tracing::warn!(error = %err, "nodepool status failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            },
-            ctx,
-        )
-        .for_each(|_| async {})
-        .await;
+        );
+    drive(controller, reconcile, ctx).await;
 }
 
-async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     if obj.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

@@ -3,6 +3,7 @@
 
 pub mod events;
 pub mod options;
+pub mod reconcile;
 pub mod report;
 pub mod sandbox;
 pub mod workload;

@@ -88,6 +88,16 @@ impl KubeScheduler {
         Ok(compiled)
     }
 
+    /// Forget compiled pods that are gone, once the cache holds many more than the live pods.
+    fn prune<'a>(&self, live: impl Iterator<Item = &'a Arc<Pod>>) {
+        let live: std::collections::HashSet<&str> =
+            live.filter_map(|p| p.metadata.uid.as_deref()).collect();
+        let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() > 2 * live.len() + 1024 {
+            cache.retain(|uid, _| live.contains(uid.as_str()));
+        }
+    }
+
     fn node_state(node: &Node) -> Option<NodeState> {
         if node.metadata.deletion_timestamp.is_some() {
             return None;
@@ -203,6 +213,7 @@ impl PodPlacer for KubeScheduler {
                 states[i].used.add(&c.info.requests);
             }
         }
+        self.prune(pending.iter().chain(bound.iter()));
         let total = states.len();
         pending
             .iter()

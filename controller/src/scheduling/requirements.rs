@@ -436,6 +436,19 @@ impl Requirements {
         Ok(())
     }
 
+    /// Requirements from a NodePool's or NodeClaim's requirement list; entries that do not parse
+    /// are skipped (NodePool validation reports them).
+    pub fn from_api(list: &[crds::NodeSelectorRequirementWithMinValues]) -> Requirements {
+        let mut reqs = Requirements::new();
+        for r in list {
+            if let Ok(mut req) = Requirement::parse(&r.key, r.operator.as_str(), &r.values) {
+                req.min_values = r.min_values.and_then(|m| usize::try_from(m).ok());
+                reqs.add(req);
+            }
+        }
+        reqs
+    }
+
     /// Labels implied by single-valued `In` requirements.
     pub fn labels(&self) -> BTreeMap<String, String> {
         self.0

@@ -33,18 +33,6 @@ pub struct Snapshot {
     pub daemonsets: Vec<Arc<DaemonSet>>,
 }
 
-/// A NodeClaim's requirements in the scheduler's algebra (unparseable ones are skipped: the
-/// NodePool's validation reports them).
-pub fn claim_requirements(claim: &NodeClaim) -> Requirements {
-    let mut reqs = Requirements::new();
-    for r in &claim.spec.requirements {
-        if let Ok(req) = Requirement::parse(&r.key, r.operator.as_str(), &r.values) {
-            reqs.add(req);
-        }
-    }
-    reqs
-}
-
 /// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).
 pub fn nodepool_of(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
     labels
@@ -132,7 +120,7 @@ impl Snapshot {
                 None => smallest_option(claim, types),
             };
             available.sub(&overhead);
-            let mut reqs = claim_requirements(claim);
+            let mut reqs = Requirements::from_api(&claim.spec.requirements);
             for (k, v) in claim.metadata.labels.iter().flatten() {
                 reqs.add(Requirement::is_in(k, [v.clone()]));
             }

@@ -22,7 +22,7 @@ use self::catalog::{Catalog, REGION};
 use self::network::SimNetwork;
 use super::{CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution};
 use crate::clock::Clock;
-use crate::scheduling::requirements::{Requirement, Requirements};
+use crate::scheduling::requirements::Requirements;
 use crate::scheduling::resources::Resources;
 
 /// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache TTL).
@@ -199,18 +199,6 @@ impl SimCloud {
     }
 }
 
-/// A NodeClaim's requirements in the scheduler's algebra (invalid ones are skipped; the
-/// NodePool validation reports them).
-fn claim_requirements(claim: &NodeClaim) -> Requirements {
-    let mut reqs = Requirements::new();
-    for r in &claim.spec.requirements {
-        if let Ok(req) = Requirement::parse(&r.key, r.operator.as_str(), &r.values) {
-            reqs.add(req);
-        }
-    }
-    reqs
-}
-
 /// The instance-type names a NodeClaim allows, in the order it lists them (cheapest first).
 fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
     claim
@@ -254,7 +242,7 @@ impl CloudProvider for SimCloud {
             .iter()
             .map(|s| s.zone.clone())
             .collect();
-        let reqs = claim_requirements(claim);
+        let reqs = Requirements::from_api(&claim.spec.requirements);
         let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
         let types = self.types_for(&mut state, &zones);
         let by_name: HashMap<&str, &Arc<InstanceType>> =
