@@ -284,3 +284,57 @@ async fn schema_violations_are_refused_like_kube_apiserver() {
         "schema defaults are applied"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_drain_respects_pod_disruption_budgets() {
+    let c = TestCluster::start(
+        &deployment("guarded", 2, "250m", "128Mi"),
+        Options::default(),
+    )
+    .await;
+    c.wait_for("settled", SETTLE, |o| o.pods_bound == 2 && o.settled())
+        .await;
+    let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guarded}\nspec:\n  minAvailable: 2\n  selector: {matchLabels: {app: guarded}}\n";
+    let created = c.kubectl(&["apply", "-f", "-"], Some(pdb)).await;
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    c.eventually("pdb status computed", SETTLE, |c| {
+        c.objects("policy", "poddisruptionbudgets")
+            .iter()
+            .any(|p| p["status"]["currentHealthy"] == 2)
+    })
+    .await;
+    let node = c.objects("", "nodes")[0]["metadata"]["name"]
+        .as_str()
+        .expect("node")
+        .to_string();
+    let blocked = c
+        .kubectl(
+            &["drain", &node, "--ignore-daemonsets", "--timeout=4s"],
+            None,
+        )
+        .await;
+    assert!(!blocked.status.success(), "the budget blocks the drain");
+    let stderr = String::from_utf8_lossy(&blocked.stderr);
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget"),
+        "{stderr}"
+    );
+    let pdbs = c.kubectl_ok(&["get", "pdb", "guarded"]).await;
+    assert!(
+        pdbs.contains("MIN AVAILABLE") && pdbs.contains("guarded"),
+        "{pdbs}"
+    );
+    c.kubectl_ok(&["delete", "pdb", "guarded"]).await;
+    c.kubectl_ok(&["drain", &node, "--ignore-daemonsets", "--timeout=30s"])
+        .await;
+    let left: Vec<Value> = c
+        .objects("", "pods")
+        .into_iter()
+        .filter(|p| p["spec"]["nodeName"] == node.as_str())
+        .collect();
+    assert!(left.is_empty(), "drained: {left:?}");
+}
