@@ -23,6 +23,7 @@ pub struct Cli {
 
 /// Flags every subcommand accepts, spelled like kubectl's.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file to use (only that file is loaded; default: KUBECONFIG, then
     /// ~/.kube/config).
@@ -189,7 +190,10 @@ mod tests {
             "{help}"
         );
         let err = parse_from(args(&["kubectl-karpenter", "bogus"])).expect_err("bad command");
-        assert!(err.render().to_string().contains("kubectl karpenter"), "{err}");
+        assert!(
+            err.render().to_string().contains("kubectl karpenter"),
+            "{err}"
+        );
     }
 
     #[test]

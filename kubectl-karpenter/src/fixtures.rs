@@ -39,7 +39,10 @@ pub fn from_json(value: Value) -> NodeClaim {
 /// Sets the offering labels a launched NodeClaim carries.
 pub fn set_offering(claim: &mut NodeClaim, instance_type: &str, capacity_type: &str, zone: &str) {
     let labels = claim.metadata.labels.get_or_insert_with(Default::default);
-    labels.insert("node.kubernetes.io/instance-type".into(), instance_type.into());
+    labels.insert(
+        "node.kubernetes.io/instance-type".into(),
+        instance_type.into(),
+    );
     labels.insert("karpenter.sh/capacity-type".into(), capacity_type.into());
     labels.insert("topology.kubernetes.io/zone".into(), zone.into());
 }
@@ -48,13 +51,16 @@ pub fn set_offering(claim: &mut NodeClaim, instance_type: &str, capacity_type: &
 pub fn set_status(claim: &mut NodeClaim, type_: &str, status: &str) {
     let conds = &mut claim.status.get_or_insert_with(Default::default).conditions;
     conds.retain(|c| c.type_ != type_);
-    conds.push(serde_json::from_value(json!({
-        "type": type_,
-        "status": status,
-        "reason": type_,
-        "message": "",
-        "lastTransitionTime": "2025-06-01T11:00:00Z",
-    })).expect("valid condition"));
+    conds.push(
+        serde_json::from_value(json!({
+            "type": type_,
+            "status": status,
+            "reason": type_,
+            "message": "",
+            "lastTransitionTime": "2025-06-01T11:00:00Z",
+        }))
+        .expect("valid condition"),
+    );
 }
 
 /// Sets every condition in `types` to True.
@@ -86,7 +92,12 @@ pub fn sample() -> Vec<NodeClaim> {
     let mut ready = claim("default-abcde", "default", "2025-06-01T06:47:30Z");
     set_offering(&mut ready, "m5.large", "on-demand", "us-east-1a");
     set_true(&mut ready, &all);
-    registered(&mut ready, Some("ip-10-0-1-17.ec2.internal"), "i-0a1b2c3d4e5f60001", "us-east-1a");
+    registered(
+        &mut ready,
+        Some("ip-10-0-1-17.ec2.internal"),
+        "i-0a1b2c3d4e5f60001",
+        "us-east-1a",
+    );
 
     let mut registering = claim("default-fghij", "default", "2025-06-01T11:58:25Z");
     set_offering(&mut registering, "c5.xlarge", "spot", "us-east-1b");
@@ -99,12 +110,22 @@ pub fn sample() -> Vec<NodeClaim> {
     let mut initializing = claim("gpu-pqrst", "gpu", "2025-06-01T11:57:00Z");
     set_offering(&mut initializing, "g5.xlarge", "on-demand", "us-east-1c");
     set_true(&mut initializing, &["Launched", "Registered"]);
-    registered(&mut initializing, Some("ip-10-0-3-9.ec2.internal"), "i-0a1b2c3d4e5f60003", "us-east-1c");
+    registered(
+        &mut initializing,
+        Some("ip-10-0-3-9.ec2.internal"),
+        "i-0a1b2c3d4e5f60003",
+        "us-east-1c",
+    );
 
     let mut terminating = claim("gpu-uvwxy", "gpu", "2025-05-31T06:00:00Z");
     set_offering(&mut terminating, "g5.xlarge", "spot", "us-east-1a");
     set_true(&mut terminating, &all);
-    registered(&mut terminating, Some("ip-10-0-1-200.ec2.internal"), "i-0a1b2c3d4e5f60004", "us-east-1a");
+    registered(
+        &mut terminating,
+        Some("ip-10-0-1-200.ec2.internal"),
+        "i-0a1b2c3d4e5f60004",
+        "us-east-1a",
+    );
     mark_deleting(&mut terminating);
 
     let mut stray = claim("stray", "unused", "2025-06-01T11:00:00Z");
@@ -112,7 +133,14 @@ pub fn sample() -> Vec<NodeClaim> {
     stray.metadata.creation_timestamp = None;
     set_true(&mut stray, &all);
 
-    vec![terminating, stray, launching, ready, initializing, registering]
+    vec![
+        terminating,
+        stray,
+        launching,
+        ready,
+        initializing,
+        registering,
+    ]
 }
 
 /// Round prices for the sample's offerings; they add up to $1.2345/hour.
@@ -120,7 +148,12 @@ pub fn sample() -> Vec<NodeClaim> {
 pub struct FixedPrices;
 
 impl PriceBook for FixedPrices {
-    fn hourly_price(&self, instance_type: &str, _zone: Option<&str>, capacity_type: Option<&str>) -> Option<f64> {
+    fn hourly_price(
+        &self,
+        instance_type: &str,
+        _zone: Option<&str>,
+        capacity_type: Option<&str>,
+    ) -> Option<f64> {
         match (instance_type, capacity_type?) {
             ("m5.large", "on-demand") => Some(0.096),
             ("c5.xlarge", "spot") => Some(0.0685),

@@ -28,6 +28,8 @@ pub enum Source {
     Flag(PathBuf),
     /// The files of `KUBECONFIG` that exist.
     Env(Vec<PathBuf>),
+    /// One file of `KUBECONFIG`.
+    EnvFile(PathBuf),
     /// `~/.kube/config`.
     Home(PathBuf),
 }
@@ -40,6 +42,7 @@ impl fmt::Display for Source {
                 let joined: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 write!(f, "KUBECONFIG ({})", joined.join(", "))
             }
+            Source::EnvFile(p) => write!(f, "{} (from KUBECONFIG)", p.display()),
             Source::Home(p) => write!(f, "{}", p.display()),
         }
     }
@@ -49,7 +52,10 @@ impl fmt::Display for Source {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A kubeconfig file could not be read or parsed.
-    #[error("reading kubeconfig {source_name}: {error}; fix the file or point --kubeconfig at another")]
+    #[error(
+        "reading kubeconfig {source_name}: {}; fix the file or point --kubeconfig at another",
+        describe(error)
+    )]
     Read {
         /// Which file(s).
         source_name: Source,
@@ -104,6 +110,14 @@ pub enum Error {
     InCluster(String),
 }
 
+/// The error without kube's repetition of the path for read failures.
+fn describe(error: &KubeconfigError) -> String {
+    match error {
+        KubeconfigError::ReadConfig(io, _) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
 fn list(names: &[String]) -> String {
     if names.is_empty() {
         "(none)".to_owned()
@@ -144,7 +158,7 @@ pub fn read(selection: &Selection) -> Result<Option<(Kubeconfig, Source)>, Error
         let mut merged = Kubeconfig::default();
         for path in &paths {
             let next = Kubeconfig::read_from(path).map_err(|error| Error::Read {
-                source_name: Source::Flag(path.clone()),
+                source_name: Source::EnvFile(path.clone()),
                 error,
             })?;
             merged = merged.merge(next).map_err(|error| Error::Read {
@@ -235,8 +249,7 @@ pub fn resolve(kc: &Kubeconfig, source: &Source, selection: &Selection) -> Resul
 pub async fn load(selection: &Selection) -> Result<Loaded, Error> {
     let Some((kc, source)) = read(selection)? else {
         if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-            let config =
-                kube::Config::incluster().map_err(|e| Error::InCluster(e.to_string()))?;
+            let config = kube::Config::incluster().map_err(|e| Error::InCluster(e.to_string()))?;
             return Ok(Loaded {
                 config,
                 context: "in-cluster".to_owned(),
@@ -333,8 +346,9 @@ current-context: live
         };
         let err = resolve(&kc, &source(), &sel).expect_err("missing cluster");
         assert!(
-            err.to_string()
-                .contains("cluster \"nope\" not found in --kubeconfig /tmp/kc; available clusters: live, dead"),
+            err.to_string().contains(
+                "cluster \"nope\" not found in --kubeconfig /tmp/kc; available clusters: live, dead"
+            ),
             "{err}"
         );
         let sel = Selection {
@@ -353,9 +367,14 @@ current-context: live
             err.to_string(),
             "no current context in --kubeconfig /tmp/kc; pass --context with one of: live, dead"
         );
-        let dangling = kubeconfig(&TWO_CONTEXTS.replace("current-context: live", "current-context: gone"));
+        let dangling =
+            kubeconfig(&TWO_CONTEXTS.replace("current-context: live", "current-context: gone"));
         let err = resolve(&dangling, &source(), &Selection::default()).expect_err("dangling");
-        assert!(err.to_string().contains("current-context names a context that does not exist"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("current-context names a context that does not exist"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -375,6 +394,14 @@ current-context: live
             ..Selection::default()
         };
         let err = read(&missing).expect_err("missing file");
-        assert!(err.to_string().starts_with("reading kubeconfig --kubeconfig "), "{err}");
+        let absent = dir.path().join("absent");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "reading kubeconfig --kubeconfig {}: No such file or directory (os error 2); \
+                 fix the file or point --kubeconfig at another",
+                absent.display()
+            )
+        );
     }
 }

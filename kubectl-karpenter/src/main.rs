@@ -50,12 +50,12 @@ fn main() -> ExitCode {
         }
     };
     let (mut out, mut err) = (io::stdout().lock(), io::stderr());
-    let io = run::Io {
+    let streams = run::Io {
         out: &mut out,
         err: &mut err,
         color,
     };
-    match runtime.block_on(run::run(cli, io)) {
+    match runtime.block_on(run::run(cli, streams)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {

@@ -66,7 +66,9 @@ pub fn write_yaml(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), Outp
     let options = serde_saphyr::ser_options! {
         indent_step: 2,
         compact_list_indent: true,
-        prefer_block_scalars: false,
+        // Multi-line strings as `|` blocks, as kubectl prints them; long lines stay unfolded.
+        prefer_block_scalars: true,
+        folded_wrap_chars: usize::MAX,
     };
     let text = serde_saphyr::to_string_with_options(&list, options)?;
     out.write_all(text.as_bytes())?;
@@ -193,6 +195,33 @@ metadata:
         assert_eq!(got, want, "\n{got}");
         let back: Value = serde_saphyr::from_str(&got).expect("yaml parses back");
         assert_eq!(back, list_value(&one_claim()).expect("list"));
+    }
+
+    #[test]
+    fn yaml_multiline_strings_are_literal_blocks() {
+        let mut claims = one_claim();
+        let long = "x".repeat(120);
+        claims[0].metadata.annotations = Some(
+            [
+                (
+                    "example.com/script".to_owned(),
+                    "line one\nline two\n".to_owned(),
+                ),
+                ("example.com/long".to_owned(), long.clone()),
+            ]
+            .into(),
+        );
+        let mut out = Vec::new();
+        write_yaml(&mut out, &claims).expect("yaml");
+        let got = String::from_utf8(out).expect("utf-8");
+        assert!(
+            got.contains("      example.com/script: |\n        line one\n        line two\n"),
+            "{got}"
+        );
+        assert!(
+            got.contains(&format!("      example.com/long: {long}\n")),
+            "{got}"
+        );
     }
 
     #[test]

@@ -54,7 +54,10 @@ mod tests {
         let od = prices
             .hourly_price("m5.large", Some("us-east-1a"), Some("on-demand"))
             .expect("m5.large is sold on demand");
-        assert!((od - 0.096).abs() < 1e-9, "m5.large on-demand is $0.096, got {od}");
+        assert!(
+            (od - 0.096).abs() < 1e-9,
+            "m5.large on-demand is $0.096, got {od}"
+        );
         let spot = prices
             .hourly_price("m5.large", Some("us-east-1a"), Some("spot"))
             .expect("spot price with a zone");

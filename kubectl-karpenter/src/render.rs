@@ -212,7 +212,10 @@ stray           <none>     <none>          <none>          <none>       Ready   
     fn no_headers_prints_rows_only() {
         let got = render(TableOptions::default());
         assert_eq!(got.lines().count(), 6);
-        assert!(got.starts_with("default-abcde   default   m5.large    on-demand "), "{got}");
+        assert!(
+            got.starts_with("default-abcde   default   m5.large    on-demand "),
+            "{got}"
+        );
         assert!(!got.contains("nodeclaims:"), "{got}");
     }
 

@@ -21,7 +21,7 @@ pub enum Error {
     #[error(transparent)]
     Kubeconfig(#[from] kubeconfig::Error),
     /// The client could not be built from the configuration.
-    #[error("creating a client for context \"{context}\": {source}")]
+    #[error("creating a client for context \"{context}\": {}", causes(source))]
     Client {
         /// The context.
         context: String,
@@ -41,8 +41,9 @@ pub enum Error {
     },
     /// Listing NodeClaims failed.
     #[error(
-        "listing NodeClaims from {server} (context \"{context}\"): {source}; check that the \
-         cluster is reachable and that --context/--kubeconfig name the right one"
+        "listing NodeClaims from {server} (context \"{context}\"): {}; check that the \
+         cluster is reachable and that --context/--kubeconfig name the right one",
+        causes(source)
     )]
     List {
         /// API server URL.
@@ -55,6 +56,21 @@ pub enum Error {
     /// Writing output failed.
     #[error(transparent)]
     Output(#[from] OutputError),
+}
+
+/// An error and its causes, `outer: inner: …`, skipping causes the outer text already repeats.
+pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    text
 }
 
 impl From<io::Error> for Error {
@@ -105,7 +121,11 @@ pub async fn run<O: Write, E: Write>(cli: Cli, io: Io<'_, O, E>) -> Result<(), E
 
 async fn list_nodeclaims(cli: &Cli, args: &StatusArgs) -> Result<Vec<NodeClaim>, Error> {
     let Loaded { config, context } = kubeconfig::load(&cli.global.selection()).await?;
-    let server = config.cluster_url.to_string();
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned();
     let client = kube::Client::try_from(config).map_err(|source| Error::Client {
         context: context.clone(),
         source,
@@ -236,7 +256,10 @@ mod tests {
             ]
         );
         let (out, _) = render(&status(OutputFormat::Yaml), &fixtures::sample());
-        assert!(out.starts_with("apiVersion: v1\nitems:\n- apiVersion: karpenter.sh/v1\n"), "{out}");
+        assert!(
+            out.starts_with("apiVersion: v1\nitems:\n- apiVersion: karpenter.sh/v1\n"),
+            "{out}"
+        );
     }
 
     #[test]

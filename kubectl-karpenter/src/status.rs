@@ -131,9 +131,9 @@ impl Row {
         let instance_type = label(claim, INSTANCE_TYPE_LABEL);
         let capacity_type = label(claim, CAPACITY_TYPE_LABEL);
         let zone = label(claim, TOPOLOGY_ZONE_LABEL);
-        let price = instance_type.as_deref().and_then(|t| {
-            prices.hourly_price(t, zone.as_deref(), capacity_type.as_deref())
-        });
+        let price = instance_type
+            .as_deref()
+            .and_then(|t| prices.hourly_price(t, zone.as_deref(), capacity_type.as_deref()));
         let status = claim.status.as_ref();
         Row {
             name: claim.metadata.name.clone().unwrap_or_default(),
@@ -143,10 +143,7 @@ impl Row {
             zone,
             state: State::of(claim),
             node: non_empty(status.and_then(|s| s.node_name.as_ref())),
-            age: age::age(
-                claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                now,
-            ),
+            age: age::age(claim.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
             price,
             node_class: non_empty(Some(&claim.spec.node_class_ref.name)),
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
@@ -281,7 +278,11 @@ mod tests {
             if *deleting {
                 fixtures::mark_deleting(&mut claim);
             }
-            assert_eq!(State::of(&claim), *want, "{true_conds:?} deleting={deleting}");
+            assert_eq!(
+                State::of(&claim),
+                *want,
+                "{true_conds:?} deleting={deleting}"
+            );
         }
     }
 
