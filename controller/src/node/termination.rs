@@ -151,7 +151,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
         None => {
             let mut c: NodeClaim = match serde_json::from_value(json!({
                 "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {},
-                "spec": {"nodeClassRef": {"group": "", "kind": "", "name": ""}}}))
+                "spec": {"requirements": [], "nodeClassRef": {"group": "", "kind": "", "name": ""}}}))
             {
                 Ok(c) => c,
                 Err(_) => return Ok(Action::await_change()),

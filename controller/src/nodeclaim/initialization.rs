@@ -118,7 +118,7 @@ mod tests {
 
     fn claim() -> NodeClaim {
         serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c"},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
                 "startupTaints": [{"key": "agent", "effect": "NoSchedule"}],
                 "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}}))
         .expect("claim")

@@ -57,7 +57,7 @@ mod tests {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": "c", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
             "status": {"conditions": conditions}}))
         .expect("claim")
     }

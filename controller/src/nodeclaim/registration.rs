@@ -165,7 +165,7 @@ mod tests {
         let claim: NodeClaim = serde_json::from_value(json!({
             "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": "default-x", "uid": "u1", "labels": {"karpenter.sh/nodepool": "default", "team": "a"}},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
                 "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}}))
         .expect("claim");
         let node: Node = serde_json::from_value(json!({
