@@ -2,18 +2,10 @@
 //! (apimachinery's `HumanDuration`: `95s`, `5m3s`, `47m`, `5h12m`, `30h`, `2d4h`, `45d`,
 //! `3y12d`, `9y`).
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 /// Printed when the creation time is unknown (kubectl's placeholder for a zero timestamp).
 pub const UNKNOWN: &str = "<unknown>";
-
-/// Printed when the creation time is more than a second in the future (clock skew).
-pub const INVALID: &str = "<invalid>";
-
-const MINUTE: i64 = 60;
-const HOUR: i64 = 60 * MINUTE;
-const DAY: i64 = 24 * HOUR;
-const YEAR: i64 = 365 * DAY;
 
 /// The age of something created at `created`, as seen at `now`; [`UNKNOWN`] without a time.
 pub fn age(created: Option<Timestamp>, now: Timestamp) -> String {
@@ -23,61 +15,19 @@ pub fn age(created: Option<Timestamp>, now: Timestamp) -> String {
     }
 }
 
-/// Formats an elapsed duration with kubectl's precision rules: the coarser the age, the fewer
-/// units shown. Negative durations of up to (but excluding) two whole seconds count as `0s` to
-/// tolerate clock skew; anything further in the future is [`INVALID`].
-pub fn human_duration(elapsed: SignedDuration) -> String {
-    // Whole seconds, truncated toward zero (so -1.9s is -1s, still tolerated).
-    let secs = elapsed.as_secs();
-    if secs < -1 {
-        return INVALID.to_owned();
-    }
-    if secs < 0 {
-        return "0s".to_owned();
-    }
-    if secs < 2 * MINUTE {
-        return format!("{secs}s");
-    }
-    let minutes = secs / MINUTE;
-    if minutes < 10 {
-        return with_remainder(minutes, "m", secs % MINUTE, "s");
-    }
-    if minutes < 3 * 60 {
-        return format!("{minutes}m");
-    }
-    let hours = secs / HOUR;
-    if hours < 8 {
-        return with_remainder(hours, "h", minutes % 60, "m");
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    let days = secs / DAY;
-    if hours < 8 * 24 {
-        return with_remainder(days, "d", hours % 24, "h");
-    }
-    if days < 2 * 365 {
-        return format!("{days}d");
-    }
-    let years = secs / YEAR;
-    if days < 8 * 365 {
-        return with_remainder(years, "y", days % 365, "d");
-    }
-    format!("{years}y")
-}
-
-/// `5m3s`, or just `5m` when the smaller unit is zero.
-fn with_remainder(major: i64, major_unit: &str, minor: i64, minor_unit: &str) -> String {
-    if minor == 0 {
-        format!("{major}{major_unit}")
-    } else {
-        format!("{major}{major_unit}{minor}{minor_unit}")
-    }
-}
+/// kubectl's `HumanDuration` (one implementation serves the sandbox's server-side Tables and
+/// this plugin).
+pub use sandbox::table::human_duration;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jiff::SignedDuration;
+
+    const MINUTE: i64 = 60;
+    const HOUR: i64 = 60 * MINUTE;
+    const DAY: i64 = 24 * HOUR;
+    const YEAR: i64 = 365 * DAY;
 
     fn secs(s: i64) -> SignedDuration {
         SignedDuration::from_secs(s)

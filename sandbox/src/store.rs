@@ -380,11 +380,7 @@ impl Store {
             .map(String::from);
         match explicit_rv {
             Some(rv) => patched["metadata"]["resourceVersion"] = json!(rv),
-            None => {
-                if let Some(meta) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("resourceVersion");
-                }
-            }
+            None => unconditional(&mut patched),
         }
         inner.update(rt, namespace, name, patched, sub, strict, &self.events)
     }
@@ -408,9 +404,7 @@ impl Store {
         if obj == *current {
             return Ok(current);
         }
-        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-        }
+        unconditional(&mut obj);
         inner.update(rt, namespace, name, obj, sub, false, &self.events)
     }
 
@@ -971,6 +965,13 @@ impl Inner {
         }
         // No receivers is fine: nobody is watching.
         let _ = tx.send(ev);
+    }
+}
+
+/// Drop `metadata.resourceVersion` so the write is unconditional (no optimistic-lock check).
+fn unconditional(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
     }
 }
 

@@ -229,16 +229,7 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
             continue;
         };
         if let Err(why) = recheck_limits(ctx, pool, decision, &prepared.types, &created_usage) {
-            for key in &decision.pods {
-                pod_event(
-                    ctx,
-                    prepared,
-                    key,
-                    EventType::Warning,
-                    reason::FAILED_SCHEDULING,
-                    format!("Failed to schedule pod, {why}"),
-                );
-            }
+            fail_pods(ctx, prepared, &decision.pods, &why);
             continue;
         }
         let claim = template::nodeclaim(pool, decision);
@@ -268,16 +259,12 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
             }
             Err(e) => {
                 tracing::warn!(nodepool = %decision.nodepool, error = %e, "creating nodeclaim failed");
-                for key in &decision.pods {
-                    pod_event(
-                        ctx,
-                        prepared,
-                        key,
-                        EventType::Warning,
-                        reason::FAILED_SCHEDULING,
-                        format!("Failed to schedule pod, creating nodeclaim: {e}"),
-                    );
-                }
+                fail_pods(
+                    ctx,
+                    prepared,
+                    &decision.pods,
+                    &format!("creating nodeclaim: {e}"),
+                );
             }
         }
     }
@@ -306,13 +293,11 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
         }
     }
     for err in &output.errors {
-        pod_event(
+        fail_pods(
             ctx,
             prepared,
-            &err.pod,
-            EventType::Warning,
-            reason::FAILED_SCHEDULING,
-            format!("Failed to schedule pod, {err}"),
+            std::slice::from_ref(&err.pod),
+            &err.to_string(),
         );
     }
     wait_for_own_writes(ctx, &result.created).await;
@@ -393,6 +378,20 @@ fn pod_event(
         message,
         dedupe,
     });
+}
+
+/// Tell pods why they were not provisioned for (`FailedScheduling`).
+fn fail_pods(ctx: &Context, prepared: &Prepared, pods: &[PodKey], why: &str) {
+    for key in pods {
+        pod_event(
+            ctx,
+            prepared,
+            key,
+            EventType::Warning,
+            reason::FAILED_SCHEDULING,
+            format!("Failed to schedule pod, {why}"),
+        );
+    }
 }
 
 /// The next pass must see this pass's NodeClaims, or it would launch the same capacity again.
