@@ -1,0 +1,534 @@
+//! The sandbox's etcd: every object as JSON, one global resourceVersion counter, a bounded watch
+//! history (older versions answer 410 Gone) and the write rules of kube-apiserver (uid,
+//! generation, creationTimestamp, optimistic concurrency, finalizers and deletionTimestamp).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kube::core::Selector;
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::error::{ApiError, ApiResult, Reason};
+use crate::patch::{PatchType, apply_patch};
+use crate::registry::{Registry, ResourceType, TypeKey};
+use crate::selector::{FieldSelector, labels_match};
+
+/// How many watch events are kept for watches that resume from an older resourceVersion.
+pub const DEFAULT_HISTORY: usize = 200_000;
+
+/// Namespaces that exist from the start, as in a new cluster.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The type of a watch event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created.
+    Added,
+    /// The object changed (including getting a deletionTimestamp).
+    Modified,
+    /// The object is gone.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name: `ADDED`, `MODIFIED`, `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change to one object, in resourceVersion order.
+#[derive(Clone, Debug)]
+pub struct WatchEvent {
+    /// The resourceVersion of this change.
+    pub rv: u64,
+    /// The resource type changed.
+    pub key: TypeKey,
+    /// Namespace of the object (empty for cluster-scoped).
+    pub namespace: String,
+    /// Added, modified or deleted.
+    pub event_type: EventType,
+    /// The object after the change (for deletions: the last state, with the deletion's version).
+    pub object: Arc<Value>,
+    /// The object before the change, if it existed (lets selector watches emit synthetic
+    /// ADDED/DELETED events when an object starts or stops matching).
+    pub previous: Option<Arc<Value>>,
+}
+
+/// Which part of an object a write may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    /// The main resource: status is preserved when the type has a status subresource.
+    Main,
+    /// `/status`: only status changes.
+    Status,
+    /// A server-internal write that sets spec and status together (e.g. `pods/binding`).
+    All,
+}
+
+/// Body of a DELETE (`meta.k8s.io/v1 DeleteOptions`), as far as the sandbox honours it.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    /// Precondition on the uid.
+    pub uid: Option<String>,
+    /// Precondition on the resourceVersion.
+    pub resource_version: Option<String>,
+    /// `Orphan` keeps dependents; otherwise the garbage collector removes them.
+    pub orphan: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct ObjectKey {
+    namespace: String,
+    name: String,
+}
+
+struct Inner {
+    rv: u64,
+    registry: Registry,
+    objects: HashMap<TypeKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    history: VecDeque<Arc<WatchEvent>>,
+    history_cap: usize,
+    /// Events with rv <= floor may have been dropped from the history.
+    floor: u64,
+}
+
+/// The in-memory object store behind the API server and the simulated actors.
+pub struct Store {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Arc<WatchEvent>>,
+}
+
+/// A snapshot answer to a list: the items and the resourceVersion they are consistent with.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    /// Matching objects, sorted by namespace and name.
+    pub items: Vec<Arc<Value>>,
+    /// The store's resourceVersion at the time of the list.
+    pub resource_version: u64,
+}
+
+/// A watch starting point: the backlog to replay, then the live receiver.
+pub struct WatchStart {
+    /// Events after the requested version (or synthetic ADDED events for every object).
+    pub backlog: Vec<Arc<WatchEvent>>,
+    /// Live events; the receiver reports lag when the client falls too far behind.
+    pub live: broadcast::Receiver<Arc<WatchEvent>>,
+    /// The store's resourceVersion when the watch started: every later change arrives on `live`.
+    pub resource_version: u64,
+}
+
+/// A write transaction: every operation inside runs under one lock, so compound operations
+/// (eviction checks then deletes) are atomic.
+pub struct Txn<'a> {
+    inner: &'a mut Inner,
+    events: &'a broadcast::Sender<Arc<WatchEvent>>,
+}
+
+impl Txn<'_> {
+    /// See [`Store::get`].
+    pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> ApiResult<Arc<Value>> {
+        self.inner
+            .find(rt, namespace, name)
+            .ok_or_else(|| ApiError::not_found(&rt.qualified(), name))
+    }
+
+    /// Every object of a type in a namespace (all namespaces for `None`).
+    pub fn list(&self, rt: &ResourceType, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        self.inner
+            .table(&rt.key())
+            .map(|t| {
+                t.iter()
+                    .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+                    .map(|(_, o)| Arc::clone(o))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// See [`Store::delete`].
+    pub fn delete(
+        &mut self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Arc<Value>> {
+        self.inner.delete(rt, namespace, name, opts, self.events)
+    }
+
+    /// Look up a served type by group, version and plural.
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.inner.registry.get(group, version, plural).cloned()
+    }
+}
+
+impl Store {
+    /// Run `f` with exclusive access to the store.
+    pub fn transaction<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> T) -> T {
+        let mut inner = self.lock();
+        let mut txn = Txn {
+            inner: &mut inner,
+            events: &self.events,
+        };
+        f(&mut txn)
+    }
+
+    /// A store holding the system namespaces, with the default watch history.
+    pub fn new() -> Arc<Store> {
+        Store::with_history(DEFAULT_HISTORY)
+    }
+
+    /// A store whose watch history keeps `history_cap` events (small values make 410 Gone easy
+    /// to provoke in tests).
+    pub fn with_history(history_cap: usize) -> Arc<Store> {
+        let (events, _) = broadcast::channel(65_536);
+        let store = Arc::new(Store {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                registry: Registry::default(),
+                objects: HashMap::new(),
+                history: VecDeque::new(),
+                history_cap,
+                floor: 0,
+            }),
+            events,
+        });
+        if let Some(ns) = store.resource("", "v1", "namespaces") {
+            for name in SYSTEM_NAMESPACES {
+                // Cannot fail on an empty store.
+                let _ = store.create(&ns, "", json!({"metadata": {"name": name}}));
+            }
+        }
+        store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent data (every write is one insert), so
+        // recover the guard rather than poisoning the whole server.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the registry (for discovery and OpenAPI documents).
+    pub fn registry(&self) -> Registry {
+        self.lock().registry.clone()
+    }
+
+    /// Look up a served type by group, version and plural.
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<ResourceType> {
+        self.lock().registry.get(group, version, plural).cloned()
+    }
+
+    /// Look up a served type by `apiVersion` and `kind`.
+    pub fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
+        self.lock().registry.by_kind(api_version, kind).cloned()
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Subscribe to every future change (used by the simulated actors).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
+        self.events.subscribe()
+    }
+
+    /// Create an object in `namespace` (ignored for cluster-scoped types).
+    ///
+    /// Errors: 409 AlreadyExists, 404 when the namespace does not exist, 400/422 for a malformed
+    /// object.
+    pub fn create(&self, rt: &ResourceType, namespace: &str, obj: Value) -> ApiResult<Arc<Value>> {
+        self.create_with(rt, namespace, obj, false)
+    }
+
+    /// [`Store::create`], refusing unknown fields of custom resources when `strict`
+    /// (`fieldValidation=Strict`) instead of pruning them.
+    pub fn create_with(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        obj: Value,
+        strict: bool,
+    ) -> ApiResult<Arc<Value>> {
+        let mut inner = self.lock();
+        inner.create(rt, namespace, obj, strict, &self.events)
+    }
+
+    /// Get one object. Errors: 404.
+    pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> ApiResult<Arc<Value>> {
+        let inner = self.lock();
+        inner
+            .find(rt, namespace, name)
+            .ok_or_else(|| ApiError::not_found(&rt.qualified(), name))
+    }
+
+    /// List objects of a type, in one namespace or all (`None`), filtered by selectors.
+    pub fn list(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        labels: &Selector,
+        fields: &FieldSelector,
+    ) -> Listed {
+        let inner = self.lock();
+        let items = inner
+            .table(&rt.key())
+            .map(|t| {
+                t.iter()
+                    .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+                    .filter(|(_, o)| labels_match(labels, o) && fields.matches(o))
+                    .map(|(_, o)| Arc::clone(o))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Listed {
+            items,
+            resource_version: inner.rv,
+        }
+    }
+
+    /// Replace an object (PUT). A non-empty `metadata.resourceVersion` must match (409 otherwise).
+    pub fn update(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        obj: Value,
+        sub: Subresource,
+    ) -> ApiResult<Arc<Value>> {
+        self.update_with(rt, namespace, name, obj, sub, false)
+    }
+
+    /// [`Store::update`] with strict field validation when `strict`.
+    pub fn update_with(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        obj: Value,
+        sub: Subresource,
+        strict: bool,
+    ) -> ApiResult<Arc<Value>> {
+        let mut inner = self.lock();
+        inner.update(rt, namespace, name, obj, sub, strict, &self.events)
+    }
+
+    /// Apply a PATCH body to an object. Server-side apply (`Apply`) creates a missing object.
+    pub fn patch(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        sub: Subresource,
+    ) -> ApiResult<Arc<Value>> {
+        self.patch_with(rt, namespace, name, patch_type, patch, sub, false)
+    }
+
+    /// [`Store::patch`] with strict field validation when `strict`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_with(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        sub: Subresource,
+        strict: bool,
+    ) -> ApiResult<Arc<Value>> {
+        let mut inner = self.lock();
+        let current = match inner.find(rt, namespace, name) {
+            Some(o) => o,
+            None if patch_type == PatchType::Apply && sub == Subresource::Main => {
+                let mut obj = apply_patch(patch_type, &rt.group, &rt.kind, &json!({}), patch)
+                    .map_err(|e| ApiError::new(Reason::BadRequest, e.to_string()))?;
+                obj["metadata"]["name"] = json!(name);
+                return inner.create(rt, namespace, obj, strict, &self.events);
+            }
+            None => return Err(ApiError::not_found(&rt.qualified(), name)),
+        };
+        if patch_type == PatchType::StrategicMerge && rt.crd.is_some() {
+            return Err(ApiError::new(
+                Reason::UnsupportedMediaType,
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
+        }
+        let mut patched =
+            apply_patch(patch_type, &rt.group, &rt.kind, &current, patch).map_err(|e| {
+                let reason = if matches!(e, crate::patch::PatchError::UnsupportedForKind { .. }) {
+                    Reason::UnsupportedMediaType
+                } else {
+                    Reason::Invalid
+                };
+                ApiError::new(reason, e.to_string())
+            })?;
+        // A patch only checks the resourceVersion when it sets one explicitly.
+        let explicit_rv = patch
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(String::from);
+        match explicit_rv {
+            Some(rv) => patched["metadata"]["resourceVersion"] = json!(rv),
+            None => unconditional(&mut patched),
+        }
+        inner.update(rt, namespace, name, patched, sub, strict, &self.events)
+    }
+
+    /// Read-modify-write an object atomically (in-process actors: no conflicts possible).
+    /// The closure's error aborts the write.
+    pub fn modify(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        sub: Subresource,
+        f: impl FnOnce(&mut Value) -> ApiResult<()>,
+    ) -> ApiResult<Arc<Value>> {
+        let mut inner = self.lock();
+        let current = inner
+            .find(rt, namespace, name)
+            .ok_or_else(|| ApiError::not_found(&rt.qualified(), name))?;
+        let mut obj = (*current).clone();
+        f(&mut obj)?;
+        if obj == *current {
+            return Ok(current);
+        }
+        unconditional(&mut obj);
+        inner.update(rt, namespace, name, obj, sub, false, &self.events)
+    }
+
+    /// Delete an object: with finalizers it only gets a deletionTimestamp; otherwise it is
+    /// removed. Returns the object's last state. Errors: 404, 409 on a failed precondition.
+    pub fn delete(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Arc<Value>> {
+        let mut inner = self.lock();
+        inner.delete(rt, namespace, name, opts, &self.events)
+    }
+
+    /// Start a watch. `from` is the client's resourceVersion: `None` or `0` replays every current
+    /// object as ADDED; an older version than the history holds is 410 Gone.
+    pub fn watch(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        from: Option<u64>,
+    ) -> ApiResult<WatchStart> {
+        let inner = self.lock();
+        let key = rt.key();
+        let backlog = match from {
+            None | Some(0) => {
+                let table = inner.table(&key);
+                table
+                    .into_iter()
+                    .flat_map(|t| t.iter())
+                    .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+                    .map(|(k, o)| {
+                        Arc::new(WatchEvent {
+                            rv: inner.rv,
+                            key: key.clone(),
+                            namespace: k.namespace.clone(),
+                            event_type: EventType::Added,
+                            object: Arc::clone(o),
+                            previous: None,
+                        })
+                    })
+                    .collect()
+            }
+            Some(rv) if rv < inner.floor => {
+                return Err(ApiError::new(
+                    Reason::Expired,
+                    format!("too old resource version: {rv} ({})", inner.floor + 1),
+                ));
+            }
+            Some(rv) => inner
+                .history
+                .iter()
+                .filter(|e| e.rv > rv && e.key == key)
+                .filter(|e| namespace.is_none_or(|ns| e.namespace == ns))
+                .cloned()
+                .collect(),
+        };
+        // Subscribing under the lock means no event falls between backlog and live stream.
+        let live = self.events.subscribe();
+        Ok(WatchStart {
+            backlog,
+            live,
+            resource_version: inner.rv,
+        })
+    }
+
+    /// Run a closure over one consistent view of several types (read-only).
+    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn Fn(&TypeKey) -> Vec<Arc<Value>>) -> T) -> T {
+        let inner = self.lock();
+        let read = |key: &TypeKey| -> Vec<Arc<Value>> {
+            inner
+                .table(key)
+                .map(|t| t.values().cloned().collect())
+                .unwrap_or_default()
+        };
+        f(&read)
+    }
+
+    /// Every stored object with its type (for the garbage collector).
+    pub fn all_objects(&self) -> Vec<(ResourceType, Arc<Value>)> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for (key, table) in &inner.objects {
+            if let Some(rt) = inner.registry.by_key(key) {
+                out.extend(table.values().map(|o| (rt.clone(), Arc::clone(o))));
+            }
+        }
+        out
+    }
+}
+
+/// A random RFC 4122 version-4 UUID string.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Now as an RFC 3339 timestamp with second precision, as Kubernetes writes metadata times.
+pub fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
+}
+
+/// Drop `metadata.resourceVersion` so the write is unconditional (no optimistic-lock check).
+fn unconditional(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+}
+
+mod write;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,195 @@
+//! Tests of the store's write rules, watches and selectors.
+
+use super::*;
+use crate::selector::{parse_field_selector, parse_label_selector};
+
+fn pods(store: &Store) -> ResourceType {
+    store.resource("", "v1", "pods").expect("pods")
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+}
+
+#[test]
+fn create_sets_system_fields_and_rejects_duplicates() {
+    let store = Store::new();
+    let rt = pods(&store);
+    let p = store.create(&rt, "default", pod("a")).expect("created");
+    assert_eq!(p["metadata"]["namespace"], "default");
+    assert_eq!(p["metadata"]["generation"], 1);
+    assert!(p["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+    let err = store
+        .create(&rt, "default", pod("a"))
+        .expect_err("duplicate");
+    assert_eq!(err.reason, Reason::AlreadyExists);
+    let err = store
+        .create(&rt, "nope", pod("b"))
+        .expect_err("namespace missing");
+    assert_eq!(err.reason, Reason::NotFound);
+}
+
+#[test]
+fn generate_name_appends_five_characters() {
+    let store = Store::new();
+    let rt = pods(&store);
+    let p = store
+        .create(
+            &rt,
+            "default",
+            json!({"metadata": {"generateName": "web-"}, "spec": {}}),
+        )
+        .expect("created");
+    let name = p["metadata"]["name"].as_str().expect("name");
+    assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+}
+
+#[test]
+fn stale_resource_version_conflicts() {
+    let store = Store::new();
+    let rt = pods(&store);
+    let p = store.create(&rt, "default", pod("a")).expect("created");
+    let mut stale = (*p).clone();
+    store
+        .update(&rt, "default", "a", (*p).clone(), Subresource::Main)
+        .expect("no-op update");
+    stale["metadata"]["labels"]["x"] = json!("1");
+    stale["metadata"]["resourceVersion"] = json!("1");
+    let err = store
+        .update(&rt, "default", "a", stale, Subresource::Main)
+        .expect_err("stale");
+    assert_eq!(err.reason, Reason::Conflict);
+}
+
+#[test]
+fn generation_moves_with_spec_not_metadata_or_status() {
+    let store = Store::new();
+    let rt = pods(&store);
+    store.create(&rt, "default", pod("a")).expect("created");
+    let p = store
+        .modify(&rt, "default", "a", Subresource::Main, |o| {
+            o["metadata"]["labels"]["x"] = json!("1");
+            Ok(())
+        })
+        .expect("label");
+    assert_eq!(p["metadata"]["generation"], 1);
+    let p = store
+        .modify(&rt, "default", "a", Subresource::Main, |o| {
+            o["spec"]["nodeName"] = json!("n1");
+            Ok(())
+        })
+        .expect("spec");
+    assert_eq!(p["metadata"]["generation"], 2);
+    let p = store
+        .modify(&rt, "default", "a", Subresource::Main, |o| {
+            o["status"] = json!({"phase": "Running"});
+            Ok(())
+        })
+        .expect("status ignored on main resource");
+    assert_eq!(p["status"]["phase"], "Pending");
+    let p = store
+        .modify(&rt, "default", "a", Subresource::Status, |o| {
+            o["status"] = json!({"phase": "Running"});
+            o["spec"]["nodeName"] = json!("ignored");
+            Ok(())
+        })
+        .expect("status");
+    assert_eq!(p["status"]["phase"], "Running");
+    assert_eq!(p["spec"]["nodeName"], "n1");
+}
+
+#[test]
+fn finalizers_hold_deletion_until_removed() {
+    let store = Store::new();
+    let rt = pods(&store);
+    let mut obj = pod("a");
+    obj["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    store.create(&rt, "default", obj).expect("created");
+    let deleting = store
+        .delete(&rt, "default", "a", &DeleteOptions::default())
+        .expect("delete");
+    assert!(deleting["metadata"]["deletionTimestamp"].is_string());
+    assert!(store.get(&rt, "default", "a").is_ok());
+    store
+        .modify(&rt, "default", "a", Subresource::Main, |o| {
+            o["metadata"]["finalizers"] = json!([]);
+            Ok(())
+        })
+        .expect("drop finalizer");
+    assert_eq!(
+        store.get(&rt, "default", "a").expect_err("gone").reason,
+        Reason::NotFound
+    );
+}
+
+#[test]
+fn watch_replays_history_and_expires_old_versions() {
+    let store = Store::with_history(3);
+    let rt = pods(&store);
+    let start = store.resource_version();
+    for n in ["a", "b", "c", "d", "e"] {
+        store.create(&rt, "default", pod(n)).expect("created");
+    }
+    let err = store.watch(&rt, None, Some(start)).err().expect("too old");
+    assert_eq!(err.reason, Reason::Expired);
+    let recent = store.resource_version() - 2;
+    let w = store.watch(&rt, None, Some(recent)).expect("recent");
+    let names: Vec<_> = w
+        .backlog
+        .iter()
+        .map(|e| e.object["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("d"), json!("e")]);
+    let all = store
+        .watch(&rt, Some("default"), Some(0))
+        .expect("from zero");
+    assert_eq!(all.backlog.len(), 5);
+}
+
+#[test]
+fn list_filters_by_namespace_and_selectors() {
+    let store = Store::new();
+    let rt = pods(&store);
+    store.create(&rt, "default", pod("a")).expect("a");
+    let mut b = pod("b");
+    b["spec"]["nodeName"] = json!("n1");
+    b["metadata"]["labels"]["app"] = json!("db");
+    store.create(&rt, "kube-system", b).expect("b");
+    let all = Selector::default();
+    let none = FieldSelector::default();
+    assert_eq!(store.list(&rt, None, &all, &none).items.len(), 2);
+    assert_eq!(store.list(&rt, Some("default"), &all, &none).items.len(), 1);
+    let web = parse_label_selector("app=web").expect("selector");
+    assert_eq!(store.list(&rt, None, &web, &none).items.len(), 1);
+    let on_n1 = parse_field_selector("spec.nodeName=n1").expect("selector");
+    assert_eq!(store.list(&rt, None, &all, &on_n1).items.len(), 1);
+}
+
+#[test]
+fn crd_create_registers_type_and_delete_drops_objects() {
+    let store = Store::new();
+    let crds = store
+        .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .expect("crds");
+    let crd = json!({"metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+    let created = store.create(&crds, "", crd).expect("crd");
+    assert_eq!(created["status"]["conditions"][0]["type"], "NamesAccepted");
+    let widgets = store
+        .resource("example.com", "v1", "widgets")
+        .expect("registered");
+    store
+        .create(
+            &widgets,
+            "default",
+            json!({"metadata": {"name": "w"}, "spec": {}}),
+        )
+        .expect("widget");
+    store
+        .delete(&crds, "", "widgets.example.com", &DeleteOptions::default())
+        .expect("delete crd");
+    assert!(store.resource("example.com", "v1", "widgets").is_none());
+}
