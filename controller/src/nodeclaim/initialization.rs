@@ -73,12 +73,7 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
 /// Errors: the node label patch failed.
 pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), ReconcileError> {
     let now = ctx.clock.now();
-    let provider_id = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .unwrap_or_default();
-    let nodes = ctx.state.node_for_provider_id(&provider_id);
+    let nodes = ctx.state.nodes_for_claim(claim);
     let [node] = nodes.as_slice() else {
         claim.condition_set(now).set_unknown_with_reason(
             INITIALIZED,

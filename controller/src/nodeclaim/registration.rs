@@ -100,12 +100,7 @@ pub fn registration_patch(claim: &NodeClaim, node: &Node) -> Option<Value> {
 /// Errors: the node patch failed (retried; a conflict means the node changed meanwhile).
 pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), ReconcileError> {
     let now = ctx.clock.now();
-    let provider_id = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .unwrap_or_default();
-    let nodes = ctx.state.node_for_provider_id(&provider_id);
+    let nodes = ctx.state.nodes_for_claim(claim);
     let node = match nodes.as_slice() {
         [] => {
             claim.condition_set(now).set_unknown_with_reason(
@@ -152,7 +147,7 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
     }
     claim.status.get_or_insert_with(Default::default).node_name = Some(node_name.clone());
     claim.condition_set(now).set_true(REGISTERED);
-    tracing::info!(nodeclaim = ?claim.metadata.name, node = %node_name, provider_id = %provider_id, "registered nodeclaim");
+    tracing::info!(nodeclaim = ?claim.metadata.name, node = %node_name, provider_id = ?node.spec.as_ref().and_then(|s| s.provider_id.as_deref()), "registered nodeclaim");
     Ok(())
 }
 

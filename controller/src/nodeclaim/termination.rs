@@ -27,23 +27,21 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, Reconc
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
-        let nodes = ctx.state.node_for_provider_id(pid);
-        if !nodes.is_empty() {
-            let api: Api<Node> = Api::all(ctx.client.clone());
-            for node in nodes
-                .iter()
-                .filter(|n| n.metadata.deletion_timestamp.is_none())
-            {
-                let node_name = node.metadata.name.clone().unwrap_or_default();
-                match api.delete(&node_name, &DeleteParams::default()).await {
-                    Ok(_) => tracing::info!(nodeclaim = %name, node = %node_name, "deleted node"),
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
+    let nodes = ctx.state.nodes_for_claim(claim);
+    if !nodes.is_empty() {
+        let api: Api<Node> = Api::all(ctx.client.clone());
+        for node in nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_none())
+        {
+            let node_name = node.metadata.name.clone().unwrap_or_default();
+            match api.delete(&node_name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(nodeclaim = %name, node = %node_name, "deleted node"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
             }
-            return Ok(Action::requeue(Duration::from_secs(1)));
         }
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     match ctx.cloud.delete(claim).await {
         Ok(()) => {

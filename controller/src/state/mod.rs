@@ -128,7 +128,16 @@ impl ClusterState {
         }
     }
 
-    /// The node registered for a providerID, if exactly one.
+    /// The nodes registered for a NodeClaim's providerID (none before launch).
+    pub fn nodes_for_claim(&self, claim: &NodeClaim) -> Vec<Arc<Node>> {
+        match claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
+            Some(pid) => self.node_for_provider_id(pid),
+            None => Vec::new(),
+        }
+    }
+
+    /// The nodes registered with a providerID (more than one is an invariant violation the
+    /// caller reports).
     pub fn node_for_provider_id(&self, provider_id: &str) -> Vec<Arc<Node>> {
         self.nodes
             .state()
