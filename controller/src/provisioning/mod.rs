@@ -22,6 +22,7 @@ use crate::operator::events::{self, EventSpec, EventType, reason, reference};
 use crate::scheduling::pod::{PodInfo, PodKey};
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, Output, within_limits};
+use crate::scheduling::volumes::VolumeIndex;
 use crate::state::Snapshot;
 
 /// How often pods that are still pending are re-provisioned for without new events.
@@ -170,9 +171,11 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
     }
     let mut pods = HashMap::new();
     let mut infos = Vec::new();
+    let volumes = VolumeIndex::new(&snap.pvcs, &snap.pvs, &snap.storage_classes);
     for pod in snap.provisionable_pods() {
         match PodInfo::from_pod(&pod) {
-            Ok(info) => {
+            Ok(mut info) => {
+                info.add_volume_requirements(&volumes.requirements(&pod));
                 pods.insert(info.key.clone(), Arc::clone(&pod));
                 infos.push(info);
             }
@@ -186,12 +189,16 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
         }
     }
     let existing = snap.existing_capacity(&overhead_by_pool, &types_by_name);
+    let names: std::collections::HashSet<String> =
+        existing.iter().map(|e| e.name.clone()).collect();
     Prepared {
         input: Input {
             pods: infos,
+            bound_pods: snap.bound_pods(&names),
             existing,
             nodepools: templates,
             well_known_labels: well_known,
+            namespaces: snap.namespace_labels(),
         },
         pools,
         types: types_by_name,

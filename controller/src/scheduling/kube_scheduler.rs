@@ -1,18 +1,25 @@
 //! kube-scheduler's filter and score steps over the shared scheduling core, for the sandbox's
 //! simulated scheduler: filters in kube-scheduler's plugin order (NodeUnschedulable, NodeName,
-//! TaintToleration, NodeAffinity, NodeResourcesFit), scoring by the default LeastAllocated
-//! strategy over the first 100 feasible nodes, and kube-scheduler's `0/N nodes are available`
-//! messages for pods that fit nowhere.
+//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread,
+//! InterPodAffinity), volume topology, scoring by the default LeastAllocated strategy over the
+//! first 100 feasible nodes, and kube-scheduler's `0/N nodes are available` messages.
+//! Preferences (preferred affinities, `ScheduleAnyway` spreads) only score in kube-scheduler, so
+//! they never filter here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use sandbox::actors::PodPlacer;
+use sandbox::actors::{ClusterView, PodPlacer};
 
+use super::constraints::{HostPort, Relaxation};
 use super::pod::PodInfo;
+use super::requirements::Requirements;
 use super::resources::Resources;
 use super::taints::{taint, untolerated};
+use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
+use super::volumes::VolumeIndex;
+use crds::labels::HOSTNAME_LABEL;
 
 /// kube-scheduler stops looking after this many feasible nodes (`minFeasibleNodesToFind`).
 const FEASIBLE_NODES_TO_SCORE: usize = 100;
@@ -30,12 +37,46 @@ struct NodeState {
     unschedulable: bool,
     allocatable: Resources,
     used: Resources,
+    ports: Vec<HostPort>,
 }
 
 /// The simulated kube-scheduler's placement logic.
 #[derive(Default)]
 pub struct KubeScheduler {
     compiled: Mutex<HashMap<String, (String, Arc<CompiledPod>)>>,
+}
+
+/// Every preference dropped: kube-scheduler only scores preferences.
+fn required_only(c: &super::constraints::PodConstraints) -> Relaxation {
+    Relaxation {
+        node_terms: 0,
+        affinity: c.preferred_affinity.len(),
+        anti_affinity: c.preferred_anti_affinity.len(),
+        preferred_node: c.preferred_node.len(),
+        anyway_spreads: c.spread.iter().filter(|s| !s.hard).count(),
+        tolerate_prefer_no_schedule: false,
+    }
+}
+
+fn pod_ref(p: &PodInfo) -> PodRef<'_> {
+    PodRef {
+        namespace: &p.key.namespace,
+        labels: &p.labels,
+        constraints: &p.constraints,
+        node_terms: &p.requirement_terms,
+        tolerations: &p.tolerations,
+    }
+}
+
+fn reason(e: &TopologyError) -> String {
+    if e.inverse {
+        return "node(s) didn't satisfy existing pods anti-affinity rules".into();
+    }
+    match e.kind {
+        "topology spread" => "node(s) didn't match pod topology spread constraints".into(),
+        "pod affinity" => "node(s) didn't match pod affinity rules".into(),
+        _ => "node(s) didn't match pod anti-affinity rules".into(),
+    }
 }
 
 impl KubeScheduler {
@@ -121,11 +162,12 @@ impl KubeScheduler {
                 .and_then(|a| Resources::from_list(a).ok())
                 .unwrap_or_default(),
             used: Resources::default(),
+            ports: Vec::new(),
         })
     }
 
-    /// The first filter a node fails for a pod, as kube-scheduler words it.
-    fn filter(pod: &CompiledPod, node: &NodeState) -> Result<(), Vec<String>> {
+    /// The node filters before topology, as kube-scheduler words their failures.
+    fn filter(pod: &CompiledPod, node: &NodeState) -> Result<Requirements, Vec<String>> {
         let tolerations = &pod.info.tolerations;
         if node.unschedulable {
             let unschedulable = taint("node.kubernetes.io/unschedulable", None, "NoSchedule");
@@ -147,14 +189,25 @@ impl KubeScheduler {
                 t.key
             )]);
         }
-        if !pod
+        let Some(term) = pod
             .info
             .requirement_terms
             .iter()
-            .any(|t| t.matches_labels(&node.labels).is_ok())
-        {
+            .find(|t| t.matches_labels(&node.labels).is_ok())
+        else {
             return Err(vec![
                 "node(s) didn't match Pod's node affinity/selector".into(),
+            ]);
+        };
+        if pod
+            .info
+            .constraints
+            .host_ports
+            .iter()
+            .any(|p| node.ports.iter().any(|u| u.conflicts(p)))
+        {
+            return Err(vec![
+                "node(s) didn't have free ports for the requested pod ports".into(),
             ]);
         }
         let total = node.used.plus(&pod.info.requests);
@@ -169,7 +222,11 @@ impl KubeScheduler {
                 }
             })
             .collect();
-        if short.is_empty() { Ok(()) } else { Err(short) }
+        if short.is_empty() {
+            Ok(term.clone())
+        } else {
+            Err(short)
+        }
     }
 
     /// LeastAllocated: the mean free fraction of cpu and memory after placing the pod.
@@ -184,16 +241,74 @@ impl KubeScheduler {
         let after = node.used.plus(&pod.info.requests);
         (free(node.allocatable.cpu, after.cpu) + free(node.allocatable.memory, after.memory)) / 2.0
     }
+
+    fn topology(
+        view: &ClusterView,
+        states: &[NodeState],
+        pending: &[Arc<CompiledPod>],
+        bound: &[(Arc<CompiledPod>, usize)],
+    ) -> Topology {
+        let mut keys: BTreeSet<&str> = BTreeSet::new();
+        for c in pending.iter().chain(bound.iter().map(|(c, _)| c)) {
+            let k = &c.info.constraints;
+            keys.extend(k.spread.iter().map(|s| s.key.as_str()));
+            for t in k
+                .affinity
+                .iter()
+                .chain(&k.anti_affinity)
+                .chain(&k.preferred_affinity)
+                .chain(&k.preferred_anti_affinity)
+            {
+                keys.insert(t.key.as_str());
+            }
+        }
+        keys.remove(HOSTNAME_LABEL);
+        let mut universe: Universe = BTreeMap::new();
+        for key in keys {
+            let mut seen = BTreeSet::new();
+            let entries = states
+                .iter()
+                .filter_map(|s| s.labels.get(key).map(|v| (v.clone(), s.taints.clone())))
+                .filter(|(v, t)| {
+                    seen.insert((
+                        v.clone(),
+                        t.iter()
+                            .map(super::taints::taint_string)
+                            .collect::<Vec<_>>(),
+                    ))
+                })
+                .collect();
+            universe.insert(key.to_string(), entries);
+        }
+        let pods: Vec<PodRef> = pending.iter().map(|c| pod_ref(&c.info)).collect();
+        let existing: Vec<(PodRef, Target)> = bound
+            .iter()
+            .map(|(c, i)| {
+                (
+                    pod_ref(&c.info),
+                    Target::Node {
+                        id: *i,
+                        labels: &states[*i].labels,
+                        taints: &states[*i].taints,
+                    },
+                )
+            })
+            .collect();
+        Topology::new(
+            Mode::KubeScheduler,
+            &pods,
+            &existing,
+            universe,
+            view.namespaces,
+            states.len(),
+        )
+    }
 }
 
 impl PodPlacer for KubeScheduler {
-    fn place(
-        &self,
-        pending: &[Arc<Pod>],
-        nodes: &[Arc<Node>],
-        bound: &[Arc<Pod>],
-    ) -> Vec<Result<String, String>> {
-        let mut states: Vec<NodeState> = nodes
+    fn place(&self, view: &ClusterView) -> Vec<Result<String, String>> {
+        let mut states: Vec<NodeState> = view
+            .nodes
             .iter()
             .filter_map(|n| KubeScheduler::node_state(n))
             .collect();
@@ -203,7 +318,9 @@ impl PodPlacer for KubeScheduler {
             .enumerate()
             .map(|(i, s)| (s.name.clone(), i))
             .collect();
-        for pod in bound {
+        self.prune(view.pending.iter().chain(view.bound.iter()));
+        let mut bound = Vec::new();
+        for pod in view.bound {
             let node = pod
                 .spec
                 .as_ref()
@@ -211,22 +328,61 @@ impl PodPlacer for KubeScheduler {
                 .unwrap_or("");
             if let (Some(&i), Ok(c)) = (index.get(node), self.compile(pod)) {
                 states[i].used.add(&c.info.requests);
+                states[i]
+                    .ports
+                    .extend(c.info.constraints.host_ports.iter().cloned());
+                bound.push((c, i));
             }
         }
-        self.prune(pending.iter().chain(bound.iter()));
-        let total = states.len();
-        pending
+        let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
+        let compiled: Vec<Result<Arc<CompiledPod>, String>> = view
+            .pending
             .iter()
-            .map(|pod| {
-                let compiled = self.compile(pod)?;
+            .map(|p| {
+                let c = self.compile(p)?;
+                let alternatives = volumes.requirements(p);
+                if alternatives.is_empty() {
+                    return Ok(c);
+                }
+                let mut info = c.info.clone();
+                info.add_volume_requirements(&alternatives);
+                Ok(Arc::new(CompiledPod {
+                    info,
+                    node_names: c.node_names.clone(),
+                }))
+            })
+            .collect();
+        let ok: Vec<Arc<CompiledPod>> = compiled
+            .iter()
+            .filter_map(|c| c.as_ref().ok().cloned())
+            .collect();
+        let mut topology = KubeScheduler::topology(view, &states, &ok, &bound);
+        let total = states.len();
+        let mut topo_index = 0;
+        compiled
+            .into_iter()
+            .map(|c| {
+                let compiled = c?;
+                let ti = topo_index;
+                topo_index += 1;
                 if total == 0 {
                     return Err("no nodes available to schedule pods".to_string());
                 }
+                let relax = required_only(&compiled.info.constraints);
+                let involves = topology.involves(ti);
                 let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
                 let mut best: Option<(f64, usize)> = None;
                 let mut feasible = 0;
                 for (i, node) in states.iter().enumerate() {
-                    match KubeScheduler::filter(&compiled, node) {
+                    let check = KubeScheduler::filter(&compiled, node).and_then(|term| {
+                        if !involves {
+                            return Ok(());
+                        }
+                        let target = Target::Node { id: i, labels: &node.labels, taints: &node.taints };
+                        let own = topology.requirements(ti, &pod_ref(&compiled.info), &Relaxation { node_terms: 0, ..relax }, &term, &target);
+                        own.map(|_| ()).map_err(|e| vec![reason(&e)])
+                    });
+                    match check {
                         Ok(()) => {
                             let s = KubeScheduler::score(&compiled, node);
                             if best.is_none_or(|(b, _)| s > b) {
@@ -246,7 +402,11 @@ impl PodPlacer for KubeScheduler {
                 }
                 match best {
                     Some((_, i)) => {
-                        states[i].used.add(&compiled.info.requests);
+                        let node = &mut states[i];
+                        node.used.add(&compiled.info.requests);
+                        node.ports.extend(compiled.info.constraints.host_ports.iter().cloned());
+                        let target = Target::Node { id: i, labels: &states[i].labels, taints: &states[i].taints };
+                        topology.record(ti, &target);
                         Ok(states[i].name.clone())
                     }
                     None => {
@@ -272,104 +432,5 @@ impl PodPlacer for KubeScheduler {
                 .requirement_terms
                 .iter()
                 .any(|t| t.matches_labels(&state.labels).is_ok())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn pod(name: &str, cpu: &str, extra: serde_json::Value) -> Arc<Pod> {
-        let mut v = json!({"metadata": {"name": name, "namespace": "default", "uid": name, "resourceVersion": "1"},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}});
-        if let (Some(spec), Some(e)) = (v["spec"].as_object_mut(), extra.as_object()) {
-            for (k, val) in e {
-                spec.insert(k.clone(), val.clone());
-            }
-        }
-        Arc::new(serde_json::from_value(v).expect("pod"))
-    }
-
-    fn node(name: &str, cpu: &str, taints: serde_json::Value) -> Arc<Node> {
-        Arc::new(
-            serde_json::from_value(
-                json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-                "spec": {"taints": taints},
-                "status": {"allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "110"},
-                    "conditions": [{"type": "Ready", "status": "True"}]}}),
-            )
-            .expect("node"),
-        )
-    }
-
-    #[test]
-    fn least_allocated_spreads_and_capacity_is_consumed_within_a_pass() {
-        let s = KubeScheduler::new();
-        let nodes = vec![node("a", "2", json!([])), node("b", "2", json!([]))];
-        let pending = vec![
-            pod("p1", "1", json!({})),
-            pod("p2", "1", json!({})),
-            pod("p3", "1", json!({})),
-            pod("p4", "1", json!({})),
-            pod("p5", "1", json!({})),
-        ];
-        let r = s.place(&pending, &nodes, &[]);
-        assert_eq!(r[0], Ok("a".to_string()));
-        assert_eq!(
-            r[1],
-            Ok("b".to_string()),
-            "LeastAllocated prefers the emptier node"
-        );
-        assert!(r[2].is_ok() && r[3].is_ok());
-        assert_eq!(
-            r[4],
-            Err("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".to_string())
-        );
-    }
-
-    #[test]
-    fn unregistered_taint_blocks_and_daemon_pods_pin_by_name() {
-        let s = KubeScheduler::new();
-        let nodes = vec![
-            node(
-                "a",
-                "2",
-                json!([{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]),
-            ),
-            node("b", "2", json!([])),
-        ];
-        let r = s.place(
-            &[pod(
-                "p",
-                "100m",
-                json!({"nodeSelector": {"kubernetes.io/hostname": "a"}}),
-            )],
-            &nodes,
-            &[],
-        );
-        assert_eq!(
-            r[0],
-            Err("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {karpenter.sh/unregistered: }. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.".to_string())
-        );
-        let ds = pod(
-            "ds",
-            "100m",
-            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}),
-        );
-        assert_eq!(
-            s.place(&[Arc::clone(&ds)], &nodes, &[])[0],
-            Ok("b".to_string())
-        );
-        assert!(s.eligible(&ds, &nodes[1]));
-        assert!(
-            !s.eligible(&ds, &nodes[0]),
-            "the unregistered taint is not tolerated"
-        );
-        assert_eq!(
-            s.place(&[pod("x", "1", json!({}))], &[], &[])[0],
-            Err("no nodes available to schedule pods".to_string())
-        );
     }
 }

@@ -1,12 +1,15 @@
 //! The pure scheduling core: requirements algebra, resources, taints, pods, and the solver that
 //! turns pending pods plus a cluster snapshot into NodeClaims. No I/O, no clock.
 
+pub mod constraints;
 pub mod kube_scheduler;
 pub mod pod;
 pub mod requirements;
 pub mod resources;
 pub mod solver;
 pub mod taints;
+pub mod topology;
+pub mod volumes;
 
 #[cfg(test)]
 mod solver_tests;

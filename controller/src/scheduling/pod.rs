@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 
+use super::constraints::{self, PodConstraints};
 use super::requirements::{Requirement, RequirementError, Requirements};
 use super::resources::{PODS, QuantityError, Resources};
 
@@ -47,6 +48,8 @@ pub struct PodInfo {
     pub node_name: Option<String>,
     /// Labels of the pod.
     pub labels: BTreeMap<String, String>,
+    /// Topology spread, pod (anti-)affinity, preferred node affinity and host ports.
+    pub constraints: PodConstraints,
 }
 
 /// Why a pod cannot be compiled.
@@ -119,7 +122,25 @@ impl PodInfo {
                 .and_then(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
             labels: meta.labels.clone().unwrap_or_default(),
+            constraints: constraints::compile(pod)?,
         })
+    }
+
+    /// AND volume topology alternatives (from the pod's PersistentVolumes or StorageClasses)
+    /// into the pod's requirement terms: every term gets every alternative.
+    pub fn add_volume_requirements(&mut self, alternatives: &[Requirements]) {
+        if alternatives.is_empty() {
+            return;
+        }
+        let mut terms = Vec::with_capacity(self.requirement_terms.len() * alternatives.len());
+        for term in &self.requirement_terms {
+            for alt in alternatives {
+                let mut t = term.clone();
+                t.add_all(alt);
+                terms.push(t);
+            }
+        }
+        self.requirement_terms = terms;
     }
 }
 

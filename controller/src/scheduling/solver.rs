@@ -1,24 +1,30 @@
 //! The provisioning solver (upstream `provisioning/scheduling/scheduler.go`): pods in first-fit-
 //! decreasing order go to existing nodes and in-flight NodeClaims first, then to NodeClaims
 //! opened earlier in this run, then to a new NodeClaim from the first NodePool (by weight) that
-//! admits them. Each new NodeClaim keeps every instance type that still fits, cheapest first.
+//! admits them. Topology spread, pod (anti-)affinity, host ports and minValues are honoured;
+//! preferences are treated as required and relaxed one at a time when a pod cannot otherwise
+//! schedule. Each new NodeClaim keeps every instance type that still fits, cheapest first.
 //! Pure: no I/O, no clock.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::api::core::v1::{Taint, Toleration};
 
+use super::constraints::{HostPort, Relaxation, node_requirements};
 use super::pod::{PodInfo, PodKey, queue_order};
 use super::requirements::{Incompatible, Requirement, Requirements};
 use super::resources::Resources;
 use super::taints::{taint_string, untolerated};
+use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
 use crate::cloudprovider::InstanceType;
-use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
+use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
 
 /// Upper bound on instance types written into one NodeClaim (upstream `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
+/// The `nodes` key of NodePool limits (a node count).
+pub const LIMIT_NODES: &str = "nodes";
 
 /// A NodePool as the solver uses it.
 #[derive(Clone, Debug)]
@@ -27,7 +33,8 @@ pub struct NodePoolTemplate {
     pub name: String,
     /// Higher weights are tried first.
     pub weight: i32,
-    /// Pool requirements, its template labels (as `In`) and `karpenter.sh/nodepool In [name]`.
+    /// Pool requirements (with minValues), its template labels (as `In`) and
+    /// `karpenter.sh/nodepool In [name]`.
     pub requirements: Requirements,
     /// Template taints pods must tolerate (startup taints are not considered, as upstream).
     pub taints: Vec<Taint>,
@@ -64,6 +71,15 @@ pub struct ExistingNode {
     pub initialized: bool,
 }
 
+/// A pod already running on an existing node: it counts for topology and holds host ports.
+#[derive(Clone, Debug)]
+pub struct BoundPod {
+    /// The pod.
+    pub pod: PodInfo,
+    /// The existing node's name.
+    pub node: String,
+}
+
 /// Everything one solve needs.
 #[derive(Clone, Debug, Default)]
 pub struct Input {
@@ -71,10 +87,14 @@ pub struct Input {
     pub pods: Vec<PodInfo>,
     /// Existing nodes and in-flight NodeClaims.
     pub existing: Vec<ExistingNode>,
+    /// Pods running on existing nodes.
+    pub bound_pods: Vec<BoundPod>,
     /// Ready NodePools.
     pub nodepools: Vec<NodePoolTemplate>,
     /// Label keys a pod may require without the pool defining them (well-known labels).
     pub well_known_labels: Vec<String>,
+    /// Namespaces and their labels (for affinity terms' namespace selectors).
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A NodeClaim to create.
@@ -82,8 +102,8 @@ pub struct Input {
 pub struct NewClaim {
     /// The NodePool it belongs to.
     pub nodepool: String,
-    /// Requirements including `node.kubernetes.io/instance-type In [options]` (cheapest first)
-    /// and the capacity types those options offer.
+    /// Requirements including `node.kubernetes.io/instance-type In [options]` and the capacity
+    /// types those options offer.
     pub requirements: Requirements,
     /// Instance-type options, cheapest available compatible offering first.
     pub instance_types: Vec<Arc<InstanceType>>,
@@ -110,6 +130,8 @@ pub enum Rejection {
     Taint(String),
     /// Pod and pool requirements conflict.
     Requirements(Incompatible),
+    /// A topology spread or pod (anti-)affinity constraint leaves no domain.
+    Topology(TopologyError),
     /// No instance type satisfies both requirements and resources.
     NoInstanceType {
         /// Pod requests plus daemon overhead.
@@ -128,6 +150,7 @@ impl fmt::Display for Rejection {
         match self {
             Rejection::Taint(t) => write!(f, "did not tolerate taint {t}"),
             Rejection::Requirements(i) => write!(f, "{i}"),
+            Rejection::Topology(t) => write!(f, "{t}"),
             Rejection::NoInstanceType {
                 requests,
                 requirements,
@@ -179,6 +202,18 @@ pub struct Output {
     pub errors: Vec<PodError>,
 }
 
+/// Whether a node of this capacity fits what the limits still allow: every limited resource
+/// (and one more node, when `nodes` is limited).
+pub fn within_limits(capacity: &Resources, remaining: &BTreeMap<String, i64>) -> bool {
+    remaining.iter().all(|(name, left)| {
+        if name == LIMIT_NODES {
+            *left >= 1
+        } else {
+            capacity.get(name) <= *left
+        }
+    })
+}
+
 struct OpenClaim {
     pool: usize,
     requirements: Requirements,
@@ -188,6 +223,7 @@ struct OpenClaim {
     /// Component-wise max allocatable over `options` (quick reject).
     max_allocatable: Resources,
     pods: Vec<PodKey>,
+    host_ports: Vec<HostPort>,
 }
 
 struct Pool<'a> {
@@ -197,15 +233,29 @@ struct Pool<'a> {
     remaining: BTreeMap<String, i64>,
 }
 
+struct Existing {
+    available: Resources,
+    host_ports: Vec<HostPort>,
+}
+
+struct Solver<'a> {
+    input: &'a Input,
+    pools: Vec<Pool<'a>>,
+    order: Vec<usize>,
+    existing: Vec<Existing>,
+    claims: Vec<OpenClaim>,
+    topology: Topology,
+    well_known: HashSet<&'a str>,
+    prefer_no_schedule: bool,
+    memo: HashMap<(usize, String), Vec<usize>>,
+    out: Output,
+}
+
 /// Run one scheduling simulation.
 pub fn solve(input: &Input) -> Output {
-    let mut pods: Vec<&PodInfo> = input.pods.iter().collect();
-    pods.sort_by(|a, b| queue_order(a, b));
-    let mut existing: Vec<ExistingNode> = input.existing.clone();
-    existing.sort_by(|a, b| b.initialized.cmp(&a.initialized).then(a.name.cmp(&b.name)));
     let mut templates: Vec<&NodePoolTemplate> = input.nodepools.iter().collect();
     templates.sort_by(|a, b| b.weight.cmp(&a.weight).then(b.name.cmp(&a.name)));
-    let mut pools: Vec<Pool> = templates
+    let pools: Vec<Pool> = templates
         .into_iter()
         .map(|t| Pool {
             base: (0..t.instance_types.len())
@@ -215,120 +265,534 @@ pub fn solve(input: &Input) -> Output {
             t,
         })
         .collect();
-    let well_known = |k: &str| input.well_known_labels.iter().any(|w| w == k);
-    let mut out = Output::default();
-    let mut claims: Vec<OpenClaim> = Vec::new();
-    let mut type_memo: HashMap<(usize, String), Vec<usize>> = HashMap::new();
-
-    'pods: for pod in pods {
-        for term in &pod.requirement_terms {
-            if let Some(node) = place_existing(&mut existing, pod, term, &well_known) {
-                out.existing.entry(node).or_default().push(pod.key.clone());
-                continue 'pods;
-            }
-            if place_open_claim(&mut claims, &pools, pod, term, &well_known) {
-                continue 'pods;
-            }
+    let mut order: Vec<usize> = (0..input.existing.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&input.existing[a], &input.existing[b]);
+        y.initialized.cmp(&x.initialized).then(x.name.cmp(&y.name))
+    });
+    let node_index: HashMap<&str, usize> = input
+        .existing
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.name.as_str(), i))
+        .collect();
+    let mut existing: Vec<Existing> = input
+        .existing
+        .iter()
+        .map(|e| Existing {
+            available: e.available.clone(),
+            host_ports: Vec::new(),
+        })
+        .collect();
+    for b in &input.bound_pods {
+        if let Some(&i) = node_index.get(b.node.as_str()) {
+            existing[i]
+                .host_ports
+                .extend(b.pod.constraints.host_ports.iter().cloned());
         }
-        let mut rejections = Vec::new();
-        for (pi, pool) in pools.iter_mut().enumerate() {
-            let mut last = None;
-            for term in &pod.requirement_terms {
-                match open_claim(pi, pool, pod, term, &well_known, &mut type_memo) {
-                    Ok(claim) => {
-                        claims.push(claim);
-                        continue 'pods;
-                    }
-                    Err(r) => last = Some(r),
-                }
-            }
-            if let Some(r) = last {
-                rejections.push((pool.t.name.clone(), r));
-            }
-        }
-        out.errors.push(PodError {
-            pod: pod.key.clone(),
-            rejections,
-        });
     }
+    let topology = build_topology(input, &pools, &node_index);
+    let mut solver = Solver {
+        input,
+        prefer_no_schedule: pools
+            .iter()
+            .any(|p| p.t.taints.iter().any(|t| t.effect == "PreferNoSchedule")),
+        pools,
+        order,
+        existing,
+        claims: Vec::new(),
+        topology,
+        well_known: input.well_known_labels.iter().map(String::as_str).collect(),
+        memo: HashMap::new(),
+        out: Output::default(),
+    };
+    solver.run();
+    let Solver {
+        claims,
+        pools,
+        mut out,
+        ..
+    } = solver;
     out.new_claims = claims.into_iter().map(|c| finish(c, &pools)).collect();
     out
 }
 
-fn place_existing(
-    existing: &mut [ExistingNode],
-    pod: &PodInfo,
-    term: &Requirements,
-    well_known: &dyn Fn(&str) -> bool,
-) -> Option<String> {
-    for node in existing.iter_mut() {
-        if !pod.requests.fits_in(&node.available)
-            || untolerated(&node.taints, &pod.tolerations).is_some()
-        {
-            continue;
-        }
-        let admits = match &node.labels {
-            NodeLabels::Known(labels) => term.matches_labels(labels).is_ok(),
-            NodeLabels::Pending(reqs) => reqs.compatible(term, well_known).is_ok(),
-        };
-        if admits {
-            node.available.sub(&pod.requests);
-            return Some(node.name.clone());
-        }
+fn pod_ref(p: &PodInfo) -> PodRef<'_> {
+    PodRef {
+        namespace: &p.key.namespace,
+        labels: &p.labels,
+        constraints: &p.constraints,
+        node_terms: &p.requirement_terms,
+        tolerations: &p.tolerations,
     }
-    None
 }
 
-fn place_open_claim(
-    claims: &mut [OpenClaim],
-    pools: &[Pool],
-    pod: &PodInfo,
-    term: &Requirements,
-    well_known: &dyn Fn(&str) -> bool,
-) -> bool {
-    for claim in claims.iter_mut() {
-        let total = claim.requests.plus(&pod.requests);
-        if !total.fits_in(&claim.max_allocatable) {
-            continue;
-        }
-        let pool = pools[claim.pool].t;
-        if untolerated(&pool.taints, &pod.tolerations).is_some() {
-            continue;
-        }
-        let narrowed = !term.is_empty();
-        let merged = if narrowed {
-            if claim.requirements.compatible(term, well_known).is_err() {
-                continue;
-            }
-            let mut m = claim.requirements.clone();
-            m.add_all(term);
-            Some(m)
-        } else {
-            None
-        };
-        let reqs = merged.as_ref().unwrap_or(&claim.requirements);
-        let options: Vec<usize> = claim
-            .options
+/// Domains of every topology key in play: values from the pools' requirements and instance
+/// types (with the pool's taints) and from existing nodes' labels.
+fn build_topology(input: &Input, pools: &[Pool], node_index: &HashMap<&str, usize>) -> Topology {
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    for p in input
+        .pods
+        .iter()
+        .chain(input.bound_pods.iter().map(|b| &b.pod))
+    {
+        let c = &p.constraints;
+        keys.extend(c.spread.iter().map(|s| s.key.as_str()));
+        for t in c
+            .affinity
             .iter()
-            .copied()
-            .filter(|&i| {
-                let it = &pool.instance_types[i];
-                total.fits_in(&it.allocatable) && (!narrowed || it.compatible(reqs))
+            .chain(&c.anti_affinity)
+            .chain(&c.preferred_affinity)
+            .chain(&c.preferred_anti_affinity)
+        {
+            keys.insert(t.key.as_str());
+        }
+    }
+    keys.remove(HOSTNAME_LABEL);
+    let mut universe: Universe = BTreeMap::new();
+    for key in keys {
+        let mut values: BTreeSet<(String, Vec<String>)> = BTreeSet::new();
+        let mut entries = Vec::new();
+        let mut push = |v: &str, taints: &[Taint]| {
+            let id = (
+                v.to_string(),
+                taints.iter().map(taint_string).collect::<Vec<_>>(),
+            );
+            if values.insert(id) {
+                entries.push((v.to_string(), taints.to_vec()));
+            }
+        };
+        for pool in pools {
+            let pool_req = pool.t.requirements.get(key);
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            for &i in &pool.base {
+                if let Some(vals) = pool.t.instance_types[i]
+                    .requirements
+                    .get(key)
+                    .and_then(|r| r.values())
+                {
+                    for v in vals {
+                        if pool_req.is_none_or(|r| r.has(v)) {
+                            seen.insert(v);
+                        }
+                    }
+                }
+            }
+            if let Some(vals) = pool_req.and_then(|r| r.values()) {
+                seen.extend(vals.iter().map(String::as_str));
+            }
+            for v in seen {
+                push(v, &pool.t.taints);
+            }
+        }
+        for e in &input.existing {
+            if let NodeLabels::Known(labels) = &e.labels
+                && let Some(v) = labels.get(key)
+            {
+                push(v, &e.taints);
+            }
+        }
+        universe.insert(key.to_string(), entries);
+    }
+    let pods: Vec<PodRef> = input.pods.iter().map(pod_ref).collect();
+    let existing: Vec<(PodRef, Target)> = input
+        .bound_pods
+        .iter()
+        .filter_map(|b| {
+            let &i = node_index.get(b.node.as_str())?;
+            let e = &input.existing[i];
+            let target = match &e.labels {
+                NodeLabels::Known(labels) => Target::Node {
+                    id: i,
+                    labels,
+                    taints: &e.taints,
+                },
+                NodeLabels::Pending(reqs) => Target::Claim {
+                    id: i,
+                    requirements: reqs,
+                    taints: &e.taints,
+                },
+            };
+            Some((pod_ref(&b.pod), target))
+        })
+        .collect();
+    Topology::new(
+        Mode::Provisioning,
+        &pods,
+        &existing,
+        universe,
+        &input.namespaces,
+        input.existing.len(),
+    )
+}
+
+/// The pod's tolerations at a relaxation level (plus `PreferNoSchedule` once relaxed).
+fn tolerations(pod: &PodInfo, r: &Relaxation) -> Vec<Toleration> {
+    let mut t = pod.tolerations.clone();
+    if r.tolerate_prefer_no_schedule {
+        t.push(Toleration {
+            operator: Some("Exists".into()),
+            effect: Some("PreferNoSchedule".into()),
+            ..Toleration::default()
+        });
+    }
+    t
+}
+
+fn ports_conflict(used: &[HostPort], wanted: &[HostPort]) -> bool {
+    wanted.iter().any(|w| used.iter().any(|u| u.conflicts(w)))
+}
+
+/// Whether the instance types keep at least `minValues` distinct values for every requirement
+/// that sets it.
+fn min_values_ok(reqs: &Requirements, types: &[Arc<InstanceType>], options: &[usize]) -> bool {
+    reqs.iter().filter(|r| r.min_values.is_some()).all(|r| {
+        let distinct: BTreeSet<&str> = options
+            .iter()
+            .filter_map(|&i| {
+                let it = &types[i];
+                if r.key == INSTANCE_TYPE_LABEL {
+                    Some(it.name.as_str())
+                } else {
+                    it.labels.get(&r.key).map(String::as_str)
+                }
             })
             .collect();
-        if options.is_empty() {
-            continue;
+        distinct.len() >= r.min_values.unwrap_or(0)
+    })
+}
+
+impl Solver<'_> {
+    fn run(&mut self) {
+        let mut queue: VecDeque<(usize, Relaxation)> = {
+            let mut idx: Vec<usize> = (0..self.input.pods.len()).collect();
+            idx.sort_by(|&a, &b| queue_order(&self.input.pods[a], &self.input.pods[b]));
+            idx.into_iter()
+                .map(|i| (i, Relaxation::default()))
+                .collect()
+        };
+        // Upstream's queue: a failed pod is retried after relaxing, or after other pods made
+        // progress since its last failure; otherwise it fails for good.
+        let mut placed = 0usize;
+        let mut failed_at: HashMap<usize, usize> = HashMap::new();
+        while let Some((i, relax)) = queue.pop_front() {
+            match self.place(i, &relax) {
+                Ok(()) => placed += 1,
+                Err(rejections) => {
+                    let pod = &self.input.pods[i];
+                    if let Some(next) = relax.next(
+                        pod.requirement_terms.len(),
+                        &pod.constraints,
+                        self.prefer_no_schedule,
+                    ) {
+                        queue.push_back((i, next));
+                    } else if failed_at.get(&i) != Some(&placed) && !queue.is_empty() {
+                        failed_at.insert(i, placed);
+                        queue.push_back((i, relax));
+                    } else {
+                        self.out.errors.push(PodError {
+                            pod: pod.key.clone(),
+                            rejections,
+                        });
+                    }
+                }
+            }
         }
-        claim.max_allocatable = max_allocatable(pool, &options);
-        claim.options = options;
-        claim.requests = total;
-        if let Some(m) = merged {
-            claim.requirements = m;
-        }
-        claim.pods.push(pod.key.clone());
-        return true;
     }
-    false
+
+    fn place(&mut self, i: usize, relax: &Relaxation) -> Result<(), Vec<(String, Rejection)>> {
+        let input = self.input;
+        let pod = &input.pods[i];
+        let reqs = node_requirements(&pod.requirement_terms, &pod.constraints, relax);
+        let tols = tolerations(pod, relax);
+        if self.place_existing(i, pod, relax, &reqs, &tols)
+            || self.place_open_claim(i, pod, relax, &reqs, &tols)
+        {
+            return Ok(());
+        }
+        let mut rejections = Vec::new();
+        for pi in 0..self.pools.len() {
+            match self.open_claim(i, pi, pod, relax, &reqs, &tols) {
+                Ok(claim) => {
+                    let id = input.existing.len() + self.claims.len();
+                    let taints = &self.pools[claim.pool].t.taints;
+                    let target = Target::Claim {
+                        id,
+                        requirements: &claim.requirements,
+                        taints,
+                    };
+                    self.topology.record(i, &target);
+                    self.claims.push(claim);
+                    return Ok(());
+                }
+                Err(r) => rejections.push((self.pools[pi].t.name.clone(), r)),
+            }
+        }
+        Err(rejections)
+    }
+
+    fn place_existing(
+        &mut self,
+        i: usize,
+        pod: &PodInfo,
+        relax: &Relaxation,
+        reqs: &Requirements,
+        tols: &[Toleration],
+    ) -> bool {
+        let involves = self.topology.involves(i);
+        for &n in &self.order {
+            let node = &self.input.existing[n];
+            let state = &self.existing[n];
+            if !pod.requests.fits_in(&state.available) || untolerated(&node.taints, tols).is_some()
+            {
+                continue;
+            }
+            let target = match &node.labels {
+                NodeLabels::Known(labels) => {
+                    if reqs.matches_labels(labels).is_err() {
+                        continue;
+                    }
+                    Target::Node {
+                        id: n,
+                        labels,
+                        taints: &node.taints,
+                    }
+                }
+                NodeLabels::Pending(claim_reqs) => {
+                    if claim_reqs
+                        .compatible(reqs, |k| self.well_known.contains(k))
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    Target::Claim {
+                        id: n,
+                        requirements: claim_reqs,
+                        taints: &node.taints,
+                    }
+                }
+            };
+            if ports_conflict(&state.host_ports, &pod.constraints.host_ports) {
+                continue;
+            }
+            if involves
+                && self
+                    .topology
+                    .requirements(i, &pod_ref(pod), relax, reqs, &target)
+                    .is_err()
+            {
+                continue;
+            }
+            self.topology.record(i, &target);
+            let state = &mut self.existing[n];
+            state.available.sub(&pod.requests);
+            state
+                .host_ports
+                .extend(pod.constraints.host_ports.iter().cloned());
+            self.out
+                .existing
+                .entry(node.name.clone())
+                .or_default()
+                .push(pod.key.clone());
+            return true;
+        }
+        false
+    }
+
+    fn place_open_claim(
+        &mut self,
+        i: usize,
+        pod: &PodInfo,
+        relax: &Relaxation,
+        reqs: &Requirements,
+        tols: &[Toleration],
+    ) -> bool {
+        let involves = self.topology.involves(i);
+        let base_id = self.input.existing.len();
+        for ci in 0..self.claims.len() {
+            let claim = &self.claims[ci];
+            let total = claim.requests.plus(&pod.requests);
+            if !total.fits_in(&claim.max_allocatable) {
+                continue;
+            }
+            let pool = self.pools[claim.pool].t;
+            if untolerated(&pool.taints, tols).is_some()
+                || ports_conflict(&claim.host_ports, &pod.constraints.host_ports)
+            {
+                continue;
+            }
+            if !reqs.is_empty()
+                && claim
+                    .requirements
+                    .compatible(reqs, |k| self.well_known.contains(k))
+                    .is_err()
+            {
+                continue;
+            }
+            let extra = if involves {
+                let target = Target::Claim {
+                    id: base_id + ci,
+                    requirements: &claim.requirements,
+                    taints: &pool.taints,
+                };
+                match self
+                    .topology
+                    .requirements(i, &pod_ref(pod), relax, reqs, &target)
+                {
+                    Ok(extra) => extra,
+                    Err(_) => continue,
+                }
+            } else {
+                Requirements::new()
+            };
+            let narrowed = !reqs.is_empty() || !extra.is_empty();
+            let merged = if narrowed {
+                let mut m = claim.requirements.clone();
+                m.add_all(reqs);
+                m.add_all(&extra);
+                Some(m)
+            } else {
+                None
+            };
+            let check = merged.as_ref().unwrap_or(&claim.requirements);
+            let options: Vec<usize> = claim
+                .options
+                .iter()
+                .copied()
+                .filter(|&o| {
+                    let it = &pool.instance_types[o];
+                    total.fits_in(&it.allocatable) && (!narrowed || it.compatible(check))
+                })
+                .collect();
+            if options.is_empty() || !min_values_ok(check, &pool.instance_types, &options) {
+                continue;
+            }
+            let claim = &mut self.claims[ci];
+            claim.max_allocatable = max_allocatable(pool, &options);
+            claim.options = options;
+            claim.requests = total;
+            if let Some(m) = merged {
+                claim.requirements = m;
+            }
+            claim.pods.push(pod.key.clone());
+            claim
+                .host_ports
+                .extend(pod.constraints.host_ports.iter().cloned());
+            let target = Target::Claim {
+                id: base_id + ci,
+                requirements: &claim.requirements,
+                taints: &pool.taints,
+            };
+            self.topology.record(i, &target);
+            return true;
+        }
+        false
+    }
+
+    fn open_claim(
+        &mut self,
+        i: usize,
+        pi: usize,
+        pod: &PodInfo,
+        relax: &Relaxation,
+        reqs: &Requirements,
+        tols: &[Toleration],
+    ) -> Result<OpenClaim, Rejection> {
+        let pool = &self.pools[pi];
+        let t = pool.t;
+        if let Some(taint) = untolerated(&t.taints, tols) {
+            return Err(Rejection::Taint(taint_string(taint)));
+        }
+        t.requirements
+            .compatible(reqs, |k| self.well_known.contains(k))
+            .map_err(Rejection::Requirements)?;
+        let mut requirements = t.requirements.clone();
+        requirements.add_all(reqs);
+        if self.topology.involves(i) {
+            let id = self.input.existing.len() + self.claims.len();
+            let target = Target::Claim {
+                id,
+                requirements: &requirements,
+                taints: &t.taints,
+            };
+            let extra = self
+                .topology
+                .requirements(i, &pod_ref(pod), relax, reqs, &target)
+                .map_err(Rejection::Topology)?;
+            requirements.add_all(&extra);
+        }
+        let key = requirements.to_string();
+        let compatible: &Vec<usize> = if reqs.is_empty() && !self.topology.involves(i) {
+            &pool.base
+        } else {
+            self.memo.entry((pi, key)).or_insert_with(|| {
+                pool.base
+                    .iter()
+                    .copied()
+                    .filter(|&o| t.instance_types[o].compatible(&requirements))
+                    .collect()
+            })
+        };
+        let requests = pod.requests.plus(&t.daemon_overhead);
+        let no_type = |detail| Rejection::NoInstanceType {
+            requests: requests.clone(),
+            requirements: requirements.to_string(),
+            detail,
+        };
+        if compatible.is_empty() {
+            return Err(no_type(
+                "no instance type met the scheduling requirements or had a required offering",
+            ));
+        }
+        let fitting: Vec<usize> = compatible
+            .iter()
+            .copied()
+            .filter(|&o| requests.fits_in(&t.instance_types[o].allocatable))
+            .collect();
+        if fitting.is_empty() {
+            return Err(no_type("no instance type has enough resources"));
+        }
+        let pool = &mut self.pools[pi];
+        let options: Vec<usize> = fitting
+            .into_iter()
+            .filter(|&o| within_limits(&t.instance_types[o].capacity, &pool.remaining))
+            .collect();
+        if options.is_empty() {
+            let limits: Vec<String> = pool
+                .remaining
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            return Err(Rejection::Limits(format!(
+                "remaining {{{}}}",
+                limits.join(", ")
+            )));
+        }
+        if !min_values_ok(&requirements, &t.instance_types, &options) {
+            return Err(no_type("minValues requirement is not met"));
+        }
+        // Reserve the largest option's capacity against the limits, as upstream does, so that
+        // whichever option launches the pool stays within its limits.
+        let largest = options.iter().fold(Resources::default(), |acc, &o| {
+            acc.max(&t.instance_types[o].capacity)
+        });
+        for (name, left) in pool.remaining.iter_mut() {
+            *left -= if name == LIMIT_NODES {
+                1
+            } else {
+                largest.get(name)
+            };
+        }
+        Ok(OpenClaim {
+            pool: pi,
+            max_allocatable: max_allocatable(t, &options),
+            requirements,
+            requests,
+            options,
+            pods: vec![pod.key.clone()],
+            host_ports: pod.constraints.host_ports.clone(),
+        })
+    }
 }
 
 fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
@@ -337,105 +801,37 @@ fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
     })
 }
 
-fn open_claim(
-    pi: usize,
-    pool: &mut Pool,
-    pod: &PodInfo,
-    term: &Requirements,
-    well_known: &dyn Fn(&str) -> bool,
-    memo: &mut HashMap<(usize, String), Vec<usize>>,
-) -> Result<OpenClaim, Rejection> {
-    let t = pool.t;
-    if let Some(taint) = untolerated(&t.taints, &pod.tolerations) {
-        return Err(Rejection::Taint(taint_string(taint)));
-    }
-    t.requirements
-        .compatible(term, well_known)
-        .map_err(Rejection::Requirements)?;
-    let mut requirements = t.requirements.clone();
-    requirements.add_all(term);
-    let compatible: &Vec<usize> = if term.is_empty() {
-        &pool.base
-    } else {
-        memo.entry((pi, requirements.to_string()))
-            .or_insert_with(|| {
-                pool.base
-                    .iter()
-                    .copied()
-                    .filter(|&i| t.instance_types[i].compatible(&requirements))
-                    .collect()
-            })
-    };
-    let requests = pod.requests.plus(&t.daemon_overhead);
-    let no_type = |detail| Rejection::NoInstanceType {
-        requests: requests.clone(),
-        requirements: requirements.to_string(),
-        detail,
-    };
-    if compatible.is_empty() {
-        return Err(no_type(
-            "no instance type met the scheduling requirements or had a required offering",
-        ));
-    }
-    let fitting: Vec<usize> = compatible
-        .iter()
-        .copied()
-        .filter(|&i| requests.fits_in(&t.instance_types[i].allocatable))
-        .collect();
-    if fitting.is_empty() {
-        return Err(no_type("no instance type has enough resources"));
-    }
-    let options: Vec<usize> = fitting
-        .into_iter()
-        .filter(|&i| within_limits(&t.instance_types[i].capacity, &pool.remaining))
-        .collect();
-    if options.is_empty() {
-        let limits: Vec<String> = pool
-            .remaining
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        return Err(Rejection::Limits(format!(
-            "remaining {{{}}}",
-            limits.join(", ")
-        )));
-    }
-    // Reserve the largest option's capacity against the limits, as upstream does, so that
-    // whichever option launches the pool stays within its limits.
-    let largest = options.iter().fold(Resources::default(), |acc, &i| {
-        acc.max(&t.instance_types[i].capacity)
-    });
-    for (name, left) in pool.remaining.iter_mut() {
-        *left -= if name == LIMIT_NODES {
-            1
-        } else {
-            largest.get(name)
-        };
-    }
-    Ok(OpenClaim {
-        pool: pi,
-        max_allocatable: max_allocatable(t, &options),
-        requirements,
-        requests,
-        options,
-        pods: vec![pod.key.clone()],
-    })
-}
-
 fn finish(claim: OpenClaim, pools: &[Pool]) -> NewClaim {
     let pool = pools[claim.pool].t;
-    let mut priced: Vec<(f64, Arc<InstanceType>)> = claim
+    let mut priced: Vec<(f64, usize)> = claim
         .options
         .iter()
         .filter_map(|&i| {
             let it = &pool.instance_types[i];
             it.cheapest_offering(&claim.requirements)
-                .map(|o| (o.price, Arc::clone(it)))
+                .map(|o| (o.price, i))
         })
         .collect();
-    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
-    priced.truncate(MAX_INSTANCE_TYPES);
-    let instance_types: Vec<Arc<InstanceType>> = priced.into_iter().map(|(_, it)| it).collect();
+    priced.sort_by(|a, b| {
+        a.0.total_cmp(&b.0).then(
+            pool.instance_types[a.1]
+                .name
+                .cmp(&pool.instance_types[b.1].name),
+        )
+    });
+    let mut kept: Vec<usize> = priced.iter().map(|(_, i)| *i).collect();
+    if kept.len() > MAX_INSTANCE_TYPES {
+        let truncated: Vec<usize> = kept[..MAX_INSTANCE_TYPES].to_vec();
+        // Truncation must not break minValues (upstream fails the pod; keeping every option is
+        // the safe equivalent here).
+        if min_values_ok(&claim.requirements, &pool.instance_types, &truncated) {
+            kept = truncated;
+        }
+    }
+    let instance_types: Vec<Arc<InstanceType>> = kept
+        .iter()
+        .map(|&i| Arc::clone(&pool.instance_types[i]))
+        .collect();
     let mut requirements = claim.requirements;
     let mut capacity_types: Vec<String> = instance_types
         .iter()
@@ -449,11 +845,16 @@ fn finish(claim: OpenClaim, pools: &[Pool]) -> NewClaim {
     capacity_types.sort();
     capacity_types.dedup();
     requirements.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
+    let min_values = requirements
+        .get(INSTANCE_TYPE_LABEL)
+        .and_then(|r| r.min_values);
     requirements.remove(INSTANCE_TYPE_LABEL);
-    requirements.add(Requirement::is_in(
+    let mut it_req = Requirement::is_in(
         INSTANCE_TYPE_LABEL,
         instance_types.iter().map(|it| it.name.clone()),
-    ));
+    );
+    it_req.min_values = min_values;
+    requirements.add(it_req);
     NewClaim {
         nodepool: pool.name.clone(),
         requirements,
@@ -461,19 +862,4 @@ fn finish(claim: OpenClaim, pools: &[Pool]) -> NewClaim {
         requests: claim.requests,
         pods: claim.pods,
     }
-}
-
-/// The `nodes` key of NodePool limits (a node count).
-pub const LIMIT_NODES: &str = "nodes";
-
-/// Whether a node of this capacity fits what the limits still allow: every limited resource
-/// (and one more node, when `nodes` is limited).
-pub fn within_limits(capacity: &Resources, remaining: &BTreeMap<String, i64>) -> bool {
-    remaining.iter().all(|(name, left)| {
-        if name == LIMIT_NODES {
-            *left >= 1
-        } else {
-            capacity.get(name) <= *left
-        }
-    })
 }

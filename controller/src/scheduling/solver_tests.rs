@@ -12,9 +12,9 @@ use super::testing::*;
 fn input(pods: Vec<super::pod::PodInfo>, pools: Vec<super::solver::NodePoolTemplate>) -> Input {
     Input {
         pods,
-        existing: vec![],
         nodepools: pools,
         well_known_labels: well_known(),
+        ..Input::default()
     }
 }
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -36,6 +37,14 @@ pub struct ClusterState {
     pub nodeclasses: Store<EC2NodeClass>,
     /// DaemonSets in every namespace.
     pub daemonsets: Store<DaemonSet>,
+    /// Namespaces (their labels select pod-affinity namespaces).
+    pub namespaces: Store<Namespace>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (volume topology).
+    pub pvcs: Store<PersistentVolumeClaim>,
+    /// PersistentVolumes.
+    pub pvs: Store<PersistentVolume>,
+    /// StorageClasses.
+    pub storage_classes: Store<StorageClass>,
     /// Notified whenever a provisionable pod, a NodePool or a node class appears or changes.
     pub pod_trigger: Arc<Notify>,
     /// Notified on every NodeClaim change (lets the provisioner wait for its own writes).
@@ -91,6 +100,10 @@ impl ClusterState {
             trigger.notify_one()
         });
         let (daemonsets, t6) = reflect(Api::<DaemonSet>::all(client.clone()), |_| {});
+        let (namespaces, t7) = reflect(Api::<Namespace>::all(client.clone()), |_| {});
+        let (pvcs, t8) = reflect(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {});
+        let (pvs, t9) = reflect(Api::<PersistentVolume>::all(client.clone()), |_| {});
+        let (storage_classes, t10) = reflect(Api::<StorageClass>::all(client.clone()), |_| {});
         let state = ClusterState {
             pods,
             nodes,
@@ -98,10 +111,14 @@ impl ClusterState {
             nodepools,
             nodeclasses,
             daemonsets,
+            namespaces,
+            pvcs,
+            pvs,
+            storage_classes,
             pod_trigger,
             nodeclaim_changed,
         };
-        (state, vec![t1, t2, t3, t4, t5, t6])
+        (state, vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10])
     }
 
     /// Wait until every cache has completed its initial list (upstream: cluster state synced).
@@ -113,7 +130,11 @@ impl ClusterState {
         self.nodeclaims.wait_until_ready().await?;
         self.nodepools.wait_until_ready().await?;
         self.nodeclasses.wait_until_ready().await?;
-        self.daemonsets.wait_until_ready().await
+        self.daemonsets.wait_until_ready().await?;
+        self.namespaces.wait_until_ready().await?;
+        self.pvcs.wait_until_ready().await?;
+        self.pvs.wait_until_ready().await?;
+        self.storage_classes.wait_until_ready().await
     }
 
     /// A consistent-enough copy of every cache for one decision.
@@ -125,6 +146,10 @@ impl ClusterState {
             nodepools: self.nodepools.state(),
             nodeclasses: self.nodeclasses.state(),
             daemonsets: self.daemonsets.state(),
+            namespaces: self.namespaces.state(),
+            pvcs: self.pvcs.state(),
+            pvs: self.pvs.state(),
+            storage_classes: self.storage_classes.state(),
         }
     }
 

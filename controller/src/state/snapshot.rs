@@ -8,7 +8,10 @@ use crds::conditions::{self, INITIALIZED, LAUNCHED};
 use crds::labels::{NODEPOOL_LABEL, is_known_ephemeral_taint};
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::cloudprovider::InstanceType;
 use crate::scheduling::pod::{PodInfo, is_provisionable, is_terminal};
@@ -31,6 +34,14 @@ pub struct Snapshot {
     pub nodeclasses: Vec<Arc<EC2NodeClass>>,
     /// DaemonSets.
     pub daemonsets: Vec<Arc<DaemonSet>>,
+    /// Namespaces.
+    pub namespaces: Vec<Arc<Namespace>>,
+    /// PersistentVolumeClaims.
+    pub pvcs: Vec<Arc<PersistentVolumeClaim>>,
+    /// PersistentVolumes.
+    pub pvs: Vec<Arc<PersistentVolume>>,
+    /// StorageClasses.
+    pub storage_classes: Vec<Arc<StorageClass>>,
 }
 
 /// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).
@@ -47,6 +58,42 @@ impl Snapshot {
             .iter()
             .filter(|p| is_provisionable(p))
             .cloned()
+            .collect()
+    }
+
+    /// Namespaces with their labels.
+    pub fn namespace_labels(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.namespaces
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    n.metadata.name.clone()?,
+                    n.metadata.labels.clone().unwrap_or_default(),
+                ))
+            })
+            .collect()
+    }
+
+    /// Active pods bound to one of `nodes`, compiled (pods that do not compile are skipped).
+    pub fn bound_pods(
+        &self,
+        nodes: &std::collections::HashSet<String>,
+    ) -> Vec<crate::scheduling::solver::BoundPod> {
+        self.pods
+            .iter()
+            .filter(|p| !is_terminal(p))
+            .filter_map(|p| {
+                let node = p
+                    .spec
+                    .as_ref()?
+                    .node_name
+                    .clone()
+                    .filter(|n| nodes.contains(n))?;
+                Some(crate::scheduling::solver::BoundPod {
+                    pod: PodInfo::from_pod(p).ok()?,
+                    node,
+                })
+            })
             .collect()
     }
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
@@ -61,18 +62,32 @@ pub trait InstanceSource: Send + Sync {
     async fn running(&self) -> Result<Vec<BootRecord>, String>;
 }
 
+/// What one scheduling pass sees of the cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterView<'a> {
+    /// Pods to schedule, in queue order.
+    pub pending: &'a [Arc<Pod>],
+    /// Nodes.
+    pub nodes: &'a [Arc<Node>],
+    /// Active pods bound to nodes.
+    pub bound: &'a [Arc<Pod>],
+    /// Namespaces and their labels (pod-affinity namespace selectors).
+    pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    /// PersistentVolumeClaims (volume topology).
+    pub pvcs: &'a [Arc<PersistentVolumeClaim>],
+    /// PersistentVolumes.
+    pub pvs: &'a [Arc<PersistentVolume>],
+    /// StorageClasses.
+    pub storage_classes: &'a [Arc<StorageClass>],
+}
+
 /// The filter-and-score half of kube-scheduler, injected so the sandbox schedules with the same
 /// core the controller simulates with.
 pub trait PodPlacer: Send + Sync {
     /// One scheduling pass: for each pending pod, in the given order, the node it binds to, or
     /// the reason none fits (kube-scheduler's `0/N nodes are available: ...` message). Earlier
     /// placements in the pass count against later pods.
-    fn place(
-        &self,
-        pending: &[Arc<Pod>],
-        nodes: &[Arc<Node>],
-        bound: &[Arc<Pod>],
-    ) -> Vec<Result<String, String>>;
+    fn place(&self, view: &ClusterView) -> Vec<Result<String, String>>;
 
     /// Whether a DaemonSet pod could run on the node, ignoring resources (node selector,
     /// affinity and taints), as the DaemonSet controller decides where to create pods.

@@ -6,10 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::Value;
 
-use super::{PodPlacer, TypedCache, key, wait_for_change};
+use super::{ClusterView, PodPlacer, TypedCache, key, wait_for_change};
 use crate::pods::{bind, set_pod_condition};
 use crate::store::{Store, Subresource};
 
@@ -63,15 +66,33 @@ fn unschedulable_message(pod: &Pod) -> Option<&str> {
         .and_then(|c| c.message.as_deref())
 }
 
+/// The scheduler's informer caches.
+pub struct Caches {
+    pods: TypedCache<Pod>,
+    nodes: TypedCache<Node>,
+    namespaces: TypedCache<Namespace>,
+    pvcs: TypedCache<PersistentVolumeClaim>,
+    pvs: TypedCache<PersistentVolume>,
+    storage_classes: TypedCache<StorageClass>,
+}
+
+impl Default for Caches {
+    fn default() -> Self {
+        Caches {
+            pods: TypedCache::new(key("", "pods")),
+            nodes: TypedCache::new(key("", "nodes")),
+            namespaces: TypedCache::new(key("", "namespaces")),
+            pvcs: TypedCache::new(key("", "persistentvolumeclaims")),
+            pvs: TypedCache::new(key("", "persistentvolumes")),
+            storage_classes: TypedCache::new(key("storage.k8s.io", "storageclasses")),
+        }
+    }
+}
+
 /// Run one pass: returns how many pods were bound.
-pub fn pass(
-    store: &Store,
-    placer: &dyn PodPlacer,
-    pods: &mut TypedCache<Pod>,
-    nodes: &mut TypedCache<Node>,
-) -> usize {
-    let all_pods = pods.refresh(store);
-    let all_nodes = nodes.refresh(store);
+pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize {
+    let all_pods = caches.pods.refresh(store);
+    let all_nodes = caches.nodes.refresh(store);
     let mut pending: Vec<Arc<Pod>> = all_pods.iter().filter(|p| is_pending(p)).cloned().collect();
     if pending.is_empty() {
         return 0;
@@ -89,7 +110,32 @@ pub fn pass(
             .then(created(a).cmp(&created(b)))
             .then(a.metadata.name.cmp(&b.metadata.name))
     });
-    let results = placer.place(&pending, &all_nodes, &bound);
+    let namespaces: BTreeMap<String, BTreeMap<String, String>> = caches
+        .namespaces
+        .refresh(store)
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n.metadata.name.clone()?,
+                n.metadata.labels.clone().unwrap_or_default(),
+            ))
+        })
+        .collect();
+    let (pvcs, pvs, storage_classes) = (
+        caches.pvcs.refresh(store),
+        caches.pvs.refresh(store),
+        caches.storage_classes.refresh(store),
+    );
+    let view = ClusterView {
+        pending: &pending,
+        nodes: &all_nodes,
+        bound: &bound,
+        namespaces: &namespaces,
+        pvcs: &pvcs,
+        pvs: &pvs,
+        storage_classes: &storage_classes,
+    };
+    let results = placer.place(&view);
     let Some(rt) = store.resource("", "v1", "pods") else {
         return 0;
     };
@@ -128,21 +174,17 @@ pub fn pass(
 /// Schedule until the store goes away.
 pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
     let mut rx = store.subscribe();
-    let mut pods = TypedCache::new(key("", "pods"));
-    let mut nodes = TypedCache::new(key("", "nodes"));
+    let mut caches = Caches::default();
     let interest = [key("", "pods"), key("", "nodes")];
     loop {
         let (s, p) = (Arc::clone(&store), Arc::clone(&placer));
         let result = tokio::task::spawn_blocking(move || {
-            let n = pass(&s, p.as_ref(), &mut pods, &mut nodes);
-            (n, pods, nodes)
+            let n = pass(&s, p.as_ref(), &mut caches);
+            (n, caches)
         })
         .await;
         match result {
-            Ok((_, p, n)) => {
-                pods = p;
-                nodes = n;
-            }
+            Ok((_, c)) => caches = c,
             Err(e) => {
                 tracing::error!(error = %e, "scheduler pass panicked");
                 return;
