@@ -15,3 +15,7 @@ pub mod volumes;
 mod solver_tests;
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod kube_scheduler_tests;
+#[cfg(test)]
+mod topology_tests;

@@ -1,0 +1,1 @@
+//! Table tests of the simulated kube-scheduler, derived from the Kubernetes scheduler plugin tests.
