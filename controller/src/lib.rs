@@ -9,4 +9,5 @@ pub mod nodepool;
 pub mod operator;
 pub mod provisioning;
 pub mod scheduling;
+pub mod simulate;
 pub mod state;

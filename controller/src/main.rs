@@ -8,6 +8,7 @@ use controller::clock::SystemClock;
 use controller::cloudprovider::sim::SimCloud;
 use controller::operator::sandbox::SandboxArgs;
 use controller::operator::{self, ControllerOptions};
+use controller::simulate::SimulateArgs;
 use tracing_subscriber::EnvFilter;
 
 /// Karpenter in Rust: provisions right-sized nodes for pods that cannot be scheduled.
@@ -24,6 +25,8 @@ enum Command {
     Run(RunArgs),
     /// Start a local in-memory cluster with a simulated cloud, apply a workload and provision it.
     Sandbox(Box<SandboxArgs>),
+    /// What Karpenter would launch for a workload, without a cluster: fleet, cost, lower bound.
+    Simulate(SimulateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -114,6 +117,7 @@ async fn main() -> ExitCode {
             init_sandbox_tracing(&args.controller.log_level);
             operator::sandbox::run(*args).await
         }
+        Command::Simulate(args) => controller::simulate::run(&args),
     }
 }
 
