@@ -300,11 +300,14 @@ pub fn compile(pod: &Pod) -> Result<PodConstraints, RequirementError> {
             }
         }
     }
-    for container in spec
-        .containers
+    // Host ports bind for the pod's lifetime only in app containers and restartable (sidecar)
+    // init containers; kube-scheduler's NodePorts ignores other init containers.
+    let sidecars = spec
+        .init_containers
         .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    for container in spec.containers.iter().chain(sidecars) {
         for p in container.ports.iter().flatten() {
             if let Some(port) = p.host_port.filter(|p| *p != 0) {
                 c.host_ports.push(HostPort {

@@ -19,15 +19,130 @@ use super::resources::Resources;
 use super::taints::{taint, untolerated};
 use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
 use super::volumes::VolumeIndex;
-use crds::labels::HOSTNAME_LABEL;
 
 /// kube-scheduler stops looking after this many feasible nodes (`minFeasibleNodesToFind`).
 const FEASIBLE_NODES_TO_SCORE: usize = 100;
 
+/// What one required node-affinity term asks of a node's name, beyond the labels its compiled
+/// requirements check: `matchFields` on `metadata.name` (DaemonSet pods), and whether the term
+/// can match at all.
+#[derive(Clone, Debug, Default)]
+struct NameFilter {
+    /// The term matches no node: it is empty, or kube-scheduler cannot parse it.
+    nothing: bool,
+    /// `metadata.name In`: the names allowed (every such field must hold).
+    within: Option<BTreeSet<String>>,
+    /// `metadata.name NotIn`: names excluded.
+    excluded: BTreeSet<String>,
+}
+
+impl NameFilter {
+    fn allows(&self, node: &str) -> bool {
+        !self.nothing
+            && self.within.as_ref().is_none_or(|w| w.contains(node))
+            && !self.excluded.contains(node)
+    }
+}
+
 struct CompiledPod {
     info: PodInfo,
-    /// Nodes named by `matchFields metadata.name` (DaemonSet pods), if any.
-    node_names: Option<Vec<String>>,
+    /// One entry per `info.requirement_terms` term.
+    names: Vec<NameFilter>,
+    /// kube-scheduler's NodeAffinity PreFilter result: when every term names its nodes, only
+    /// those nodes are considered.
+    prefilter: Option<BTreeSet<String>>,
+}
+
+impl CompiledPod {
+    /// The first required term (with its compiled requirements) the node satisfies.
+    fn matching_term(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<&Requirements> {
+        self.info
+            .requirement_terms
+            .iter()
+            .zip(&self.names)
+            .find(|(t, n)| n.allows(name) && t.matches_labels(labels).is_ok())
+            .map(|(t, _)| t)
+    }
+}
+
+/// A valid label value (`validation.IsValidLabelValue`): at most 63 characters, empty or
+/// alphanumeric at both ends with `-`, `_` and `.` inside.
+fn valid_label_value(v: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    v.is_empty()
+        || (v.len() <= 63
+            && alnum(v.chars().next())
+            && alnum(v.chars().last())
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+}
+
+/// The name filter of each required node-affinity term (one unrestricted filter when the pod
+/// has none), and the PreFilter node set.
+fn name_filters(pod: &Pod) -> (Vec<NameFilter>, Option<BTreeSet<String>>) {
+    let Some(selector) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    else {
+        return (vec![NameFilter::default()], None);
+    };
+    if selector.node_selector_terms.is_empty() {
+        // No term: nothing matches.
+        let nothing = NameFilter {
+            nothing: true,
+            ..NameFilter::default()
+        };
+        return (vec![nothing], None);
+    }
+    let mut prefilter: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    let filters = selector
+        .node_selector_terms
+        .iter()
+        .map(|term| {
+            let fields = term.match_fields.as_deref().unwrap_or_default();
+            let expressions = term.match_expressions.as_deref().unwrap_or_default();
+            let mut f = NameFilter {
+                nothing: fields.is_empty() && expressions.is_empty(),
+                ..NameFilter::default()
+            };
+            for e in expressions {
+                if matches!(e.operator.as_str(), "In" | "NotIn")
+                    && !e.values.iter().flatten().all(|v| valid_label_value(v))
+                {
+                    f.nothing = true;
+                }
+            }
+            for field in fields {
+                let values: BTreeSet<String> = field.values.iter().flatten().cloned().collect();
+                match (field.key.as_str(), field.operator.as_str()) {
+                    ("metadata.name", "In") => {
+                        f.within = Some(match f.within.take() {
+                            Some(w) => w.intersection(&values).cloned().collect(),
+                            None => values,
+                        });
+                    }
+                    ("metadata.name", "NotIn") => f.excluded.extend(values),
+                    _ => f.nothing = true,
+                }
+            }
+            match (&mut prefilter, &f.within) {
+                (Some(all), Some(w)) => all.extend(w.iter().cloned()),
+                _ => prefilter = None,
+            }
+            f
+        })
+        .collect();
+    (filters, prefilter)
 }
 
 struct NodeState {
@@ -98,8 +213,9 @@ impl KubeScheduler {
                 return Ok(Arc::clone(c));
             }
         }
+        // `matchFields` become per-term name filters; the rest compiles as for provisioning.
+        let (names, prefilter) = name_filters(pod);
         let mut stripped = pod.clone();
-        let mut node_names = None;
         let terms = stripped
             .spec
             .as_mut()
@@ -111,17 +227,18 @@ impl KubeScheduler {
             });
         if let Some(ns) = terms {
             for term in &mut ns.node_selector_terms {
-                for f in term.match_fields.take().unwrap_or_default() {
-                    if f.key == "metadata.name" && f.operator == "In" {
-                        node_names
-                            .get_or_insert_with(Vec::new)
-                            .extend(f.values.unwrap_or_default());
-                    }
-                }
+                term.match_fields = None;
             }
         }
         let info = PodInfo::from_pod(&stripped).map_err(|e| e.to_string())?;
-        let compiled = Arc::new(CompiledPod { info, node_names });
+        if info.requirement_terms.len() != names.len() {
+            return Err("node affinity terms did not compile one to one".into());
+        }
+        let compiled = Arc::new(CompiledPod {
+            info,
+            names,
+            prefilter,
+        });
         if cacheable {
             let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
             cache.insert(uid, (rv, Arc::clone(&compiled)));
@@ -175,7 +292,7 @@ impl KubeScheduler {
                 return Err(vec!["node(s) were unschedulable".into()]);
             }
         }
-        if let Some(names) = &pod.node_names
+        if let Some(names) = &pod.prefilter
             && !names.contains(&node.name)
         {
             return Err(vec![
@@ -189,12 +306,7 @@ impl KubeScheduler {
                 t.key
             )]);
         }
-        let Some(term) = pod
-            .info
-            .requirement_terms
-            .iter()
-            .find(|t| t.matches_labels(&node.labels).is_ok())
-        else {
+        let Some(term) = pod.matching_term(&node.name, &node.labels) else {
             return Err(vec![
                 "node(s) didn't match Pod's node affinity/selector".into(),
             ]);
@@ -246,10 +358,10 @@ impl KubeScheduler {
         view: &ClusterView,
         states: &[NodeState],
         pending: &[Arc<CompiledPod>],
-        bound: &[(Arc<CompiledPod>, usize)],
+        bound: &[(Arc<CompiledPod>, usize, bool)],
     ) -> Topology {
         let mut keys: BTreeSet<&str> = BTreeSet::new();
-        for c in pending.iter().chain(bound.iter().map(|(c, _)| c)) {
+        for c in pending.iter().chain(bound.iter().map(|(c, _, _)| c)) {
             let k = &c.info.constraints;
             keys.extend(k.spread.iter().map(|s| s.key.as_str()));
             for t in k
@@ -262,7 +374,7 @@ impl KubeScheduler {
                 keys.insert(t.key.as_str());
             }
         }
-        keys.remove(HOSTNAME_LABEL);
+        // The hostname is a label like any other here: its domains come from the nodes too.
         let mut universe: Universe = BTreeMap::new();
         for key in keys {
             let mut seen = BTreeSet::new();
@@ -283,7 +395,7 @@ impl KubeScheduler {
         let pods: Vec<PodRef> = pending.iter().map(|c| pod_ref(&c.info)).collect();
         let existing: Vec<(PodRef, Target)> = bound
             .iter()
-            .map(|(c, i)| {
+            .map(|(c, i, _)| {
                 (
                     pod_ref(&c.info),
                     Target::Node {
@@ -294,13 +406,18 @@ impl KubeScheduler {
                 )
             })
             .collect();
-        Topology::new(
+        // PodTopologySpread skips terminating pods; pod (anti-)affinity counts them.
+        let spread_counts: Vec<bool> = bound
+            .iter()
+            .map(|(_, _, terminating)| !terminating)
+            .collect();
+        Topology::with_spread_counts(
             Mode::KubeScheduler,
             &pods,
             &existing,
+            &spread_counts,
             universe,
             view.namespaces,
-            states.len(),
         )
     }
 }
@@ -331,7 +448,7 @@ impl PodPlacer for KubeScheduler {
                 states[i]
                     .ports
                     .extend(c.info.constraints.host_ports.iter().cloned());
-                bound.push((c, i));
+                bound.push((c, i, pod.metadata.deletion_timestamp.is_some()));
             }
         }
         let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
@@ -346,9 +463,16 @@ impl PodPlacer for KubeScheduler {
                 }
                 let mut info = c.info.clone();
                 info.add_volume_requirements(&alternatives);
+                // Each term became one term per alternative, in order.
+                let names = c
+                    .names
+                    .iter()
+                    .flat_map(|n| std::iter::repeat_n(n.clone(), alternatives.len()))
+                    .collect();
                 Ok(Arc::new(CompiledPod {
                     info,
-                    node_names: c.node_names.clone(),
+                    names,
+                    prefilter: c.prefilter.clone(),
                 }))
             })
             .collect();
@@ -426,11 +550,14 @@ impl PodPlacer for KubeScheduler {
         else {
             return false;
         };
+        // The DaemonSet controller asks with a probe pod whose name filter names no node: judge
+        // labels only, skipping terms that can match nothing.
         untolerated(&state.taints, &compiled.info.tolerations).is_none()
             && compiled
                 .info
                 .requirement_terms
                 .iter()
-                .any(|t| t.matches_labels(&state.labels).is_ok())
+                .zip(&compiled.names)
+                .any(|(t, n)| !n.nothing && t.matches_labels(&state.labels).is_ok())
     }
 }

@@ -12,10 +12,10 @@ pub mod topology;
 pub mod volumes;
 
 #[cfg(test)]
+mod kube_scheduler_tests;
+#[cfg(test)]
 mod solver_tests;
 #[cfg(test)]
 pub(crate) mod testing;
-#[cfg(test)]
-mod kube_scheduler_tests;
 #[cfg(test)]
 mod topology_tests;

@@ -43,17 +43,38 @@ pub fn pod(name: &str, cpu_milli: i64, memory_mib: i64, extra: serde_json::Value
 /// An amd64 instance type with `vcpus` cores and `memory_gib`, 110 pods, zero overhead, offered
 /// on-demand in zones a and b at `price` and as spot at 60% of it.
 pub fn instance_type(name: &str, vcpus: i64, memory_gib: i64, price: f64) -> Arc<InstanceType> {
+    instance_type_in(
+        name,
+        vcpus,
+        memory_gib,
+        price,
+        &["test-zone-a", "test-zone-b"],
+        &[],
+    )
+}
+
+/// Like [`instance_type`], offered in `zones` instead, with extra labels (e.g.
+/// `karpenter.k8s.aws/instance-family`) that also become requirements.
+pub fn instance_type_in(
+    name: &str,
+    vcpus: i64,
+    memory_gib: i64,
+    price: f64,
+    zones: &[&str],
+    extra_labels: &[(&str, &str)],
+) -> Arc<InstanceType> {
     let labels: BTreeMap<String, String> = [
-        (INSTANCE_TYPE_LABEL, name.to_string()),
-        (ARCH_LABEL, "amd64".to_string()),
-        (OS_LABEL, "linux".to_string()),
+        (INSTANCE_TYPE_LABEL, name),
+        (ARCH_LABEL, "amd64"),
+        (OS_LABEL, "linux"),
     ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
+    .iter()
+    .chain(extra_labels)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let mut capacity = res(vcpus * 1000, memory_gib * 1024);
     capacity.pods = 110;
-    let offerings = ["test-zone-a", "test-zone-b"]
+    let offerings = zones
         .iter()
         .flat_map(|z| {
             [

@@ -2,8 +2,10 @@
 //! (anti-)affinity term in play, and the domains each constraint leaves a pod (upstream
 //! `provisioning/scheduling/topology.go`, `topologygroup.go`). Targets are existing nodes (their
 //! labels) or NodeClaims (their requirements and a placeholder hostname). Two modes: Karpenter's
-//! provisioning (hostname domains' global minimum is 0, since a new node can always be added) and
-//! kube-scheduler's (only existing nodes).
+//! provisioning (hostname domains are targets, and their global minimum is 0, since a new node can
+//! always be added) and kube-scheduler's (only existing nodes; the hostname is a label like any
+//! other, required pod affinity counts the pods matching all of a pod's terms, and terminating
+//! pods can be left out of spread counts).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -126,6 +128,9 @@ enum Source {
     PreferredAntiAffinity(usize),
 }
 
+/// A pod selector and the namespaces it applies to.
+type Selection = (PodSelector, BTreeSet<String>);
+
 #[derive(Debug)]
 struct Group {
     kind: Kind,
@@ -133,6 +138,9 @@ struct Group {
     hostname: bool,
     selector: PodSelector,
     namespaces: BTreeSet<String>,
+    /// Further selectors (and their namespaces) a pod must also match to count: a pod's other
+    /// required affinity terms in kube-scheduler mode, which counts only pods matching all terms.
+    also: Vec<Selection>,
     max_skew: i32,
     min_domains: Option<i32>,
     /// Spread counting filter (the owner's node requirements and tolerations).
@@ -140,13 +148,17 @@ struct Group {
     filter_tolerations: Option<Vec<Toleration>>,
     /// Domains of the key and their counts (hostname groups count per target id instead).
     by_value: BTreeMap<String, i32>,
-    by_target: HashMap<usize, i32>,
+    /// Counts per target id (dense: ids are node and NodeClaim indexes).
+    by_target: Vec<i32>,
     nonzero: usize,
 }
 
 impl Group {
     fn selects(&self, pod: &PodRef) -> bool {
-        self.namespaces.contains(pod.namespace) && self.selector.matches(pod.labels)
+        let matches = |selector: &PodSelector, namespaces: &BTreeSet<String>| {
+            namespaces.contains(pod.namespace) && selector.matches(pod.labels)
+        };
+        matches(&self.selector, &self.namespaces) && self.also.iter().all(|(s, ns)| matches(s, ns))
     }
 
     fn counts_on(&self, target: &Target) -> bool {
@@ -172,16 +184,19 @@ impl Group {
     }
 
     fn record_target(&mut self, id: usize) {
-        let mut c = self.by_target.get(&id).copied().unwrap_or(0);
+        let mut c = self.target_count(id);
         let became = self.bump(&mut c);
-        self.by_target.insert(id, c);
+        if self.by_target.len() <= id {
+            self.by_target.resize(id + 1, 0);
+        }
+        self.by_target[id] = c;
         if became {
             self.nonzero += 1;
         }
     }
 
     fn target_count(&self, id: usize) -> i32 {
-        self.by_target.get(&id).copied().unwrap_or(0)
+        self.by_target.get(id).copied().unwrap_or(0)
     }
 }
 
@@ -204,9 +219,6 @@ pub struct Topology {
     inverse: Vec<Group>,
     pods: Vec<PodTopo>,
     universe: Universe,
-    /// Targets `0..nodes` are existing nodes (kube-scheduler mode computes hostname minima over
-    /// them); higher ids are NodeClaims being planned.
-    nodes: usize,
 }
 
 fn group_identity(
@@ -228,15 +240,31 @@ fn group_identity(
 impl Topology {
     /// Build groups for every constraint of `pods`, count `existing` pods (each with the target
     /// it runs on), and register existing pods' required anti-affinity as inverse constraints.
-    /// `universe` lists the domains per key (from NodePools, instance types and nodes); target
-    /// ids below `nodes` are existing nodes.
+    /// `universe` lists the domains per key (from NodePools, instance types and nodes). Target ids
+    /// below `_nodes` are existing nodes, higher ones NodeClaims being planned; the count itself
+    /// is unused (kube-scheduler mode computed hostname minima from it and now reads the
+    /// hostname labels instead).
     pub fn new(
         mode: Mode,
         pods: &[PodRef],
         existing: &[(PodRef, Target)],
         universe: Universe,
         namespaces: &BTreeMap<String, BTreeMap<String, String>>,
-        nodes: usize,
+        _nodes: usize,
+    ) -> Topology {
+        Topology::with_spread_counts(mode, pods, existing, &[], universe, namespaces)
+    }
+
+    /// [`Topology::new`], leaving the existing pods whose `spread_counts` entry is `false` out of
+    /// topology spread counts (kube-scheduler's PodTopologySpread skips terminating pods; they
+    /// still count for pod affinity and anti-affinity). Missing entries count.
+    pub fn with_spread_counts(
+        mode: Mode,
+        pods: &[PodRef],
+        existing: &[(PodRef, Target)],
+        spread_counts: &[bool],
+        universe: Universe,
+        namespaces: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Topology {
         let mut t = Topology {
             mode,
@@ -244,7 +272,6 @@ impl Topology {
             inverse: Vec::new(),
             pods: vec![PodTopo::default(); pods.len()],
             universe,
-            nodes,
         };
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut inverse_index: HashMap<String, usize> = HashMap::new();
@@ -281,8 +308,7 @@ impl Topology {
                     id,
                     Kind::Spread,
                     &s.key,
-                    s.selector.clone(),
-                    ns,
+                    ((s.selector.clone(), ns), Vec::new()),
                     s.max_skew,
                     s.min_domains,
                     filter_reqs,
@@ -297,17 +323,42 @@ impl Topology {
                 (Kind::AntiAffinity, &c.preferred_anti_affinity, Some(false)),
             ];
             for (kind, list, preferred) in terms {
+                // kube-scheduler counts, for required affinity, only pods matching all the terms.
+                let joint =
+                    mode == Mode::KubeScheduler && kind == Kind::Affinity && preferred.is_none();
                 for (ti, term) in list.iter().enumerate() {
                     let ns = term.namespaces.resolve(namespaces);
-                    let id =
-                        group_identity(kind, &term.key, &term.selector, &ns, i32::MAX, None, "");
+                    let also: Vec<Selection> = if joint {
+                        list.iter()
+                            .enumerate()
+                            .filter(|(oi, _)| *oi != ti)
+                            .map(|(_, o)| (o.selector.clone(), o.namespaces.resolve(namespaces)))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let also_id: Vec<String> = also
+                        .iter()
+                        .map(|(s, ns)| {
+                            let ns: Vec<&str> = ns.iter().map(String::as_str).collect();
+                            format!("{}@{}", s.canonical, ns.join(","))
+                        })
+                        .collect();
+                    let id = group_identity(
+                        kind,
+                        &term.key,
+                        &term.selector,
+                        &ns,
+                        i32::MAX,
+                        None,
+                        &also_id.join(";"),
+                    );
                     let g = t.group(
                         &mut index,
                         id,
                         kind,
                         &term.key,
-                        term.selector.clone(),
-                        ns,
+                        ((term.selector.clone(), ns), also),
                         i32::MAX,
                         None,
                         None,
@@ -354,8 +405,12 @@ impl Topology {
                 .filter(|&g| t.inverse[g].selects(pod))
                 .collect();
         }
-        for (pod, target) in existing {
+        for (i, (pod, target)) in existing.iter().enumerate() {
+            let spread_counts = spread_counts.get(i).copied().unwrap_or(true);
             for g in &mut t.groups {
+                if g.kind == Kind::Spread && !spread_counts {
+                    continue;
+                }
                 if g.selects(pod) && g.counts_on(target) {
                     let all = g.kind == Kind::AntiAffinity;
                     record_group(g, target, all);
@@ -372,8 +427,7 @@ impl Topology {
         id: String,
         kind: Kind,
         key: &str,
-        selector: PodSelector,
-        namespaces: BTreeSet<String>,
+        ((selector, namespaces), also): (Selection, Vec<Selection>),
         max_skew: i32,
         min_domains: Option<i32>,
         filter_reqs: Option<Requirements>,
@@ -382,25 +436,21 @@ impl Topology {
         if let Some(&g) = index.get(&id) {
             return g;
         }
-        let hostname = key == HOSTNAME_LABEL;
-        let mut by_value = BTreeMap::new();
-        if !hostname {
-            for (v, _) in self.universe.get(key).into_iter().flatten() {
-                by_value.insert(v.clone(), 0);
-            }
-        }
+        let hostname = self.hostname_targets(key);
+        let by_value = self.empty_domains(key, hostname);
         self.groups.push(Group {
             kind,
             key: key.to_string(),
             hostname,
             selector,
             namespaces,
+            also,
             max_skew,
             min_domains,
             filter_reqs,
             filter_tolerations,
             by_value,
-            by_target: HashMap::new(),
+            by_target: Vec::new(),
             nonzero: 0,
         });
         index.insert(id, self.groups.len() - 1);
@@ -428,22 +478,46 @@ impl Topology {
         if let Some(&g) = index.get(&id) {
             return g;
         }
+        let hostname = self.hostname_targets(key);
+        // The domains too, or a NodeClaim without a requirement on the key has no candidates.
+        let by_value = self.empty_domains(key, hostname);
         self.inverse.push(Group {
             kind: Kind::AntiAffinity,
             key: key.to_string(),
-            hostname: key == HOSTNAME_LABEL,
+            hostname,
             selector: selector.clone(),
             namespaces: ns,
+            also: Vec::new(),
             max_skew: i32::MAX,
             min_domains: None,
             filter_reqs: None,
             filter_tolerations: None,
-            by_value: BTreeMap::new(),
-            by_target: HashMap::new(),
+            by_value,
+            by_target: Vec::new(),
             nonzero: 0,
         });
         index.insert(id, self.inverse.len() - 1);
         self.inverse.len() - 1
+    }
+
+    /// Every domain of the key with a zero count (none for hostname targets, counted per target).
+    fn empty_domains(&self, key: &str, hostname: bool) -> BTreeMap<String, i32> {
+        if hostname {
+            return BTreeMap::new();
+        }
+        self.universe
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|(v, _)| (v.clone(), 0))
+            .collect()
+    }
+
+    /// Whether a key's domains are targets rather than label values: the hostname while
+    /// provisioning, where every NodeClaim is a hostname of its own. kube-scheduler treats the
+    /// hostname as any other node label.
+    fn hostname_targets(&self, key: &str) -> bool {
+        self.mode == Mode::Provisioning && key == HOSTNAME_LABEL
     }
 
     /// Whether the pod takes part in any topology constraint (owns one, or is counted or
@@ -545,22 +619,9 @@ impl Topology {
     ) -> Result<Option<Requirement>, TopologyError> {
         let own = i32::from(g.selects(pod));
         if g.hostname {
+            // A new NodeClaim is always an empty hostname domain: the global minimum is 0.
             let count = g.target_count(target.id()) + own;
-            let min = match self.mode {
-                Mode::Provisioning => 0,
-                Mode::KubeScheduler => {
-                    let counted = g.by_target.keys().filter(|&&id| id < self.nodes).count();
-                    if counted < self.nodes {
-                        0
-                    } else {
-                        (0..self.nodes)
-                            .map(|id| g.target_count(id))
-                            .min()
-                            .unwrap_or(0)
-                    }
-                }
-            };
-            return if count - min <= g.max_skew {
+            return if count <= g.max_skew {
                 Ok(None)
             } else {
                 Err(Topology::err(g))
@@ -654,6 +715,12 @@ impl Topology {
             } else {
                 Err(Topology::err(g))
             };
+        }
+        if let Target::Node { labels, .. } = target
+            && !labels.contains_key(&g.key)
+        {
+            // A node without the topology label is in no domain: no pod there can conflict.
+            return Ok(None);
         }
         let free: Vec<String> = self
             .candidates(g, pod_reqs, target)
