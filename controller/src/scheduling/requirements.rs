@@ -29,7 +29,7 @@ pub enum Operator {
 /// Represented as upstream does: a set of values that is either the allowed set
 /// (`complement == false`) or the excluded set (`complement == true`), narrowed by optional
 /// integer bounds.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
     /// The label key.
     pub key: String,
@@ -195,6 +195,31 @@ impl Requirement {
         }
     }
 
+    /// Whether some value satisfies both: `!self.intersection(other).is_empty()` without
+    /// building the intersection (the solver asks this for every instance type it considers).
+    pub fn overlaps(&self, other: &Requirement) -> bool {
+        if self.greater_than.is_some()
+            || self.less_than.is_some()
+            || other.greater_than.is_some()
+            || other.less_than.is_some()
+        {
+            return !self.intersection(other).is_empty();
+        }
+        match (self.complement, other.complement) {
+            (true, true) => true,
+            (true, false) => other.values.iter().any(|v| !self.values.contains(v)),
+            (false, true) => self.values.iter().any(|v| !other.values.contains(v)),
+            (false, false) => {
+                let (small, large) = if self.values.len() <= other.values.len() {
+                    (&self.values, &other.values)
+                } else {
+                    (&other.values, &self.values)
+                };
+                small.iter().any(|v| large.contains(v))
+            }
+        }
+    }
+
     /// The values both requirements allow.
     pub fn intersection(&self, other: &Requirement) -> Requirement {
         let greater_than = max_opt(self.greater_than, other.greater_than);
@@ -285,7 +310,7 @@ impl fmt::Display for Requirement {
 }
 
 /// Requirements on several keys; all must hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Requirements(BTreeMap<String, Requirement>);
 
 /// Why two sets of requirements cannot both hold.
@@ -381,9 +406,8 @@ impl Requirements {
         for (key, a) in &small.0 {
             let Some(b) = large.0.get(key) else { continue };
             let (existing, wanted) = if swapped { (b, a) } else { (a, b) };
-            if existing.intersection(wanted).is_empty()
-                && !(existing.allows_absent() && wanted.allows_absent())
-            {
+            let both_absent = existing.allows_absent() && wanted.allows_absent();
+            if !(existing.overlaps(wanted) || both_absent) {
                 return Err(Incompatible::Conflict {
                     key: key.clone(),
                     wanted: wanted.to_string(),
@@ -573,6 +597,31 @@ mod tests {
                 .intersection(&req("k", "Lt", &["6"]))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn overlaps_agrees_with_intersection() {
+        let samples = [
+            req("k", "In", &["a", "b"]),
+            req("k", "In", &["b", "c"]),
+            req("k", "In", &["c"]),
+            req("k", "NotIn", &["a"]),
+            req("k", "NotIn", &["a", "b", "c"]),
+            req("k", "Exists", &[]),
+            req("k", "DoesNotExist", &[]),
+            req("k", "Gt", &["2"]),
+            req("k", "Lt", &["3"]),
+            req("k", "In", &["1", "5"]),
+        ];
+        for a in &samples {
+            for b in &samples {
+                assert_eq!(
+                    a.overlaps(b),
+                    !a.intersection(b).is_empty(),
+                    "{a} overlaps {b}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
@@ -19,7 +20,7 @@ use super::resources::Resources;
 use super::taints::{taint_string, untolerated};
 use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
 use crate::cloudprovider::InstanceType;
-use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL};
+use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
 
 /// Upper bound on instance types written into one NodeClaim (upstream `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -247,7 +248,8 @@ struct Solver<'a> {
     topology: Topology,
     well_known: HashSet<&'a str>,
     prefer_no_schedule: bool,
-    memo: HashMap<(usize, String), Vec<usize>>,
+    /// Per NodePool and requirement set: which of the pool's instance types are compatible.
+    compat: HashMap<(usize, Requirements), Rc<[bool]>>,
     out: Output,
 }
 
@@ -303,7 +305,7 @@ pub fn solve(input: &Input) -> Output {
         claims: Vec::new(),
         topology,
         well_known: input.well_known_labels.iter().map(String::as_str).collect(),
-        memo: HashMap::new(),
+        compat: HashMap::new(),
         out: Output::default(),
     };
     solver.run();
@@ -313,7 +315,11 @@ pub fn solve(input: &Input) -> Output {
         mut out,
         ..
     } = solver;
-    out.new_claims = claims.into_iter().map(|c| finish(c, &pools)).collect();
+    let mut prices = Prices::default();
+    out.new_claims = claims
+        .into_iter()
+        .map(|c| finish(c, &pools, &mut prices))
+        .collect();
     out
 }
 
@@ -463,6 +469,23 @@ fn min_values_ok(reqs: &Requirements, types: &[Arc<InstanceType>], options: &[us
 }
 
 impl Solver<'_> {
+    /// Which of a pool's instance types can serve `requirements` (memoized: claims share a few
+    /// requirement sets).
+    fn compatible_types(&mut self, pool: usize, requirements: &Requirements) -> Rc<[bool]> {
+        let key = (pool, requirements.clone());
+        if let Some(c) = self.compat.get(&key) {
+            return Rc::clone(c);
+        }
+        let p = &self.pools[pool];
+        let mut c = vec![false; p.t.instance_types.len()];
+        for &o in &p.base {
+            c[o] = p.t.instance_types[o].compatible(requirements);
+        }
+        let c: Rc<[bool]> = c.into();
+        self.compat.insert(key, Rc::clone(&c));
+        c
+    }
+
     fn run(&mut self) {
         let mut queue: VecDeque<(usize, Relaxation)> = {
             let mut idx: Vec<usize> = (0..self.input.pods.len()).collect();
@@ -645,23 +668,27 @@ impl Solver<'_> {
             } else {
                 Requirements::new()
             };
-            let narrowed = !reqs.is_empty() || !extra.is_empty();
-            let merged = if narrowed {
+            let merged = if reqs.is_empty() && extra.is_empty() {
+                None
+            } else {
                 let mut m = claim.requirements.clone();
                 m.add_all(reqs);
                 m.add_all(&extra);
-                Some(m)
-            } else {
-                None
+                (m != claim.requirements).then_some(m)
             };
+            let pool_index = claim.pool;
+            let compat = merged
+                .as_ref()
+                .map(|m| self.compatible_types(pool_index, m));
+            let claim = &self.claims[ci];
             let check = merged.as_ref().unwrap_or(&claim.requirements);
             let options: Vec<usize> = claim
                 .options
                 .iter()
                 .copied()
                 .filter(|&o| {
-                    let it = &pool.instance_types[o];
-                    total.fits_in(&it.allocatable) && (!narrowed || it.compatible(check))
+                    total.fits_in(&pool.instance_types[o].allocatable)
+                        && compat.as_ref().is_none_or(|c| c[o])
                 })
                 .collect();
             if options.is_empty() || !min_values_ok(check, &pool.instance_types, &options) {
@@ -721,17 +748,16 @@ impl Solver<'_> {
                 .map_err(Rejection::Topology)?;
             requirements.add_all(&extra);
         }
-        let key = requirements.to_string();
-        let compatible: &Vec<usize> = if reqs.is_empty() && !self.topology.involves(i) {
-            &pool.base
+        let compatible: Vec<usize> = if reqs.is_empty() && !self.topology.involves(i) {
+            pool.base.clone()
         } else {
-            self.memo.entry((pi, key)).or_insert_with(|| {
-                pool.base
-                    .iter()
-                    .copied()
-                    .filter(|&o| t.instance_types[o].compatible(&requirements))
-                    .collect()
-            })
+            let compat = self.compatible_types(pi, &requirements);
+            self.pools[pi]
+                .base
+                .iter()
+                .copied()
+                .filter(|&o| compat[o])
+                .collect()
         };
         let requests = pod.requests.plus(&t.daemon_overhead);
         let no_type = |detail| Rejection::NoInstanceType {
@@ -801,16 +827,73 @@ fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
     })
 }
 
-fn finish(claim: OpenClaim, pools: &[Pool]) -> NewClaim {
+/// Per instance type of a pool: the cheapest compatible available offering's price (USD/hour)
+/// and the capacity types of its compatible available offerings (bits into `capacity_types`).
+struct Offers {
+    price: Vec<Option<f64>>,
+    capacity_type_bits: Vec<u64>,
+    capacity_types: Vec<String>,
+}
+
+/// [`Offers`] per pool and the requirements offerings depend on (zone and capacity type); many
+/// claims share these.
+#[derive(Default)]
+struct Prices(HashMap<(usize, Option<Requirement>, Option<Requirement>), Rc<Offers>>);
+
+impl Prices {
+    fn get(
+        &mut self,
+        pool_index: usize,
+        pool: &NodePoolTemplate,
+        reqs: &Requirements,
+    ) -> Rc<Offers> {
+        let zone = reqs.get(TOPOLOGY_ZONE_LABEL).cloned();
+        let capacity_type = reqs.get(CAPACITY_TYPE_LABEL).cloned();
+        let key = (pool_index, zone, capacity_type);
+        if let Some(p) = self.0.get(&key) {
+            return Rc::clone(p);
+        }
+        let mut offering_reqs = Requirements::new();
+        for r in key.1.iter().chain(key.2.iter()) {
+            offering_reqs.add(r.clone());
+        }
+        let mut offers = Offers {
+            price: Vec::with_capacity(pool.instance_types.len()),
+            capacity_type_bits: Vec::with_capacity(pool.instance_types.len()),
+            capacity_types: Vec::new(),
+        };
+        for it in &pool.instance_types {
+            offers
+                .price
+                .push(it.cheapest_offering(&offering_reqs).map(|o| o.price));
+            let mut bits = 0u64;
+            for o in &it.offerings {
+                if o.available && o.compatible(&offering_reqs) {
+                    let known = offers
+                        .capacity_types
+                        .iter()
+                        .position(|c| *c == o.capacity_type);
+                    let bit = known.unwrap_or_else(|| {
+                        offers.capacity_types.push(o.capacity_type.clone());
+                        offers.capacity_types.len() - 1
+                    });
+                    bits |= 1 << bit.min(63);
+                }
+            }
+            offers.capacity_type_bits.push(bits);
+        }
+        let offers = Rc::new(offers);
+        self.0.insert(key, Rc::clone(&offers));
+        offers
+    }
+}
+fn finish(claim: OpenClaim, pools: &[Pool], prices: &mut Prices) -> NewClaim {
     let pool = pools[claim.pool].t;
+    let offers = prices.get(claim.pool, pool, &claim.requirements);
     let mut priced: Vec<(f64, usize)> = claim
         .options
         .iter()
-        .filter_map(|&i| {
-            let it = &pool.instance_types[i];
-            it.cheapest_offering(&claim.requirements)
-                .map(|o| (o.price, i))
-        })
+        .filter_map(|&i| offers.price[i].map(|p| (p, i)))
         .collect();
     priced.sort_by(|a, b| {
         a.0.total_cmp(&b.0).then(
@@ -833,17 +916,16 @@ fn finish(claim: OpenClaim, pools: &[Pool]) -> NewClaim {
         .map(|&i| Arc::clone(&pool.instance_types[i]))
         .collect();
     let mut requirements = claim.requirements;
-    let mut capacity_types: Vec<String> = instance_types
+    let bits = kept
         .iter()
-        .flat_map(|it| {
-            it.offerings
-                .iter()
-                .filter(|o| o.available && o.compatible(&requirements))
-                .map(|o| o.capacity_type.clone())
-        })
+        .fold(0u64, |acc, &i| acc | offers.capacity_type_bits[i]);
+    let capacity_types: Vec<&String> = offers
+        .capacity_types
+        .iter()
+        .enumerate()
+        .filter(|(b, _)| bits & (1 << (*b).min(63)) != 0)
+        .map(|(_, c)| c)
         .collect();
-    capacity_types.sort();
-    capacity_types.dedup();
     requirements.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
     let min_values = requirements
         .get(INSTANCE_TYPE_LABEL)
