@@ -118,7 +118,7 @@ fn a_trace_pod_nothing_can_hold_is_listed_with_its_reason() {
         "json",
     ]);
     let r = report(&out);
-    assert_eq!(r["pods"]["bound"], 2);
+    assert_eq!(r["pods"]["bound"], 2, "{r}");
     let list = r["pods"]["unschedulable"].as_array().expect("list");
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["name"], "default/impossible");

@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::scheduling::solver::NO_READY_NODEPOOL;
+
 /// A pod that is not bound.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PendingPod {
@@ -121,7 +123,9 @@ pub fn observe(
             .and_then(|c| c["message"].as_str())
             .unwrap_or("waiting for the scheduler");
         let (reason, karpenter_unschedulable) = match verdicts.get(uid) {
-            Some((_, "FailedScheduling", m)) => (m.to_string(), true),
+            // Without a ready NodePool the verdict is provisional: NodePools (and their node
+            // classes) may still be becoming ready, and the provisioner will try again.
+            Some((_, "FailedScheduling", m)) => (m.to_string(), !m.contains(NO_READY_NODEPOOL)),
             Some((_, _, m)) => (m.to_string(), false),
             None => (scheduler_message.to_string(), false),
         };
@@ -310,6 +314,13 @@ mod tests {
         let o = observe(&pods, std::slice::from_ref(&failed), &claims, &instances);
         assert!(o.settled());
         assert_eq!(o.pending[0].reason, "Failed to schedule pod, too big");
+        let early = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling",
+            "message": format!("Failed to schedule pod, {NO_READY_NODEPOOL}"),
+            "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
+        assert!(
+            !observe(&pods, &[early], &claims, &instances).settled(),
+            "no ready NodePool yet is not a final verdict"
+        );
         let later = json!({"source": {"component": "karpenter"}, "reason": "Nominated", "message": "Pod should schedule on: nodeclaim/x",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:02.000000Z"});
         assert!(

@@ -4,6 +4,7 @@
 pub mod constraints;
 pub mod kube_scheduler;
 pub mod pod;
+pub mod repack;
 pub mod requirements;
 pub mod resources;
 pub mod solver;

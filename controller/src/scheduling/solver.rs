@@ -24,6 +24,8 @@ use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, TOP
 
 /// Upper bound on instance types written into one NodeClaim (upstream `MaxInstanceTypes`).
 pub const MAX_INSTANCE_TYPES: usize = 600;
+/// Why a pod fails when no NodePool is ready (a verdict that may change once one is).
+pub const NO_READY_NODEPOOL: &str = "no ready NodePool can launch capacity";
 /// The `nodes` key of NodePool limits (a node count).
 pub const LIMIT_NODES: &str = "nodes";
 
@@ -181,7 +183,7 @@ impl fmt::Display for PodError {
     /// Upstream-style: `incompatible with nodepool "a", <why>; incompatible with nodepool "b", ...`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.rejections.is_empty() {
-            return write!(f, "no ready NodePool can launch capacity");
+            return write!(f, "{NO_READY_NODEPOOL}");
         }
         let parts: Vec<String> = self
             .rejections
@@ -215,6 +217,9 @@ pub fn within_limits(capacity: &Resources, remaining: &BTreeMap<String, i64>) ->
     })
 }
 
+/// A re-pack shape's identity: dense requests, class, hostname repellers.
+type ShapeKey = (Vec<i64>, Option<usize>, Vec<usize>);
+
 struct OpenClaim {
     pool: usize,
     requirements: Requirements,
@@ -223,7 +228,8 @@ struct OpenClaim {
     options: Vec<usize>,
     /// Component-wise max allocatable over `options` (quick reject).
     max_allocatable: Resources,
-    pods: Vec<PodKey>,
+    /// Indexes into the input pods.
+    pods: Vec<usize>,
     host_ports: Vec<HostPort>,
 }
 
@@ -309,16 +315,17 @@ pub fn solve(input: &Input) -> Output {
         out: Output::default(),
     };
     solver.run();
+    let mut prices = Prices::default();
+    solver.repack(&mut prices);
     let Solver {
         claims,
         pools,
         mut out,
         ..
     } = solver;
-    let mut prices = Prices::default();
     out.new_claims = claims
         .into_iter()
-        .map(|c| finish(c, &pools, &mut prices))
+        .map(|c| finish(c, &pools, &input.pods, &mut prices))
         .collect();
     out
 }
@@ -701,7 +708,7 @@ impl Solver<'_> {
             if let Some(m) = merged {
                 claim.requirements = m;
             }
-            claim.pods.push(pod.key.clone());
+            claim.pods.push(i);
             claim
                 .host_ports
                 .extend(pod.constraints.host_ports.iter().cloned());
@@ -815,9 +822,274 @@ impl Solver<'_> {
             requirements,
             requests,
             options,
-            pods: vec![pod.key.clone()],
+            pods: vec![i],
             host_ports: pod.constraints.host_ports.clone(),
         })
+    }
+}
+
+impl Solver<'_> {
+    /// The cost re-pack of each NodePool's new NodeClaims ([`super::repack`]), kept for a pool
+    /// only when it is cheaper and stays within the pool's limits and minValues.
+    fn repack(&mut self, prices: &mut Prices) {
+        for pi in 0..self.pools.len() {
+            let Some((claims, remaining)) = self.repack_pool(pi, prices) else {
+                continue;
+            };
+            let mut claims = claims.into_iter();
+            let old = std::mem::take(&mut self.claims);
+            // The pool's claims are replaced where its first one was, so output order stays
+            // grouped as before.
+            let mut inserted = false;
+            for c in old {
+                if c.pool != pi {
+                    self.claims.push(c);
+                } else if !inserted {
+                    inserted = true;
+                    self.claims.extend(claims.by_ref());
+                }
+            }
+            self.pools[pi].remaining = remaining;
+        }
+    }
+
+    /// The re-packed claims of pool `pi` and the limits they leave, or `None` to keep the
+    /// first-fit claims.
+    fn repack_pool(
+        &mut self,
+        pi: usize,
+        prices: &mut Prices,
+    ) -> Option<(Vec<OpenClaim>, BTreeMap<String, i64>)> {
+        use super::repack::{Bin, Candidate, Dims, Shape, non_dominated, pack, worths};
+        let input = self.input;
+        let t = self.pools[pi].t;
+        let mine: Vec<usize> = (0..self.claims.len())
+            .filter(|&c| self.claims[c].pool == pi)
+            .collect();
+        if mine.is_empty() {
+            return None;
+        }
+        let dims = Dims::of(
+            mine.iter()
+                .map(|&c| &self.claims[c].requests)
+                .chain([&t.daemon_overhead]),
+        );
+        let overhead = dims.dense(&t.daemon_overhead);
+        // Classes: distinct claim requirements, the pool's own first (for unrestricted pods).
+        let mut class_reqs: Vec<Requirements> = vec![t.requirements.clone()];
+        let mut class_of = |reqs: &Requirements| match class_reqs.iter().position(|r| r == reqs) {
+            Some(c) => c,
+            None => {
+                class_reqs.push(reqs.clone());
+                class_reqs.len() - 1
+            }
+        };
+        let claim_class: Vec<usize> = mine
+            .iter()
+            .map(|&c| class_of(&self.claims[c].requirements))
+            .collect();
+        let mut bins: Vec<Bin> = Vec::new();
+        let mut shapes: Vec<Shape> = Vec::new();
+        let mut shape_index: HashMap<ShapeKey, usize> = HashMap::new();
+        let mut any_movable = false;
+        for (k, &c) in mine.iter().enumerate() {
+            let mut fixed = Bin {
+                class: claim_class[k],
+                used: vec![0; dims.len()],
+                repels: Vec::new(),
+                pods: Vec::new(),
+            };
+            for &i in &self.claims[c].pods {
+                let pod = &input.pods[i];
+                let request = dims.dense(&pod.requests);
+                let mobility = if pod.constraints.host_ports.is_empty() {
+                    self.topology.mobility(i)
+                } else {
+                    None
+                };
+                match mobility {
+                    None => {
+                        for (u, r) in fixed.used.iter_mut().zip(&request) {
+                            *u += r;
+                        }
+                        fixed.repels.extend(self.topology.hostname_repels(i));
+                        fixed.pods.push(i);
+                    }
+                    Some(pinned) => {
+                        any_movable = true;
+                        let unrestricted = !pinned
+                            && pod.requirement_terms.iter().all(Requirements::is_empty)
+                            && pod.constraints.preferred_node.is_empty();
+                        let class = (!unrestricted).then_some(claim_class[k]);
+                        let repellers = self.topology.hostname_repellers(i);
+                        let key = (request, class, repellers);
+                        let s = match shape_index.get(&key) {
+                            Some(&s) => s,
+                            None => {
+                                shapes.push(Shape {
+                                    request: key.0.clone(),
+                                    worth: 0.0,
+                                    class,
+                                    repellers: key.2.clone(),
+                                    pods: Vec::new(),
+                                });
+                                shape_index.insert(key, shapes.len() - 1);
+                                shapes.len() - 1
+                            }
+                        };
+                        shapes[s].pods.push(i);
+                    }
+                }
+            }
+            if !fixed.pods.is_empty() {
+                fixed.repels.sort_unstable();
+                fixed.repels.dedup();
+                bins.push(fixed);
+            }
+        }
+        if !any_movable {
+            return None;
+        }
+        // Candidate types per class, cheapest first.
+        let mut classes: Vec<Vec<Candidate>> = Vec::with_capacity(class_reqs.len());
+        for reqs in &class_reqs {
+            let compat = self.compatible_types(pi, reqs);
+            let offers = prices.get(pi, t, reqs);
+            let candidates: Vec<Candidate> = self.pools[pi]
+                .base
+                .iter()
+                .filter(|&&o| compat[o])
+                .filter_map(|&o| {
+                    let price = offers.price[o]?;
+                    let room: Vec<i64> = dims
+                        .dense(&t.instance_types[o].allocatable)
+                        .iter()
+                        .zip(&overhead)
+                        .map(|(a, h)| a - h)
+                        .collect();
+                    room.iter().all(|r| *r >= 0).then_some(Candidate {
+                        index: o,
+                        price,
+                        room,
+                        order: Vec::new(),
+                    })
+                })
+                .collect();
+            classes.push(non_dominated(candidates));
+        }
+        // Worth: against the pool's own candidates, counting every pod of the pool's claims
+        // (fixed ones too: they use the same capacity).
+        let mut counted: BTreeMap<&[i64], usize> = BTreeMap::new();
+        let fixed_requests: Vec<Vec<i64>> = bins
+            .iter()
+            .flat_map(|b| b.pods.iter().map(|&i| dims.dense(&input.pods[i].requests)))
+            .collect();
+        for r in &fixed_requests {
+            *counted.entry(r.as_slice()).or_default() += 1;
+        }
+        for s in &shapes {
+            *counted.entry(s.request.as_slice()).or_default() += s.pods.len();
+        }
+        let counted: Vec<(&[i64], usize)> = counted.into_iter().collect();
+        let worth = worths(&dims, &classes[0], &counted)?;
+        let by_request: HashMap<&[i64], f64> = counted.iter().map(|(r, _)| *r).zip(worth).collect();
+        let worth_of: Vec<f64> = shapes
+            .iter()
+            .map(|s| by_request.get(s.request.as_slice()).copied().unwrap_or(0.0))
+            .collect();
+        for (s, w) in shapes.iter_mut().zip(worth_of) {
+            s.worth = w;
+        }
+        for s in &mut shapes {
+            // Pods popped from the end: keep the first-fit order within a shape.
+            s.pods.reverse();
+        }
+        let bins = pack(bins, &mut shapes, classes.clone(), 0, dims.len())?;
+        let cheapest = |class: usize, used: &[i64]| {
+            classes[class]
+                .iter()
+                .find(|c| c.room.iter().zip(used).all(|(r, u)| r >= u))
+                .map(|c| c.price)
+        };
+        let mut new_cost = 0.0;
+        for b in &bins {
+            new_cost += cheapest(b.class, &b.used)?;
+        }
+        let mut old_cost = 0.0;
+        for &c in &mine {
+            let claim = &self.claims[c];
+            let offers = prices.get(pi, t, &claim.requirements);
+            old_cost += claim
+                .options
+                .iter()
+                .filter_map(|&o| offers.price[o])
+                .min_by(f64::total_cmp)?;
+        }
+        if new_cost >= old_cost - 1e-9 {
+            return None;
+        }
+        // Limits: give back what the first-fit claims reserved, then reserve for the new ones.
+        let mut remaining = self.pools[pi].remaining.clone();
+        for &c in &mine {
+            let largest = self.claims[c]
+                .options
+                .iter()
+                .fold(Resources::default(), |acc, &o| {
+                    acc.max(&t.instance_types[o].capacity)
+                });
+            for (name, left) in remaining.iter_mut() {
+                *left += if name == LIMIT_NODES {
+                    1
+                } else {
+                    largest.get(name)
+                };
+            }
+        }
+        let mut claims = Vec::with_capacity(bins.len());
+        for b in bins {
+            let requirements = class_reqs[b.class].clone();
+            let mut requests = t.daemon_overhead.clone();
+            let mut host_ports = Vec::new();
+            for &i in &b.pods {
+                requests.add(&input.pods[i].requests);
+                host_ports.extend(input.pods[i].constraints.host_ports.iter().cloned());
+            }
+            let compat = self.compatible_types(pi, &requirements);
+            let options: Vec<usize> = self.pools[pi]
+                .base
+                .iter()
+                .copied()
+                .filter(|&o| {
+                    let it = &t.instance_types[o];
+                    compat[o]
+                        && requests.fits_in(&it.allocatable)
+                        && within_limits(&it.capacity, &remaining)
+                })
+                .collect();
+            if options.is_empty() || !min_values_ok(&requirements, &t.instance_types, &options) {
+                return None;
+            }
+            let largest = options.iter().fold(Resources::default(), |acc, &o| {
+                acc.max(&t.instance_types[o].capacity)
+            });
+            for (name, left) in remaining.iter_mut() {
+                *left -= if name == LIMIT_NODES {
+                    1
+                } else {
+                    largest.get(name)
+                };
+            }
+            claims.push(OpenClaim {
+                pool: pi,
+                max_allocatable: max_allocatable(t, &options),
+                requirements,
+                requests,
+                options,
+                pods: b.pods,
+                host_ports,
+            });
+        }
+        Some((claims, remaining))
     }
 }
 
@@ -887,7 +1159,7 @@ impl Prices {
         offers
     }
 }
-fn finish(claim: OpenClaim, pools: &[Pool], prices: &mut Prices) -> NewClaim {
+fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Prices) -> NewClaim {
     let pool = pools[claim.pool].t;
     let offers = prices.get(claim.pool, pool, &claim.requirements);
     let mut priced: Vec<(f64, usize)> = claim
@@ -942,6 +1214,6 @@ fn finish(claim: OpenClaim, pools: &[Pool], prices: &mut Prices) -> NewClaim {
         requirements,
         instance_types,
         requests: claim.requests,
-        pods: claim.pods,
+        pods: claim.pods.iter().map(|&i| pods[i].key.clone()).collect(),
     }
 }

@@ -242,3 +242,66 @@ fn pod_requirements_narrow_the_claim_and_zone_pins_offerings() {
         "on-demand price"
     );
 }
+
+#[test]
+fn repack_undoes_first_fit_growth_into_a_dear_type_and_keeps_constraints() {
+    // First fit puts the second 3-core pod with the first, so the claim can only grow into the
+    // memory-rich type, at 0.125 USD/hour per core against 0.05 for the small one.
+    let types = vec![
+        instance_type("c.large", 4, 8, 0.2),
+        instance_type("m.huge", 64, 512, 8.0),
+    ];
+    let mut pods: Vec<super::pod::PodInfo> = (0..20)
+        .map(|i| pod(&format!("cpu{i}"), 3000, 1024, json!({})))
+        .collect();
+    let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    for i in 0..3 {
+        let mut p = pod(&format!("solo{i}"), 500, 512, anti.clone());
+        p.labels.insert("app".into(), "solo".into());
+        pods.push(p);
+    }
+    let mut leader = pod("leader", 500, 512, json!({}));
+    leader.labels.insert("app".into(), "leader".into());
+    pods.push(leader);
+    pods.push(pod(
+        "follower",
+        500,
+        512,
+        json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "leader"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
+    ));
+    let out = solve(&input(pods, vec![pool("default", types)]));
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let placed: usize = out.new_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 25);
+    assert!(
+        out.new_claims
+            .iter()
+            .all(|c| c.instance_types[0].name == "c.large"),
+        "every claim is cheapest on the small type"
+    );
+    let claim_of = |name: &str| {
+        out.new_claims
+            .iter()
+            .position(|c| c.pods.iter().any(|p| p.name == name))
+            .expect("placed")
+    };
+    let solos: std::collections::BTreeSet<usize> =
+        (0..3).map(|i| claim_of(&format!("solo{i}"))).collect();
+    assert_eq!(solos.len(), 3, "anti-affine pods on distinct claims");
+    assert_eq!(claim_of("leader"), claim_of("follower"));
+    for c in &out.new_claims {
+        assert!(c.requests.fits_in(&c.instance_types[0].allocatable));
+    }
+    // One 3-core pod per small node. The pods with hostname constraints stay where first fit
+    // put them (leader, follower and solo0 share a node, 1.5 cores, so no 3-core pod fits
+    // beside them); solo1 and solo2 take a 3-core pod each: 21 nodes at the spot price of
+    // 0.12, against one m.huge (4.80) and more from first fit alone.
+    let cost: f64 = out
+        .new_claims
+        .iter()
+        .map(|c| c.cheapest_price().unwrap_or(f64::NAN))
+        .sum();
+    assert!((cost - 21.0 * 0.12).abs() < 1e-9, "{cost}");
+}

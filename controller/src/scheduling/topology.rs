@@ -530,6 +530,66 @@ impl Topology {
             && p.inverse_selecting.is_empty())
     }
 
+    /// How freely a planned pod may move to another NodeClaim after the solve (the cost re-pack):
+    /// `None` when it must stay, because it owns a hostname-keyed constraint (its count on its
+    /// own NodeClaim is what the constraint checked) or some pod's hostname affinity counts it
+    /// (moving it could strand that pod). Otherwise whether it may only move among NodeClaims
+    /// with the requirements it has now (`true`: a constraint keyed on another label, such as
+    /// the zone, involves it; NodeClaims with identical requirements have identical domains, so
+    /// every count and check stays as it was). Other pods' hostname spread and anti-affinity stay
+    /// satisfied when a pod they count moves away, and a new NodeClaim is an empty hostname
+    /// domain; the other direction, other pods' required anti-affinity against this one, is
+    /// [`Topology::hostname_repellers`].
+    pub fn mobility(&self, pod: usize) -> Option<bool> {
+        let p = &self.pods[pod];
+        let mut pinned = false;
+        for &(g, _) in &p.owned {
+            if self.groups[g].hostname {
+                return None;
+            }
+            pinned = true;
+        }
+        for &g in &p.inverse_owned {
+            if self.inverse[g].hostname {
+                return None;
+            }
+            pinned = true;
+        }
+        for &g in &p.selected_by {
+            let g = &self.groups[g];
+            if g.hostname && g.kind == Kind::Affinity {
+                return None;
+            }
+            pinned |= !g.hostname;
+        }
+        for &g in &p.inverse_selecting {
+            pinned |= !self.inverse[g].hostname;
+        }
+        Some(pinned)
+    }
+
+    /// Ids of the hostname-keyed required anti-affinity terms (of any pod) that select this pod:
+    /// it may not share a NodeClaim with a pod owning one of them.
+    pub fn hostname_repellers(&self, pod: usize) -> Vec<usize> {
+        self.pods[pod]
+            .inverse_selecting
+            .iter()
+            .copied()
+            .filter(|&g| self.inverse[g].hostname)
+            .collect()
+    }
+
+    /// Ids of the hostname-keyed required anti-affinity terms this pod owns (see
+    /// [`Topology::hostname_repellers`]).
+    pub fn hostname_repels(&self, pod: usize) -> Vec<usize> {
+        self.pods[pod]
+            .inverse_owned
+            .iter()
+            .copied()
+            .filter(|&g| self.inverse[g].hostname)
+            .collect()
+    }
+
     /// The extra requirements the pod's constraints impose on a target (for a NodeClaim, its
     /// domains narrowed to the allowed ones; for a node, nothing or an error).
     ///

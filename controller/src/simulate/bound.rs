@@ -6,10 +6,11 @@
 //! its cheapest offering. Constraints, for every resource `r` (cpu, memory, pods and extended
 //! resources such as GPUs):
 //! - all pods: `Σ_t allocatable_{t,r} x_t ≥ Σ_p request_{p,r}`;
-//! - every pod class (pods with the same node requirements and extended-resource requests): the
-//!   class's requests must be covered by the types that could hold any pod of the class (types
-//!   its requirements admit and where its smallest pod fits), e.g. GPU pods' CPU must come from
-//!   GPU nodes.
+//! - for every distinct *admissible set* A (the types a pod's requirements admit and whose
+//!   allocatable holds its requests): the pods whose admissible set lies within A must be covered
+//!   by the types in A, since each of them runs on a node of such a type. E.g. a GPU pod needing
+//!   10 cores cannot use the GPU of a 4-core GPU node, so its GPU, CPU and memory must all come
+//!   from GPU nodes with at least 10 cores.
 //!
 //! Any real fleet gives a feasible solution (count its nodes by type), so the optimum is a valid
 //! lower bound. It ignores per-node DaemonSet overhead and integrality, both of which only raise
@@ -18,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use minilp::{ComparisonOp, OptimizationDirection, Problem};
+use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 use crate::cloudprovider::InstanceType;
 use crate::scheduling::pod::PodInfo;
@@ -79,68 +80,72 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
                 .map(|o| o.price)
         })
         .collect();
-    let mut classes: BTreeMap<String, (Vec<&PodInfo>, Resources)> = BTreeMap::new();
+    // Pods with the same requirements and requests have the same admissible types.
+    let mut shapes: BTreeMap<String, (Vec<bool>, BTreeMap<String, f64>)> = BTreeMap::new();
     for p in pods {
         let terms: Vec<String> = p
             .requirement_terms
             .iter()
             .map(Requirements::to_string)
             .collect();
-        let extended: Vec<String> = p
-            .requests
-            .extended
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let key = format!("[{}] {{{}}}", terms.join(" | "), extended.join(","));
-        let entry = classes
-            .entry(key)
-            .or_insert_with(|| (Vec::new(), p.requests.clone()));
-        let smallest = &mut entry.1;
-        smallest.cpu = smallest.cpu.min(p.requests.cpu);
-        smallest.memory = smallest.memory.min(p.requests.memory);
-        entry.0.push(p);
-    }
-    let mut built = Vec::new();
-    for (label, (members, smallest)) in &classes {
-        let admissible: Vec<usize> = (0..types.len())
-            .filter(|&t| {
-                let it = &types[t];
-                prices[t].is_some()
-                    && smallest.fits_in(&it.allocatable)
-                    && members[0].requirement_terms.iter().any(|term| {
-                        let mut reqs = candidates[t].requirements.clone();
-                        reqs.add_all(term);
-                        it.compatible(&reqs)
-                    })
-            })
-            .collect();
-        if admissible.is_empty() {
-            return Err(BoundError::Infeasible(label.clone()));
-        }
-        let mut demand: BTreeMap<String, f64> = BTreeMap::new();
-        for p in members {
-            let mut r = p.requests.clone();
-            r.ephemeral = 0;
-            for (k, v) in scaled(&r) {
-                *demand.entry(k).or_default() += v;
-            }
-        }
-        built.push(Class {
-            types: admissible,
-            demand,
+        let mut request = p.requests.clone();
+        request.ephemeral = 0;
+        let key = format!("[{}] {request}", terms.join(" | "));
+        let entry = shapes.entry(key.clone()).or_insert_with(|| {
+            let admissible: Vec<bool> = (0..types.len())
+                .map(|t| {
+                    let it = &types[t];
+                    prices[t].is_some()
+                        && request.fits_in(&it.allocatable)
+                        && (p.requirement_terms.is_empty()
+                            || p.requirement_terms.iter().any(|term| {
+                                let mut reqs = candidates[t].requirements.clone();
+                                reqs.add_all(term);
+                                it.compatible(&reqs)
+                            }))
+                })
+                .collect();
+            (admissible, BTreeMap::new())
         });
+        if !entry.0.iter().any(|a| *a) {
+            return Err(BoundError::Infeasible(key));
+        }
+        for (k, v) in scaled(&request) {
+            *entry.1.entry(k).or_default() += v;
+        }
     }
+    // One class per distinct admissible set A: every pod whose admissible set lies within A.
+    let mut sets: Vec<&Vec<bool>> = shapes.values().map(|(a, _)| a).collect();
+    sets.sort();
+    sets.dedup();
+    let subset = |a: &[bool], b: &[bool]| a.iter().zip(b).all(|(x, y)| !*x || *y);
+    let built: Vec<Class> = sets
+        .iter()
+        .map(|set| {
+            let mut demand: BTreeMap<String, f64> = BTreeMap::new();
+            for (admissible, d) in shapes.values() {
+                if subset(admissible, set) {
+                    for (k, v) in d {
+                        *demand.entry(k.clone()).or_default() += v;
+                    }
+                }
+            }
+            Class {
+                types: (0..set.len()).filter(|&t| set[t]).collect(),
+                demand,
+            }
+        })
+        .collect();
     let mut problem = Problem::new(OptimizationDirection::Minimize);
-    let vars: Vec<Option<minilp::Variable>> = prices
+    let vars: Vec<Option<microlp::Variable>> = prices
         .iter()
         .map(|p| p.map(|price| problem.add_var(price, (0.0, f64::INFINITY))))
         .collect();
     let capacities: Vec<BTreeMap<String, f64>> =
         types.iter().map(|t| scaled(&t.allocatable)).collect();
     let mut total: BTreeMap<String, f64> = BTreeMap::new();
-    for c in &built {
-        for (k, v) in &c.demand {
+    for (_, demand) in shapes.values() {
+        for (k, v) in demand {
             *total.entry(k.clone()).or_default() += v;
         }
     }
@@ -149,7 +154,7 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
             if *need <= 0.0 {
                 continue;
             }
-            let terms: Vec<(minilp::Variable, f64)> = type_set
+            let terms: Vec<(microlp::Variable, f64)> = type_set
                 .iter()
                 .filter_map(|&t| {
                     let cap = capacities[t].get(resource).copied().unwrap_or(0.0);
@@ -166,7 +171,7 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
     }
     match problem.solve() {
         Ok(solution) => Ok(solution.objective()),
-        Err(minilp::Error::Infeasible) => Err(BoundError::Infeasible("all pods".into())),
+        Err(microlp::Error::Infeasible) => Err(BoundError::Infeasible("all pods".into())),
         Err(e) => Err(BoundError::Solver(e.to_string())),
     }
 }

@@ -368,5 +368,7 @@ fn run_inner(args: &SimulateArgs) -> Result<SimulateReport, SimulateError> {
         expanded.pods.extend(diverse::diverse_pods(n));
     }
     let (input, candidates) = prepare(&expanded, args.instance_types, &args.cluster_name)?;
+    // The solve needs only the compiled pods: free the API objects first (peak memory).
+    drop(expanded);
     simulate(&input, &candidates, args.instance_types)
 }
