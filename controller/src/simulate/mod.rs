@@ -350,6 +350,17 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
 }
 
 fn run_inner(args: &SimulateArgs) -> Result<SimulateReport, SimulateError> {
+    let (input, candidates) = build(args)?;
+    simulate(&input, &candidates, args.instance_types)
+}
+
+/// The solver input and lower-bound candidates for the command's arguments (`report` is not
+/// used): workloads expanded (the bundled Online Boutique when none is given and nothing is
+/// generated), scaled, defaulted with a NodePool and node class, plus the generated mix. The
+/// API objects are dropped before returning (only the compiled pods are kept).
+///
+/// Errors: unreadable or invalid workloads, invalid NodePools or node classes.
+pub fn build(args: &SimulateArgs) -> Result<(Input, Vec<Candidate>), SimulateError> {
     let mut manifests = Vec::new();
     for path in &args.workloads {
         manifests.extend(workload::load(path)?);
@@ -367,8 +378,5 @@ fn run_inner(args: &SimulateArgs) -> Result<SimulateReport, SimulateError> {
     if let Some(n) = args.generate {
         expanded.pods.extend(diverse::diverse_pods(n));
     }
-    let (input, candidates) = prepare(&expanded, args.instance_types, &args.cluster_name)?;
-    // The solve needs only the compiled pods: free the API objects first (peak memory).
-    drop(expanded);
-    simulate(&input, &candidates, args.instance_types)
+    prepare(&expanded, args.instance_types, &args.cluster_name)
 }
