@@ -21,6 +21,12 @@ use super::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 
 /// How many of the cheapest fitting types a fixed bin considers growing into.
 const GROWTH_CANDIDATES: usize = 32;
+/// At most this many admissible sets get LP constraints (the ones holding the most pods, plus
+/// the set of every candidate); fewer constraints give a weaker but still valid pricing.
+const MAX_SETS: usize = 64;
+/// The re-pack is skipped (first fit stands) when shapes x candidates exceeds this, which bounds
+/// its time for workloads with thousands of distinct pod sizes.
+pub const MAX_WORK: usize = 4_000_000;
 
 /// Resource names as dense vector positions (cpu, memory, pods first, then what else is used).
 #[derive(Clone, Debug)]
@@ -146,7 +152,23 @@ pub fn worths(
     if admissible.iter().any(|a| !a.iter().any(|x| *x)) {
         return None;
     }
-    let mut sets: Vec<&Vec<bool>> = admissible.iter().collect();
+    let mut pods_in: Vec<(&Vec<bool>, usize)> = Vec::new();
+    for (adm, (_, count)) in admissible.iter().zip(shapes) {
+        match pods_in.iter_mut().find(|(a, _)| *a == adm) {
+            Some(entry) => entry.1 += count,
+            None => pods_in.push((adm, *count)),
+        }
+    }
+    let everything = vec![true; candidates.len()];
+    let mut sets: Vec<&Vec<bool>> = if pods_in.len() > MAX_SETS {
+        pods_in.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        pods_in.truncate(MAX_SETS - 1);
+        let mut kept: Vec<&Vec<bool>> = pods_in.iter().map(|(a, _)| *a).collect();
+        kept.push(&everything);
+        kept
+    } else {
+        pods_in.iter().map(|(a, _)| *a).collect()
+    };
     sets.sort();
     sets.dedup();
     let subset = |a: &[bool], b: &[bool]| a.iter().zip(b).all(|(x, y)| !*x || *y);
@@ -479,6 +501,37 @@ mod tests {
         assert!((w[1] - 6.0 * 0.075).abs() < 1e-9, "{w:?}");
         let too_big = vec![16_000, 1 << 30, 1];
         assert!(worths(&dims(), &types, &[(&too_big, 1)]).is_none());
+    }
+
+    #[test]
+    fn many_admissible_sets_still_price_no_filling_above_its_type() {
+        // 80 sizes, each its own admissible set (more than MAX_SETS): no type's worth of pods
+        // exceeds its price, the dual property the re-pack relies on.
+        let types: Vec<Candidate> = (1..=80)
+            .map(|c| {
+                candidate(
+                    c as usize,
+                    0.05 * c as f64 + 0.01 * (c % 7) as f64,
+                    c,
+                    4 * c,
+                )
+            })
+            .collect();
+        let requests: Vec<Vec<i64>> = (1..=80).map(|c| vec![c * 1000 - 500, 1 << 30, 1]).collect();
+        let shapes: Vec<(&[i64], usize)> = requests.iter().map(|r| (r.as_slice(), 3)).collect();
+        let w = worths(&dims(), &types, &shapes).expect("finite");
+        assert!(w.iter().any(|x| *x > 0.0));
+        for t in &types {
+            for (r, worth) in requests.iter().zip(&w) {
+                let copies = (t.room[0] / r[0]).min(t.room[2] / r[2]);
+                assert!(
+                    *worth >= 0.0 && *worth * copies as f64 <= t.price + 1e-6,
+                    "type {} price {} holds {copies} pods worth {worth}",
+                    t.index,
+                    t.price
+                );
+            }
+        }
     }
 
     #[test]

@@ -977,6 +977,10 @@ impl Solver<'_> {
                 .collect();
             classes.push(non_dominated(candidates));
         }
+        let work = shapes.len() * classes.iter().map(Vec::len).sum::<usize>();
+        if work > super::repack::MAX_WORK {
+            return None;
+        }
         // Worth: against the pool's own candidates, counting every pod of the pool's claims
         // (fixed ones too: they use the same capacity).
         let mut counted: BTreeMap<&[i64], usize> = BTreeMap::new();
