@@ -62,13 +62,11 @@ async fn the_controller_never_creates_a_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_batch_uses_in_flight_capacity() {
     // Nodes take 15s to register, so the first NodeClaim stays in flight during the second batch.
-    // One 2-core pod: the cheapest fleet is one node of 4 vCPU (two 1-core pods would be
-    // cheaper on two small nodes, which the cost re-pack now finds).
     let opts = Options {
         registration_delay: Duration::from_secs(15),
         ..Options::default()
     };
-    let c = TestCluster::start(&deployment("first", 1, "2", "512Mi"), opts).await;
+    let c = TestCluster::start(&deployment("first", 2, "1", "512Mi"), opts).await;
     c.eventually("first nodeclaim launched", SETTLE, |c| {
         c.nodeclaims()
             .iter()
@@ -115,7 +113,7 @@ async fn a_second_batch_uses_in_flight_capacity() {
         "no new NodeClaim for pods in-flight capacity covers"
     );
     let o = c
-        .wait_for("all bound", SETTLE, |o| o.pods_bound == 2 && o.settled())
+        .wait_for("all bound", SETTLE, |o| o.pods_bound == 3 && o.settled())
         .await;
     assert_eq!(o.claims_total, 1);
 }

@@ -199,6 +199,7 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
             nodepools: templates,
             well_known_labels: well_known,
             namespaces: snap.namespace_labels(),
+            repack: false,
         },
         pools,
         types: types_by_name,

@@ -98,6 +98,10 @@ pub struct Input {
     pub well_known_labels: Vec<String>,
     /// Namespaces and their labels (for affinity terms' namespace selectors).
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Run the cost re-pack after first fit ([`super::repack`]). `karpenter simulate` does; the
+    /// live provisioner does not yet, because kube-scheduler binds pods without regard to the
+    /// plan and tightly packed NodeClaims then leave pods pending for more rounds.
+    pub repack: bool,
 }
 
 /// A NodeClaim to create.
@@ -316,7 +320,9 @@ pub fn solve(input: &Input) -> Output {
     };
     solver.run();
     let mut prices = Prices::default();
-    solver.repack(&mut prices);
+    if input.repack {
+        solver.repack(&mut prices);
+    }
     let Solver {
         claims,
         pools,

@@ -14,6 +14,7 @@ fn input(pods: Vec<super::pod::PodInfo>, pools: Vec<super::solver::NodePoolTempl
         pods,
         nodepools: pools,
         well_known_labels: well_known(),
+        repack: true,
         ..Input::default()
     }
 }

@@ -227,6 +227,7 @@ pub fn prepare(
         nodepools: templates,
         well_known_labels: WELL_KNOWN_LABELS.iter().map(|s| s.to_string()).collect(),
         namespaces: x.namespaces.clone(),
+        repack: true,
         ..Input::default()
     };
     Ok((input, candidates))
