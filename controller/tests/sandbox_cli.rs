@@ -1,37 +1,10 @@
 //! The `karpenter sandbox` command as a user runs it: the README's main command, the Alibaba
 //! trace, and bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{karpenter, repo_file, report};
 use serde_json::Value;
-
-fn karpenter(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(args)
-        .env("LOG_LEVEL", "warn")
-        .output()
-        .expect("karpenter runs")
-}
-
-fn repo_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
-}
-
-fn report(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON document ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
 
 #[test]
 fn online_boutique_times_ten_settles_with_instance_types_and_cost() {

@@ -1,36 +1,10 @@
 //! The `karpenter simulate` command as a user runs it: JSON on stdout only, the report's fields,
 //! the generated benchmark mix, the Alibaba trace, and bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{karpenter, repo_file, report};
 use serde_json::Value;
-
-fn karpenter(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_karpenter"))
-        .args(args)
-        .output()
-        .expect("karpenter runs")
-}
-
-fn repo_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
-}
-
-fn report(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is one JSON document ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
 
 fn number(r: &Value, path: &str) -> f64 {
     r.pointer(path)

@@ -812,16 +812,7 @@ impl Solver<'_> {
         }
         // Reserve the largest option's capacity against the limits, as upstream does, so that
         // whichever option launches the pool stays within its limits.
-        let largest = options.iter().fold(Resources::default(), |acc, &o| {
-            acc.max(&t.instance_types[o].capacity)
-        });
-        for (name, left) in pool.remaining.iter_mut() {
-            *left -= if name == LIMIT_NODES {
-                1
-            } else {
-                largest.get(name)
-            };
-        }
+        reserve(&mut pool.remaining, t, &options, -1);
         Ok(OpenClaim {
             pool: pi,
             max_allocatable: max_allocatable(t, &options),
@@ -1041,19 +1032,7 @@ impl Solver<'_> {
         // Limits: give back what the first-fit claims reserved, then reserve for the new ones.
         let mut remaining = self.pools[pi].remaining.clone();
         for &c in &mine {
-            let largest = self.claims[c]
-                .options
-                .iter()
-                .fold(Resources::default(), |acc, &o| {
-                    acc.max(&t.instance_types[o].capacity)
-                });
-            for (name, left) in remaining.iter_mut() {
-                *left += if name == LIMIT_NODES {
-                    1
-                } else {
-                    largest.get(name)
-                };
-            }
+            reserve(&mut remaining, t, &self.claims[c].options, 1);
         }
         let mut claims = Vec::with_capacity(bins.len());
         for b in bins {
@@ -1079,16 +1058,7 @@ impl Solver<'_> {
             if options.is_empty() || !min_values_ok(&requirements, &t.instance_types, &options) {
                 return None;
             }
-            let largest = options.iter().fold(Resources::default(), |acc, &o| {
-                acc.max(&t.instance_types[o].capacity)
-            });
-            for (name, left) in remaining.iter_mut() {
-                *left -= if name == LIMIT_NODES {
-                    1
-                } else {
-                    largest.get(name)
-                };
-            }
+            reserve(&mut remaining, t, &options, -1);
             claims.push(OpenClaim {
                 pool: pi,
                 max_allocatable: max_allocatable(t, &options),
@@ -1100,6 +1070,27 @@ impl Solver<'_> {
             });
         }
         Some((claims, remaining))
+    }
+}
+
+/// Reserve (`sign` -1) or give back (+1) one node and the largest option's capacity against a
+/// pool's remaining limits, as upstream does, so whichever option launches stays within them.
+fn reserve(
+    remaining: &mut BTreeMap<String, i64>,
+    pool: &NodePoolTemplate,
+    options: &[usize],
+    sign: i64,
+) {
+    let largest = options.iter().fold(Resources::default(), |acc, &o| {
+        acc.max(&pool.instance_types[o].capacity)
+    });
+    for (name, left) in remaining.iter_mut() {
+        let amount = if name == LIMIT_NODES {
+            1
+        } else {
+            largest.get(name)
+        };
+        *left += sign * amount;
     }
 }
 
