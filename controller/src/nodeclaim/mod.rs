@@ -1,6 +1,7 @@
 //! NodeClaim controllers: the lifecycle (launch, registration by providerID, initialization,
-//! liveness) and the termination finalizer.
+//! liveness), the termination finalizer, and garbage collection against the cloud.
 
+pub mod garbagecollection;
 mod initialization;
 mod launch;
 pub mod lifecycle;

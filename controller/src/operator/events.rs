@@ -35,6 +35,8 @@ pub mod reason {
     pub const LAUNCH_FAILED: &str = "LaunchFailed";
     /// A NodePool's limits stopped a NodeClaim from being created.
     pub const NODEPOOL_LIMIT_EXCEEDED: &str = "NodePoolLimitExceeded";
+    /// A launched NodeClaim's instance no longer exists; the NodeClaim is deleted.
+    pub const INSTANCE_GONE: &str = "InstanceTerminated";
     /// A node class cannot be deleted while NodeClaims use it.
     pub const WAITING_ON_NODECLAIM_TERMINATION: &str = "WaitingOnNodeClaimTermination";
 }

@@ -49,7 +49,15 @@ pub struct ClusterState {
     pub pod_trigger: Arc<Notify>,
     /// Notified on every NodeClaim change (lets the provisioner wait for its own writes).
     pub nodeclaim_changed: Arc<Notify>,
+    /// Becomes true once every cache has completed its initial list. One task waits on the
+    /// stores and publishes here, because a store's readiness wakes only one waiter.
+    synced: tokio::sync::watch::Receiver<bool>,
 }
+
+/// A watch stopped before the cluster state synced.
+#[derive(Debug, thiserror::Error)]
+#[error("a watch stopped before the cluster state synced")]
+pub struct NotSynced;
 
 fn reflect<K>(api: Api<K>, on_event: impl Fn(&K) + Send + 'static) -> (Store<K>, JoinHandle<()>)
 where
@@ -104,6 +112,7 @@ impl ClusterState {
         let (pvcs, t8) = reflect(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {});
         let (pvs, t9) = reflect(Api::<PersistentVolume>::all(client.clone()), |_| {});
         let (storage_classes, t10) = reflect(Api::<StorageClass>::all(client.clone()), |_| {});
+        let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let state = ClusterState {
             pods,
             nodes,
@@ -117,14 +126,27 @@ impl ClusterState {
             storage_classes,
             pod_trigger,
             nodeclaim_changed,
+            synced,
         };
-        (state, vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10])
+        let stores = state.clone();
+        let t11 = tokio::spawn(async move {
+            if stores.stores_ready().await.is_ok() {
+                let _ = synced_tx.send(true);
+            }
+        });
+        (state, vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11])
     }
 
     /// Wait until every cache has completed its initial list (upstream: cluster state synced).
+    /// Any number of tasks may wait.
     ///
     /// Errors: a watch stopped before it synced.
-    pub async fn wait_synced(&self) -> Result<(), reflector::store::WriterDropped> {
+    pub async fn wait_synced(&self) -> Result<(), NotSynced> {
+        let mut rx = self.synced.clone();
+        rx.wait_for(|s| *s).await.map(|_| ()).map_err(|_| NotSynced)
+    }
+
+    async fn stores_ready(&self) -> Result<(), reflector::store::WriterDropped> {
         self.pods.wait_until_ready().await?;
         self.nodes.wait_until_ready().await?;
         self.nodeclaims.wait_until_ready().await?;

@@ -1,0 +1,254 @@
+//! Garbage collection both ways between NodeClaims and the cloud's instances (upstream core
+//! `nodeclaim/garbagecollection` and `aws:pkg/controllers/nodeclaim/garbagecollection`):
+//!
+//! - an instance the provider lists as this cluster's (tagged with a NodePool) that no NodeClaim
+//!   accounts for (by providerID, or by the NodeClaim named in its tag while that NodeClaim is
+//!   still launching) and that launched more than [`ORPHAN_MIN_AGE`] ago is terminated, with a
+//!   log line naming it, and its Node, if one registered, is deleted;
+//! - a launched NodeClaim whose instance the provider no longer lists, launched more than
+//!   [`ORPHAN_MIN_AGE`] ago, is deleted with an Event (its finalizer then finds the instance gone).
+//!
+//! Runs every 10 s for its first 20 passes, then every 2 minutes (upstream's cadence).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::NodeClaim;
+use crds::conditions::{self, LAUNCHED};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::DeleteParams;
+
+use crate::cloudprovider::{CloudError, Instance};
+use crate::operator::Context;
+use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+
+/// Instances and NodeClaims younger than this are never collected: a launch may not have
+/// written its providerID yet, and a list may lag a launch (upstream: 30 s).
+pub const ORPHAN_MIN_AGE: SignedDuration = SignedDuration::from_secs(30);
+const FAST_PERIOD: Duration = Duration::from_secs(10);
+const FAST_PASSES: usize = 20;
+const SLOW_PERIOD: Duration = Duration::from_secs(120);
+
+/// What one pass decided: instances to terminate and NodeClaims to delete.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Collection {
+    /// Orphaned instances.
+    pub instances: Vec<Instance>,
+    /// NodeClaims (names) whose instance is gone.
+    pub nodeclaims: Vec<String>,
+}
+
+/// Decide what to collect from the cloud's list and the NodeClaims (pure).
+pub fn plan(instances: &[Instance], claims: &[Arc<NodeClaim>], now: Timestamp) -> Collection {
+    let claimed: HashSet<&str> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.provider_id.as_deref())
+        .collect();
+    let launching: HashSet<&str> = claims
+        .iter()
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_none_or(str::is_empty)
+        })
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    let old = |t: Timestamp| now.duration_since(t) >= ORPHAN_MIN_AGE;
+    let orphans = instances
+        .iter()
+        .filter(|i| !claimed.contains(i.provider_id.as_str()))
+        .filter(|i| {
+            !i.nodeclaim
+                .as_deref()
+                .is_some_and(|n| launching.contains(n))
+        })
+        .filter(|i| old(i.launched_at))
+        .cloned()
+        .collect();
+    let listed: HashSet<&str> = instances.iter().map(|i| i.provider_id.as_str()).collect();
+    let gone = claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| {
+            let conds = c
+                .status
+                .as_ref()
+                .map(|s| s.conditions.as_slice())
+                .unwrap_or_default();
+            conditions::is_true(conds, LAUNCHED)
+                && conds
+                    .iter()
+                    .find(|x| x.type_ == LAUNCHED)
+                    .is_some_and(|x| old(x.last_transition_time.0))
+        })
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| !listed.contains(p))
+        })
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    Collection {
+        instances: orphans,
+        nodeclaims: gone,
+    }
+}
+
+/// Run until the task is aborted.
+pub async fn run(ctx: Arc<Context>) {
+    if ctx.state.wait_synced().await.is_err() {
+        return;
+    }
+    let mut passes = 0usize;
+    loop {
+        if let Err(e) = pass(&ctx).await {
+            tracing::warn!(error = %e, "garbage collection pass failed; retrying");
+        }
+        passes += 1;
+        let period = if passes < FAST_PASSES {
+            FAST_PERIOD
+        } else {
+            SLOW_PERIOD
+        };
+        tokio::time::sleep(period).await;
+    }
+}
+
+/// One pass: list, decide, act.
+///
+/// Errors: the cloud could not be listed (nothing is collected then).
+pub async fn pass(ctx: &Context) -> Result<Collection, CloudError> {
+    let instances = ctx.cloud.list().await?;
+    let claims = ctx.state.nodeclaims.state();
+    let decided = plan(&instances, &claims, ctx.clock.now());
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    for i in &decided.instances {
+        tracing::info!(instance = %i.id, provider_id = %i.provider_id, nodepool = ?i.nodepool,
+            nodeclaim = ?i.nodeclaim, instance_type = %i.instance_type,
+            "garbage collecting instance with no NodeClaim");
+        // The provider deletes by the providerID of a NodeClaim; this one stands for the instance.
+        let stub: NodeClaim = match serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": i.nodeclaim.clone().unwrap_or_default()},
+            "spec": {"nodeClassRef": {"group": "", "kind": "", "name": ""}, "requirements": []},
+            "status": {"providerID": i.provider_id},
+        })) {
+            Ok(stub) => stub,
+            Err(e) => {
+                tracing::warn!(instance = %i.id, error = %e, "building the instance's NodeClaim view");
+                continue;
+            }
+        };
+        match ctx.cloud.delete(&stub).await {
+            Ok(()) | Err(CloudError::NodeClaimNotFound(_)) => {}
+            Err(e) => tracing::warn!(instance = %i.id, error = %e, "terminating orphaned instance"),
+        }
+        for node in ctx.state.node_for_provider_id(&i.provider_id) {
+            if let Some(name) = node.metadata.name.as_deref() {
+                match nodes.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => tracing::warn!(node = %name, error = %e, "deleting orphaned node"),
+                }
+            }
+        }
+    }
+    for name in &decided.nodeclaims {
+        if let Some(claim) = claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+        {
+            ctx.recorder.publish(EventSpec {
+                regarding: reference(claim.as_ref()),
+                type_: EventType::Warning,
+                reason: reason::INSTANCE_GONE,
+                message: format!("NodeClaim {name}: its instance no longer exists; deleting it"),
+                dedupe: DEFAULT_DEDUPE,
+            });
+        }
+        tracing::info!(nodeclaim = %name, "garbage collecting nodeclaim whose instance is gone");
+        if let Err(e) = super::lifecycle::delete_claim(ctx, name).await {
+            tracing::warn!(nodeclaim = %name, error = %e, "deleting nodeclaim");
+        }
+    }
+    Ok(decided)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn instance(id: &str, claim: Option<&str>, age_s: i64, now: Timestamp) -> Instance {
+        Instance {
+            provider_id: format!("aws:///us-east-1a/{id}"),
+            id: id.into(),
+            nodeclaim: claim.map(str::to_string),
+            nodepool: Some("default".into()),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: "on-demand".into(),
+            price: 0.096,
+            launched_at: now - SignedDuration::from_secs(age_s),
+            image_id: "ami-1".into(),
+        }
+    }
+
+    fn claim(
+        name: &str,
+        provider_id: Option<&str>,
+        launched_s_ago: i64,
+        now: Timestamp,
+    ) -> Arc<NodeClaim> {
+        let at = (now - SignedDuration::from_secs(launched_s_ago)).to_string();
+        let status = match provider_id {
+            Some(p) => json!({"providerID": p, "conditions": [
+                {"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                 "lastTransitionTime": at}]}),
+            None => json!({}),
+        };
+        Arc::new(
+            serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": name},
+                "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                         "requirements": []},
+                "status": status}))
+            .expect("valid nodeclaim"),
+        )
+    }
+
+    #[test]
+    fn old_unclaimed_instances_are_collected_and_young_or_claimed_ones_are_not() {
+        let now = Timestamp::from_second(1_800_000_000).expect("time");
+        let instances = vec![
+            instance("i-orphan", None, 60, now),
+            instance("i-young", None, 5, now),
+            instance("i-owned", Some("a"), 600, now),
+            instance("i-launching", Some("b"), 600, now),
+        ];
+        let claims = vec![
+            claim("a", Some("aws:///us-east-1a/i-owned"), 600, now),
+            claim("b", None, 0, now),
+        ];
+        let c = plan(&instances, &claims, now);
+        let ids: Vec<&str> = c.instances.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, vec!["i-orphan"]);
+        assert!(c.nodeclaims.is_empty());
+    }
+
+    #[test]
+    fn launched_nodeclaims_whose_instance_is_gone_are_collected() {
+        let now = Timestamp::from_second(1_800_000_000).expect("time");
+        let claims = vec![
+            claim("gone", Some("aws:///us-east-1a/i-gone"), 600, now),
+            claim("just-launched", Some("aws:///us-east-1a/i-new"), 3, now),
+        ];
+        let c = plan(&[], &claims, now);
+        assert_eq!(c.nodeclaims, vec!["gone".to_string()]);
+    }
+}
