@@ -13,5 +13,15 @@ if [ -z "${KUBECTL:-}" ] && ! command -v kubectl >/dev/null 2>&1; then
 fi
 echo "using $(command -v "${KUBECTL:-kubectl}"): $("${KUBECTL:-kubectl}" version --client 2>/dev/null | head -1)" >&2
 
-cargo build --workspace --bins
-cargo test --workspace "$@"
+# moto's EC2/SSM server: the AWS provider's tests run aws-sdk-ec2 against it on loopback (each
+# test starts and stops its own server).
+if ! command -v moto_server >/dev/null 2>&1; then
+  echo "moto_server not found; installing it from PyPI (moto[server])" >&2
+  python3 -m pip install --quiet 'moto[server]'
+  export PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+  command -v moto_server >/dev/null 2>&1 || { echo "error: moto_server still not on PATH" >&2; exit 1; }
+fi
+
+# One build with every feature (the AWS provider is behind `aws`, which everyday builds skip).
+cargo build --workspace --bins --all-features
+cargo test --workspace --all-features "$@"

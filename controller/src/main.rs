@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use controller::clock::SystemClock;
-use controller::cloudprovider::sim::SimCloud;
+use controller::operator::cloud::{self, CloudOptions};
 use controller::operator::sandbox::SandboxArgs;
 use controller::operator::{self, ControllerOptions};
 use controller::simulate::SimulateArgs;
@@ -31,9 +31,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Cloud provider: `sim` (the simulated EC2 cloud, for development).
-    #[arg(long, env = "CLOUD_PROVIDER", default_value = "sim")]
-    cloud_provider: String,
+    #[command(flatten)]
+    cloud: CloudOptions,
     #[command(flatten)]
     controller: ControllerOptions,
 }
@@ -75,13 +74,6 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.cloud_provider != "sim" {
-        eprintln!(
-            "error: unknown --cloud-provider {:?} (supported: sim)",
-            args.cloud_provider
-        );
-        return ExitCode::from(2);
-    }
     let client = match kube::Client::try_default().await {
         Ok(c) => c,
         Err(e) => {
@@ -89,9 +81,31 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let version = match client.apiserver_version().await {
+        Ok(v) => cloud::minor_version(&v.git_version),
+        Err(e) => {
+            eprintln!("error: reading the cluster's version: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let endpoint = match kube::Config::infer().await {
+        Ok(c) => c.cluster_url.to_string(),
+        Err(e) => {
+            eprintln!("error: reading the kubeconfig: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let clock = Arc::new(SystemClock);
-    let cloud = match SimCloud::new(&settings.cluster_name, clock.clone()) {
-        Ok(c) => Arc::new(c),
+    let cloud = match cloud::build(
+        &args.cloud,
+        &settings.cluster_name,
+        &endpoint,
+        &version,
+        clock.clone(),
+    )
+    .await
+    {
+        Ok(c) => c.provider,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);

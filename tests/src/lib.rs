@@ -6,6 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use controller::operator::Settings;
+use controller::operator::cloud::CloudOptions;
 use controller::operator::report::Observation;
 use controller::operator::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
 use controller::operator::workload::parse_yaml;
@@ -86,11 +87,20 @@ impl TestCluster {
                 registration_ttl: Duration::from_secs(900),
             },
             kubeconfig: Some(dir.path().join("kubeconfig")),
+            cloud: CloudOptions::default_sim(),
         };
         let cluster = start_cluster(&cfg, &manifests)
             .await
             .expect("cluster starts");
         TestCluster { cluster, _dir: dir }
+    }
+
+    /// The simulated cloud these clusters run on.
+    pub fn sim(&self) -> &controller::cloudprovider::sim::SimCloud {
+        self.cluster
+            .sim
+            .as_deref()
+            .expect("test clusters run on the simulated cloud")
     }
 
     /// The kubeconfig path.
@@ -107,7 +117,7 @@ impl TestCluster {
     ) -> Observation {
         let start = Instant::now();
         loop {
-            let o = self.cluster.observe();
+            let o = self.cluster.observe().await;
             if done(&o) {
                 return o;
             }

@@ -164,7 +164,7 @@ async fn nodepool_limits_hold() {
         "launched {} cpu under an 8 cpu limit",
         total.cpu
     );
-    let o = c.cluster.observe();
+    let o = c.cluster.observe().await;
     assert!(
         o.pods_bound < 20 && o.pods_bound > 0,
         "some pods run, the rest wait: {o:?}"
@@ -289,7 +289,9 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_capacity() {
     .await;
     assert!(
         c.cluster
-            .cloud
+            .sim
+            .as_ref()
+            .expect("simulated cloud")
             .instances()
             .iter()
             .all(|i| i.provider_id != old_pid),
@@ -314,12 +316,12 @@ async fn deleting_a_nodepool_removes_its_nodeclaims_and_instances() {
     let c = TestCluster::start(&deployment("web", 2, "500m", "256Mi"), Options::default()).await;
     c.wait_for("settled", SETTLE, |o| o.pods_bound == 2 && o.settled())
         .await;
-    assert!(!c.cluster.cloud.instances().is_empty());
+    assert!(!c.sim().instances().is_empty());
     c.kubectl_ok(&["delete", "nodepool", "default"]).await;
     c.eventually("claims, nodes and instances gone", SETTLE, |c| {
         c.nodeclaims().is_empty()
             && c.objects("", "nodes").is_empty()
-            && c.cluster.cloud.instances().is_empty()
+            && c.sim().instances().is_empty()
     })
     .await;
 }

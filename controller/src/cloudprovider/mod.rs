@@ -3,6 +3,8 @@
 //! and resolve a node class. Errors are typed so the lifecycle controller decides retries in one
 //! place.
 
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod instancetype;
 pub mod sim;
 
@@ -55,6 +57,9 @@ pub struct Launched {
     pub capacity: Resources,
     /// Capacity minus kube-reserved, system-reserved and eviction thresholds.
     pub allocatable: Resources,
+    /// Errors the launch met on the way that did not stop it (e.g. a fleet's per-offering
+    /// capacity errors next to the instance it did launch), to be reported on the NodeClaim.
+    pub warnings: Vec<String>,
 }
 
 /// An instance as the provider lists it.
@@ -123,4 +128,10 @@ pub trait CloudProvider: Send + Sync {
 
     /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;
+
+    /// Clean up what the provider made for a node class that is being deleted (launch
+    /// templates), once no NodeClaim uses it. Errors are retried by the caller.
+    async fn node_class_deleted(&self, _node_class: &EC2NodeClass) -> Result<(), CloudError> {
+        Ok(())
+    }
 }

@@ -60,6 +60,15 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             status.capacity = launched.capacity.to_list();
             status.allocatable = launched.allocatable.to_list();
             claim.condition_set(now).set_true(LAUNCHED);
+            for warning in &launched.warnings {
+                ctx.recorder.publish(EventSpec {
+                    regarding: reference(claim),
+                    type_: EventType::Warning,
+                    reason: reason::LAUNCH_FAILED,
+                    message: truncate(&format!("launched after offering errors: {warning}")),
+                    dedupe: DEFAULT_DEDUPE,
+                });
+            }
             tracing::info!(nodeclaim = %name, provider_id = %launched.provider_id,
                 instance_type = launched.labels.get(crds::labels::INSTANCE_TYPE_LABEL).map(String::as_str).unwrap_or(""),
                 zone = launched.labels.get(crds::labels::TOPOLOGY_ZONE_LABEL).map(String::as_str).unwrap_or(""),

@@ -65,6 +65,10 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
             });
             return Ok(Action::requeue(Duration::from_secs(10)));
         }
+        if let Err(e) = ctx.cloud.node_class_deleted(&obj).await {
+            tracing::warn!(ec2nodeclass = %name, error = %e, "cleaning up after node class");
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
         let remaining: Vec<String> = finalizers
             .into_iter()
             .filter(|f| f != EC2NODECLASS_TERMINATION_FINALIZER)

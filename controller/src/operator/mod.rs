@@ -1,6 +1,7 @@
 //! The operator: settings, the shared controller context, events, and starting every
 //! controller against a cluster (`karpenter run`) or the embedded sandbox (`karpenter sandbox`).
 
+pub mod cloud;
 pub mod events;
 pub mod options;
 pub mod reconcile;
@@ -60,5 +61,8 @@ pub fn start(
     ))));
     tasks.push(tokio::spawn(crate::nodepool::run(Arc::clone(&ctx))));
     tasks.push(tokio::spawn(crate::nodeclass::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::nodeclaim::garbagecollection::run(
+        Arc::clone(&ctx),
+    )));
     (ctx, tasks)
 }

@@ -15,10 +15,12 @@ use sandbox::registry::TypeKey;
 use sandbox::{Sandbox, Store};
 use serde_json::{Value, json};
 
+use super::cloud::{self, CloudOptions};
 use super::options::{ControllerOptions, parse_duration};
 use super::report::{Observation, Report, observe};
 use super::workload::{self, DEFAULT_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
 use crate::clock::{Clock, SystemClock};
+use crate::cloudprovider::CloudProvider;
 use crate::cloudprovider::sim::SimCloud;
 use crate::scheduling::kube_scheduler::KubeScheduler;
 
@@ -63,10 +65,13 @@ pub struct SandboxArgs {
     /// Controller settings.
     #[command(flatten)]
     pub controller: ControllerOptions,
+    /// Cloud provider settings.
+    #[command(flatten)]
+    pub cloud: CloudOptions,
 }
 
 /// The sandbox kubelets learn about instances from the simulated cloud's instance list.
-struct SimInstances(Arc<SimCloud>);
+pub struct SimInstances(pub Arc<SimCloud>);
 
 #[async_trait]
 impl InstanceSource for SimInstances {
@@ -225,12 +230,17 @@ fn read(store: &Store, group: &str, plural: &str) -> Vec<Value> {
         .collect()
 }
 
-fn observe_now(store: &Store, cloud: &SimCloud) -> Observation {
-    let instances: Vec<(String, f64)> = cloud
-        .instances()
-        .into_iter()
-        .map(|i| (i.instance_type, i.price))
-        .collect();
+async fn observe_now(store: &Store, cloud: &dyn CloudProvider) -> Observation {
+    let instances: Vec<(String, f64)> = match cloud.list().await {
+        Ok(list) => list
+            .into_iter()
+            .map(|i| (i.instance_type, i.price))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "listing instances for the report");
+            vec![]
+        }
+    };
     observe(
         &read(store, "", "pods"),
         &read(store, "", "events"),
@@ -262,6 +272,8 @@ pub struct ClusterConfig {
     pub settings: super::Settings,
     /// Where to write the kubeconfig (default: the system temp directory).
     pub kubeconfig: Option<PathBuf>,
+    /// Which cloud the controller launches into.
+    pub cloud: CloudOptions,
 }
 
 /// A running local cluster: API server and actors, simulated cloud, and the controller.
@@ -269,8 +281,10 @@ pub struct ClusterConfig {
 pub struct LocalCluster {
     /// The API server and actors.
     pub sandbox: Sandbox,
-    /// The simulated cloud.
-    pub cloud: Arc<SimCloud>,
+    /// The cloud provider the controller launches into.
+    pub cloud: Arc<dyn CloudProvider>,
+    /// The simulated cloud, when the sandbox runs on it (the default).
+    pub sim: Option<Arc<SimCloud>>,
     /// The controller's context.
     pub ctx: Arc<super::Context>,
     /// The kubeconfig written for clients.
@@ -278,9 +292,9 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// What the cluster looks like now.
-    pub fn observe(&self) -> Observation {
-        observe_now(self.sandbox.store(), &self.cloud)
+    /// What the cluster looks like now (the cloud's instances are listed through the provider).
+    pub async fn observe(&self) -> Observation {
+        observe_now(self.sandbox.store(), self.cloud.as_ref()).await
     }
 
     /// A client for the API server.
@@ -290,18 +304,41 @@ impl LocalCluster {
 }
 
 /// Start the API server, install the CRDs, apply `manifests`, and start the actors and the
-/// controller.
+/// controller on the cloud `cfg.cloud` names.
 ///
-/// Errors: the port cannot be bound, the kubeconfig cannot be written, or a manifest is refused.
+/// Errors: the port cannot be bound, the kubeconfig cannot be written, the cloud cannot be
+/// built, or a manifest is refused.
 pub async fn start_cluster(
     cfg: &ClusterConfig,
     manifests: &[Manifest],
 ) -> Result<LocalCluster, SandboxError> {
+    start_cluster_with(cfg, manifests, |endpoint, clock| async move {
+        cloud::build(
+            &cfg.cloud,
+            &cfg.settings.cluster_name,
+            &endpoint,
+            &cloud::minor_version(sandbox::server::KUBERNETES_VERSION),
+            clock,
+        )
+        .await
+    })
+    .await
+}
+
+/// [`start_cluster`] with a cloud the caller builds, given the API server URL nodes join and
+/// the clock (tests use it to run the AWS provider with explicit credentials).
+///
+/// Errors: as [`start_cluster`].
+pub async fn start_cluster_with<F, Fut>(
+    cfg: &ClusterConfig,
+    manifests: &[Manifest],
+    make_cloud: F,
+) -> Result<LocalCluster, SandboxError>
+where
+    F: FnOnce(String, Arc<dyn Clock>) -> Fut,
+    Fut: std::future::Future<Output = Result<cloud::Cloud, String>>,
+{
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let cloud = Arc::new(
-        SimCloud::new(&cfg.settings.cluster_name, Arc::clone(&clock))
-            .map_err(|e| SandboxError::Startup(e.to_string()))?,
-    );
     let mut sb = Sandbox::start(cfg.port)
         .await
         .map_err(|e| SandboxError::Startup(format!("starting the API server: {e}")))?;
@@ -310,6 +347,9 @@ pub async fn start_cluster(
     });
     sb.write_kubeconfig(&kubeconfig)
         .map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
+    let built = make_cloud(sb.url(), Arc::clone(&clock))
+        .await
+        .map_err(SandboxError::Startup)?;
     apply(sb.store(), manifests)?;
     let actors = ActorConfig {
         registration_delay: cfg.registration_delay,
@@ -319,7 +359,7 @@ pub async fn start_cluster(
         sb.store(),
         &actors,
         Arc::new(KubeScheduler::new()),
-        Arc::new(SimInstances(Arc::clone(&cloud))),
+        built.kubelets,
     ) {
         sb.adopt(task);
     }
@@ -331,7 +371,7 @@ pub async fn start_cluster(
         .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
     let (ctx, tasks) = super::start(
         client,
-        Arc::clone(&cloud) as Arc<dyn crate::cloudprovider::CloudProvider>,
+        Arc::clone(&built.provider),
         clock,
         cfg.settings.clone(),
     );
@@ -340,7 +380,8 @@ pub async fn start_cluster(
     }
     Ok(LocalCluster {
         sandbox: sb,
-        cloud,
+        cloud: built.provider,
+        sim: built.sim,
         ctx,
         kubeconfig,
     })
@@ -357,6 +398,7 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         registration_delay: args.registration_delay,
         settings,
         kubeconfig: args.kubeconfig_out.clone(),
+        cloud: args.cloud.clone(),
     };
     let cluster = start_cluster(&cfg, &manifests).await?;
     eprintln!(
@@ -405,7 +447,7 @@ async fn watch_progress(
     let mut stable = 0;
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
-        let o = cluster.observe();
+        let o = cluster.observe().await;
         let elapsed = start.elapsed();
         let line = o.progress_line(elapsed.as_secs());
         if tty {

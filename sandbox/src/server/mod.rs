@@ -6,6 +6,8 @@ mod resources;
 mod subresources;
 mod watch;
 
+pub use discovery::KUBERNETES_VERSION;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;

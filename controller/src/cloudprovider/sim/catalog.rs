@@ -45,25 +45,43 @@ pub const OPTIONAL_LABELS: &[&str] = &[
     l::INSTANCE_HYPERVISOR_LABEL,
 ];
 
-#[derive(Deserialize)]
-struct TypeRow {
-    instance_type: String,
-    vcpus: i64,
-    memory_mib: i64,
-    architectures: String,
-    hypervisor: String,
-    gpu_count: i64,
-    gpu_manufacturer: String,
-    gpu_name: String,
-    gpu_memory_mib: Option<i64>,
-    accelerator_count: i64,
-    accelerator_name: String,
-    instance_storage_gb: Option<i64>,
-    instance_storage_type: String,
-    max_network_interfaces: i64,
-    ipv4_per_interface: i64,
-    baseline_bandwidth_gbps: Option<f64>,
-    usage_classes: String,
+/// One instance type's hardware, as the vendored CSV (and DescribeInstanceTypes) describe it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct TypeSpec {
+    /// Name, e.g. `m5.large`.
+    pub instance_type: String,
+    /// Default vCPUs.
+    pub vcpus: i64,
+    /// Memory, MiB.
+    pub memory_mib: i64,
+    /// Space-separated architectures (`x86_64`, `arm64`, `i386`, ...).
+    pub architectures: String,
+    /// `nitro`, `xen` or empty.
+    pub hypervisor: String,
+    /// Total GPUs.
+    pub gpu_count: i64,
+    /// GPU manufacturer, e.g. `NVIDIA`.
+    pub gpu_manufacturer: String,
+    /// GPU name, e.g. `T4`.
+    pub gpu_name: String,
+    /// Total GPU memory, MiB.
+    pub gpu_memory_mib: Option<i64>,
+    /// Total Neuron accelerators.
+    pub accelerator_count: i64,
+    /// Accelerator name, e.g. `Inferentia2`.
+    pub accelerator_name: String,
+    /// Local instance storage, GB.
+    pub instance_storage_gb: Option<i64>,
+    /// `ssd`, `nvme` or `hdd`.
+    pub instance_storage_type: String,
+    /// Maximum network interfaces.
+    pub max_network_interfaces: i64,
+    /// IPv4 addresses per interface.
+    pub ipv4_per_interface: i64,
+    /// Baseline network bandwidth, Gbit/s.
+    pub baseline_bandwidth_gbps: Option<f64>,
+    /// Space-separated usage classes (`on-demand spot`).
+    pub usage_classes: String,
 }
 
 #[derive(Deserialize)]
@@ -184,67 +202,15 @@ impl Catalog {
             zones.entry(r.instance_type).or_default().insert(r.zone);
         }
         let mut entries = Vec::new();
-        for row in rows::<TypeRow>("ec2-instance-types.csv", INSTANCE_TYPES_CSV)? {
-            let arch = match row
-                .architectures
-                .split(' ')
-                .find(|a| *a == "x86_64" || *a == "arm64")
-            {
-                Some("x86_64") => l::ARCH_AMD64,
-                Some(_) => l::ARCH_ARM64,
-                None => continue, // mac and 32-bit-only types run no Linux kubelet
-            };
+        for row in rows::<TypeSpec>("ec2-instance-types.csv", INSTANCE_TYPES_CSV)? {
             let (Some(&price), Some(type_zones)) = (
                 prices.get(&row.instance_type),
                 zones.get(&row.instance_type),
             ) else {
                 continue;
             };
-            if row.vcpus <= 0 || row.memory_mib <= 0 {
-                continue;
-            }
-            let mut sells = Vec::new();
-            for class in row.usage_classes.split(' ') {
-                match class {
-                    "on-demand" => sells.push(l::CAPACITY_TYPE_ON_DEMAND),
-                    "spot" => sells.push(l::CAPACITY_TYPE_SPOT),
-                    _ => {}
-                }
-            }
-            if sells.is_empty() {
-                continue;
-            }
-            let (eni, ipv4) = enis
-                .get(&row.instance_type)
-                .copied()
-                .unwrap_or((row.max_network_interfaces, row.ipv4_per_interface));
-            let max_pods = eni_limited_pods(eni, ipv4).max(1);
-            let vm_overhead = vm_memory_overhead_mib(row.memory_mib, VM_MEMORY_OVERHEAD_PERCENT);
-            let mut capacity = Resources {
-                cpu: row.vcpus * 1000,
-                memory: (row.memory_mib - vm_overhead) << 20,
-                pods: max_pods,
-                ephemeral: DEFAULT_ROOT_VOLUME_BYTES,
-                ..Resources::default()
-            };
-            if row.gpu_count > 0 && row.gpu_manufacturer.eq_ignore_ascii_case("nvidia") {
-                capacity.set(NVIDIA_GPU, row.gpu_count);
-            }
-            let neuron = row.accelerator_name.starts_with("Inferentia")
-                || row.accelerator_name.starts_with("Trainium");
-            if row.accelerator_count > 0 && neuron {
-                capacity.set(AWS_NEURON, row.accelerator_count);
-            }
-            let overhead = default_overhead(row.vcpus, max_pods, DEFAULT_ROOT_VOLUME_BYTES);
-            entries.push(CatalogEntry {
-                labels: labels_for(&row, arch),
-                name: row.instance_type,
-                capacity,
-                overhead,
-                on_demand_price: price,
-                sells,
-                zones: type_zones.clone(),
-            });
+            let eni = enis.get(&row.instance_type).copied();
+            entries.extend(entry(&row, price, eni, type_zones.clone()));
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let by_name = entries
@@ -306,8 +272,72 @@ impl Catalog {
     }
 }
 
+/// A catalog entry for one instance type: upstream AWS's labels, capacity (VM memory overhead
+/// taken off, ENI-limited max pods, GPUs and Neuron devices) and overhead, with its on-demand
+/// price (USD/hour) and zones. `eni_limits` (interfaces, IPv4 per interface) overrides the
+/// spec's when known (upstream's vendored ENI table). `None` for types that run no Linux
+/// kubelet (mac, 32-bit only), have no vCPUs or memory, or are sold neither on-demand nor spot.
+pub fn entry(
+    row: &TypeSpec,
+    price: f64,
+    eni_limits: Option<(i64, i64)>,
+    zones: BTreeSet<String>,
+) -> Option<CatalogEntry> {
+    let arch = match row
+        .architectures
+        .split(' ')
+        .find(|a| *a == "x86_64" || *a == "arm64")
+    {
+        Some("x86_64") => l::ARCH_AMD64,
+        Some(_) => l::ARCH_ARM64,
+        None => return None, // mac and 32-bit-only types run no Linux kubelet
+    };
+    if row.vcpus <= 0 || row.memory_mib <= 0 {
+        return None;
+    }
+    let mut sells = Vec::new();
+    for class in row.usage_classes.split(' ') {
+        match class {
+            "on-demand" => sells.push(l::CAPACITY_TYPE_ON_DEMAND),
+            "spot" => sells.push(l::CAPACITY_TYPE_SPOT),
+            _ => {}
+        }
+    }
+    if sells.is_empty() {
+        return None;
+    }
+    let (eni, ipv4) = eni_limits.unwrap_or((row.max_network_interfaces, row.ipv4_per_interface));
+    let max_pods = eni_limited_pods(eni, ipv4).max(1);
+    let vm_overhead = vm_memory_overhead_mib(row.memory_mib, VM_MEMORY_OVERHEAD_PERCENT);
+    let mut capacity = Resources {
+        cpu: row.vcpus * 1000,
+        memory: (row.memory_mib - vm_overhead) << 20,
+        pods: max_pods,
+        ephemeral: DEFAULT_ROOT_VOLUME_BYTES,
+        ..Resources::default()
+    };
+    if row.gpu_count > 0 && row.gpu_manufacturer.eq_ignore_ascii_case("nvidia") {
+        capacity.set(NVIDIA_GPU, row.gpu_count);
+    }
+    let neuron = row.accelerator_name.starts_with("Inferentia")
+        || row.accelerator_name.starts_with("Trainium");
+    if row.accelerator_count > 0 && neuron {
+        capacity.set(AWS_NEURON, row.accelerator_count);
+    }
+    let overhead = default_overhead(row.vcpus, max_pods, DEFAULT_ROOT_VOLUME_BYTES);
+    Some(CatalogEntry {
+        labels: labels_for(row, arch),
+        name: row.instance_type.clone(),
+        capacity,
+        overhead,
+        on_demand_price: price,
+        sells,
+        zones,
+    })
+}
+
 /// Upstream AWS's instance labels, derived from the type's data and name.
-fn labels_for(row: &TypeRow, arch: &str) -> BTreeMap<String, String> {
+fn labels_for(row: &TypeSpec, arch: &str) -> BTreeMap<String, String> {
     let (family, size) = row
         .instance_type
         .split_once('.')

@@ -453,6 +453,7 @@ fn launched(i: &SimInstance) -> Launched {
         labels: i.labels.clone(),
         capacity: i.capacity.clone(),
         allocatable: i.allocatable.clone(),
+        warnings: vec![],
     }
 }
 

@@ -1,0 +1,458 @@
+//! Launch templates (upstream `aws:pkg/providers/launchtemplate`): what an instance boots with
+//! (image, user data with the node's labels and taints, security groups, instance profile,
+//! block devices, metadata options), named by a hash of that content so NodeClaims that boot
+//! the same way share one template, and tagged with the cluster and node class so they are
+//! deleted when their node class goes.
+//!
+//! User data follows each AMI family's bootstrap contract:
+//! - AL2023: a MIME multi-part document with a nodeadm `NodeConfig` (`node.eks.aws/v1alpha1`),
+//!   kubelet flags `--node-labels` and `--register-with-taints`; the node class's own userData
+//!   is appended as a further part;
+//! - AL2: a shell script calling `/etc/eks/bootstrap.sh` with `--kubelet-extra-args`;
+//! - Bottlerocket: TOML `[settings.kubernetes]` with `node-labels` and `node-taints` tables.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use crds::ec2nodeclass::{AmiFamily, HttpTokens, Toggle};
+use crds::{EC2NodeClass, NodeClaim};
+use k8s_openapi::api::core::v1::Taint;
+
+use super::ec2::{BlockDevice, LaunchTemplateData, MetadataOptions};
+use crate::cloudprovider::sim::network::DISCOVERY_TAG;
+
+/// Tag key on launch templates naming the cluster they belong to.
+pub const CLUSTER_TAG: &str = "karpenter.k8s.aws/cluster";
+/// Prefix of launch template names (upstream: `karpenter.k8s.aws/<hash>`).
+pub const NAME_PREFIX: &str = "karpenter.k8s.aws/";
+/// Kubernetes service CIDR assumed when the cluster does not say (EKS default).
+pub const DEFAULT_SERVICE_CIDR: &str = "10.100.0.0/16";
+const MIME_BOUNDARY: &str = "//";
+
+/// What the node's kubelet needs to join the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterInfo {
+    /// Cluster name.
+    pub name: String,
+    /// API server URL.
+    pub endpoint: String,
+    /// Cluster CA bundle, base64 (empty when unknown).
+    pub ca_bundle: String,
+}
+
+/// Labels and taints the kubelet registers with: the NodeClaim's labels (NodePool, template
+/// labels, single-valued requirements), its taints and startup taints, and
+/// `karpenter.sh/unregistered:NoExecute`.
+pub fn node_identity(claim: &NodeClaim) -> (BTreeMap<String, String>, Vec<Taint>) {
+    let labels = claim.metadata.labels.clone().unwrap_or_default();
+    let mut taints = claim.spec.taints.clone();
+    taints.extend(claim.spec.startup_taints.iter().cloned());
+    taints.push(crds::labels::unregistered_no_execute_taint());
+    (labels, taints)
+}
+
+fn taint_flag(t: &Taint) -> String {
+    match t.value.as_deref() {
+        Some(v) if !v.is_empty() => format!("{}={}:{}", t.key, v, t.effect),
+        _ => format!("{}:{}", t.key, t.effect),
+    }
+}
+
+fn labels_flag(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The user data (plain text, before base64) for a node of `family`.
+pub fn user_data(
+    family: AmiFamily,
+    cluster: &ClusterInfo,
+    node_class: &EC2NodeClass,
+    labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+) -> String {
+    let kubelet = node_class.spec.kubelet.as_ref();
+    let max_pods = kubelet.and_then(|k| k.max_pods.as_ref()).map(|m| match m {
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i) => i.to_string(),
+        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
+    });
+    let cluster_dns: Vec<String> = kubelet.map(|k| k.cluster_dns.clone()).unwrap_or_default();
+    let taint_list: Vec<String> = taints.iter().map(taint_flag).collect();
+    match family {
+        AmiFamily::Bottlerocket => {
+            let mut s = String::from("[settings.kubernetes]\n");
+            let _ = writeln!(s, "cluster-name = {:?}", cluster.name);
+            let _ = writeln!(s, "api-server = {:?}", cluster.endpoint);
+            if !cluster.ca_bundle.is_empty() {
+                let _ = writeln!(s, "cluster-certificate = {:?}", cluster.ca_bundle);
+            }
+            if let Some(m) = &max_pods {
+                let _ = writeln!(s, "max-pods = {m}");
+            }
+            s.push_str("\n[settings.kubernetes.node-labels]\n");
+            for (k, v) in labels {
+                let _ = writeln!(s, "{k:?} = {v:?}");
+            }
+            s.push_str("\n[settings.kubernetes.node-taints]\n");
+            let mut by_key: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for t in taints {
+                let value = t.value.clone().unwrap_or_default();
+                by_key
+                    .entry(t.key.as_str())
+                    .or_default()
+                    .push(format!("{value}:{}", t.effect));
+            }
+            for (k, vs) in by_key {
+                let _ = writeln!(s, "{k:?} = {vs:?}");
+            }
+            if let Some(extra) = &node_class.spec.user_data {
+                s.push('\n');
+                s.push_str(extra);
+            }
+            s
+        }
+        AmiFamily::Al2 => {
+            let mut extra = format!("--node-labels={}", labels_flag(labels));
+            if !taint_list.is_empty() {
+                let _ = write!(extra, " --register-with-taints={}", taint_list.join(","));
+            }
+            if let Some(m) = &max_pods {
+                let _ = write!(extra, " --max-pods={m}");
+            }
+            let mut s = String::from("#!/bin/bash -xe\n");
+            if let Some(custom) = &node_class.spec.user_data {
+                s.push_str(custom);
+                s.push('\n');
+            }
+            let _ = write!(
+                s,
+                "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n\
+                 /etc/eks/bootstrap.sh '{}' --apiserver-endpoint '{}' --b64-cluster-ca '{}' \\\n  \
+                 --use-max-pods {} --kubelet-extra-args '{}'\n",
+                cluster.name,
+                cluster.endpoint,
+                cluster.ca_bundle,
+                max_pods.is_none(),
+                extra
+            );
+            s
+        }
+        _ => {
+            let mut flags = vec![format!("--node-labels={}", labels_flag(labels))];
+            if !taint_list.is_empty() {
+                flags.push(format!("--register-with-taints={}", taint_list.join(",")));
+            }
+            let mut config = String::new();
+            if let Some(m) = &max_pods {
+                let _ = writeln!(config, "      maxPods: {m}");
+            }
+            if !cluster_dns.is_empty() {
+                let _ = writeln!(config, "      clusterDNS: {cluster_dns:?}");
+            }
+            let mut s = format!(
+                "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{MIME_BOUNDARY}\"\n\n\
+                 --{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n\
+                 apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    \
+                 name: {}\n    apiServerEndpoint: {}\n    certificateAuthority: {}\n    cidr: {}\n  \
+                 kubelet:\n",
+                cluster.name,
+                cluster.endpoint,
+                if cluster.ca_bundle.is_empty() {
+                    "\"\""
+                } else {
+                    &cluster.ca_bundle
+                },
+                DEFAULT_SERVICE_CIDR,
+            );
+            if !config.is_empty() {
+                s.push_str("    config:\n");
+                s.push_str(&config);
+            }
+            s.push_str("    flags:\n");
+            for f in &flags {
+                let _ = writeln!(s, "    - {f:?}");
+            }
+            if let Some(custom) = &node_class.spec.user_data {
+                let _ = write!(
+                    s,
+                    "\n--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n{custom}\n"
+                );
+            }
+            let _ = write!(s, "\n--{MIME_BOUNDARY}--\n");
+            s
+        }
+    }
+}
+
+/// The kubelet's view of user data: the labels and taints it registers with, parsed back out of
+/// any of the formats [`user_data`] writes. The sandbox's simulated kubelet boots this way.
+pub fn parse_registration(user_data: &str) -> (BTreeMap<String, String>, Vec<Taint>) {
+    let mut labels = BTreeMap::new();
+    let mut taints = Vec::new();
+    let unquote = |s: &str| s.trim().trim_matches('"').to_string();
+    let mut section = "";
+    for raw in user_data.lines() {
+        let line = raw.trim().trim_start_matches("- ").trim_matches('"');
+        if line.starts_with('[') {
+            section = match line {
+                "[settings.kubernetes.node-labels]" => "labels",
+                "[settings.kubernetes.node-taints]" => "taints",
+                _ => "",
+            };
+            continue;
+        }
+        if !section.is_empty() {
+            if let Some((k, v)) = raw.split_once('=') {
+                let key = unquote(k);
+                if section == "labels" {
+                    labels.insert(key, unquote(v));
+                } else {
+                    for item in v.trim().trim_matches(['[', ']']).split(',') {
+                        let item = unquote(item);
+                        if let Some((value, effect)) = item.rsplit_once(':') {
+                            taints.push(Taint {
+                                key: key.clone(),
+                                value: (!value.is_empty()).then(|| value.to_string()),
+                                effect: effect.to_string(),
+                                time_added: None,
+                            });
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        for token in line.split([' ', '\'', '"']) {
+            if let Some(list) = token.strip_prefix("--node-labels=") {
+                for pair in list.split(',').filter(|p| !p.is_empty()) {
+                    if let Some((k, v)) = pair.split_once('=') {
+                        labels.insert(k.to_string(), v.to_string());
+                    }
+                }
+            } else if let Some(list) = token.strip_prefix("--register-with-taints=") {
+                for item in list.split(',').filter(|p| !p.is_empty()) {
+                    let Some((kv, effect)) = item.rsplit_once(':') else {
+                        continue;
+                    };
+                    let (key, value) = match kv.split_once('=') {
+                        Some((k, v)) => (k.to_string(), Some(v.to_string())),
+                        None => (kv.to_string(), None),
+                    };
+                    taints.push(Taint {
+                        key,
+                        value,
+                        effect: effect.to_string(),
+                        time_added: None,
+                    });
+                }
+            }
+        }
+    }
+    (labels, taints)
+}
+
+/// Default block devices when the node class lists none: a 20 GiB gp3 root volume on
+/// `/dev/xvda` (AL2, AL2023); Bottlerocket adds a 20 GiB data volume on `/dev/xvdb` after a
+/// 4 GiB root.
+fn default_block_devices(family: AmiFamily) -> Vec<BlockDevice> {
+    let gp3 = |device: &str, gib: i32| BlockDevice {
+        device_name: device.to_string(),
+        volume_size_gib: Some(gib),
+        volume_type: Some("gp3".into()),
+        iops: None,
+        throughput: None,
+        encrypted: Some(true),
+        kms_key_id: None,
+        snapshot_id: None,
+        delete_on_termination: Some(true),
+    };
+    match family {
+        AmiFamily::Bottlerocket => vec![gp3("/dev/xvda", 4), gp3("/dev/xvdb", 20)],
+        _ => vec![gp3("/dev/xvda", 20)],
+    }
+}
+
+fn gib(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i32> {
+    let bytes = crate::scheduling::resources::parse_units(&q.0).ok()?;
+    i32::try_from((bytes + (1 << 30) - 1) >> 30).ok()
+}
+
+/// The launch template content for one image: everything but the instance type and subnet,
+/// which the fleet request overrides.
+pub fn data(
+    node_class: &EC2NodeClass,
+    family: AmiFamily,
+    image_id: &str,
+    user_data: &str,
+) -> LaunchTemplateData {
+    let spec = &node_class.spec;
+    let status = node_class.status.clone().unwrap_or_default();
+    let mut block_devices: Vec<BlockDevice> = spec
+        .block_device_mappings
+        .iter()
+        .filter_map(|b| {
+            let ebs = b.ebs.as_ref()?;
+            Some(BlockDevice {
+                device_name: b.device_name.clone().unwrap_or_else(|| "/dev/xvda".into()),
+                volume_size_gib: ebs.volume_size.as_ref().and_then(gib),
+                volume_type: ebs.volume_type.as_ref().map(|t| {
+                    serde_json::to_value(t)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                }),
+                iops: ebs.iops.and_then(|i| i32::try_from(i).ok()),
+                throughput: ebs.throughput.and_then(|i| i32::try_from(i).ok()),
+                encrypted: ebs.encrypted,
+                kms_key_id: ebs.kms_key_id.clone(),
+                snapshot_id: ebs.snapshot_id.clone(),
+                delete_on_termination: ebs.delete_on_termination,
+            })
+        })
+        .collect();
+    if block_devices.is_empty() {
+        block_devices = default_block_devices(family);
+    }
+    let m = spec.metadata_options.clone().unwrap_or_default();
+    let toggle = |t: Option<Toggle>, default: &str| {
+        t.and_then(|t| serde_json::to_value(t).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| default.to_string())
+    };
+    LaunchTemplateData {
+        image_id: image_id.to_string(),
+        user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
+        security_group_ids: status
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect(),
+        instance_profile: status.instance_profile.clone(),
+        block_devices,
+        metadata: MetadataOptions {
+            http_endpoint: toggle(m.http_endpoint, "enabled"),
+            http_protocol_ipv6: toggle(m.http_protocol_ipv6, "disabled"),
+            http_put_response_hop_limit: m
+                .http_put_response_hop_limit
+                .and_then(|h| i32::try_from(h).ok())
+                .unwrap_or(1),
+            http_tokens: match m.http_tokens {
+                Some(HttpTokens::Optional) => "optional".into(),
+                _ => "required".into(),
+            },
+        },
+        monitoring: spec.detailed_monitoring.unwrap_or(false),
+    }
+}
+
+/// The template's name: the prefix and a hash of its content and cluster, so equal content
+/// reuses one template and any change makes a new one.
+pub fn name(cluster: &str, data: &LaunchTemplateData) -> String {
+    let content = serde_json::to_string(data).unwrap_or_default();
+    format!(
+        "{NAME_PREFIX}{:016x}",
+        fnv(&format!("{cluster}\n{content}"))
+    )
+}
+
+/// Tags on a launch template: the cluster and the node class it was made for.
+pub fn tags(cluster: &str, node_class: &str) -> BTreeMap<String, String> {
+    [
+        (CLUSTER_TAG.to_string(), cluster.to_string()),
+        (
+            crds::labels::EC2NODECLASS_TAG_KEY.to_string(),
+            node_class.to_string(),
+        ),
+        (DISCOVERY_TAG.to_string(), cluster.to_string()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// FNV-1a, 64 bits: a stable content hash (not for security).
+pub fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node_class() -> EC2NodeClass {
+        serde_json::from_value(
+            json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}}),
+        )
+        .expect("valid node class")
+    }
+
+    fn cluster() -> ClusterInfo {
+        ClusterInfo {
+            name: "demo".into(),
+            endpoint: "https://127.0.0.1:6443".into(),
+            ca_bundle: String::new(),
+        }
+    }
+
+    #[test]
+    fn every_family_round_trips_labels_and_taints_through_the_kubelet_view() {
+        let labels: BTreeMap<String, String> =
+            [("karpenter.sh/nodepool", "default"), ("team", "web")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let taints = vec![
+            Taint {
+                key: "dedicated".into(),
+                value: Some("gpu".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            },
+            crds::labels::unregistered_no_execute_taint(),
+        ];
+        for family in [AmiFamily::Al2023, AmiFamily::Al2, AmiFamily::Bottlerocket] {
+            let ud = user_data(family, &cluster(), &node_class(), &labels, &taints);
+            let (l, t) = parse_registration(&ud);
+            assert_eq!(l, labels, "{family:?} labels:\n{ud}");
+            assert_eq!(t, taints, "{family:?} taints:\n{ud}");
+        }
+    }
+
+    #[test]
+    fn al2023_user_data_is_a_nodeconfig_with_the_cluster() {
+        let ud = user_data(
+            AmiFamily::Al2023,
+            &cluster(),
+            &node_class(),
+            &BTreeMap::new(),
+            &[],
+        );
+        assert!(ud.contains("kind: NodeConfig"));
+        assert!(ud.contains("apiServerEndpoint: https://127.0.0.1:6443"));
+        assert!(ud.contains("Content-Type: application/node.eks.aws"));
+    }
+
+    #[test]
+    fn equal_content_shares_a_name_and_any_change_makes_a_new_one() {
+        let nc = node_class();
+        let a = data(&nc, AmiFamily::Al2023, "ami-1", "x");
+        let b = data(&nc, AmiFamily::Al2023, "ami-1", "x");
+        let c = data(&nc, AmiFamily::Al2023, "ami-2", "x");
+        assert_eq!(name("demo", &a), name("demo", &b));
+        assert_ne!(name("demo", &a), name("demo", &c));
+        assert_ne!(name("demo", &a), name("other", &a));
+        assert!(name("demo", &a).starts_with(NAME_PREFIX));
+        assert_eq!(a.block_devices[0].volume_size_gib, Some(20));
+        assert_eq!(a.metadata.http_tokens, "required");
+    }
+}

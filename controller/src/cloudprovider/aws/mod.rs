@@ -1,0 +1,927 @@
+//! The AWS cloud provider (upstream `aws:pkg/cloudprovider`, `aws:pkg/providers/instance`):
+//! NodeClaims become EC2 instances through CreateFleet, behind the narrow [`ec2::Ec2`] trait.
+//!
+//! - **Instance types**: DescribeInstanceTypes + DescribeInstanceTypeOfferings, refreshed every
+//!   5 minutes, with upstream's labels, capacity and overhead (shared with the simulated cloud);
+//!   on-demand prices from the vendored us-east-1 table (other regions use it as an estimate),
+//!   spot prices from DescribeSpotPriceHistory, else derived as the simulated cloud does.
+//! - **Launch**: at most 60 of the NodeClaim's instance types (cheapest first) x one subnet per
+//!   allowed zone, spot with `price-capacity-optimized` when the NodeClaim allows spot and a
+//!   spot offering is available, else on-demand with `lowest-price`; one launch template per
+//!   image (see [`launchtemplate`]). The NodeClaim's name is the idempotency token, and an
+//!   instance already tagged for the NodeClaim is returned instead of launching another.
+//! - **Capacity errors** in the fleet's answer mark the offering (type, zone, capacity type)
+//!   unavailable for [`INSUFFICIENT_CAPACITY_TTL`]; the launch then tries the offerings left,
+//!   up to [`MAX_LAUNCH_ATTEMPTS`] requests. Errors next to a launched instance are returned as
+//!   [`Launched::warnings`].
+//! - **Get / list / delete** by providerID and by the cluster's tags, in batches of at most
+//!   [`BATCH`] ids.
+
+pub mod ec2;
+pub mod fault;
+pub mod kubelet;
+pub mod launchtemplate;
+pub mod nodeclass;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use crds::labels as l;
+use crds::{EC2NodeClass, NodeClaim};
+use jiff::{SignedDuration, Timestamp};
+
+use self::ec2::{Ec2, Ec2Error, Filter, FleetConfig, FleetOverride, FleetRequest, InstanceInfo};
+use self::launchtemplate::ClusterInfo;
+use super::sim::catalog::{self, Catalog, CatalogEntry, OPTIONAL_LABELS, TypeSpec};
+use super::{CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution};
+use crate::clock::Clock;
+use crate::scheduling::requirements::Requirements;
+use crate::scheduling::resources::Resources;
+
+/// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache, 3m).
+pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
+/// How long instance types, offerings and spot prices are cached (upstream: 5m).
+pub const INSTANCE_TYPE_TTL: SignedDuration = SignedDuration::from_secs(300);
+/// Most instance types one fleet request names (upstream: 60).
+pub const MAX_INSTANCE_TYPES: usize = 60;
+/// Most CreateFleet requests one launch makes while offerings keep failing on capacity.
+pub const MAX_LAUNCH_ATTEMPTS: usize = 3;
+/// Most instance ids per DescribeInstances or TerminateInstances call.
+pub const BATCH: usize = 1000;
+/// Instance states that still count as an instance (not terminated or terminating).
+const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
+
+/// Settings of the AWS provider.
+#[derive(Clone, Debug)]
+pub struct AwsSettings {
+    /// Cluster name: tags and discovery.
+    pub cluster_name: String,
+    /// API server URL and CA bundle written into user data.
+    pub cluster: ClusterInfo,
+    /// Region, e.g. `us-east-1`.
+    pub region: String,
+    /// Kubernetes minor version for AMI aliases, e.g. `1.32`.
+    pub kubernetes_version: String,
+}
+
+/// Instance types as EC2 describes them, before zones and availability are applied.
+struct TypeData {
+    fetched: Timestamp,
+    entries: Vec<CatalogEntry>,
+    spot: HashMap<(String, String), f64>,
+}
+
+type OfferingKey = (String, String, String);
+
+#[derive(Default)]
+struct State {
+    types: Option<Arc<TypeData>>,
+    unavailable: HashMap<OfferingKey, Timestamp>,
+    by_zones: HashMap<BTreeSet<String>, Arc<Vec<Arc<InstanceType>>>>,
+    templates: BTreeSet<String>,
+}
+
+/// The AWS cloud provider.
+pub struct AwsCloud {
+    ec2: Arc<dyn Ec2>,
+    settings: AwsSettings,
+    clock: Arc<dyn Clock>,
+    catalog: Arc<Catalog>,
+    state: Mutex<State>,
+}
+
+/// Load the AWS configuration from the standard chain (environment, profile, web identity,
+/// container and instance metadata), with `endpoint_url` overriding every service's endpoint.
+pub async fn load_config(endpoint_url: Option<&str>) -> aws_config::SdkConfig {
+    loader(endpoint_url).await.load().await
+}
+
+/// The configuration loader [`load_config`] uses, for callers that set more (tests give
+/// explicit region and credentials).
+pub async fn loader(endpoint_url: Option<&str>) -> aws_config::ConfigLoader {
+    // rustls with ring, as kube uses: no second TLS stack to build.
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(http)
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5));
+    if let Some(url) = endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    loader
+}
+
+impl AwsCloud {
+    /// A provider over `ec2`.
+    ///
+    /// Errors: the embedded price and ENI data are malformed (a build defect).
+    pub fn new(
+        ec2: Arc<dyn Ec2>,
+        settings: AwsSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<AwsCloud, Arc<catalog::CatalogError>> {
+        Ok(AwsCloud {
+            ec2,
+            settings,
+            clock,
+            catalog: Catalog::embedded()?,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// The EC2 API this provider calls.
+    pub fn ec2(&self) -> &Arc<dyn Ec2> {
+        &self.ec2
+    }
+
+    /// The provider's settings.
+    pub fn settings(&self) -> &AwsSettings {
+        &self.settings
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cluster_tag(&self) -> String {
+        format!(
+            "{}{}",
+            l::CLUSTER_TAG_KEY_PREFIX,
+            self.settings.cluster_name
+        )
+    }
+
+    /// Whether an offering is marked out of capacity now.
+    pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+        let now = self.clock.now();
+        self.lock()
+            .unavailable
+            .get(&(instance_type.into(), zone.into(), capacity_type.into()))
+            .is_some_and(|until| *until > now)
+    }
+
+    fn mark_unavailable(&self, keys: impl IntoIterator<Item = OfferingKey>) {
+        let until = self.clock.now() + INSUFFICIENT_CAPACITY_TTL;
+        let mut s = self.lock();
+        let mut changed = false;
+        for key in keys {
+            tracing::info!(instance_type = %key.0, zone = %key.1, capacity_type = %key.2,
+                "offering out of capacity; skipping it for 3m");
+            s.unavailable.insert(key, until);
+            changed = true;
+        }
+        if changed {
+            s.by_zones.clear();
+        }
+    }
+
+    async fn type_data(&self) -> Result<Arc<TypeData>, CloudError> {
+        let now = self.clock.now();
+        if let Some(t) = self.lock().types.clone()
+            && now.duration_since(t.fetched) < INSTANCE_TYPE_TTL
+        {
+            return Ok(t);
+        }
+        let infos = self.ec2.describe_instance_types().await.map_err(other)?;
+        let offerings = self
+            .ec2
+            .describe_instance_type_offerings()
+            .await
+            .map_err(other)?;
+        let spot: HashMap<(String, String), f64> = match self.ec2.spot_prices().await {
+            // A spot price above on-demand or under 5% of it is not a market price (emulators
+            // answer with a constant); such offerings get the derived estimate instead.
+            Ok(prices) => prices
+                .into_iter()
+                .filter(|(t, _, p)| {
+                    self.catalog
+                        .get(t)
+                        .is_some_and(|e| *p >= 0.05 * e.on_demand_price && *p <= e.on_demand_price)
+                })
+                .map(|(t, z, p)| ((t, z), p))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "spot price history unavailable; deriving spot prices");
+                HashMap::new()
+            }
+        };
+        let mut zones: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (t, z) in offerings {
+            zones.entry(t).or_default().insert(z);
+        }
+        let mut entries = Vec::new();
+        for info in infos {
+            let Some(known) = self.catalog.get(&info.name) else {
+                continue; // no price known: upstream leaves such types out too
+            };
+            let spec = TypeSpec {
+                instance_type: info.name.clone(),
+                vcpus: info.vcpus,
+                memory_mib: info.memory_mib,
+                architectures: info.architectures.join(" "),
+                hypervisor: info.hypervisor.clone(),
+                gpu_count: info.gpu.as_ref().map_or(0, |g| g.0),
+                gpu_manufacturer: info.gpu.as_ref().map(|g| g.1.clone()).unwrap_or_default(),
+                gpu_name: info.gpu.as_ref().map(|g| g.2.clone()).unwrap_or_default(),
+                gpu_memory_mib: info.gpu.as_ref().map(|g| g.3),
+                accelerator_count: info.accelerator.as_ref().map_or(0, |a| a.0),
+                accelerator_name: info
+                    .accelerator
+                    .as_ref()
+                    .map(|a| a.1.clone())
+                    .unwrap_or_default(),
+                instance_storage_gb: info.instance_storage.as_ref().map(|s| s.0),
+                instance_storage_type: info
+                    .instance_storage
+                    .as_ref()
+                    .map(|s| s.1.clone())
+                    .unwrap_or_default(),
+                max_network_interfaces: info.max_network_interfaces,
+                ipv4_per_interface: info.ipv4_per_interface,
+                baseline_bandwidth_gbps: info.baseline_bandwidth_gbps,
+                usage_classes: info.usage_classes.join(" "),
+            };
+            let type_zones = zones.remove(&info.name).unwrap_or_default();
+            if let Some(mut entry) = catalog::entry(&spec, known.on_demand_price, None, type_zones)
+            {
+                // The vendored ENI table decides max pods where it knows the type.
+                entry.capacity.pods = known.capacity.pods;
+                entry.overhead = known.overhead.clone();
+                entries.push(entry);
+            }
+        }
+        let data = Arc::new(TypeData {
+            fetched: now,
+            entries,
+            spot,
+        });
+        let mut s = self.lock();
+        s.types = Some(Arc::clone(&data));
+        s.by_zones.clear();
+        Ok(data)
+    }
+
+    async fn types_in(
+        &self,
+        zones: &BTreeSet<String>,
+    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+        let data = self.type_data().await?;
+        let now = self.clock.now();
+        let mut s = self.lock();
+        let before = s.unavailable.len();
+        s.unavailable.retain(|_, until| *until > now);
+        if s.unavailable.len() != before {
+            s.by_zones.clear();
+        }
+        if let Some(cached) = s.by_zones.get(zones) {
+            return Ok(Arc::clone(cached));
+        }
+        let types: Vec<Arc<InstanceType>> = data
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let mut offerings = Vec::new();
+                for zone in e.zones.intersection(zones) {
+                    for &ct in &e.sells {
+                        let price = if ct == l::CAPACITY_TYPE_SPOT {
+                            data.spot
+                                .get(&(e.name.clone(), zone.clone()))
+                                .copied()
+                                .unwrap_or_else(|| {
+                                    catalog::spot_price(e.on_demand_price, &e.name, zone)
+                                })
+                        } else {
+                            e.on_demand_price
+                        };
+                        offerings.push(super::Offering {
+                            zone: zone.clone(),
+                            capacity_type: ct.to_string(),
+                            price,
+                            available: !s.unavailable.contains_key(&(
+                                e.name.clone(),
+                                zone.clone(),
+                                ct.to_string(),
+                            )),
+                        });
+                    }
+                }
+                (!offerings.is_empty()).then(|| {
+                    Arc::new(InstanceType::new(
+                        e.name.clone(),
+                        e.labels.clone(),
+                        OPTIONAL_LABELS,
+                        e.capacity.clone(),
+                        e.overhead.clone(),
+                        offerings,
+                    ))
+                })
+            })
+            .collect();
+        let types = Arc::new(types);
+        s.by_zones.insert(zones.clone(), Arc::clone(&types));
+        Ok(types)
+    }
+
+    /// Instances tagged for `claim_name` in this cluster that are not terminated.
+    async fn instances_for_claim(&self, claim_name: &str) -> Result<Vec<InstanceInfo>, CloudError> {
+        let found = self
+            .ec2
+            .describe_instances(
+                &[],
+                vec![
+                    Filter::new(format!("tag:{}", l::NODECLAIM_TAG_KEY), claim_name),
+                    Filter::new(format!("tag:{}", self.cluster_tag()), "owned"),
+                    Filter {
+                        name: "instance-state-name".into(),
+                        values: LIVE_STATES.iter().map(|s| s.to_string()).collect(),
+                    },
+                ],
+            )
+            .await
+            .map_err(other)?;
+        Ok(found.into_iter().filter(|i| !i.is_terminated()).collect())
+    }
+
+    /// Make sure a launch template exists; returns its name.
+    async fn ensure_template(
+        &self,
+        node_class: &EC2NodeClass,
+        image_id: &str,
+        user_data: &str,
+    ) -> Result<String, CloudError> {
+        let family = node_class.ami_family();
+        let data = launchtemplate::data(node_class, family, image_id, user_data);
+        let name = launchtemplate::name(&self.settings.cluster_name, &data);
+        if self.lock().templates.contains(&name) {
+            return Ok(name);
+        }
+        let existing = self
+            .ec2
+            .describe_launch_templates(vec![Filter::new("launch-template-name", name.clone())])
+            .await
+            .map_err(other)?;
+        if existing.is_empty() {
+            let tags = launchtemplate::tags(
+                &self.settings.cluster_name,
+                node_class.metadata.name.as_deref().unwrap_or_default(),
+            );
+            match self.ec2.create_launch_template(&name, &data, &tags).await {
+                Ok(id) => {
+                    tracing::info!(launch_template = %name, id = %id, "created launch template")
+                }
+                Err(e) if e.code.contains("AlreadyExists") => {}
+                Err(e) => return Err(other(e)),
+            }
+        }
+        self.lock().templates.insert(name.clone());
+        Ok(name)
+    }
+
+    fn price_of(&self, instance_type: &str, zone: &str, spot: bool) -> f64 {
+        let data = self.lock().types.clone();
+        let on_demand = self
+            .catalog
+            .get(instance_type)
+            .map_or(0.0, |e| e.on_demand_price);
+        if !spot {
+            return on_demand;
+        }
+        data.and_then(|d| {
+            d.spot
+                .get(&(instance_type.to_string(), zone.to_string()))
+                .copied()
+        })
+        .unwrap_or_else(|| catalog::spot_price(on_demand, instance_type, zone))
+    }
+
+    fn as_instance(&self, i: &InstanceInfo) -> Instance {
+        Instance {
+            provider_id: provider_id(&i.zone, &i.id),
+            id: i.id.clone(),
+            nodeclaim: i.tags.get(l::NODECLAIM_TAG_KEY).cloned(),
+            nodepool: i.tags.get(l::NODEPOOL_TAG_KEY).cloned(),
+            instance_type: i.instance_type.clone(),
+            zone: i.zone.clone(),
+            capacity_type: if i.spot {
+                l::CAPACITY_TYPE_SPOT
+            } else {
+                l::CAPACITY_TYPE_ON_DEMAND
+            }
+            .to_string(),
+            price: self.price_of(&i.instance_type, &i.zone, i.spot),
+            launched_at: i.launched_at,
+            image_id: i.image_id.clone(),
+        }
+    }
+
+    /// What a launched instance gives the NodeClaim.
+    async fn launched(
+        &self,
+        node_class: &EC2NodeClass,
+        info: &InstanceInfo,
+        warnings: Vec<String>,
+    ) -> Result<Launched, CloudError> {
+        let zones: BTreeSet<String> = [info.zone.clone()].into();
+        let types = self.types_in(&zones).await?;
+        let it = types.iter().find(|t| t.name == info.instance_type);
+        let mut labels = it.map(|t| t.labels.clone()).unwrap_or_default();
+        labels.insert(l::INSTANCE_TYPE_LABEL.into(), info.instance_type.clone());
+        labels.insert(l::TOPOLOGY_ZONE_LABEL.into(), info.zone.clone());
+        labels.insert(
+            l::TOPOLOGY_REGION_LABEL.into(),
+            self.settings.region.clone(),
+        );
+        if let Some(zone_id) = node_class
+            .status
+            .as_ref()
+            .and_then(|s| s.subnets.iter().find(|s| s.zone == info.zone))
+            .and_then(|s| s.zone_id.clone())
+        {
+            labels.insert(l::TOPOLOGY_ZONE_ID_LABEL.into(), zone_id);
+        }
+        labels.insert(
+            l::CAPACITY_TYPE_LABEL.into(),
+            if info.spot {
+                l::CAPACITY_TYPE_SPOT
+            } else {
+                l::CAPACITY_TYPE_ON_DEMAND
+            }
+            .into(),
+        );
+        Ok(Launched {
+            provider_id: provider_id(&info.zone, &info.id),
+            image_id: info.image_id.clone(),
+            labels,
+            capacity: it.map(|t| t.capacity.clone()).unwrap_or_default(),
+            allocatable: it.map(|t| t.allocatable.clone()).unwrap_or_default(),
+            warnings,
+        })
+    }
+}
+
+/// `aws:///<zone>/<instance-id>`.
+pub fn provider_id(zone: &str, id: &str) -> String {
+    format!("aws:///{zone}/{id}")
+}
+
+/// The instance id in a providerID, if it is an AWS one.
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    provider_id
+        .strip_prefix("aws:///")
+        .and_then(|rest| rest.rsplit('/').next())
+        .filter(|id| id.starts_with("i-"))
+}
+
+fn other(e: Ec2Error) -> CloudError {
+    CloudError::Other(e.to_string())
+}
+
+/// The idempotency token for a NodeClaim's launch attempt: the NodeClaim's name for the first
+/// request (at most 64 characters, else a hash of it), then a distinct token per retry so a
+/// retry with fewer offerings is not refused as a mismatched repeat.
+pub fn client_token(claim_name: &str, attempt: usize) -> String {
+    let base = if claim_name.len() <= 60 && claim_name.is_ascii() {
+        claim_name.to_string()
+    } else {
+        format!("nodeclaim-{:016x}", launchtemplate::fnv(claim_name))
+    };
+    if attempt == 0 {
+        base
+    } else {
+        format!("{base}-{attempt}")
+    }
+}
+
+/// The instance-type names a NodeClaim allows, in the order it lists them (cheapest first).
+fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == l::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
+        .map(|r| r.values.clone())
+        .unwrap_or_default()
+}
+
+fn node_class_ready(node_class: &EC2NodeClass) -> Result<(), CloudError> {
+    let name = node_class.metadata.name.clone().unwrap_or_default();
+    let Some(status) = node_class.status.as_ref() else {
+        return Err(CloudError::NodeClassNotReady(format!(
+            "EC2NodeClass {name:?} has not been resolved yet"
+        )));
+    };
+    if let Some(c) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crds::conditions::READY)
+        && c.status != "True"
+    {
+        return Err(CloudError::NodeClassNotReady(format!(
+            "EC2NodeClass {name:?} is not ready ({}): {}",
+            c.reason, c.message
+        )));
+    }
+    if status.subnets.is_empty() || status.amis.is_empty() {
+        return Err(CloudError::NodeClassNotReady(format!(
+            "EC2NodeClass {name:?} resolved no subnets or no AMIs"
+        )));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl CloudProvider for AwsCloud {
+    fn name(&self) -> &str {
+        "aws"
+    }
+
+    async fn create(
+        &self,
+        claim: &NodeClaim,
+        node_class: &EC2NodeClass,
+    ) -> Result<Launched, CloudError> {
+        let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        if let Some(existing) = self.instances_for_claim(&claim_name).await?.first() {
+            return self.launched(node_class, existing, vec![]).await;
+        }
+        node_class_ready(node_class)?;
+        let status = node_class.status.clone().unwrap_or_default();
+        let reqs = Requirements::from_api(&claim.spec.requirements);
+        let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+        // One subnet per zone: the first listed (status is ordered by free addresses).
+        let mut subnet_of: BTreeMap<String, String> = BTreeMap::new();
+        for s in &status.subnets {
+            subnet_of
+                .entry(s.zone.clone())
+                .or_insert_with(|| s.id.clone());
+        }
+        let zones: BTreeSet<String> = subnet_of.keys().cloned().collect();
+        let (labels, taints) = launchtemplate::node_identity(claim);
+        let user_data = launchtemplate::user_data(
+            node_class.ami_family(),
+            &self.settings.cluster,
+            node_class,
+            &labels,
+            &taints,
+        );
+        let mut warnings = Vec::new();
+        let mut tried: BTreeSet<OfferingKey> = BTreeSet::new();
+        let mut last_errors: Vec<String> = Vec::new();
+        for attempt in 0..MAX_LAUNCH_ATTEMPTS {
+            let types = self.types_in(&zones).await?;
+            let by_name: HashMap<&str, &Arc<InstanceType>> =
+                types.iter().map(|t| (t.name.as_str(), t)).collect();
+            let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
+                .iter()
+                .filter_map(|n| by_name.get(n.as_str()).copied())
+                .filter(|t| t.compatible(&reqs) && requests.fits_in(&t.allocatable))
+                .take(MAX_INSTANCE_TYPES)
+                .collect();
+            // Capacity-type priority (upstream): spot when allowed and available, else on-demand.
+            let wants = |ct: &str| reqs.get(l::CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
+            let mut offers: Vec<(f64, &Arc<InstanceType>, String, String)> = Vec::new();
+            for ct in [l::CAPACITY_TYPE_SPOT, l::CAPACITY_TYPE_ON_DEMAND] {
+                if !wants(ct) {
+                    continue;
+                }
+                for t in &candidates {
+                    for o in t.offerings.iter().filter(|o| {
+                        o.available
+                            && o.capacity_type == ct
+                            && o.compatible(&reqs)
+                            && !tried.contains(&(t.name.clone(), o.zone.clone(), ct.to_string()))
+                    }) {
+                        offers.push((o.price, t, o.zone.clone(), ct.to_string()));
+                    }
+                }
+                if !offers.is_empty() {
+                    break;
+                }
+            }
+            if offers.is_empty() {
+                break;
+            }
+            offers.sort_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then(a.1.name.cmp(&b.1.name))
+                    .then(a.2.cmp(&b.2))
+            });
+            let capacity_type = offers[0].3.clone();
+            // One launch template per image; each type boots the newest image for its arch.
+            let mut configs: BTreeMap<String, FleetConfig> = BTreeMap::new();
+            for (rank, (_, t, zone, ct)) in offers.iter().enumerate() {
+                let arch = t.labels.get(l::ARCH_LABEL).cloned().unwrap_or_default();
+                let Some(image) = status.amis.iter().find(|a| {
+                    a.requirements.iter().all(|r| {
+                        r.key != l::ARCH_LABEL || r.values.iter().flatten().any(|v| *v == arch)
+                    })
+                }) else {
+                    continue;
+                };
+                let template = match configs.get(&image.id) {
+                    Some(c) => c.launch_template.clone(),
+                    None => {
+                        self.ensure_template(node_class, &image.id, &user_data)
+                            .await?
+                    }
+                };
+                let Some(subnet) = subnet_of.get(zone) else {
+                    continue;
+                };
+                tried.insert((t.name.clone(), zone.clone(), ct.clone()));
+                configs
+                    .entry(image.id.clone())
+                    .or_insert_with(|| FleetConfig {
+                        launch_template: template,
+                        overrides: vec![],
+                    })
+                    .overrides
+                    .push(FleetOverride {
+                        instance_type: t.name.clone(),
+                        subnet_id: subnet.clone(),
+                        zone: zone.clone(),
+                        priority: rank as f64,
+                    });
+            }
+            if configs.is_empty() {
+                return Err(CloudError::NodeClassNotReady(format!(
+                    "EC2NodeClass {:?} has no AMI for the NodeClaim's architectures",
+                    node_class.metadata.name.clone().unwrap_or_default()
+                )));
+            }
+            let mut tags = self.tags_for(claim, node_class);
+            tags.insert(l::NAME_TAG_KEY.into(), claim_name.clone());
+            let request = FleetRequest {
+                capacity_type: capacity_type.clone(),
+                configs: configs.into_values().collect(),
+                tags,
+                client_token: client_token(&claim_name, attempt),
+            };
+            let result = match self.ec2.create_fleet(&request).await {
+                Ok(r) => r,
+                Err(e) if e.code == "IdempotentParameterMismatch" => {
+                    if let Some(existing) = self.instances_for_claim(&claim_name).await?.first() {
+                        return self.launched(node_class, existing, warnings).await;
+                    }
+                    return Err(other(e));
+                }
+                Err(e) => return Err(other(e)),
+            };
+            let subnet_zone: HashMap<&str, &str> = subnet_of
+                .iter()
+                .map(|(z, s)| (s.as_str(), z.as_str()))
+                .collect();
+            let mut exhausted = Vec::new();
+            for e in &result.errors {
+                let zone = e
+                    .zone
+                    .clone()
+                    .or_else(|| {
+                        e.subnet_id
+                            .as_deref()
+                            .and_then(|s| subnet_zone.get(s))
+                            .map(|z| z.to_string())
+                    })
+                    .unwrap_or_default();
+                let what = format!(
+                    "{}/{}/{}: {}: {}",
+                    e.instance_type.as_deref().unwrap_or("?"),
+                    zone,
+                    capacity_type,
+                    e.code,
+                    e.message
+                );
+                if ec2::is_capacity_error(&e.code)
+                    && let Some(t) = &e.instance_type
+                {
+                    exhausted.push((t.clone(), zone, capacity_type.clone()));
+                }
+                warnings.push(what.clone());
+                last_errors.push(what);
+            }
+            self.mark_unavailable(exhausted.clone());
+            if let Some(id) = result.instance_ids.first() {
+                let found = self
+                    .ec2
+                    .describe_instances(std::slice::from_ref(id), vec![])
+                    .await
+                    .map_err(other)?;
+                let info = found.into_iter().next().ok_or_else(|| {
+                    CloudError::Other(format!("instance {id} launched but not described"))
+                })?;
+                tracing::info!(nodeclaim = %claim_name, instance = %id,
+                    instance_type = %info.instance_type, zone = %info.zone,
+                    capacity_type = %capacity_type, "launched instance");
+                return self.launched(node_class, &info, warnings).await;
+            }
+            let all_capacity = !result.errors.is_empty()
+                && result
+                    .errors
+                    .iter()
+                    .all(|e| ec2::is_capacity_error(&e.code));
+            if !all_capacity {
+                let first = result.errors.first();
+                return Err(CloudError::Create {
+                    reason: first.map_or("FleetLaunchFailed".into(), |e| e.code.clone()),
+                    message: if last_errors.is_empty() {
+                        "CreateFleet launched no instance and reported no error".into()
+                    } else {
+                        last_errors.join("; ")
+                    },
+                });
+            }
+        }
+        Err(CloudError::InsufficientCapacity(
+            if last_errors.is_empty() {
+                "no compatible instance type with an available offering in the node class's zones"
+                    .into()
+            } else {
+                format!("all offerings failed: {}", last_errors.join("; "))
+            },
+        ))
+    }
+
+    async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let id = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(instance_id)
+            .map(str::to_string);
+        let live: Vec<InstanceInfo> = match id {
+            Some(id) => match self.ec2.describe_instances(&[id], vec![]).await {
+                Ok(found) => found.into_iter().filter(|i| !i.is_terminated()).collect(),
+                Err(e) if e.is_not_found() => vec![],
+                Err(e) => return Err(other(e)),
+            },
+            None => self.instances_for_claim(&name).await?,
+        };
+        if live.is_empty() {
+            return Err(CloudError::NodeClaimNotFound(format!(
+                "no running instance for nodeclaim {name}"
+            )));
+        }
+        let ids: Vec<String> = live.into_iter().map(|i| i.id).collect();
+        self.ec2.terminate_instances(&ids).await.map_err(other)?;
+        tracing::info!(nodeclaim = %name, instances = ?ids, "terminating instance");
+        Ok(())
+    }
+
+    async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
+        let Some(id) = instance_id(provider_id) else {
+            return Err(CloudError::NodeClaimNotFound(format!(
+                "{provider_id:?} is not an AWS providerID"
+            )));
+        };
+        let found = match self.ec2.describe_instances(&[id.to_string()], vec![]).await {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => vec![],
+            Err(e) => return Err(other(e)),
+        };
+        found
+            .iter()
+            .find(|i| !i.is_terminated())
+            .map(|i| self.as_instance(i))
+            .ok_or_else(|| CloudError::NodeClaimNotFound(format!("instance {id} not found")))
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+        let found = self
+            .ec2
+            .describe_instances(
+                &[],
+                vec![
+                    Filter::new(format!("tag:{}", self.cluster_tag()), "owned"),
+                    Filter::new("tag-key", l::NODEPOOL_TAG_KEY),
+                    Filter {
+                        name: "instance-state-name".into(),
+                        values: LIVE_STATES.iter().map(|s| s.to_string()).collect(),
+                    },
+                ],
+            )
+            .await
+            .map_err(other)?;
+        Ok(found
+            .iter()
+            .filter(|i| !i.is_terminated())
+            .map(|i| self.as_instance(i))
+            .collect())
+    }
+
+    async fn instance_types(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+        let zones: BTreeSet<String> = node_class
+            .status
+            .as_ref()
+            .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
+            .unwrap_or_default();
+        self.types_in(&zones).await
+    }
+
+    async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
+        nodeclass::resolve(
+            self.ec2.as_ref(),
+            &self.settings.cluster_name,
+            &self.settings.region,
+            &self.settings.kubernetes_version,
+            node_class,
+            self.clock.now(),
+        )
+        .await
+    }
+
+    async fn node_class_deleted(&self, node_class: &EC2NodeClass) -> Result<(), CloudError> {
+        let name = node_class.metadata.name.clone().unwrap_or_default();
+        let templates = self
+            .ec2
+            .describe_launch_templates(vec![
+                Filter::new(
+                    format!("tag:{}", launchtemplate::CLUSTER_TAG),
+                    self.settings.cluster_name.clone(),
+                ),
+                Filter::new(format!("tag:{}", l::EC2NODECLASS_TAG_KEY), name.clone()),
+            ])
+            .await
+            .map_err(other)?;
+        for lt in templates {
+            match self.ec2.delete_launch_template(&lt.id).await {
+                Ok(()) => {
+                    tracing::info!(ec2nodeclass = %name, launch_template = %lt.name, "deleted launch template");
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(other(e)),
+            }
+            self.lock().templates.remove(&lt.name);
+        }
+        Ok(())
+    }
+}
+
+impl AwsCloud {
+    /// Tags every instance, volume and fleet gets: the node class's `tags`, then the ones
+    /// Karpenter owns (cluster, `eks:eks-cluster-name`, NodePool, NodeClaim, node class).
+    fn tags_for(&self, claim: &NodeClaim, node_class: &EC2NodeClass) -> BTreeMap<String, String> {
+        let mut tags = node_class.spec.tags.clone();
+        let nodepool = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|m| m.get(l::NODEPOOL_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        tags.insert(self.cluster_tag(), "owned".into());
+        tags.insert(
+            l::EKS_CLUSTER_NAME_TAG_KEY.into(),
+            self.settings.cluster_name.clone(),
+        );
+        tags.insert(l::NODEPOOL_TAG_KEY.into(), nodepool);
+        tags.insert(
+            l::NODECLAIM_TAG_KEY.into(),
+            claim.metadata.name.clone().unwrap_or_default(),
+        );
+        tags.insert(
+            l::EC2NODECLASS_TAG_KEY.into(),
+            node_class.metadata.name.clone().unwrap_or_default(),
+        );
+        tags
+    }
+
+    /// Terminate instances by id, in batches of at most [`BATCH`].
+    ///
+    /// Errors: the first failed call.
+    pub async fn terminate(&self, ids: &[String]) -> Result<(), CloudError> {
+        for chunk in ids.chunks(BATCH) {
+            self.ec2.terminate_instances(chunk).await.map_err(other)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_round_trip() {
+        let pid = provider_id("us-east-1a", "i-0abc");
+        assert_eq!(pid, "aws:///us-east-1a/i-0abc");
+        assert_eq!(instance_id(&pid), Some("i-0abc"));
+        assert_eq!(instance_id("kwok://node-1"), None);
+    }
+
+    #[test]
+    fn client_tokens_are_the_nodeclaim_name_then_distinct_per_retry() {
+        assert_eq!(client_token("default-abcde", 0), "default-abcde");
+        assert_eq!(client_token("default-abcde", 1), "default-abcde-1");
+        let long = "x".repeat(100);
+        assert!(client_token(&long, 0).len() <= 64);
+        assert!(client_token(&long, 2).len() <= 64);
+    }
+}

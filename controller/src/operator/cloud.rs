@@ -1,0 +1,167 @@
+//! Choosing and building the cloud provider for `karpenter run` and `karpenter sandbox`:
+//! `sim` (the simulated EC2 cloud over real data, the default) or `aws` (EC2 through
+//! aws-sdk-ec2, in builds with the `aws` feature; region and credentials from the standard AWS
+//! chain).
+
+use std::sync::Arc;
+
+use clap::Args;
+use sandbox::actors::InstanceSource;
+
+use crate::clock::Clock;
+use crate::cloudprovider::CloudProvider;
+use crate::cloudprovider::sim::SimCloud;
+
+/// Cloud flags shared by `karpenter run` and `karpenter sandbox`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct CloudOptions {
+    /// Cloud provider: `sim` (simulated EC2 over real instance data) or `aws` (EC2 through
+    /// aws-sdk-ec2; needs a binary built with `--features aws`).
+    #[arg(long, env = "CLOUD_PROVIDER", default_value = "sim",
+          value_parser = ["sim", "aws"])]
+    pub cloud_provider: String,
+    /// EC2 and SSM endpoint URL, e.g. a local moto server (default: AWS's endpoints for the
+    /// region).
+    #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
+    pub aws_endpoint_url: Option<String>,
+    /// API server URL written into nodes' user data (default: the URL the controller uses).
+    #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "URL")]
+    pub cluster_endpoint: Option<String>,
+}
+
+impl CloudOptions {
+    /// The simulated cloud (what `--cloud-provider` defaults to).
+    pub fn default_sim() -> CloudOptions {
+        CloudOptions {
+            cloud_provider: "sim".into(),
+            ..CloudOptions::default()
+        }
+    }
+}
+
+/// A built cloud: the provider, the simulated cloud when that is the provider, and the
+/// instance list simulated kubelets boot from.
+pub struct Cloud {
+    /// The provider the controller uses.
+    pub provider: Arc<dyn CloudProvider>,
+    /// The simulated cloud, when `--cloud-provider sim`.
+    pub sim: Option<Arc<SimCloud>>,
+    /// What the sandbox's kubelets see.
+    pub kubelets: Arc<dyn InstanceSource>,
+}
+
+/// Build the cloud. `cluster_endpoint` is the API server URL nodes join (used when the flag
+/// does not set one); `kubernetes_version` is the cluster's `major.minor` (AMI aliases).
+///
+/// Errors: an unknown provider, `aws` in a build without the feature, bad embedded data.
+pub async fn build(
+    opts: &CloudOptions,
+    cluster_name: &str,
+    cluster_endpoint: &str,
+    kubernetes_version: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Cloud, String> {
+    match opts.cloud_provider.as_str() {
+        "sim" => {
+            let sim = Arc::new(SimCloud::new(cluster_name, clock).map_err(|e| e.to_string())?);
+            Ok(Cloud {
+                provider: Arc::clone(&sim) as Arc<dyn CloudProvider>,
+                kubelets: Arc::new(super::sandbox::SimInstances(Arc::clone(&sim))),
+                sim: Some(sim),
+            })
+        }
+        "aws" => {
+            build_aws(
+                opts,
+                cluster_name,
+                cluster_endpoint,
+                kubernetes_version,
+                clock,
+            )
+            .await
+        }
+        other => Err(format!(
+            "unknown --cloud-provider {other:?} (supported: sim, aws)"
+        )),
+    }
+}
+
+#[cfg(feature = "aws")]
+async fn build_aws(
+    opts: &CloudOptions,
+    cluster_name: &str,
+    cluster_endpoint: &str,
+    kubernetes_version: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Cloud, String> {
+    use crate::cloudprovider::aws::{
+        self, AwsCloud, AwsSettings, ec2::SdkEc2, kubelet::Ec2Kubelets,
+    };
+    let config = aws::load_config(opts.aws_endpoint_url.as_deref()).await;
+    let region = config
+        .region()
+        .map(|r| r.to_string())
+        .ok_or("no AWS region: set AWS_REGION (or a profile's region)")?;
+    let settings = AwsSettings {
+        cluster_name: cluster_name.to_string(),
+        cluster: aws::launchtemplate::ClusterInfo {
+            name: cluster_name.to_string(),
+            endpoint: opts
+                .cluster_endpoint
+                .clone()
+                .unwrap_or_else(|| cluster_endpoint.to_string()),
+            ca_bundle: String::new(),
+        },
+        region,
+        kubernetes_version: kubernetes_version.to_string(),
+    };
+    let cloud = Arc::new(
+        AwsCloud::new(Arc::new(SdkEc2::new(&config)), settings, clock)
+            .map_err(|e| e.to_string())?,
+    );
+    Ok(Cloud {
+        provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
+        kubelets: Arc::new(Ec2Kubelets::new(cloud)),
+        sim: None,
+    })
+}
+
+#[cfg(not(feature = "aws"))]
+async fn build_aws(
+    _opts: &CloudOptions,
+    _cluster_name: &str,
+    _cluster_endpoint: &str,
+    _kubernetes_version: &str,
+    _clock: Arc<dyn Clock>,
+) -> Result<Cloud, String> {
+    Err(
+        "this karpenter was built without the AWS provider; rebuild with \
+         `cargo build --features aws` (or `cargo run -p controller --features aws ...`)"
+            .into(),
+    )
+}
+
+/// `major.minor` of a Kubernetes version string such as `v1.32.0` or `1.32.0-eks-abc`.
+pub fn minor_version(version: &str) -> String {
+    let v = version.trim_start_matches('v');
+    let mut parts = v.split(['.', '-', '+']);
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => {
+            let minor: String = minor.chars().take_while(char::is_ascii_digit).collect();
+            format!("{major}.{minor}")
+        }
+        _ => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minor_versions_parse_from_server_versions() {
+        assert_eq!(minor_version("v1.32.0"), "1.32");
+        assert_eq!(minor_version("v1.31.4-eks-2d5f260"), "1.31");
+        assert_eq!(minor_version("1.30+"), "1.30");
+    }
+}

@@ -1,0 +1,664 @@
+//! The AWS provider on aws-sdk-ec2 against moto's EC2 and SSM server on loopback (PyPI
+//! `moto[server]`; `./scripts/test.sh` installs it). Each test starts its own `moto_server`,
+//! seeded with EKS-optimized AL2023 images (through `MOTO_AMIS_PATH`), subnets in three zones
+//! and a security group tagged `karpenter.sh/discovery=<cluster>`; the server stops with the
+//! test.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::types as t;
+use controller::clock::{Clock, FakeClock, SystemClock};
+use controller::cloudprovider::aws::ec2::{Ec2, Filter, SdkEc2};
+use controller::cloudprovider::aws::fault::FaultyEc2;
+use controller::cloudprovider::aws::kubelet::Ec2Kubelets;
+use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
+use controller::cloudprovider::aws::{AwsCloud, AwsSettings, instance_id};
+use controller::cloudprovider::{CloudError, CloudProvider};
+use controller::operator::Settings;
+use controller::operator::cloud::{Cloud, CloudOptions};
+use controller::operator::sandbox::{
+    ClusterConfig, LocalCluster, start_cluster_with, with_defaults,
+};
+use controller::operator::workload::{self, ONLINE_BOUTIQUE};
+use crds::{EC2NodeClass, NodeClaim};
+use jiff::{SignedDuration, Timestamp};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+const CLUSTER: &str = "moto-demo";
+const OLD_AMD64: &str = "ami-0a11023000000001";
+const NEW_AMD64: &str = "ami-0a11023000000002";
+const NEW_ARM64: &str = "ami-0a11023000000004";
+
+/// A moto server on a free loopback port, killed on drop.
+struct Moto {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
+    json!({
+        "ami_id": id, "state": "available", "public": true, "owner_id": "602401143452",
+        "image_location": format!("amazon/amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
+        "sriov": "simple", "root_device_type": "ebs", "root_device_name": "/dev/xvda",
+        "description": format!("EKS-optimized AL2023 node image {version}"),
+        "image_type": "machine", "architecture": arch,
+        "name": format!("amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
+        "virtualization_type": "hvm", "hypervisor": "xen", "creation_date": date,
+    })
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let amis = dir.path().join("amis.json");
+        let images = json!([
+            image(OLD_AMD64, "x86_64", "v20260101", "2026-01-01T00:00:00.000Z"),
+            image(NEW_AMD64, "x86_64", "v20260301", "2026-03-01T00:00:00.000Z"),
+            image(
+                "ami-0a11023000000003",
+                "arm64",
+                "v20260101",
+                "2026-01-01T00:00:00.000Z"
+            ),
+            image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
+        ]);
+        std::fs::write(&amis, images.to_string()).expect("write amis");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("MOTO_AMIS_PATH", &amis)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server on PATH (pip install 'moto[server]'; ./scripts/test.sh does)");
+        let url = format!("http://127.0.0.1:{port}");
+        let moto = Moto {
+            child,
+            url,
+            _dir: dir,
+        };
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "moto_server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    async fn config(&self) -> aws_config::SdkConfig {
+        controller::cloudprovider::aws::loader(Some(&self.url))
+            .await
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await
+    }
+
+    async fn client(&self) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.config().await)
+    }
+
+    /// A VPC with a subnet in each of three zones and a security group, tagged for discovery by
+    /// `cluster`.
+    async fn seed_network(&self, cluster: &str) {
+        let ec2 = self.client().await;
+        let vpc = ec2
+            .create_vpc()
+            .cidr_block("10.0.0.0/16")
+            .send()
+            .await
+            .expect("vpc");
+        let vpc_id = vpc
+            .vpc()
+            .and_then(|v| v.vpc_id())
+            .expect("vpc id")
+            .to_string();
+        let tag = t::Tag::builder()
+            .key("karpenter.sh/discovery")
+            .value(cluster)
+            .build();
+        for (i, zone) in ["us-east-1a", "us-east-1b", "us-east-1c"]
+            .iter()
+            .enumerate()
+        {
+            ec2.create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(format!("10.0.{}.0/20", i * 16))
+                .availability_zone(*zone)
+                .tag_specifications(
+                    t::TagSpecification::builder()
+                        .resource_type(t::ResourceType::Subnet)
+                        .tags(tag.clone())
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("subnet");
+        }
+        ec2.create_security_group()
+            .group_name(format!("{cluster}-node"))
+            .description("nodes")
+            .vpc_id(&vpc_id)
+            .tag_specifications(
+                t::TagSpecification::builder()
+                    .resource_type(t::ResourceType::SecurityGroup)
+                    .tags(tag)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("security group");
+    }
+
+    async fn cloud(&self, clock: Arc<dyn Clock>) -> (Arc<AwsCloud>, Arc<FaultyEc2>) {
+        let faulty = Arc::new(FaultyEc2::new(Arc::new(SdkEc2::new(&self.config().await))));
+        let cloud = AwsCloud::new(
+            Arc::clone(&faulty) as Arc<dyn Ec2>,
+            AwsSettings {
+                cluster_name: CLUSTER.into(),
+                cluster: ClusterInfo {
+                    name: CLUSTER.into(),
+                    endpoint: "https://127.0.0.1:6443".into(),
+                    ca_bundle: String::new(),
+                },
+                region: "us-east-1".into(),
+                kubernetes_version: "1.32".into(),
+            },
+            clock,
+        )
+        .expect("embedded data");
+        (Arc::new(cloud), faulty)
+    }
+
+    async fn instance(&self, id: &str) -> t::Instance {
+        let out = self
+            .client()
+            .await
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .expect("describe instance");
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .next()
+            .cloned()
+            .expect("instance exists")
+    }
+}
+
+fn node_class(subnet_discovery: &str) -> EC2NodeClass {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": format!("KarpenterNodeRole-{CLUSTER}"),
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": subnet_discovery}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+        }
+    }))
+    .expect("valid EC2NodeClass")
+}
+
+async fn resolved(cloud: &AwsCloud, mut nc: EC2NodeClass) -> EC2NodeClass {
+    let r = cloud.resolve_node_class(&nc).await;
+    assert_eq!(r.not_ready, None, "node class resolves");
+    nc.status = Some(r.status);
+    nc
+}
+
+fn claim(name: &str, types: &[&str], zones: &[&str]) -> NodeClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones},
+            ],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        }
+    }))
+    .expect("valid NodeClaim")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_class_resolves_subnets_groups_and_the_newest_alias_images() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, _) = moto.cloud(Arc::new(SystemClock)).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let status = nc.status.expect("status");
+    assert_eq!(status.subnets.len(), 3);
+    assert_eq!(status.security_groups.len(), 1);
+    let ids: Vec<&str> = status.amis.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "newest image per architecture: {ids:?}");
+    assert!(
+        ids.contains(&NEW_AMD64) && ids.contains(&NEW_ARM64),
+        "{ids:?}"
+    );
+    assert!(status.instance_profile.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_class_matching_nothing_is_not_ready_and_launches_nothing() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, faulty) = moto.cloud(Arc::new(SystemClock)).await;
+    let mut nc = node_class("no-such-cluster");
+    let r = cloud.resolve_node_class(&nc).await;
+    let (condition, reason, _) = r.not_ready.clone().expect("not ready");
+    assert_eq!(
+        (condition.as_str(), reason.as_str()),
+        ("SubnetsReady", "SubnetsNotFound")
+    );
+    nc.status = Some(r.status);
+    let err = cloud
+        .create(
+            &claim("default-nomatch", &["m5.large"], &["us-east-1a"]),
+            &nc,
+        )
+        .await
+        .expect_err("no launch");
+    assert!(matches!(err, CloudError::NodeClassNotReady(_)), "{err:?}");
+    assert_eq!(faulty.calls("CreateFleet"), 0);
+    assert_eq!(faulty.calls("CreateLaunchTemplate"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaunching_the_same_nodeclaim_creates_no_second_instance() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, faulty) = moto.cloud(Arc::new(SystemClock)).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let c = claim(
+        "default-once",
+        &["m5.large", "c5.large"],
+        &["us-east-1a", "us-east-1b"],
+    );
+    let first = cloud.create(&c, &nc).await.expect("launch");
+    let second = cloud.create(&c, &nc).await.expect("relaunch");
+    assert_eq!(first.provider_id, second.provider_id);
+    assert_eq!(faulty.calls("CreateFleet"), 1);
+    let tagged = faulty
+        .describe_instances(
+            &[],
+            vec![Filter::new("tag:karpenter.sh/nodeclaim", "default-once")],
+        )
+        .await
+        .expect("describe");
+    assert_eq!(tagged.len(), 1);
+    let i = &tagged[0];
+    assert_eq!(i.image_id, NEW_AMD64);
+    for (k, v) in [
+        ("kubernetes.io/cluster/moto-demo", "owned"),
+        ("karpenter.sh/nodepool", "default"),
+        ("karpenter.sh/nodeclaim", "default-once"),
+        ("karpenter.k8s.aws/ec2nodeclass", "default"),
+        ("Name", "default-once"),
+        ("eks:eks-cluster-name", CLUSTER),
+    ] {
+        assert_eq!(i.tags.get(k).map(String::as_str), Some(v), "tag {k}");
+    }
+    // One launch template, reused; deleting the node class removes it.
+    assert_eq!(faulty.calls("CreateLaunchTemplate"), 1);
+    cloud.node_class_deleted(&nc).await.expect("cleanup");
+    let left = faulty
+        .describe_launch_templates(vec![Filter::new("tag:karpenter.k8s.aws/cluster", CLUSTER)])
+        .await
+        .expect("describe templates");
+    assert!(left.is_empty(), "{left:?}");
+    // Deleting terminates; once gone the provider says so.
+    let gone = c.clone();
+    let mut gone = gone;
+    gone.status = Some(crds::NodeClaimStatus {
+        provider_id: Some(first.provider_id.clone()),
+        ..Default::default()
+    });
+    cloud.delete(&gone).await.expect("terminate");
+    assert!(matches!(
+        cloud.delete(&gone).await,
+        Err(CloudError::NodeClaimNotFound(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_error_falls_back_and_the_offering_is_skipped_until_the_cache_expires() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let clock = Arc::new(FakeClock::new(Timestamp::now()));
+    let (cloud, faulty) = moto.cloud(Arc::clone(&clock) as Arc<dyn Clock>).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let zones = ["us-east-1a", "us-east-1b"];
+    let c = claim("default-ice", &["m5.large", "m5.xlarge"], &zones);
+    // The cheapest offering this NodeClaim allows.
+    let types = cloud.instance_types(&nc).await.expect("types");
+    let m5 = types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    let cheapest = m5
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == "on-demand" && zones.contains(&o.zone.as_str()))
+        .min_by(|a, b| a.price.total_cmp(&b.price).then(a.zone.cmp(&b.zone)))
+        .expect("offering")
+        .zone
+        .clone();
+    faulty.add_capacity_shortage("m5.large", &cheapest);
+    let launched = cloud.create(&c, &nc).await.expect("falls back");
+    let (ty, zone) = (
+        launched.labels["node.kubernetes.io/instance-type"].clone(),
+        launched.labels["topology.kubernetes.io/zone"].clone(),
+    );
+    assert_ne!(
+        (ty.as_str(), zone.as_str()),
+        ("m5.large", cheapest.as_str())
+    );
+    assert!(
+        launched
+            .warnings
+            .iter()
+            .any(|w| w.contains("InsufficientInstanceCapacity")),
+        "the partial fleet error is reported: {:?}",
+        launched.warnings
+    );
+    let offering_available = |types: &[Arc<controller::cloudprovider::InstanceType>]| {
+        types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .and_then(|t| {
+                t.offerings
+                    .iter()
+                    .find(|o| o.zone == cheapest && o.capacity_type == "on-demand")
+            })
+            .map(|o| o.available)
+    };
+    assert!(cloud.is_unavailable("m5.large", &cheapest, "on-demand"));
+    let types = cloud.instance_types(&nc).await.expect("types");
+    assert_eq!(offering_available(&types), Some(false));
+    clock.advance(SignedDuration::from_secs(181));
+    assert!(!cloud.is_unavailable("m5.large", &cheapest, "on-demand"));
+    let types = cloud.instance_types(&nc).await.expect("types");
+    assert_eq!(offering_available(&types), Some(true));
+}
+
+fn cluster_config(dir: &std::path::Path) -> ClusterConfig {
+    ClusterConfig {
+        port: 0,
+        registration_delay: Duration::from_secs(1),
+        settings: Settings {
+            cluster_name: CLUSTER.into(),
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            launch_timeout: Duration::from_secs(300),
+            registration_ttl: Duration::from_secs(900),
+        },
+        kubeconfig: Some(dir.join("kubeconfig")),
+        cloud: CloudOptions::default(),
+    }
+}
+
+async fn start(
+    moto: &Moto,
+    manifests: &[workload::Manifest],
+    dir: &std::path::Path,
+) -> LocalCluster {
+    let config = moto.config().await;
+    start_cluster_with(
+        &cluster_config(dir),
+        manifests,
+        |endpoint, clock| async move {
+            let cloud = Arc::new(
+                AwsCloud::new(
+                    Arc::new(SdkEc2::new(&config)),
+                    AwsSettings {
+                        cluster_name: CLUSTER.into(),
+                        cluster: ClusterInfo {
+                            name: CLUSTER.into(),
+                            endpoint,
+                            ca_bundle: String::new(),
+                        },
+                        region: "us-east-1".into(),
+                        kubernetes_version: "1.32".into(),
+                    },
+                    clock,
+                )
+                .map_err(|e| e.to_string())?,
+            );
+            Ok(Cloud {
+                provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
+                kubelets: Arc::new(Ec2Kubelets::new(cloud)),
+                sim: None,
+            })
+        },
+    )
+    .await
+    .expect("cluster starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn online_boutique_x10_provisions_through_create_fleet() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut manifests = workload::parse_yaml(
+        std::path::Path::new("online-boutique.yaml"),
+        ONLINE_BOUTIQUE,
+    )
+    .expect("bundled workload");
+    workload::scale(&mut manifests, 10);
+    let manifests = with_defaults(manifests, CLUSTER).expect("defaults");
+    let cluster = start(&moto, &manifests, dir.path()).await;
+    let begin = Instant::now();
+    let observed = loop {
+        let o = cluster.observe().await;
+        if o.settled() && o.pods_total > 0 {
+            break o;
+        }
+        assert!(
+            begin.elapsed() < Duration::from_secs(480),
+            "not settled: {} of {} pods bound, {} of {} nodeclaims initialized",
+            o.pods_bound,
+            o.pods_total,
+            o.claims_initialized,
+            o.claims_total
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert!(observed.claims_total >= 1, "{observed:?}");
+    let claims: Api<NodeClaim> = Api::all(cluster.client());
+    let list = claims.list(&Default::default()).await.expect("nodeclaims");
+    assert_eq!(list.items.len(), observed.claims_total);
+    for c in &list.items {
+        let name = c.metadata.name.clone().expect("name");
+        let labels = c.metadata.labels.clone().unwrap_or_default();
+        let status = c.status.clone().expect("status");
+        let pid = status.provider_id.clone().expect("providerID");
+        let i = moto
+            .instance(instance_id(&pid).expect("aws providerID"))
+            .await;
+        assert_eq!(
+            i.instance_type().map(|t| t.as_str()),
+            labels
+                .get("node.kubernetes.io/instance-type")
+                .map(String::as_str),
+            "{name}: instance type"
+        );
+        assert_eq!(
+            i.placement().and_then(|p| p.availability_zone()),
+            labels
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            "{name}: zone"
+        );
+        let expected_ami = if labels.get("kubernetes.io/arch").map(String::as_str) == Some("arm64")
+        {
+            NEW_ARM64
+        } else {
+            NEW_AMD64
+        };
+        assert_eq!(i.image_id(), Some(expected_ami), "{name}: AMI");
+        assert_eq!(status.image_id.as_deref(), Some(expected_ami));
+        let tags: BTreeMap<&str, &str> = i
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?, t.value()?)))
+            .collect();
+        assert_eq!(
+            tags.get("kubernetes.io/cluster/moto-demo"),
+            Some(&"owned"),
+            "{name}"
+        );
+        assert_eq!(
+            tags.get("karpenter.sh/nodepool"),
+            Some(&"default"),
+            "{name}"
+        );
+        assert_eq!(tags.get("karpenter.sh/nodeclaim"), Some(&name.as_str()));
+        assert_eq!(tags.get("karpenter.k8s.aws/ec2nodeclass"), Some(&"default"));
+        assert_eq!(tags.get("Name"), Some(&name.as_str()));
+    }
+    // Deleting a NodeClaim terminates its instance.
+    let victim = list.items[0].clone();
+    let victim_name = victim.metadata.name.clone().expect("name");
+    let pid = victim
+        .status
+        .and_then(|s| s.provider_id)
+        .expect("providerID");
+    let id = instance_id(&pid).expect("instance id").to_string();
+    claims
+        .delete(&victim_name, &DeleteParams::default())
+        .await
+        .expect("delete nodeclaim");
+    let begin = Instant::now();
+    loop {
+        let state = moto
+            .instance(&id)
+            .await
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default();
+        if state == "terminated" || state == "shutting-down" {
+            break;
+        }
+        assert!(
+            begin.elapsed() < Duration::from_secs(120),
+            "instance {id} still {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_collection_terminates_this_clusters_orphans_only() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifests = with_defaults(vec![], CLUSTER).expect("defaults");
+    let cluster = start(&moto, &manifests, dir.path()).await;
+    let ec2 = moto.client().await;
+    let run = |cluster_name: &'static str| {
+        let ec2 = ec2.clone();
+        async move {
+            let tags = [
+                (format!("kubernetes.io/cluster/{cluster_name}"), "owned"),
+                ("karpenter.sh/nodepool".to_string(), "default"),
+            ];
+            let mut spec = t::TagSpecification::builder().resource_type(t::ResourceType::Instance);
+            for (k, v) in tags {
+                spec = spec.tags(t::Tag::builder().key(k).value(v).build());
+            }
+            let out = ec2
+                .run_instances()
+                .image_id(NEW_AMD64)
+                .instance_type(t::InstanceType::M5Large)
+                .min_count(1)
+                .max_count(1)
+                .tag_specifications(spec.build())
+                .send()
+                .await
+                .expect("run instance");
+            out.instances()[0].instance_id().expect("id").to_string()
+        }
+    };
+    let ours = run(CLUSTER).await;
+    let theirs = run("someone-else").await;
+    // The node class that matches nothing says why.
+    let classes: Api<EC2NodeClass> = Api::all(cluster.client());
+    let mut bad = node_class("no-such-cluster");
+    bad.metadata.name = Some("nomatch".into());
+    classes
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect("create node class");
+    let state = |id: String| {
+        let moto = &moto;
+        async move {
+            moto.instance(&id)
+                .await
+                .state()
+                .and_then(|s| s.name())
+                .map(|n| n.as_str().to_string())
+                .unwrap_or_default()
+        }
+    };
+    let begin = Instant::now();
+    loop {
+        let s = state(ours.clone()).await;
+        if s == "terminated" || s == "shutting-down" {
+            break;
+        }
+        assert!(
+            begin.elapsed() < Duration::from_secs(90),
+            "orphan {ours} still {s}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        state(theirs.clone()).await,
+        "running",
+        "another cluster's instance is left alone"
+    );
+    let nc = classes.get("nomatch").await.expect("node class");
+    let condition = |t: &str| {
+        nc.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == t))
+            .cloned()
+            .unwrap_or_else(|| panic!("{t} condition"))
+    };
+    assert_eq!(condition("Ready").status, "False");
+    let subnets = condition("SubnetsReady");
+    assert_eq!(
+        (subnets.status.as_str(), subnets.reason.as_str()),
+        ("False", "SubnetsNotFound")
+    );
+}
