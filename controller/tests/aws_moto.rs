@@ -121,8 +121,17 @@ impl Moto {
     }
 
     /// A VPC with a subnet in each of three zones and a security group, tagged for discovery by
-    /// `cluster`.
+    /// `cluster`, and the node role `KarpenterNodeRole-<cluster>` in IAM.
     async fn seed_network(&self, cluster: &str) {
+        aws_sdk_iam::Client::new(&self.config().await)
+            .create_role()
+            .role_name(format!("KarpenterNodeRole-{cluster}"))
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .expect("node role");
         let ec2 = self.client().await;
         let vpc = ec2
             .create_vpc()
@@ -263,7 +272,28 @@ async fn node_class_resolves_subnets_groups_and_the_newest_alias_images() {
         ids.contains(&NEW_AMD64) && ids.contains(&NEW_ARM64),
         "{ids:?}"
     );
-    assert!(status.instance_profile.is_some());
+    let profile = status.instance_profile.expect("instance profile");
+    let iam = aws_sdk_iam::Client::new(&moto.config().await);
+    let got = iam
+        .get_instance_profile()
+        .instance_profile_name(&profile)
+        .send()
+        .await
+        .expect("the instance profile exists in IAM");
+    let roles: Vec<&str> = got
+        .instance_profile()
+        .map(|p| p.roles().iter().map(|r| r.role_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(roles, vec![format!("KarpenterNodeRole-{CLUSTER}").as_str()]);
+    // A role that does not exist makes the class not ready, with the reason.
+    let mut missing = node_class(CLUSTER);
+    missing.spec.role = Some("NoSuchRole".into());
+    let r = cloud.resolve_node_class(&missing).await;
+    let (condition, reason, _) = r.not_ready.expect("not ready");
+    assert_eq!(
+        (condition.as_str(), reason.as_str()),
+        ("InstanceProfileReady", "InstanceProfileCreationFailed")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,6 +359,16 @@ async fn relaunching_the_same_nodeclaim_creates_no_second_instance() {
     // One launch template, reused; deleting the node class removes it.
     assert_eq!(faulty.calls("CreateLaunchTemplate"), 1);
     cloud.node_class_deleted(&nc).await.expect("cleanup");
+    let profile = nc
+        .status
+        .as_ref()
+        .and_then(|s| s.instance_profile.clone())
+        .expect("instance profile");
+    assert_eq!(
+        faulty.instance_profile_roles(&profile).await.expect("iam"),
+        None,
+        "the instance profile goes with its node class"
+    );
     let left = faulty
         .describe_launch_templates(vec![Filter::new("tag:karpenter.k8s.aws/cluster", CLUSTER)])
         .await
@@ -661,4 +701,64 @@ async fn garbage_collection_terminates_this_clusters_orphans_only() {
         (subnets.status.as_str(), subnets.reason.as_str()),
         ("False", "SubnetsNotFound")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args([
+            "sandbox",
+            "--cloud-provider",
+            "aws",
+            "--aws-endpoint-url",
+            &moto.url,
+            "--cluster-name",
+            CLUSTER,
+            "--until-settled",
+            "--timeout",
+            "4m",
+            "--report",
+            "json",
+            "--registration-delay",
+            "1s",
+        ])
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env_remove("AWS_PROFILE")
+        .env("LOG_LEVEL", "warn")
+        .output()
+        .await
+        .expect("karpenter runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["settled"], true);
+    let claims = report["nodeclaims"]["total"]
+        .as_u64()
+        .expect("nodeclaim count");
+    assert!(claims >= 1);
+    // The instances it launched are in EC2, tagged for the cluster, after the sandbox is gone.
+    let running = moto
+        .client()
+        .await
+        .describe_instances()
+        .filters(
+            t::Filter::builder()
+                .name("tag:kubernetes.io/cluster/moto-demo")
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("describe");
+    let count = running
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| i.state().and_then(|s| s.name()) == Some(&t::InstanceStateName::Running))
+        .count();
+    assert_eq!(count as u64, claims, "one instance per NodeClaim");
 }

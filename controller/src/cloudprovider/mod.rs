@@ -129,6 +129,30 @@ pub trait CloudProvider: Send + Sync {
     /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;
 
+    /// Terminate instances no NodeClaim owns (garbage collection). The default deletes them one
+    /// by one through [`CloudProvider::delete`]; providers with a batch API override it.
+    ///
+    /// Errors: the first failure (instances already gone are not errors).
+    async fn delete_instances(&self, instances: &[Instance]) -> Result<(), CloudError> {
+        for i in instances {
+            // `delete` takes a NodeClaim; this one stands for the instance by its providerID.
+            let stub: NodeClaim = serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": i.nodeclaim.clone().unwrap_or_default()},
+                "spec": {"nodeClassRef": {"group": "", "kind": "", "name": ""}, "requirements": []},
+                "status": {"providerID": i.provider_id},
+            }))
+            .map_err(|e| {
+                CloudError::Other(format!("building a NodeClaim view of {}: {e}", i.id))
+            })?;
+            match self.delete(&stub).await {
+                Ok(()) | Err(CloudError::NodeClaimNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Clean up what the provider made for a node class that is being deleted (launch
     /// templates), once no NodeClaim uses it. Errors are retried by the caller.
     async fn node_class_deleted(&self, _node_class: &EC2NodeClass) -> Result<(), CloudError> {

@@ -131,23 +131,11 @@ pub async fn pass(ctx: &Context) -> Result<Collection, CloudError> {
         tracing::info!(instance = %i.id, provider_id = %i.provider_id, nodepool = ?i.nodepool,
             nodeclaim = ?i.nodeclaim, instance_type = %i.instance_type,
             "garbage collecting instance with no NodeClaim");
-        // The provider deletes by the providerID of a NodeClaim; this one stands for the instance.
-        let stub: NodeClaim = match serde_json::from_value(serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": i.nodeclaim.clone().unwrap_or_default()},
-            "spec": {"nodeClassRef": {"group": "", "kind": "", "name": ""}, "requirements": []},
-            "status": {"providerID": i.provider_id},
-        })) {
-            Ok(stub) => stub,
-            Err(e) => {
-                tracing::warn!(instance = %i.id, error = %e, "building the instance's NodeClaim view");
-                continue;
-            }
-        };
-        match ctx.cloud.delete(&stub).await {
-            Ok(()) | Err(CloudError::NodeClaimNotFound(_)) => {}
-            Err(e) => tracing::warn!(instance = %i.id, error = %e, "terminating orphaned instance"),
-        }
+    }
+    if let Err(e) = ctx.cloud.delete_instances(&decided.instances).await {
+        tracing::warn!(error = %e, "terminating orphaned instances");
+    }
+    for i in &decided.instances {
         for node in ctx.state.node_for_provider_id(&i.provider_id) {
             if let Some(name) = node.metadata.name.as_deref() {
                 match nodes.delete(name, &DeleteParams::default()).await {

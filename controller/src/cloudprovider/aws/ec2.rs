@@ -371,12 +371,25 @@ pub trait Ec2: Send + Sync {
     async fn terminate_instances(&self, ids: &[String]) -> Result<(), Ec2Error>;
     /// The instance's user data, decoded from base64, if it has any.
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error>;
+    /// IAM GetInstanceProfile: the names of its roles, or `None` when it does not exist.
+    async fn instance_profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, Ec2Error>;
+    /// IAM CreateInstanceProfile (with tags) then AddRoleToInstanceProfile.
+    /// Errors: `NoSuchEntity` when the role does not exist.
+    async fn create_instance_profile(
+        &self,
+        name: &str,
+        role: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), Ec2Error>;
+    /// IAM RemoveRoleFromInstanceProfile for each role, then DeleteInstanceProfile.
+    async fn delete_instance_profile(&self, name: &str, roles: &[String]) -> Result<(), Ec2Error>;
 }
 
-/// [`Ec2`] over aws-sdk-ec2 and aws-sdk-ssm.
+/// [`Ec2`] over aws-sdk-ec2, aws-sdk-ssm and aws-sdk-iam.
 pub struct SdkEc2 {
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
+    iam: aws_sdk_iam::Client,
 }
 
 impl SdkEc2 {
@@ -386,6 +399,7 @@ impl SdkEc2 {
         SdkEc2 {
             ec2: aws_sdk_ec2::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
+            iam: aws_sdk_iam::Client::new(config),
         }
     }
 }
@@ -961,5 +975,85 @@ impl Ec2 for SdkEc2 {
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok()),
         )
+    }
+
+    async fn instance_profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, Ec2Error> {
+        match self
+            .iam
+            .get_instance_profile()
+            .instance_profile_name(name)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(
+                out.instance_profile()
+                    .map(|p| {
+                        p.roles()
+                            .iter()
+                            .map(|r| r.role_name().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            )),
+            Err(e) if e.code() == Some("NoSuchEntity") => Ok(None),
+            Err(e) => Err(Ec2Error::from_sdk(e)),
+        }
+    }
+
+    async fn create_instance_profile(
+        &self,
+        name: &str,
+        role: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), Ec2Error> {
+        let tags: Vec<aws_sdk_iam::types::Tag> = tags
+            .iter()
+            .filter_map(|(k, v)| {
+                aws_sdk_iam::types::Tag::builder()
+                    .key(k)
+                    .value(v)
+                    .build()
+                    .ok()
+            })
+            .collect();
+        match self
+            .iam
+            .create_instance_profile()
+            .instance_profile_name(name)
+            .set_tags(Some(tags))
+            .send()
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code() == Some("EntityAlreadyExists") => {}
+            Err(e) => return Err(Ec2Error::from_sdk(e)),
+        }
+        self.iam
+            .add_role_to_instance_profile()
+            .instance_profile_name(name)
+            .role_name(role)
+            .send()
+            .await
+            .map_err(Ec2Error::from_sdk)?;
+        Ok(())
+    }
+
+    async fn delete_instance_profile(&self, name: &str, roles: &[String]) -> Result<(), Ec2Error> {
+        for role in roles {
+            self.iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(name)
+                .role_name(role)
+                .send()
+                .await
+                .map_err(Ec2Error::from_sdk)?;
+        }
+        self.iam
+            .delete_instance_profile()
+            .instance_profile_name(name)
+            .send()
+            .await
+            .map_err(Ec2Error::from_sdk)?;
+        Ok(())
     }
 }

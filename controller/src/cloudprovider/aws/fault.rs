@@ -183,4 +183,24 @@ impl Ec2 for FaultyEc2 {
         self.count("DescribeInstanceAttribute");
         self.inner.user_data(instance_id).await
     }
+
+    async fn instance_profile_roles(&self, name: &str) -> Result<Option<Vec<String>>, Ec2Error> {
+        self.count("GetInstanceProfile");
+        self.inner.instance_profile_roles(name).await
+    }
+
+    async fn create_instance_profile(
+        &self,
+        name: &str,
+        role: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), Ec2Error> {
+        self.count("CreateInstanceProfile");
+        self.inner.create_instance_profile(name, role, tags).await
+    }
+
+    async fn delete_instance_profile(&self, name: &str, roles: &[String]) -> Result<(), Ec2Error> {
+        self.count("DeleteInstanceProfile");
+        self.inner.delete_instance_profile(name, roles).await
+    }
 }

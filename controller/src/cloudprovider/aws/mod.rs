@@ -837,8 +837,32 @@ impl CloudProvider for AwsCloud {
         .await
     }
 
+    async fn delete_instances(&self, instances: &[Instance]) -> Result<(), CloudError> {
+        let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+        self.terminate(&ids).await
+    }
+
     async fn node_class_deleted(&self, node_class: &EC2NodeClass) -> Result<(), CloudError> {
         let name = node_class.metadata.name.clone().unwrap_or_default();
+        if let (None, Some(role)) = (&node_class.spec.instance_profile, &node_class.spec.role) {
+            let profile = nodeclass::role_profile_name(
+                &self.settings.cluster_name,
+                &self.settings.region,
+                role,
+            );
+            if let Some(roles) = self
+                .ec2
+                .instance_profile_roles(&profile)
+                .await
+                .map_err(other)?
+            {
+                self.ec2
+                    .delete_instance_profile(&profile, &roles)
+                    .await
+                    .map_err(other)?;
+                tracing::info!(ec2nodeclass = %name, instance_profile = %profile, "deleted instance profile");
+            }
+        }
         let templates = self
             .ec2
             .describe_launch_templates(vec![

@@ -10,8 +10,8 @@
 //!   for amd64 and arm64. Where SSM has no such parameter (an EC2 emulator, a partition without
 //!   EKS parameters), the alias falls back to Amazon-owned images with the family's release name
 //!   pattern, newest first. Images are ordered non-deprecated first, then newest first.
-//! - Instance profile: `instanceProfile` as given, or for `role` the profile name upstream
-//!   manages for it (`<cluster>_<hash>`).
+//! - Instance profile: `instanceProfile` as given, or for `role` an instance profile Karpenter
+//!   creates in IAM and deletes with the node class (`<cluster>_<hash of region and role>`).
 
 use std::collections::BTreeSet;
 
@@ -279,6 +279,38 @@ pub fn role_profile_name(cluster: &str, region: &str, role: &str) -> String {
     format!("{cluster}_{:x}", fnv(&format!("{region}/{role}")))
 }
 
+/// Make sure the instance profile Karpenter manages for `role` exists and holds exactly that
+/// role (an instance profile holds one role), tagged with the cluster, region and node class.
+///
+/// Errors: IAM refused (e.g. `NoSuchEntity` for a role that does not exist).
+pub async fn ensure_instance_profile(
+    ec2: &dyn Ec2,
+    name: &str,
+    role: &str,
+    cluster: &str,
+    node_class: &str,
+) -> Result<(), Ec2Error> {
+    match ec2.instance_profile_roles(name).await? {
+        Some(roles) if roles.len() == 1 && roles[0] == role => return Ok(()),
+        Some(roles) if roles.is_empty() => {}
+        Some(roles) => ec2.delete_instance_profile(name, &roles).await?,
+        None => {}
+    }
+    let tags = [
+        (
+            format!("{}{cluster}", crds::labels::CLUSTER_TAG_KEY_PREFIX),
+            "owned".to_string(),
+        ),
+        (
+            crds::labels::EC2NODECLASS_TAG_KEY.to_string(),
+            node_class.to_string(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    ec2.create_instance_profile(name, role, &tags).await
+}
+
 /// Resolve a node class's selectors against EC2. A failed call makes the class not ready with
 /// reason `<Kind>ResolutionFailed` and the error, so a flaky API never empties a good status
 /// silently.
@@ -316,11 +348,22 @@ pub async fn resolve(
         Ok(a) => status.amis = a,
         Err(e) => not_ready = not_ready.or(failed("AMIs", e)),
     }
-    status.instance_profile = spec.instance_profile.clone().or_else(|| {
-        spec.role
-            .as_ref()
-            .map(|role| role_profile_name(cluster, region, role))
-    });
+    status.instance_profile = spec.instance_profile.clone();
+    if let (None, Some(role)) = (&spec.instance_profile, &spec.role) {
+        let name = role_profile_name(cluster, region, role);
+        let class = node_class.metadata.name.clone().unwrap_or_default();
+        match ensure_instance_profile(ec2, &name, role, cluster, &class).await {
+            Ok(()) => status.instance_profile = Some(name),
+            Err(e) => {
+                status.instance_profile = None;
+                not_ready = not_ready.or(Some((
+                    "InstanceProfileReady".into(),
+                    "InstanceProfileCreationFailed".into(),
+                    format!("creating instance profile {name} for role {role}: {e}"),
+                )));
+            }
+        }
+    }
     let not_ready = not_ready.or_else(|| {
         let (t, r, m) = if status.subnets.is_empty() {
             (
