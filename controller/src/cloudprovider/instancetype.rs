@@ -3,8 +3,11 @@
 //! (`aws:pkg/providers/instancetype/types.go`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use crds::labels::{CAPACITY_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, TOPOLOGY_ZONE_LABEL,
+};
 
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::resources::Resources;
@@ -102,6 +105,46 @@ impl InstanceType {
     pub fn compatible(&self, reqs: &Requirements) -> bool {
         self.requirements.intersects(reqs).is_ok() && self.cheapest_offering(reqs).is_some()
     }
+}
+
+/// An offering a launch may try: price (USD/hour), instance type, zone, capacity type.
+pub type LaunchOffering<'a> = (f64, &'a Arc<InstanceType>, String, String);
+
+/// The offerings a launch tries, cheapest first (ties by type name, then zone), all of one
+/// capacity type chosen by upstream's priority: spot when the requirements allow it and some
+/// candidate has an available compatible spot offering, else on-demand. `skip(type, zone,
+/// capacity type)` leaves offerings out (e.g. ones a launch already tried).
+pub fn launch_offerings<'a>(
+    candidates: &[&'a Arc<InstanceType>],
+    reqs: &Requirements,
+    skip: impl Fn(&str, &str, &str) -> bool,
+) -> Vec<LaunchOffering<'a>> {
+    let wants = |ct: &str| reqs.get(CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
+    let mut offerings: Vec<LaunchOffering<'a>> = Vec::new();
+    for ct in [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND] {
+        if !wants(ct) {
+            continue;
+        }
+        for t in candidates {
+            for o in t.offerings.iter().filter(|o| {
+                o.available
+                    && o.capacity_type == ct
+                    && o.compatible(reqs)
+                    && !skip(&t.name, &o.zone, ct)
+            }) {
+                offerings.push((o.price, *t, o.zone.clone(), ct.to_string()));
+            }
+        }
+        if !offerings.is_empty() {
+            break;
+        }
+    }
+    offerings.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(a.1.name.cmp(&b.1.name))
+            .then(a.2.cmp(&b.2))
+    });
+    offerings
 }
 
 fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {

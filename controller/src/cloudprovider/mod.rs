@@ -96,6 +96,18 @@ pub struct NodeClassResolution {
     pub not_ready: Option<(String, String, String)>,
 }
 
+/// The instance-type names a NodeClaim allows, in the order it lists them (the provisioner lists
+/// them cheapest first).
+pub fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
+        .map(|r| r.values.clone())
+        .unwrap_or_default()
+}
+
 /// A cloud that launches instances for NodeClaims.
 #[async_trait]
 pub trait CloudProvider: Send + Sync {

@@ -33,8 +33,12 @@ use jiff::{SignedDuration, Timestamp};
 
 use self::ec2::{Ec2, Ec2Error, Filter, FleetConfig, FleetOverride, FleetRequest, InstanceInfo};
 use self::launchtemplate::ClusterInfo;
-use super::sim::catalog::{self, Catalog, CatalogEntry, OPTIONAL_LABELS, TypeSpec};
-use super::{CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution};
+use super::instancetype::launch_offerings;
+use super::sim::catalog::{self, Catalog, CatalogEntry, TypeSpec};
+use super::{
+    CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
+    ordered_type_names,
+};
 use crate::clock::Clock;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::resources::Resources;
@@ -280,47 +284,18 @@ impl AwsCloud {
         if let Some(cached) = s.by_zones.get(zones) {
             return Ok(Arc::clone(cached));
         }
-        let types: Vec<Arc<InstanceType>> = data
-            .entries
-            .iter()
-            .filter_map(|e| {
-                let mut offerings = Vec::new();
-                for zone in e.zones.intersection(zones) {
-                    for &ct in &e.sells {
-                        let price = if ct == l::CAPACITY_TYPE_SPOT {
-                            data.spot
-                                .get(&(e.name.clone(), zone.clone()))
-                                .copied()
-                                .unwrap_or_else(|| {
-                                    catalog::spot_price(e.on_demand_price, &e.name, zone)
-                                })
-                        } else {
-                            e.on_demand_price
-                        };
-                        offerings.push(super::Offering {
-                            zone: zone.clone(),
-                            capacity_type: ct.to_string(),
-                            price,
-                            available: !s.unavailable.contains_key(&(
-                                e.name.clone(),
-                                zone.clone(),
-                                ct.to_string(),
-                            )),
-                        });
-                    }
-                }
-                (!offerings.is_empty()).then(|| {
-                    Arc::new(InstanceType::new(
-                        e.name.clone(),
-                        e.labels.clone(),
-                        OPTIONAL_LABELS,
-                        e.capacity.clone(),
-                        e.overhead.clone(),
-                        offerings,
-                    ))
-                })
-            })
-            .collect();
+        let unavailable = &s.unavailable;
+        let types = catalog::instance_types(
+            &data.entries,
+            zones,
+            |e, zone| {
+                data.spot
+                    .get(&(e.name.clone(), zone.to_string()))
+                    .copied()
+                    .unwrap_or_else(|| catalog::spot_price(e.on_demand_price, &e.name, zone))
+            },
+            |t, z, ct| unavailable.contains_key(&(t.to_string(), z.to_string(), ct.to_string())),
+        );
         let types = Arc::new(types);
         s.by_zones.insert(zones.clone(), Arc::clone(&types));
         Ok(types)
@@ -496,17 +471,6 @@ pub fn client_token(claim_name: &str, attempt: usize) -> String {
     }
 }
 
-/// The instance-type names a NodeClaim allows, in the order it lists them (cheapest first).
-fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
-    claim
-        .spec
-        .requirements
-        .iter()
-        .find(|r| r.key == l::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
-        .map(|r| r.values.clone())
-        .unwrap_or_default()
-}
-
 fn node_class_ready(node_class: &EC2NodeClass) -> Result<(), CloudError> {
     let name = node_class.metadata.name.clone().unwrap_or_default();
     let Some(status) = node_class.status.as_ref() else {
@@ -581,35 +545,12 @@ impl CloudProvider for AwsCloud {
                 .filter(|t| t.compatible(&reqs) && requests.fits_in(&t.allocatable))
                 .take(MAX_INSTANCE_TYPES)
                 .collect();
-            // Capacity-type priority (upstream): spot when allowed and available, else on-demand.
-            let wants = |ct: &str| reqs.get(l::CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
-            let mut offers: Vec<(f64, &Arc<InstanceType>, String, String)> = Vec::new();
-            for ct in [l::CAPACITY_TYPE_SPOT, l::CAPACITY_TYPE_ON_DEMAND] {
-                if !wants(ct) {
-                    continue;
-                }
-                for t in &candidates {
-                    for o in t.offerings.iter().filter(|o| {
-                        o.available
-                            && o.capacity_type == ct
-                            && o.compatible(&reqs)
-                            && !tried.contains(&(t.name.clone(), o.zone.clone(), ct.to_string()))
-                    }) {
-                        offers.push((o.price, t, o.zone.clone(), ct.to_string()));
-                    }
-                }
-                if !offers.is_empty() {
-                    break;
-                }
-            }
+            let offers = launch_offerings(&candidates, &reqs, |t, z, ct| {
+                tried.contains(&(t.to_string(), z.to_string(), ct.to_string()))
+            });
             if offers.is_empty() {
                 break;
             }
-            offers.sort_by(|a, b| {
-                a.0.total_cmp(&b.0)
-                    .then(a.1.name.cmp(&b.1.name))
-                    .then(a.2.cmp(&b.2))
-            });
             let capacity_type = offers[0].3.clone();
             // One launch template per image; each type boots the newest image for its arch.
             let mut configs: BTreeMap<String, FleetConfig> = BTreeMap::new();

@@ -232,44 +232,63 @@ impl Catalog {
     }
 
     /// Instance types offered in `zones`, with `unavailable(type, zone, capacity_type)`
-    /// offerings marked unavailable. Types with no offering in those zones are left out.
+    /// offerings marked unavailable and spot priced by [`spot_price`]. Types with no offering in
+    /// those zones are left out.
     pub fn instance_types(
         &self,
         zones: &BTreeSet<String>,
         unavailable: impl Fn(&str, &str, &str) -> bool,
     ) -> Vec<Arc<InstanceType>> {
-        self.entries
-            .iter()
-            .filter_map(|e| {
-                let mut offerings = Vec::new();
-                for zone in e.zones.intersection(zones) {
-                    for &ct in &e.sells {
-                        let price = if ct == l::CAPACITY_TYPE_SPOT {
-                            spot_price(e.on_demand_price, &e.name, zone)
-                        } else {
-                            e.on_demand_price
-                        };
-                        offerings.push(Offering {
-                            zone: zone.clone(),
-                            capacity_type: ct.to_string(),
-                            price,
-                            available: !unavailable(&e.name, zone, ct),
-                        });
-                    }
-                }
-                (!offerings.is_empty()).then(|| {
-                    Arc::new(InstanceType::new(
-                        e.name.clone(),
-                        e.labels.clone(),
-                        OPTIONAL_LABELS,
-                        e.capacity.clone(),
-                        e.overhead.clone(),
-                        offerings,
-                    ))
-                })
-            })
-            .collect()
+        instance_types(
+            &self.entries,
+            zones,
+            |e, zone| spot_price(e.on_demand_price, &e.name, zone),
+            unavailable,
+        )
     }
+}
+
+/// Instance types from catalog entries, with offerings for each zone in `zones` the type is
+/// sold in and each capacity type it is sold as: on-demand at the entry's price, spot at
+/// `spot(entry, zone)` (USD/hour), unavailable where `unavailable(type, zone, capacity_type)`.
+/// Types with no offering in those zones are left out.
+pub fn instance_types(
+    entries: &[CatalogEntry],
+    zones: &BTreeSet<String>,
+    spot: impl Fn(&CatalogEntry, &str) -> f64,
+    unavailable: impl Fn(&str, &str, &str) -> bool,
+) -> Vec<Arc<InstanceType>> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let mut offerings = Vec::new();
+            for zone in e.zones.intersection(zones) {
+                for &ct in &e.sells {
+                    let price = if ct == l::CAPACITY_TYPE_SPOT {
+                        spot(e, zone)
+                    } else {
+                        e.on_demand_price
+                    };
+                    offerings.push(Offering {
+                        zone: zone.clone(),
+                        capacity_type: ct.to_string(),
+                        price,
+                        available: !unavailable(&e.name, zone, ct),
+                    });
+                }
+            }
+            (!offerings.is_empty()).then(|| {
+                Arc::new(InstanceType::new(
+                    e.name.clone(),
+                    e.labels.clone(),
+                    OPTIONAL_LABELS,
+                    e.capacity.clone(),
+                    e.overhead.clone(),
+                    offerings,
+                ))
+            })
+        })
+        .collect()
 }
 
 /// A catalog entry for one instance type: upstream AWS's labels, capacity (VM memory overhead

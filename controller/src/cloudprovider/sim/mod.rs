@@ -20,7 +20,11 @@ use rand::Rng;
 
 use self::catalog::{Catalog, REGION};
 use self::network::SimNetwork;
-use super::{CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution};
+use super::instancetype::launch_offerings;
+use super::{
+    CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
+    ordered_type_names,
+};
 use crate::clock::Clock;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::resources::Resources;
@@ -199,17 +203,6 @@ impl SimCloud {
     }
 }
 
-/// The instance-type names a NodeClaim allows, in the order it lists them (cheapest first).
-fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
-    claim
-        .spec
-        .requirements
-        .iter()
-        .find(|r| r.key == l::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
-        .map(|r| r.values.clone())
-        .unwrap_or_default()
-}
-
 #[async_trait]
 impl CloudProvider for SimCloud {
     fn name(&self) -> &str {
@@ -258,31 +251,7 @@ impl CloudProvider for SimCloud {
                     .into(),
             ));
         }
-        // Capacity-type priority (upstream): spot when allowed and available, else on-demand.
-        let wants = |ct: &str| reqs.get(l::CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
-        let mut offerings: Vec<(f64, &Arc<InstanceType>, String, String)> = Vec::new();
-        for ct in [l::CAPACITY_TYPE_SPOT, l::CAPACITY_TYPE_ON_DEMAND] {
-            if !wants(ct) {
-                continue;
-            }
-            for t in &candidates {
-                for o in t
-                    .offerings
-                    .iter()
-                    .filter(|o| o.available && o.capacity_type == ct && o.compatible(&reqs))
-                {
-                    offerings.push((o.price, t, o.zone.clone(), ct.to_string()));
-                }
-            }
-            if !offerings.is_empty() {
-                break;
-            }
-        }
-        offerings.sort_by(|a, b| {
-            a.0.total_cmp(&b.0)
-                .then(a.1.name.cmp(&b.1.name))
-                .then(a.2.cmp(&b.2))
-        });
+        let offerings = launch_offerings(&candidates, &reqs, |_, _, _| false);
         let now = self.clock.now();
         let mut chosen = None;
         let mut exhausted = Vec::new();
