@@ -88,8 +88,8 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let endpoint = match kube::Config::infer().await {
-        Ok(c) => c.cluster_url.to_string(),
+    let api_server = match kube::Config::infer().await {
+        Ok(c) => cloud::ApiServer::from_config(&c),
         Err(e) => {
             eprintln!("error: reading the kubeconfig: {e}");
             return ExitCode::from(2);
@@ -99,7 +99,7 @@ async fn run(args: RunArgs) -> ExitCode {
     let cloud = match cloud::build(
         &args.cloud,
         &settings.cluster_name,
-        &endpoint,
+        &api_server,
         &version,
         clock.clone(),
     )

@@ -50,14 +50,59 @@ pub struct Cloud {
     pub kubelets: Arc<dyn InstanceSource>,
 }
 
-/// Build the cloud. `cluster_endpoint` is the API server URL nodes join (used when the flag
-/// does not set one); `kubernetes_version` is the cluster's `major.minor` (AMI aliases).
+/// The API server nodes join: its URL (used when `--cluster-endpoint` does not set one) and CA
+/// bundle (base64 of PEM; empty for the sandbox's plain HTTP).
+#[derive(Clone, Debug, Default)]
+pub struct ApiServer {
+    /// URL.
+    pub endpoint: String,
+    /// CA bundle, base64 of PEM.
+    pub ca_bundle: String,
+}
+
+impl ApiServer {
+    /// From a kube client configuration: its URL and root certificates (DER, turned into PEM).
+    pub fn from_config(config: &kube::Config) -> ApiServer {
+        let pem: String = config
+            .root_cert
+            .iter()
+            .flatten()
+            .map(|der| {
+                let body = base64_std(der);
+                let lines: Vec<&str> = body
+                    .as_bytes()
+                    .chunks(64)
+                    .filter_map(|c| std::str::from_utf8(c).ok())
+                    .collect();
+                format!(
+                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                    lines.join("\n")
+                )
+            })
+            .collect();
+        ApiServer {
+            endpoint: config.cluster_url.to_string(),
+            ca_bundle: if pem.is_empty() {
+                String::new()
+            } else {
+                base64_std(pem.as_bytes())
+            },
+        }
+    }
+}
+
+fn base64_std(bytes: &[u8]) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+}
+
+/// Build the cloud for nodes that join `api_server`; `kubernetes_version` is the cluster's
+/// `major.minor` (AMI aliases).
 ///
 /// Errors: an unknown provider, `aws` in a build without the feature, bad embedded data.
 pub async fn build(
     opts: &CloudOptions,
     cluster_name: &str,
-    cluster_endpoint: &str,
+    api_server: &ApiServer,
     kubernetes_version: &str,
     clock: Arc<dyn Clock>,
 ) -> Result<Cloud, String> {
@@ -70,16 +115,7 @@ pub async fn build(
                 sim: Some(sim),
             })
         }
-        "aws" => {
-            build_aws(
-                opts,
-                cluster_name,
-                cluster_endpoint,
-                kubernetes_version,
-                clock,
-            )
-            .await
-        }
+        "aws" => build_aws(opts, cluster_name, api_server, kubernetes_version, clock).await,
         other => Err(format!(
             "unknown --cloud-provider {other:?} (supported: sim, aws)"
         )),
@@ -90,7 +126,7 @@ pub async fn build(
 async fn build_aws(
     opts: &CloudOptions,
     cluster_name: &str,
-    cluster_endpoint: &str,
+    api_server: &ApiServer,
     kubernetes_version: &str,
     clock: Arc<dyn Clock>,
 ) -> Result<Cloud, String> {
@@ -109,8 +145,8 @@ async fn build_aws(
             endpoint: opts
                 .cluster_endpoint
                 .clone()
-                .unwrap_or_else(|| cluster_endpoint.to_string()),
-            ca_bundle: String::new(),
+                .unwrap_or_else(|| api_server.endpoint.clone()),
+            ca_bundle: api_server.ca_bundle.clone(),
         },
         region,
         kubernetes_version: kubernetes_version.to_string(),
@@ -130,7 +166,7 @@ async fn build_aws(
 async fn build_aws(
     _opts: &CloudOptions,
     _cluster_name: &str,
-    _cluster_endpoint: &str,
+    _api_server: &ApiServer,
     _kubernetes_version: &str,
     _clock: Arc<dyn Clock>,
 ) -> Result<Cloud, String> {

@@ -316,7 +316,10 @@ pub async fn start_cluster(
         cloud::build(
             &cfg.cloud,
             &cfg.settings.cluster_name,
-            &endpoint,
+            &cloud::ApiServer {
+                endpoint,
+                ca_bundle: String::new(),
+            },
             &cloud::minor_version(sandbox::server::KUBERNETES_VERSION),
             clock,
         )

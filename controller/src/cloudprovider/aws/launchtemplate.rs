@@ -9,7 +9,8 @@
 //!   kubelet flags `--node-labels` and `--register-with-taints`; the node class's own userData
 //!   is appended as a further part;
 //! - AL2: a shell script calling `/etc/eks/bootstrap.sh` with `--kubelet-extra-args`;
-//! - Bottlerocket: TOML `[settings.kubernetes]` with `node-labels` and `node-taints` tables.
+//! - Bottlerocket: TOML `[settings.kubernetes]` with `node-labels` and `node-taints` tables;
+//! - Custom (and Windows, whose bootstrap is not generated here): the node class's userData as is.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -83,6 +84,11 @@ pub fn user_data(
     let cluster_dns: Vec<String> = kubelet.map(|k| k.cluster_dns.clone()).unwrap_or_default();
     let taint_list: Vec<String> = taints.iter().map(taint_flag).collect();
     match family {
+        // A custom (or Windows) image bootstraps itself: its user data passes through as given.
+        AmiFamily::Custom
+        | AmiFamily::Windows2019
+        | AmiFamily::Windows2022
+        | AmiFamily::Windows2025 => node_class.spec.user_data.clone().unwrap_or_default(),
         AmiFamily::Bottlerocket => {
             let mut s = String::from("[settings.kubernetes]\n");
             let _ = writeln!(s, "cluster-name = {:?}", cluster.name);
