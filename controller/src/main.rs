@@ -74,7 +74,15 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let client = match kube::Client::try_default().await {
+    let config = match kube::Config::infer().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: reading the kubeconfig: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let api_server = cloud::ApiServer::from_config(&config);
+    let client = match operator::client(config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: connecting to the cluster: {e}");
@@ -85,13 +93,6 @@ async fn run(args: RunArgs) -> ExitCode {
         Ok(v) => cloud::minor_version(&v.git_version),
         Err(e) => {
             eprintln!("error: reading the cluster's version: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let api_server = match kube::Config::infer().await {
-        Ok(c) => cloud::ApiServer::from_config(&c),
-        Err(e) => {
-            eprintln!("error: reading the kubeconfig: {e}");
             return ExitCode::from(2);
         }
     };

@@ -5,8 +5,6 @@
 //! test.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +14,7 @@ use controller::cloudprovider::aws::ec2::{Ec2, Filter, SdkEc2};
 use controller::cloudprovider::aws::fault::FaultyEc2;
 use controller::cloudprovider::aws::kubelet::Ec2Kubelets;
 use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
+use controller::cloudprovider::aws::moto::MotoServer;
 use controller::cloudprovider::aws::{AwsCloud, AwsSettings, instance_id};
 use controller::cloudprovider::{CloudError, CloudProvider};
 use controller::operator::Settings;
@@ -37,16 +36,9 @@ const NEW_ARM64: &str = "ami-0a11023000000004";
 
 /// A moto server on a free loopback port, killed on drop.
 struct Moto {
-    child: Child,
+    _server: MotoServer,
     url: String,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
@@ -77,32 +69,13 @@ impl Moto {
             image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
         ]);
         std::fs::write(&amis, images.to_string()).expect("write amis");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("MOTO_AMIS_PATH", &amis)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server on PATH (pip install 'moto[server]'; ./scripts/test.sh does)");
-        let url = format!("http://127.0.0.1:{port}");
-        let moto = Moto {
-            child,
-            url,
+        let server = MotoServer::start([("MOTO_AMIS_PATH", &amis)])
+            .expect("moto_server starts (./scripts/test.sh installs it)");
+        Moto {
+            url: server.url.clone(),
+            _server: server,
             _dir: dir,
-        };
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "moto_server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(100));
         }
-        moto
     }
 
     async fn config(&self) -> aws_config::SdkConfig {
@@ -199,6 +172,29 @@ impl Moto {
         )
         .expect("embedded data");
         (Arc::new(cloud), faulty)
+    }
+
+    /// The instance's state name (`running`, `shutting-down`, `terminated`, ...).
+    async fn state(&self, id: &str) -> String {
+        self.instance(id)
+            .await
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Poll until the instance is shutting down or terminated, or panic after `timeout`.
+    async fn wait_terminating(&self, id: &str, timeout: Duration) {
+        let begin = Instant::now();
+        loop {
+            let s = self.state(id).await;
+            if s == "terminated" || s == "shutting-down" {
+                return;
+            }
+            assert!(begin.elapsed() < timeout, "instance {id} still {s}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     async fn instance(&self, id: &str) -> t::Instance {
@@ -456,12 +452,11 @@ fn cluster_config(dir: &std::path::Path) -> ClusterConfig {
         settings: Settings {
             cluster_name: CLUSTER.into(),
             batch_idle: Duration::from_secs(1),
-            batch_max: Duration::from_secs(10),
-            launch_timeout: Duration::from_secs(300),
-            registration_ttl: Duration::from_secs(900),
+            ..Settings::default()
         },
         kubeconfig: Some(dir.join("kubeconfig")),
         cloud: CloudOptions::default(),
+        controller: true,
     }
 }
 
@@ -597,24 +592,7 @@ async fn online_boutique_x10_provisions_through_create_fleet() {
         .delete(&victim_name, &DeleteParams::default())
         .await
         .expect("delete nodeclaim");
-    let begin = Instant::now();
-    loop {
-        let state = moto
-            .instance(&id)
-            .await
-            .state()
-            .and_then(|s| s.name())
-            .map(|n| n.as_str().to_string())
-            .unwrap_or_default();
-        if state == "terminated" || state == "shutting-down" {
-            break;
-        }
-        assert!(
-            begin.elapsed() < Duration::from_secs(120),
-            "instance {id} still {state}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    moto.wait_terminating(&id, Duration::from_secs(120)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -623,7 +601,7 @@ async fn garbage_collection_terminates_this_clusters_orphans_only() {
     moto.seed_network(CLUSTER).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let manifests = with_defaults(vec![], CLUSTER).expect("defaults");
-    let cluster = start(&moto, &manifests, dir.path()).await;
+    let mut cluster = start(&moto, &manifests, dir.path()).await;
     let ec2 = moto.client().await;
     let run = |cluster_name: &'static str| {
         let ec2 = ec2.clone();
@@ -659,31 +637,9 @@ async fn garbage_collection_terminates_this_clusters_orphans_only() {
         .create(&PostParams::default(), &bad)
         .await
         .expect("create node class");
-    let state = |id: String| {
-        let moto = &moto;
-        async move {
-            moto.instance(&id)
-                .await
-                .state()
-                .and_then(|s| s.name())
-                .map(|n| n.as_str().to_string())
-                .unwrap_or_default()
-        }
-    };
-    let begin = Instant::now();
-    loop {
-        let s = state(ours.clone()).await;
-        if s == "terminated" || s == "shutting-down" {
-            break;
-        }
-        assert!(
-            begin.elapsed() < Duration::from_secs(90),
-            "orphan {ours} still {s}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    moto.wait_terminating(&ours, Duration::from_secs(90)).await;
     assert_eq!(
-        state(theirs.clone()).await,
+        moto.state(&theirs).await,
         "running",
         "another cluster's instance is left alone"
     );
@@ -701,6 +657,37 @@ async fn garbage_collection_terminates_this_clusters_orphans_only() {
         (subnets.status.as_str(), subnets.reason.as_str()),
         ("False", "SubnetsNotFound")
     );
+    // The sandbox mirrors this cluster's instances as Instance objects; deleting one terminates
+    // the instance through EC2 (the controller is stopped, so its GC cannot be the one).
+    cluster.stop_controller();
+    let mirrored = run(CLUSTER).await;
+    let instances: Api<kube::api::DynamicObject> = Api::all_with(
+        cluster.client(),
+        &kube::api::ApiResource {
+            group: "sandbox.karpenter.sh".into(),
+            version: "v1".into(),
+            api_version: "sandbox.karpenter.sh/v1".into(),
+            kind: "Instance".into(),
+            plural: "instances".into(),
+        },
+    );
+    let begin = Instant::now();
+    while instances.get_opt(&mirrored).await.expect("get").is_none() {
+        assert!(
+            begin.elapsed() < Duration::from_secs(30),
+            "{mirrored} never mirrored"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    instances
+        .delete(&mirrored, &DeleteParams::default())
+        .await
+        .expect("delete Instance object");
+    moto.wait_terminating(
+        &mirrored,
+        Duration::from_secs(60).saturating_sub(begin.elapsed()),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

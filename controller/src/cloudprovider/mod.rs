@@ -108,6 +108,24 @@ pub fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A NodeClaim that stands for an instance known only by its providerID (and the NodeClaim
+/// name its tag carries, if any), for [`CloudProvider::delete`], which takes a NodeClaim: an
+/// orphaned instance, or the instance of a node whose NodeClaim is gone.
+///
+/// Errors: the stand-in cannot be built (a defect in the NodeClaim type).
+pub fn claim_for_instance(
+    provider_id: &str,
+    nodeclaim: Option<&str>,
+) -> Result<NodeClaim, CloudError> {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": nodeclaim.unwrap_or_default()},
+        "spec": {"nodeClassRef": {"group": "", "kind": "", "name": ""}, "requirements": []},
+        "status": {"providerID": provider_id},
+    }))
+    .map_err(|e| CloudError::Other(format!("building a NodeClaim for {provider_id}: {e}")))
+}
+
 /// A cloud that launches instances for NodeClaims.
 #[async_trait]
 pub trait CloudProvider: Send + Sync {
@@ -147,16 +165,7 @@ pub trait CloudProvider: Send + Sync {
     /// Errors: the first failure (instances already gone are not errors).
     async fn delete_instances(&self, instances: &[Instance]) -> Result<(), CloudError> {
         for i in instances {
-            // `delete` takes a NodeClaim; this one stands for the instance by its providerID.
-            let stub: NodeClaim = serde_json::from_value(serde_json::json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": i.nodeclaim.clone().unwrap_or_default()},
-                "spec": {"nodeClassRef": {"group": "", "kind": "", "name": ""}, "requirements": []},
-                "status": {"providerID": i.provider_id},
-            }))
-            .map_err(|e| {
-                CloudError::Other(format!("building a NodeClaim view of {}: {e}", i.id))
-            })?;
+            let stub = claim_for_instance(&i.provider_id, i.nodeclaim.as_deref())?;
             match self.delete(&stub).await {
                 Ok(()) | Err(CloudError::NodeClaimNotFound(_)) => {}
                 Err(e) => return Err(e),

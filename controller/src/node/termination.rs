@@ -1,16 +1,21 @@
 //! Node termination (upstream `node/termination/controller.go`): when a Karpenter node is
-//! deleted, delete its NodeClaim, taint it `karpenter.sh/disrupted:NoSchedule`, evict its pods
-//! through the eviction API (PodDisruptionBudgets answer 429 and are retried), terminate the
-//! instance, and release the `karpenter.sh/termination` finalizer.
+//! deleted, delete its NodeClaim, taint the node `karpenter.sh/disrupted:NoSchedule`, drain it
+//! through the eviction API in priority groups ([`super::drain`]; PodDisruptionBudgets answer
+//! 429 and are retried with backoff, do-not-disrupt pods wait), delete pods that the NodeClaim's
+//! termination time leaves no room for, mark the NodeClaim `Drained`, terminate the instance and
+//! wait until the cloud reports it gone, and release the `karpenter.sh/termination` finalizer.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crds::conditions::{self, DRAINED, INSTANCE_TERMINATING};
 use crds::labels::{
     DISRUPTED_TAINT_KEY, EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_LABEL,
-    EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_VALUE, TERMINATION_FINALIZER, disrupted_no_schedule_taint,
+    EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_VALUE, NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION,
+    TERMINATION_FINALIZER, disrupted_no_schedule_taint,
 };
-use crds::{NodeClaim, NodeClaimStatus};
+use crds::{NodeClaim, StatusConditions};
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
@@ -18,27 +23,17 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use crate::cloudprovider::CloudError;
+use super::drain::{self, Blocker, Step};
+use crate::cloudprovider::{CloudError, claim_for_instance};
+use crate::nodeclaim::lifecycle::set_condition;
+use crate::nodeclaim::termination::INSTANCE_POLL;
 use crate::operator::Context;
 use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
 use crate::operator::reconcile::{ReconcileError, drive};
-use crate::scheduling::pod::{is_owned_by, is_terminal};
-use crate::scheduling::taints::tolerates;
 
-/// Pods that block the drain: active, not owned by a DaemonSet or the node itself, and not
-/// tolerating the disrupted taint.
-pub fn drainable(pod: &Pod) -> bool {
-    let disrupted = disrupted_no_schedule_taint();
-    let tolerates_disrupted = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| tolerates(t, &disrupted)));
-    !is_terminal(pod)
-        && !is_owned_by(pod, "DaemonSet")
-        && !is_owned_by(pod, "Node")
-        && !tolerates_disrupted
-}
+/// The least time between a drain starting and `Drained=True` (upstream `MinDrainTime`), so
+/// that pods evicted in the same instant are seen gone by every watcher first.
+pub const MIN_DRAIN_TIME: SignedDuration = SignedDuration::from_secs(5);
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -51,6 +46,32 @@ pub async fn run(ctx: Arc<Context>) {
     .await;
 }
 
+/// The NodeClaim's termination time (`karpenter.sh/nodeclaim-termination-timestamp`, RFC 3339),
+/// if it has a valid one.
+pub fn termination_time(claim: &NodeClaim) -> Option<Timestamp> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
+fn provider_id(node: &Node) -> String {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default()
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
     if node.metadata.deletion_timestamp.is_none()
@@ -59,125 +80,299 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
         return Ok(Action::await_change());
     }
     let name = node.metadata.name.clone().unwrap_or_default();
-    let api: Api<Node> = Api::all(ctx.client.clone());
-    let provider_id = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .unwrap_or_default();
+    let provider_id = provider_id(&node);
     let claim = ctx.state.nodeclaims.state().into_iter().find(|c| {
-        c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id.as_str())
+        !provider_id.is_empty()
+            && c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&provider_id)
     });
     if let Some(c) = claim
         .as_ref()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
     {
-        let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-        if let Err(e) = claims
-            .delete(
-                c.metadata.name.as_deref().unwrap_or(""),
-                &DeleteParams::default(),
-            )
-            .await
-            && !matches!(&e, kube::Error::Api(a) if a.code == 404)
-        {
-            return Err(e.into());
-        }
-    }
-    // Cordon for disruption.
-    let mut taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    if !taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY) {
-        taints.push(disrupted_no_schedule_taint());
-        let patch = json!({
-            "metadata": {"resourceVersion": node.metadata.resource_version,
-                "labels": {EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_LABEL: EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_VALUE}},
-            "spec": {"taints": taints},
-        });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        crate::nodeclaim::lifecycle::delete_claim(&ctx, c.metadata.name.as_deref().unwrap_or(""))
             .await?;
+    }
+    // A node that is not ready and whose instance is already gone has nothing left to drain.
+    if !is_ready(&node)
+        && (provider_id.is_empty()
+            || matches!(
+                ctx.cloud.get(&provider_id).await,
+                Err(CloudError::NodeClaimNotFound(_))
+            ))
+    {
+        return release(&ctx, &node, finalizers).await;
+    }
+    if cordon(&ctx, &node).await? == Cordon::Tainted {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
-    // Drain.
+    let now = ctx.clock.now();
     let pods: Vec<Arc<Pod>> = ctx
         .state
         .pods
         .state()
         .into_iter()
-        .filter(|p| {
-            p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
-                && drainable(p)
-        })
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
         .collect();
-    if !pods.is_empty() {
-        for pod in pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-        {
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let pod_name = pod.metadata.name.clone().unwrap_or_default();
-            let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-            match pods_api.evict(&pod_name, &EvictParams::default()).await {
-                Ok(_) => ctx.recorder.publish(EventSpec {
-                    regarding: reference(pod.as_ref()),
-                    type_: EventType::Normal,
-                    reason: reason::EVICTED,
-                    message: "Evicted pod".into(),
-                    dedupe: DEFAULT_DEDUPE,
-                }),
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-                Err(kube::Error::Api(e)) if e.code == 429 => ctx.recorder.publish(EventSpec {
-                    regarding: reference(node.as_ref()),
-                    type_: EventType::Warning,
-                    reason: reason::FAILED_DRAINING,
-                    message: format!(
-                        "Failed to drain node, evicting pod {ns}/{pod_name}: {}",
-                        e.message
-                    ),
-                    dedupe: DEFAULT_DEDUPE,
-                }),
-                Err(e) => return Err(e.into()),
-            }
+    let plan = drain::plan(&pods, now, claim.as_deref().and_then(termination_time));
+    if let Some(c) = claim.as_deref()
+        && !conditions::is_true(c.status_conditions(), DRAINED)
+    {
+        // The drain starts by saying so, even on an empty node: MinDrainTime counts from here.
+        let draining = conditions::get(c.status_conditions(), DRAINED)
+            .filter(|d| d.status == "Unknown" && d.reason == DRAINING)
+            .map(|d| d.last_transition_time.0);
+        let Some(draining_since) = draining else {
+            set_condition(&ctx, c, |set| {
+                set.set_unknown_with_reason(DRAINED, DRAINING, DRAINING)
+            })
+            .await?;
+            return Ok(Action::requeue(Duration::from_millis(200)));
+        };
+        if !plan.drained() {
+            execute(&ctx, &node, Some(c), &plan).await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
         }
+        let wait = MIN_DRAIN_TIME - now.duration_since(draining_since);
+        if wait.is_positive() {
+            return Ok(Action::requeue(
+                Duration::try_from(wait).unwrap_or(Duration::from_secs(1)),
+            ));
+        }
+        set_condition(&ctx, c, |set| set.set_true(DRAINED)).await?;
+        ctx.recorder.about(
+            c,
+            EventType::Normal,
+            reason::DRAINED,
+            format!("Drained node {name}"),
+        );
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
+    if !plan.drained() {
+        // A node without a NodeClaim (or whose NodeClaim already says Drained while pods came
+        // back) is drained all the same.
+        execute(&ctx, &node, claim.as_deref(), &plan).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    // Terminate the instance.
-    // Without a NodeClaim, the cloud is asked by providerID alone.
+    // Terminate the instance; without a NodeClaim the cloud is asked by providerID alone.
     let target = match claim.as_deref() {
         Some(c) => c.clone(),
-        None => {
-            let mut c: NodeClaim = match serde_json::from_value(json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {},
-                "spec": {"requirements": [], "nodeClassRef": {"group": "", "kind": "", "name": ""}}}))
-            {
-                Ok(c) => c,
-                Err(_) => return Ok(Action::await_change()),
-            };
-            c.status = Some(NodeClaimStatus {
-                provider_id: Some(provider_id.clone()),
-                ..Default::default()
-            });
-            c
-        }
+        None if provider_id.is_empty() => return release(&ctx, &node, finalizers).await,
+        None => claim_for_instance(&provider_id, None)?,
     };
     match ctx.cloud.delete(&target).await {
-        Ok(()) => return Ok(Action::requeue(Duration::from_millis(500))),
-        Err(CloudError::NodeClaimNotFound(_)) => {}
-        Err(e) => return Err(e.into()),
+        Ok(()) => {
+            if let Some(c) = claim.as_deref() {
+                let changed =
+                    set_condition(&ctx, c, |set| set.set_true(INSTANCE_TERMINATING)).await?;
+                if changed {
+                    ctx.recorder.about(
+                        c,
+                        EventType::Normal,
+                        reason::INSTANCE_TERMINATING,
+                        format!("Terminating instance {provider_id}"),
+                    );
+                }
+            }
+            Ok(Action::requeue(INSTANCE_POLL))
+        }
+        Err(CloudError::NodeClaimNotFound(_)) => release(&ctx, &node, finalizers).await,
+        Err(e) => Err(e.into()),
     }
+}
+
+/// The reason of `Drained=Unknown` while a drain is under way (upstream's).
+const DRAINING: &str = "Draining";
+
+/// What [`cordon`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cordon {
+    /// The node already carried the taint.
+    AlreadyTainted,
+    /// The taint was added just now.
+    Tainted,
+}
+
+/// Taint the node `karpenter.sh/disrupted:NoSchedule` and exclude it from load balancers.
+async fn cordon(ctx: &Context, node: &Node) -> Result<Cordon, ReconcileError> {
+    let mut taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY) {
+        return Ok(Cordon::AlreadyTainted);
+    }
+    taints.push(disrupted_no_schedule_taint());
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version,
+            "labels": {EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_LABEL: EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_VALUE}},
+        "spec": {"taints": taints},
+    });
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    api.patch(
+        node.metadata.name.as_deref().unwrap_or(""),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
+    Ok(Cordon::Tainted)
+}
+
+/// Carry out one round of a drain plan: delete the pods out of time, evict the current group
+/// (each pod no sooner than its backoff allows), and say what blocks the rest. Each pod is
+/// handled on its own: one pod's failure is reported, backs that pod off, and does not stop the
+/// others.
+///
+/// Errors: the first API failure other than a refusal or a pod already gone (after every pod
+/// was tried), so the reconcile is retried.
+async fn execute(
+    ctx: &Context,
+    node: &Node,
+    claim: Option<&NodeClaim>,
+    plan: &drain::Plan,
+) -> Result<(), ReconcileError> {
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let mut first_error: Option<kube::Error> = None;
+    for (pod, step) in &plan.pods {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        let result = match step {
+            Step::ForceDelete { grace_seconds } => {
+                let params = DeleteParams {
+                    grace_period_seconds: u32::try_from(*grace_seconds).ok(),
+                    ..DeleteParams::default()
+                };
+                api.delete(&pod_name, &params).await.map(|_| {
+                    ctx.recorder.about(
+                        pod.as_ref(),
+                        EventType::Warning,
+                        reason::DISRUPTED,
+                        format!("Deleting the pod to accommodate the termination time of node {node_name} (grace period {grace_seconds}s)"),
+                    );
+                })
+            }
+            Step::Evict if ctx.evictions.ready(&uid, Instant::now()) => {
+                let params = EvictParams {
+                    delete_options: Some(DeleteParams {
+                        preconditions: Some(kube::api::Preconditions {
+                            uid: Some(uid.clone()),
+                            resource_version: None,
+                        }),
+                        ..DeleteParams::default()
+                    }),
+                    ..EvictParams::default()
+                };
+                api.evict(&pod_name, &params).await.map(|_| {
+                    ctx.recorder.about(
+                        pod.as_ref(),
+                        EventType::Normal,
+                        reason::EVICTED,
+                        format!("Evicted pod from node {node_name}"),
+                    );
+                })
+            }
+            Step::Evict | Step::Wait(Blocker::Terminating | Blocker::LaterGroup { .. }) => {
+                continue;
+            }
+            Step::Wait(Blocker::DoNotDisrupt) => {
+                let until = if claim.and_then(termination_time).is_some() {
+                    " or for the termination grace period"
+                } else {
+                    ""
+                };
+                blocked(
+                    ctx,
+                    node,
+                    claim,
+                    format!(
+                        "Failed to drain node, pod {ns}/{pod_name} has the karpenter.sh/do-not-disrupt annotation; waiting for it to finish{until}"
+                    ),
+                );
+                continue;
+            }
+        };
+        match result {
+            Ok(()) => ctx.evictions.forget(&uid),
+            // Gone already, or replaced by another pod of the same name (UID precondition).
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                ctx.evictions.forget(&uid)
+            }
+            Err(e) => {
+                let delay = ctx.evictions.refused(&uid, Instant::now());
+                let why = match &e {
+                    kube::Error::Api(status) => status.message.clone(),
+                    other => other.to_string(),
+                };
+                tracing::info!(node = %node_name, pod = %format!("{ns}/{pod_name}"), retry_in = ?delay, error = %why, "pod not evicted");
+                blocked(
+                    ctx,
+                    node,
+                    claim,
+                    format!("Failed to drain node, evicting pod {ns}/{pod_name}: {why}"),
+                );
+                let refused = matches!(&e, kube::Error::Api(status) if status.code == 429);
+                if !refused && first_error.is_none() {
+                    first_error = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(c) = claim {
+        ctx.recorder.about(
+            c,
+            EventType::Normal,
+            reason::DRAINING,
+            format!("Draining node {node_name}"),
+        );
+    }
+    match first_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// Say why a drain cannot progress, on the node and on its NodeClaim.
+fn blocked(ctx: &Context, node: &Node, claim: Option<&NodeClaim>, message: String) {
+    ctx.recorder.publish(EventSpec {
+        regarding: reference(node),
+        type_: EventType::Warning,
+        reason: reason::FAILED_DRAINING,
+        message: message.clone(),
+        dedupe: DEFAULT_DEDUPE,
+    });
+    if let Some(c) = claim {
+        ctx.recorder
+            .about(c, EventType::Warning, reason::FAILED_DRAINING, message);
+    }
+}
+
+/// Remove the termination finalizer: the node object goes away.
+async fn release(
+    ctx: &Context,
+    node: &Node,
+    finalizers: Vec<String>,
+) -> Result<Action, ReconcileError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
     let remaining: Vec<String> = finalizers
         .into_iter()
         .filter(|f| f != TERMINATION_FINALIZER)
         .collect();
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": remaining}})),
-    )
-    .await?;
-    tracing::info!(node = %name, provider_id = %provider_id, "deleted node");
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {
+                "resourceVersion": node.metadata.resource_version, "finalizers": remaining}})),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    tracing::info!(node = %name, provider_id = %provider_id(node), "deleted node");
     Ok(Action::await_change())
 }

@@ -6,16 +6,22 @@
 //!   still launching) and that launched more than [`ORPHAN_MIN_AGE`] ago is terminated, with a
 //!   log line naming it, and its Node, if one registered, is deleted;
 //! - a launched NodeClaim whose instance the provider no longer lists, launched more than
-//!   [`ORPHAN_MIN_AGE`] ago, is deleted with an Event (its finalizer then finds the instance gone).
+//!   [`ORPHAN_MIN_AGE`] ago, is deleted with an Event (its finalizer then finds the instance gone);
+//! - a Node labelled `karpenter.sh/nodepool` that no NodeClaim accounts for (by providerID, or
+//!   through the NodeClaim its instance is tagged with) is reported with an `OrphanedNode` Event
+//!   when first seen and, when it is Karpenter's (it has our termination finalizer or runs on an
+//!   instance of this cluster), deleted once it has stayed orphaned for the `orphaned_node_grace`
+//!   setting (our finalizer, if it has it, drains it and terminates the instance).
 //!
 //! Runs every 10 s for its first 20 passes, then every 2 minutes (upstream's cadence).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crds::NodeClaim;
 use crds::conditions::{self, LAUNCHED};
+use crds::labels::{NODEPOOL_LABEL, TERMINATION_FINALIZER};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -99,14 +105,66 @@ pub fn plan(instances: &[Instance], claims: &[Arc<NodeClaim>], now: Timestamp) -
     }
 }
 
+/// Nodes that carry a NodePool label but that no NodeClaim accounts for, by name: not
+/// deleting, and neither a NodeClaim with the node's providerID (or node name) nor the
+/// NodeClaim named by its instance's tag exists (pure).
+pub fn orphaned_nodes(
+    nodes: &[Arc<Node>],
+    claims: &[Arc<NodeClaim>],
+    instances: &[Instance],
+) -> Vec<String> {
+    let claimed: HashSet<&str> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.provider_id.as_deref())
+        .collect();
+    let claimed_nodes: HashSet<&str> = claims
+        .iter()
+        .filter_map(|c| c.status.as_ref()?.node_name.as_deref())
+        .collect();
+    let names: HashSet<&str> = claims
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    let tagged: HashMap<&str, &str> = instances
+        .iter()
+        .filter_map(|i| Some((i.provider_id.as_str(), i.nodeclaim.as_deref()?)))
+        .collect();
+    nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(NODEPOOL_LABEL))
+        })
+        .filter(|n| {
+            let pid = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .unwrap_or("");
+            let name = n.metadata.name.as_deref().unwrap_or("");
+            !claimed.contains(pid)
+                && !claimed_nodes.contains(name)
+                && !tagged.get(pid).is_some_and(|c| names.contains(c))
+        })
+        .filter_map(|n| n.metadata.name.clone())
+        .collect()
+}
+
+/// Orphaned Nodes seen so far, with when each was first seen orphaned.
+type Sightings = HashMap<String, Timestamp>;
+
 /// Run until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     if ctx.state.wait_synced().await.is_err() {
         return;
     }
     let mut passes = 0usize;
+    let mut sightings = Sightings::new();
     loop {
-        if let Err(e) = pass(&ctx).await {
+        if let Err(e) = pass(&ctx, &mut sightings).await {
             tracing::warn!(error = %e, "garbage collection pass failed; retrying");
         }
         passes += 1;
@@ -122,11 +180,13 @@ pub async fn run(ctx: Arc<Context>) {
 /// One pass: list, decide, act.
 ///
 /// Errors: the cloud could not be listed (nothing is collected then).
-pub async fn pass(ctx: &Context) -> Result<Collection, CloudError> {
+async fn pass(ctx: &Context, sightings: &mut Sightings) -> Result<Collection, CloudError> {
     let instances = ctx.cloud.list().await?;
     let claims = ctx.state.nodeclaims.state();
-    let decided = plan(&instances, &claims, ctx.clock.now());
+    let now = ctx.clock.now();
+    let decided = plan(&instances, &claims, now);
     let nodes: Api<Node> = Api::all(ctx.client.clone());
+    collect_nodes(ctx, &nodes, &claims, &instances, now, sightings).await;
     for i in &decided.instances {
         tracing::info!(instance = %i.id, provider_id = %i.provider_id, nodepool = ?i.nodepool,
             nodeclaim = ?i.nodeclaim, instance_type = %i.instance_type,
@@ -165,6 +225,75 @@ pub async fn pass(ctx: &Context) -> Result<Collection, CloudError> {
         }
     }
     Ok(decided)
+}
+
+/// Report newly orphaned Nodes and delete those orphaned for longer than the grace period.
+async fn collect_nodes(
+    ctx: &Context,
+    api: &Api<Node>,
+    claims: &[Arc<NodeClaim>],
+    instances: &[Instance],
+    now: Timestamp,
+    sightings: &mut Sightings,
+) {
+    let all = ctx.state.nodes.state();
+    let orphans = orphaned_nodes(&all, claims, instances);
+    sightings.retain(|name, _| orphans.contains(name));
+    let grace = SignedDuration::try_from(ctx.settings.orphaned_node_grace).unwrap_or_default();
+    for name in orphans {
+        let Some(node) = all
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+        else {
+            continue;
+        };
+        // Only a node Karpenter registered (it has our finalizer) or one running on an
+        // instance of this cluster is deleted; a node someone labelled by hand is only reported.
+        let pid = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or("");
+        let ours = node
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == TERMINATION_FINALIZER)
+            || instances.iter().any(|i| i.provider_id == pid);
+        let since = *sightings.entry(name.clone()).or_insert_with(|| {
+            let what = if ours {
+                format!(
+                    "deleting it (and terminating its instance) in {}",
+                    crds::duration::format_go_duration(ctx.settings.orphaned_node_grace)
+                )
+            } else {
+                "not deleting it: it has neither Karpenter's finalizer nor an instance of this cluster".to_string()
+            };
+            ctx.recorder.about(
+                node.as_ref(),
+                EventType::Warning,
+                reason::ORPHANED_NODE,
+                format!("Node has label {NODEPOOL_LABEL} but no NodeClaim; {what}"),
+            );
+            tracing::warn!(node = %name, deletable = ours, "node without a NodeClaim");
+            now
+        });
+        if !ours {
+            continue;
+        }
+        if now.duration_since(since) < grace {
+            continue;
+        }
+        tracing::info!(node = %name, "deleting node without a NodeClaim");
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {
+                sightings.remove(&name);
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => tracing::warn!(node = %name, error = %e, "deleting node without a NodeClaim"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +356,39 @@ mod tests {
         let ids: Vec<&str> = c.instances.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(ids, vec!["i-orphan"]);
         assert!(c.nodeclaims.is_empty());
+    }
+
+    fn node(name: &str, provider_id: &str, nodepool: bool) -> Arc<Node> {
+        let labels = if nodepool {
+            json!({"karpenter.sh/nodepool": "default"})
+        } else {
+            json!({})
+        };
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels},
+                "spec": {"providerID": provider_id}}))
+            .expect("node"),
+        )
+    }
+
+    #[test]
+    fn nodes_with_a_nodepool_label_and_no_nodeclaim_are_orphans() {
+        let now = Timestamp::from_second(1_800_000_000).expect("time");
+        let claims = vec![
+            claim("a", Some("aws:///us-east-1a/i-a"), 600, now),
+            claim("launching", None, 0, now),
+        ];
+        let instances = vec![instance("i-b", Some("launching"), 5, now)];
+        let nodes = vec![
+            node("owned", "aws:///us-east-1a/i-a", true),
+            node("being-launched", "aws:///us-east-1a/i-b", true),
+            node("orphan", "aws:///us-east-1a/i-c", true),
+            node("not-ours", "aws:///us-east-1a/i-d", false),
+        ];
+        assert_eq!(
+            orphaned_nodes(&nodes, &claims, &instances),
+            vec!["orphan".to_string()]
+        );
     }
 
     #[test]

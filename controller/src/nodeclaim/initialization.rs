@@ -12,6 +12,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::operator::Context;
+use crate::operator::events::{EventType, reason};
 use crate::operator::reconcile::ReconcileError;
 use crate::scheduling::resources::Resources;
 use crate::scheduling::taints::taint_string;
@@ -103,6 +104,15 @@ pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reco
             .await?;
     }
     claim.condition_set(now).set_true(INITIALIZED);
+    ctx.recorder.about(
+        claim,
+        EventType::Normal,
+        reason::INITIALIZED,
+        format!(
+            "Node {} is initialized",
+            node.metadata.name.as_deref().unwrap_or("")
+        ),
+    );
     tracing::info!(nodeclaim = ?claim.metadata.name, node = ?node.metadata.name, "initialized nodeclaim");
     Ok(())
 }

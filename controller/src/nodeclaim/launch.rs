@@ -51,7 +51,8 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             let mut labels = launched.labels.clone();
             labels.extend(claim.metadata.labels.clone().unwrap_or_default());
             if claim.metadata.labels.as_ref() != Some(&labels) {
-                patch_metadata(ctx, &name, json!({"labels": labels})).await?;
+                claim.metadata.resource_version =
+                    patch_metadata(ctx, &name, json!({"labels": labels})).await?;
             }
             claim.metadata.labels = Some(labels);
             let status = claim.status.get_or_insert_with(Default::default);
@@ -60,6 +61,19 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             status.capacity = launched.capacity.to_list();
             status.allocatable = launched.allocatable.to_list();
             claim.condition_set(now).set_true(LAUNCHED);
+            let label = |k: &str| launched.labels.get(k).map(String::as_str).unwrap_or("");
+            ctx.recorder.about(
+                claim,
+                EventType::Normal,
+                reason::LAUNCHED,
+                format!(
+                    "Launched instance {}: {} {} in {}",
+                    launched.provider_id,
+                    label(crds::labels::INSTANCE_TYPE_LABEL),
+                    label(crds::labels::CAPACITY_TYPE_LABEL),
+                    label(crds::labels::TOPOLOGY_ZONE_LABEL)
+                ),
+            );
             for warning in &launched.warnings {
                 ctx.recorder.publish(EventSpec {
                     regarding: reference(claim),

@@ -19,7 +19,9 @@ use serde_json::json;
 
 use super::{initialization, launch, registration, termination};
 use crate::operator::Context;
+use crate::operator::events::{EventType, reason};
 use crate::operator::reconcile::{ReconcileError, drive};
+use crds::duration::format_go_duration;
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -46,20 +48,48 @@ pub async fn run(ctx: Arc<Context>) {
     drive(controller, reconcile, ctx).await;
 }
 
-/// Merge-patch a NodeClaim's labels and finalizers.
+/// Merge-patch a NodeClaim's metadata (labels, annotations, finalizers; with a
+/// `resourceVersion` in `metadata` the patch conflicts when the NodeClaim changed). Returns its
+/// new resourceVersion.
 pub(crate) async fn patch_metadata(
     ctx: &Context,
     name: &str,
     metadata: serde_json::Value,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    api.patch(
-        name,
+    let patched = api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": metadata})),
+        )
+        .await?;
+    Ok(patched.metadata.resource_version)
+}
+
+/// Change one of the NodeClaim's conditions, writing the status only when it changed, with the
+/// NodeClaim's resourceVersion (a concurrent writer makes this conflict and retry, instead of
+/// one overwriting the other's conditions). Returns whether it changed.
+pub(crate) async fn set_condition(
+    ctx: &Context,
+    claim: &NodeClaim,
+    change: impl FnOnce(&mut crds::conditions::ConditionSet<'_>) -> bool,
+) -> Result<bool, ReconcileError> {
+    let mut updated = claim.clone();
+    if !change(&mut updated.condition_set(ctx.clock.now())) {
+        return Ok(false);
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    api.patch_status(
+        claim.metadata.name.as_deref().unwrap_or(""),
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": metadata})),
+        &Patch::Merge(json!({
+            "metadata": {"resourceVersion": claim.metadata.resource_version},
+            "status": updated.status,
+        })),
     )
     .await?;
-    Ok(())
+    Ok(true)
 }
 
 /// Delete a NodeClaim (its finalizer then terminates the instance).
@@ -81,7 +111,12 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
         let mut f = finalizers;
         f.push(TERMINATION_FINALIZER.to_string());
-        patch_metadata(&ctx, &name, json!({"finalizers": f})).await?;
+        patch_metadata(
+            &ctx,
+            &name,
+            json!({"resourceVersion": obj.metadata.resource_version, "finalizers": f}),
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     let now = ctx.clock.now();
@@ -106,10 +141,48 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
         initialization::initialize(&ctx, &mut claim).await?;
     }
     if let Some(why) = super::liveness::expired(&claim, &ctx.settings, now) {
+        let (event, message) = match why {
+            super::liveness::LAUNCH_TIMEOUT => (
+                reason::LAUNCH_TIMEOUT,
+                format!(
+                    "Deleting NodeClaim: not launched within {} of creation",
+                    format_go_duration(ctx.settings.launch_timeout)
+                ),
+            ),
+            _ => (
+                reason::REGISTRATION_TIMEOUT,
+                format!(
+                    "Deleting NodeClaim: no node registered within {}",
+                    format_go_duration(ctx.settings.registration_ttl)
+                ),
+            ),
+        };
         tracing::info!(nodeclaim = %name, reason = why, "deleting nodeclaim");
+        ctx.recorder
+            .about(&claim, EventType::Warning, event, message);
         write_status(&ctx, &obj, &claim).await?;
         delete_claim(&ctx, &name).await?;
         return Ok(Action::await_change());
+    }
+    if let Some(expires) = super::expiration::expires_at(&claim) {
+        if expires <= now {
+            tracing::info!(nodeclaim = %name, reason = "expired", "deleting nodeclaim");
+            ctx.recorder.about(
+                &claim,
+                EventType::Normal,
+                reason::EXPIRED,
+                format!(
+                    "Deleting NodeClaim: expireAfter {} elapsed",
+                    claim.spec.expire_after.as_string()
+                ),
+            );
+            write_status(&ctx, &obj, &claim).await?;
+            delete_claim(&ctx, &name).await?;
+            return Ok(Action::await_change());
+        }
+        if let Ok(left) = Duration::try_from(expires.duration_since(now)) {
+            requeue = requeue.min(left);
+        }
     }
     write_status(&ctx, &obj, &claim).await?;
     if !conditions::is_true(claim.status_conditions(), INITIALIZED) {
@@ -118,7 +191,10 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
     Ok(Action::requeue(requeue))
 }
 
-/// One status patch, only when the status changed.
+/// One status patch, only when the status changed, with the resourceVersion the status was
+/// computed from (`after`'s: the reconcile's own metadata patches update it), so a concurrent
+/// writer, such as node termination setting `Drained`, makes it conflict and retry instead of
+/// losing a condition.
 async fn write_status(
     ctx: &Context,
     before: &NodeClaim,
@@ -132,7 +208,10 @@ async fn write_status(
     api.patch_status(
         &name,
         &PatchParams::default(),
-        &Patch::Merge(json!({"status": after.status})),
+        &Patch::Merge(json!({
+            "metadata": {"resourceVersion": after.metadata.resource_version},
+            "status": after.status,
+        })),
     )
     .await?;
     Ok(())

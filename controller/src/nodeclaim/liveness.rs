@@ -45,11 +45,9 @@ mod tests {
 
     fn settings() -> Settings {
         Settings {
-            cluster_name: "c".into(),
-            batch_idle: Duration::from_secs(1),
-            batch_max: Duration::from_secs(10),
             launch_timeout: Duration::from_secs(300),
             registration_ttl: Duration::from_secs(900),
+            ..Settings::default()
         }
     }
 

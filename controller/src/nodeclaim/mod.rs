@@ -1,10 +1,11 @@
 //! NodeClaim controllers: the lifecycle (launch, registration by providerID, initialization,
-//! liveness), the termination finalizer, and garbage collection against the cloud.
+//! liveness, expiration), the termination finalizer, and garbage collection against the cloud.
 
+pub mod expiration;
 pub mod garbagecollection;
 mod initialization;
 mod launch;
 pub mod lifecycle;
 pub mod liveness;
 mod registration;
-mod termination;
+pub mod termination;

@@ -147,6 +147,12 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
     }
     claim.status.get_or_insert_with(Default::default).node_name = Some(node_name.clone());
     claim.condition_set(now).set_true(REGISTERED);
+    ctx.recorder.about(
+        claim,
+        EventType::Normal,
+        reason::REGISTERED,
+        format!("Registered node {node_name}"),
+    );
     tracing::info!(nodeclaim = ?claim.metadata.name, node = %node_name, provider_id = ?node.spec.as_ref().and_then(|s| s.provider_id.as_deref()), "registered nodeclaim");
     Ok(())
 }

@@ -37,6 +37,30 @@ pub mod reason {
     pub const NODEPOOL_LIMIT_EXCEEDED: &str = "NodePoolLimitExceeded";
     /// A launched NodeClaim's instance no longer exists; the NodeClaim is deleted.
     pub const INSTANCE_GONE: &str = "InstanceTerminated";
+    /// A NodeClaim's instance was launched.
+    pub const LAUNCHED: &str = "Launched";
+    /// A NodeClaim's node registered and was synced.
+    pub const REGISTERED: &str = "Registered";
+    /// A NodeClaim's node is initialized and ready for pods.
+    pub const INITIALIZED: &str = "Initialized";
+    /// A NodeClaim was not launched within the launch timeout; it is deleted.
+    pub const LAUNCH_TIMEOUT: &str = "LaunchTimeout";
+    /// A NodeClaim's node did not register within the registration TTL; it is deleted.
+    pub const REGISTRATION_TIMEOUT: &str = "RegistrationTimeout";
+    /// A NodeClaim reached its `expireAfter`; it is deleted.
+    pub const EXPIRED: &str = "Expired";
+    /// A deleting NodeClaim's `terminationGracePeriod` bounds its drain; the message says when.
+    pub const TERMINATION_GRACE_PERIOD_EXPIRING: &str = "TerminationGracePeriodExpiring";
+    /// A node's pods are being evicted.
+    pub const DRAINING: &str = "Draining";
+    /// A node has no pods left to evict.
+    pub const DRAINED: &str = "Drained";
+    /// A pod was deleted because its node's termination time left no room for eviction.
+    pub const DISRUPTED: &str = "Disrupted";
+    /// A NodeClaim's instance is being terminated.
+    pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
+    /// A Node labelled with a NodePool has no NodeClaim; it is deleted after a grace period.
+    pub const ORPHANED_NODE: &str = "OrphanedNode";
     /// A node class cannot be deleted while NodeClaims use it.
     pub const WAITING_ON_NODECLAIM_TERMINATION: &str = "WaitingOnNodeClaimTermination";
 }
@@ -137,6 +161,20 @@ impl Recorder {
             b.tokens -= 1.0;
         }
         true
+    }
+
+    /// Publish an event about `obj` with the default dedupe window.
+    pub fn about<K>(&self, obj: &K, type_: EventType, reason: &'static str, message: String)
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        self.publish(EventSpec {
+            regarding: reference(obj),
+            type_,
+            reason,
+            message,
+            dedupe: DEFAULT_DEDUPE,
+        });
     }
 
     /// Publish an event unless it duplicates a recent one; failures are logged, never returned

@@ -34,6 +34,19 @@ pub struct Context {
     pub clock: Arc<dyn Clock>,
     /// Validated settings.
     pub settings: Settings,
+    /// Eviction retry delays of pods on draining nodes.
+    pub evictions: crate::node::drain::EvictionBackoff,
+}
+
+/// The API client controllers use. kube's blanket client-side retry of 429, 503 and 504 is
+/// turned off: every controller already retries a failed reconcile with backoff, and an
+/// eviction refused by a PodDisruptionBudget answers 429, which the blanket retry would hide
+/// for minutes (15 attempts) instead of letting the drain report it and move on.
+///
+/// Errors: the client cannot be built from `config` (TLS or proxy settings).
+pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
 }
 
 /// Start the watches and every controller. The returned handles stop them when aborted.
@@ -51,6 +64,7 @@ pub fn start(
         state,
         clock,
         settings,
+        evictions: Default::default(),
     });
     tasks.push(tokio::spawn(crate::provisioning::run(Arc::clone(&ctx))));
     tasks.push(tokio::spawn(crate::nodeclaim::lifecycle::run(Arc::clone(

@@ -36,6 +36,10 @@ pub struct ControllerOptions {
     /// A launched NodeClaim whose node has not registered this long is deleted.
     #[arg(long, env = "REGISTRATION_TTL", default_value = "15m", value_parser = parse_duration)]
     pub registration_ttl: Duration,
+    /// A Node labelled `karpenter.sh/nodepool` that no NodeClaim owns is reported at once and
+    /// deleted (its instance terminated) after this long.
+    #[arg(long, env = "ORPHANED_NODE_GRACE", default_value = "2m", value_parser = parse_duration)]
+    pub orphaned_node_grace: Duration,
     /// Log level filter (`error`, `warn`, `info`, `debug`, or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -54,6 +58,23 @@ pub struct Settings {
     pub launch_timeout: Duration,
     /// Registration timeout.
     pub registration_ttl: Duration,
+    /// How long a Node without a NodeClaim is reported before it is deleted.
+    pub orphaned_node_grace: Duration,
+}
+
+impl Default for Settings {
+    /// The flags' defaults: upstream's timings (batch idle 1s, max 10s, launch timeout 5m,
+    /// registration TTL 15m), an orphaned-node grace period of 2m (ours), cluster `sandbox`.
+    fn default() -> Self {
+        Settings {
+            cluster_name: "sandbox".into(),
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            launch_timeout: Duration::from_secs(300),
+            registration_ttl: Duration::from_secs(900),
+            orphaned_node_grace: Duration::from_secs(120),
+        }
+    }
 }
 
 /// Invalid settings.
@@ -92,6 +113,7 @@ impl ControllerOptions {
             batch_max: self.batch_max_duration,
             launch_timeout: self.launch_timeout,
             registration_ttl: self.registration_ttl,
+            orphaned_node_grace: self.orphaned_node_grace,
         })
     }
 }

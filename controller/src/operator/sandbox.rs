@@ -95,8 +95,20 @@ impl InstanceSource for SimInstances {
                 capacity: i.capacity.to_list(),
                 allocatable: i.allocatable.to_list(),
                 image_id: i.image_id,
+                instance_type: i.instance_type,
+                zone: i.zone,
+                capacity_type: i.capacity_type,
+                price: Some(i.price),
+                tags: i.tags,
             })
             .collect())
+    }
+
+    async fn terminate(&self, provider_id: &str) -> Result<(), String> {
+        if self.0.terminate(provider_id) {
+            tracing::info!(provider_id = %provider_id, "simulated instance terminated");
+        }
+        Ok(())
     }
 }
 
@@ -274,6 +286,9 @@ pub struct ClusterConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Which cloud the controller launches into.
     pub cloud: CloudOptions,
+    /// Start the controller with the cluster (tests that stage a world by hand turn it off and
+    /// start it later with [`LocalCluster::start_controller`]).
+    pub controller: bool,
 }
 
 /// A running local cluster: API server and actors, simulated cloud, and the controller.
@@ -285,10 +300,20 @@ pub struct LocalCluster {
     pub cloud: Arc<dyn CloudProvider>,
     /// The simulated cloud, when the sandbox runs on it (the default).
     pub sim: Option<Arc<SimCloud>>,
-    /// The controller's context.
+    /// The context of the controller started last (its client stays usable after a stop).
     pub ctx: Arc<super::Context>,
     /// The kubeconfig written for clients.
     pub kubeconfig: PathBuf,
+    client: kube::Client,
+    clock: Arc<dyn Clock>,
+    settings: super::Settings,
+    controller: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop_controller();
+    }
 }
 
 impl LocalCluster {
@@ -299,7 +324,37 @@ impl LocalCluster {
 
     /// A client for the API server.
     pub fn client(&self) -> kube::Client {
-        self.ctx.client.clone()
+        self.client.clone()
+    }
+
+    /// Stop the controller at once, as a killed process stops: its tasks are aborted wherever
+    /// they are, and nothing it held in memory survives. The API server, actors and cloud keep
+    /// running.
+    pub fn stop_controller(&mut self) {
+        for task in self.controller.drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Start a fresh controller (new caches, new context) on `cloud`, stopping any running one
+    /// first: a restart after [`LocalCluster::stop_controller`]. Tests pass a wrapper of
+    /// [`LocalCluster::cloud`] to inject faults.
+    pub fn start_controller(&mut self, cloud: Arc<dyn CloudProvider>) {
+        self.start_controller_with(cloud, self.client());
+    }
+
+    /// [`LocalCluster::start_controller`] with the API client the controller uses (tests pass
+    /// one with a fault-injecting layer).
+    pub fn start_controller_with(&mut self, cloud: Arc<dyn CloudProvider>, client: kube::Client) {
+        self.stop_controller();
+        let (ctx, tasks) = super::start(
+            client,
+            cloud,
+            Arc::clone(&self.clock),
+            self.settings.clone(),
+        );
+        self.ctx = ctx;
+        self.controller = tasks;
     }
 }
 
@@ -370,24 +425,29 @@ where
         .url()
         .parse()
         .map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
-    let client = kube::Client::try_from(kube::Config::new(uri))
+    let client = super::client(kube::Config::new(uri))
         .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
     let (ctx, tasks) = super::start(
-        client,
+        client.clone(),
         Arc::clone(&built.provider),
-        clock,
+        Arc::clone(&clock),
         cfg.settings.clone(),
     );
-    for t in tasks {
-        sb.adopt(t);
-    }
-    Ok(LocalCluster {
+    let mut cluster = LocalCluster {
         sandbox: sb,
         cloud: built.provider,
         sim: built.sim,
         ctx,
         kubeconfig,
-    })
+        client,
+        clock,
+        settings: cfg.settings.clone(),
+        controller: tasks,
+    };
+    if !cfg.controller {
+        cluster.stop_controller();
+    }
+    Ok(cluster)
 }
 
 async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
@@ -402,6 +462,7 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         settings,
         kubeconfig: args.kubeconfig_out.clone(),
         cloud: args.cloud.clone(),
+        controller: true,
     };
     let cluster = start_cluster(&cfg, &manifests).await?;
     eprintln!(

@@ -11,7 +11,7 @@ use crds::labels as l;
 use sandbox::actors::{BootRecord, InstanceSource};
 
 use super::ec2::Filter;
-use super::{AwsCloud, launchtemplate, provider_id};
+use super::{AwsCloud, instance_id, launchtemplate, provider_id};
 
 /// An [`InstanceSource`] over EC2, caching each instance's boot record (its user data is read
 /// once).
@@ -93,6 +93,11 @@ impl InstanceSource for Ec2Kubelets {
             labels.insert(l::ARCH_LABEL.into(), arch.clone());
             labels.insert(l::OS_LABEL.into(), l::OS_LINUX.into());
             labels.insert(l::HOSTNAME_LABEL.into(), hostname.clone());
+            let capacity_type = if i.spot {
+                l::CAPACITY_TYPE_SPOT
+            } else {
+                l::CAPACITY_TYPE_ON_DEMAND
+            };
             let record = BootRecord {
                 provider_id: provider_id(&i.zone, &i.id),
                 hostname,
@@ -104,6 +109,12 @@ impl InstanceSource for Ec2Kubelets {
                 allocatable: it.allocatable.to_list(),
                 architecture: arch,
                 image_id: i.image_id.clone(),
+                instance_type: i.instance_type.clone(),
+                zone: i.zone.clone(),
+                capacity_type: capacity_type.into(),
+                price: Some(self.cloud.price_of(&i.instance_type, &i.zone, i.spot))
+                    .filter(|p| *p > 0.0),
+                tags: i.tags.clone(),
             };
             self.booted
                 .lock()
@@ -112,5 +123,23 @@ impl InstanceSource for Ec2Kubelets {
             out.push(record);
         }
         Ok(out)
+    }
+
+    /// TerminateInstances for the instance id in `provider_id`; an id EC2 no longer knows is
+    /// not an error.
+    async fn terminate(&self, provider_id: &str) -> Result<(), String> {
+        let Some(id) = instance_id(provider_id) else {
+            return Err(format!("{provider_id:?} is not an AWS providerID"));
+        };
+        match self.cloud.ec2().terminate_instances(&[id.to_owned()]).await {
+            Ok(()) => {}
+            Err(e) if e.code == "InvalidInstanceID.NotFound" => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        self.booted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        Ok(())
     }
 }

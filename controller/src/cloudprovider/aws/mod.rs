@@ -21,6 +21,7 @@ pub mod ec2;
 pub mod fault;
 pub mod kubelet;
 pub mod launchtemplate;
+pub mod moto;
 pub mod nodeclass;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -32,6 +32,12 @@ use crate::scheduling::resources::Resources;
 /// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache TTL).
 pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
 
+/// How long a terminated instance stays `shutting-down` before it is gone: while it is, a
+/// delete succeeds again (termination in progress) and the instance is no longer listed as
+/// running; afterwards a delete answers NodeClaimNotFound. (EC2 takes about a minute; the
+/// sandbox keeps it short, long enough that callers really wait for "gone".)
+pub const SHUTDOWN_DURATION: SignedDuration = SignedDuration::from_secs(2);
+
 /// One simulated instance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimInstance {
@@ -92,6 +98,8 @@ type OfferingKey = (String, String, String);
 struct State {
     network: SimNetwork,
     instances: BTreeMap<String, SimInstance>,
+    /// Instances shutting down, by id, with when their termination began.
+    shutting_down: HashMap<String, Timestamp>,
     /// Offerings out of capacity until the given time.
     unavailable: HashMap<OfferingKey, Timestamp>,
     /// Offerings that fail every launch (fault injection for tests and demos).
@@ -107,6 +115,7 @@ pub struct SimCloud {
     catalog: Arc<Catalog>,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    launches: std::sync::atomic::AtomicUsize,
 }
 
 impl SimCloud {
@@ -124,16 +133,37 @@ impl SimCloud {
             state: Mutex::new(State {
                 network: SimNetwork::new(cluster_name),
                 instances: BTreeMap::new(),
+                shutting_down: HashMap::new(),
                 unavailable: HashMap::new(),
                 shortages: HashSet::new(),
                 next_host: HashMap::new(),
                 type_cache: HashMap::new(),
             }),
+            launches: Default::default(),
         })
     }
 
+    /// How many instances this account has launched since it was created (idempotent repeats
+    /// of a launch not counted).
+    pub fn launches(&self) -> usize {
+        self.launches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The account's state, with instances whose shutdown finished removed.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.clock.now();
+        let done: Vec<String> = state
+            .shutting_down
+            .iter()
+            .filter(|(_, since)| now.duration_since(**since) >= SHUTDOWN_DURATION)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in done {
+            state.shutting_down.remove(&id);
+            state.instances.remove(&id);
+        }
+        state
     }
 
     /// The instance-type catalog.
@@ -143,7 +173,29 @@ impl SimCloud {
 
     /// Every running instance, with what its kubelet registers (the sandbox kubelet reads this).
     pub fn instances(&self) -> Vec<SimInstance> {
-        self.lock().instances.values().cloned().collect()
+        let state = self.lock();
+        state
+            .instances
+            .values()
+            .filter(|i| !state.shutting_down.contains_key(&i.id))
+            .cloned()
+            .collect()
+    }
+
+    /// Terminate the instance behind `provider_id` at once (EC2 TerminateInstances); returns
+    /// whether it was running.
+    pub fn terminate(&self, provider_id: &str) -> bool {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        let Some(id) = state
+            .instances
+            .values()
+            .find(|i| i.provider_id == provider_id)
+            .map(|i| i.id.clone())
+        else {
+            return false;
+        };
+        state.shutting_down.insert(id, now).is_none()
     }
 
     /// Make every launch of this offering fail with insufficient capacity.
@@ -355,12 +407,15 @@ impl CloudProvider for SimCloud {
         };
         let result = launched(&instance);
         state.instances.insert(id, instance);
+        self.launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(result)
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
         let name = claim.metadata.name.clone().unwrap_or_default();
         let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+        let now = self.clock.now();
         let mut state = self.lock();
         let id = state
             .instances
@@ -372,7 +427,7 @@ impl CloudProvider for SimCloud {
             .map(|i| i.id.clone());
         match id {
             Some(id) => {
-                state.instances.remove(&id);
+                state.shutting_down.entry(id).or_insert(now);
                 Ok(())
             }
             None => Err(CloudError::NodeClaimNotFound(format!(
@@ -393,10 +448,11 @@ impl CloudProvider for SimCloud {
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(self
-            .lock()
+        let state = self.lock();
+        Ok(state
             .instances
             .values()
+            .filter(|i| !state.shutting_down.contains_key(&i.id))
             .map(SimInstance::as_instance)
             .collect())
     }

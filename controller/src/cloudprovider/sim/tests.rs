@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::clock::SystemClock;
+use crate::clock::{FakeClock, SystemClock};
 
 fn cloud() -> SimCloud {
     SimCloud::new("demo", Arc::new(SystemClock)).expect("catalog")
@@ -143,7 +143,8 @@ async fn insufficient_capacity_falls_back_then_errors() {
 
 #[tokio::test]
 async fn launch_is_idempotent_and_delete_completes() {
-    let c = cloud();
+    let clock = Arc::new(FakeClock::new(jiff::Timestamp::now()));
+    let c = SimCloud::new("demo", Arc::clone(&clock) as Arc<dyn Clock>).expect("catalog");
     let nc = node_class(&c);
     let cl = claim(&["m5.large"], &["on-demand"]);
     let first = c.create(&cl, &nc).await.expect("launch");
@@ -151,6 +152,12 @@ async fn launch_is_idempotent_and_delete_completes() {
     assert_eq!(first.provider_id, again.provider_id);
     assert_eq!(c.list().await.expect("list").len(), 1);
     c.delete(&cl).await.expect("terminate");
+    // Shutting down: no longer listed as running, and deleting again still succeeds.
+    assert!(c.list().await.expect("list").is_empty());
+    assert!(c.instances().is_empty());
+    c.delete(&cl).await.expect("still shutting down");
+    assert!(c.get(&first.provider_id).await.is_ok());
+    clock.advance(SHUTDOWN_DURATION);
     assert!(matches!(
         c.delete(&cl).await,
         Err(CloudError::NodeClaimNotFound(_))
@@ -173,4 +180,19 @@ async fn unready_node_class_is_refused() {
         .await
         .expect_err("not ready");
     assert!(matches!(err, CloudError::NodeClassNotReady(m) if m.contains("SubnetsNotFound")));
+}
+
+#[tokio::test]
+async fn terminate_by_provider_id() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let l = c
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
+        .await
+        .expect("launch");
+    assert!(!c.terminate("aws:///us-east-1a/i-0notthere"));
+    assert_eq!(c.instances().len(), 1);
+    assert!(c.terminate(&l.provider_id));
+    assert!(c.instances().is_empty());
+    assert!(!c.terminate(&l.provider_id), "terminating twice is a no-op");
 }
