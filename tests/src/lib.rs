@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod crash;
+
 use controller::operator::Settings;
 use controller::operator::cloud::CloudOptions;
 use controller::operator::report::Observation;
@@ -24,6 +26,10 @@ pub struct Options {
     pub batch_max: Duration,
     /// Add the default NodePool and EC2NodeClass when the workload has none.
     pub defaults: bool,
+    /// Start the controller with the cluster (off: stage the world by hand first).
+    pub controller: bool,
+    /// Other controller settings (timeouts, grace periods); the cluster name is `sandbox`.
+    pub settings: Settings,
 }
 
 impl Default for Options {
@@ -33,6 +39,8 @@ impl Default for Options {
             batch_idle: Duration::from_millis(300),
             batch_max: Duration::from_secs(3),
             defaults: true,
+            controller: true,
+            settings: Settings::default(),
         }
     }
 }
@@ -83,11 +91,11 @@ impl TestCluster {
                 cluster_name: "sandbox".into(),
                 batch_idle: opts.batch_idle,
                 batch_max: opts.batch_max,
-                launch_timeout: Duration::from_secs(300),
-                registration_ttl: Duration::from_secs(900),
+                ..opts.settings.clone()
             },
             kubeconfig: Some(dir.path().join("kubeconfig")),
             cloud: CloudOptions::default_sim(),
+            controller: opts.controller,
         };
         let cluster = start_cluster(&cfg, &manifests)
             .await

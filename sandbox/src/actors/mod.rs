@@ -1,10 +1,12 @@
 //! The simulated cluster around the API server: kube-scheduler, kubelets, workload controllers
-//! (Deployment, ReplicaSet, DaemonSet), the disruption (PDB status) controller and the garbage
-//! collector. Each actor reads the store, wakes on the changes it cares about, and writes
-//! through the same store operations the HTTP API uses.
+//! (Deployment, ReplicaSet, DaemonSet), the disruption (PDB status) controller, the garbage
+//! collector, and the mirror of the cloud's instances as `Instance` objects. Each actor reads
+//! the store, wakes on the changes it cares about, and writes through the same store operations
+//! the HTTP API uses.
 
 mod cache;
 pub mod gc;
+pub mod instances;
 pub mod kubelet;
 pub mod pdb;
 pub mod scheduler;
@@ -51,6 +53,16 @@ pub struct BootRecord {
     pub architecture: String,
     /// Image id, reported as the node's OS image.
     pub image_id: String,
+    /// Instance type, e.g. `m5.large`.
+    pub instance_type: String,
+    /// Availability zone, e.g. `us-east-1a`.
+    pub zone: String,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    /// Price of the instance's offering in USD per hour, when the cloud knows it.
+    pub price: Option<f64>,
+    /// The instance's tags (cluster, `karpenter.sh/nodepool`, `karpenter.sh/nodeclaim`, ...).
+    pub tags: BTreeMap<String, String>,
 }
 
 /// Where simulated kubelets learn which instances run (a cloud provider's list).
@@ -60,6 +72,12 @@ pub trait InstanceSource: Send + Sync {
     ///
     /// Errors: the cloud could not be listed (the kubelet retries).
     async fn running(&self) -> Result<Vec<BootRecord>, String>;
+
+    /// Terminate the instance behind `provider_id` (`aws:///<zone>/<instance-id>`), as EC2
+    /// TerminateInstances does; an instance that is already gone is not an error.
+    ///
+    /// Errors: the cloud refused or could not be reached (the caller retries).
+    async fn terminate(&self, provider_id: &str) -> Result<(), String>;
 }
 
 /// What one scheduling pass sees of the cluster.
@@ -112,16 +130,25 @@ impl Default for ActorConfig {
     }
 }
 
-/// Start every actor; the handles stop them when aborted.
+/// Start every actor; the handles stop them when aborted. Installs the `Instance` CRD first, so
+/// the mirror of `instances` is served as soon as this returns.
 pub fn spawn_all(
     store: &Arc<Store>,
     config: &ActorConfig,
     placer: Arc<dyn PodPlacer>,
-    instances: Arc<dyn InstanceSource>,
+    source: Arc<dyn InstanceSource>,
 ) -> Vec<JoinHandle<()>> {
+    if let Err(e) = instances::install_crd(store) {
+        tracing::warn!(error = %e, "installing the Instance CRD failed; instances are not mirrored");
+    }
     vec![
         tokio::spawn(scheduler::run(Arc::clone(store), Arc::clone(&placer))),
-        tokio::spawn(kubelet::run(Arc::clone(store), config.clone(), instances)),
+        tokio::spawn(kubelet::run(
+            Arc::clone(store),
+            config.clone(),
+            Arc::clone(&source),
+        )),
+        tokio::spawn(instances::run(Arc::clone(store), config.clone(), source)),
         tokio::spawn(workloads::run(Arc::clone(store), placer)),
         tokio::spawn(pdb::run(Arc::clone(store))),
         tokio::spawn(gc::run(Arc::clone(store))),
