@@ -8,8 +8,11 @@ use std::path::{Path, PathBuf};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::kubeconfig::Selection;
+pub use crate::orphans::args::{
+    DetectArgs, OrphansAction, OrphansArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput,
+};
 
-/// See and steer Karpenter: NodeClaims in flight and ready, and what they cost.
+/// See and steer Karpenter: NodeClaims in flight and ready, what they cost, and orphans.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl-karpenter", version, propagate_version = true)]
 pub struct Cli {
@@ -83,6 +86,11 @@ pub enum Command {
     /// List NodeClaims with their lifecycle state (Launching, Registering, Initializing, Ready,
     /// Terminating), node, age and price, and totals of ready and in-flight capacity.
     Status(StatusArgs),
+    /// Find what Karpenter launched or tracks that nothing owns or that is stuck: NodeClaims not
+    /// launched or registered in time, NodeClaims stuck terminating, Nodes and cloud instances
+    /// without a NodeClaim, NodeClaims whose instance is gone. `orphans delete` cleans them up.
+    #[command(after_help = crate::orphans::args::ORPHANS_HELP)]
+    Orphans(Box<OrphansArgs>),
     /// Print the plugin version.
     Version,
 }
@@ -148,6 +156,8 @@ pub fn parse_from(args: Vec<OsString>) -> Result<Cli, clap::Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn args(list: &[&str]) -> Vec<OsString> {
@@ -218,6 +228,111 @@ mod tests {
         };
         assert_eq!(status.output, OutputFormat::Wide);
         assert_eq!(status.nodepool.as_deref(), Some("gpu"));
+    }
+
+    #[test]
+    fn orphans_lists_by_default_and_takes_list_flags_either_way() {
+        let cli = parse_from(args(&["kubectl-karpenter", "orphans", "-o", "wide"])).expect("parse");
+        let Command::Orphans(o) = cli.command else {
+            panic!("orphans expected");
+        };
+        assert!(o.action.is_none());
+        assert_eq!(o.list_args().output, OrphansOutput::Wide);
+        assert_eq!(
+            o.list_args().detect.thresholds(),
+            crate::orphans::Thresholds::default()
+        );
+        let cli = parse_from(args(&[
+            "kubectl-karpenter",
+            "orphans",
+            "list",
+            "--registration-ttl",
+            "1m30s",
+            "--stuck-after",
+            "0s",
+            "--no-cloud",
+        ]))
+        .expect("parse");
+        let Command::Orphans(o) = cli.command else {
+            panic!("orphans expected");
+        };
+        let detect = &o.list_args().detect;
+        assert_eq!(detect.registration_ttl, Duration::from_secs(90));
+        assert_eq!(detect.stuck_after, Duration::ZERO);
+        assert!(detect.no_cloud);
+        // Flags before the subcommand are refused rather than silently ignored.
+        assert!(
+            parse_from(args(&[
+                "kubectl-karpenter",
+                "orphans",
+                "-o",
+                "json",
+                "list"
+            ]))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn orphans_delete_needs_names_or_all() {
+        let cli = parse_from(args(&[
+            "kubectl-karpenter",
+            "orphans",
+            "delete",
+            "--all",
+            "--dry-run",
+            "-y",
+        ]))
+        .expect("parse");
+        let Command::Orphans(o) = cli.command else {
+            panic!("orphans expected");
+        };
+        let Some(OrphansAction::Delete(d)) = o.action else {
+            panic!("delete expected");
+        };
+        assert!(d.all && d.dry_run && d.yes && d.names.is_empty());
+        let err =
+            parse_from(args(&["kubectl-karpenter", "orphans", "delete"])).expect_err("no targets");
+        assert!(
+            err.render().to_string().contains("<NAME|--all>"),
+            "{}",
+            err.render()
+        );
+        assert!(
+            parse_from(args(&[
+                "kubectl-karpenter",
+                "orphans",
+                "delete",
+                "x",
+                "--all"
+            ]))
+            .is_err()
+        );
+        let err = parse_from(args(&[
+            "kubectl-karpenter",
+            "orphans",
+            "--launch-timeout",
+            "soon",
+        ]))
+        .expect_err("bad duration");
+        assert!(
+            err.render()
+                .to_string()
+                .contains("\"soon\" is not a duration like 30s, 5m or 1h30m"),
+            "{}",
+            err.render()
+        );
+        let help = parse_from(args(&["kubectl-karpenter", "orphans", "delete", "--help"]))
+            .expect_err("help");
+        let help = help.render().to_string();
+        assert!(
+            help.contains("Usage: kubectl karpenter orphans delete [OPTIONS] <NAME|--all>"),
+            "{help}"
+        );
+        assert!(
+            help.contains("kubectl karpenter orphans delete --all --dry-run"),
+            "{help}"
+        );
     }
 
     #[test]

@@ -132,6 +132,9 @@ pub struct Loaded {
     pub config: kube::Config,
     /// The context used (`in-cluster` for in-cluster credentials).
     pub context: String,
+    /// The name of the kubeconfig cluster entry used (`--cluster`, else the context's), e.g. an
+    /// EKS cluster ARN; `None` for in-cluster credentials.
+    pub cluster: Option<String>,
 }
 
 /// Reads the kubeconfig the flags and environment point at (no network I/O).
@@ -253,11 +256,20 @@ pub async fn load(selection: &Selection) -> Result<Loaded, Error> {
             return Ok(Loaded {
                 config,
                 context: "in-cluster".to_owned(),
+                cluster: None,
             });
         }
         return Err(Error::NotFound(searched()));
     };
     let context = resolve(&kc, &source, selection)?;
+    let cluster = selection.cluster.clone().or_else(|| {
+        kc.contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref())
+            .map(|c| c.cluster.clone())
+            .filter(|c| !c.is_empty())
+    });
     let options = KubeConfigOptions {
         context: Some(context.clone()),
         cluster: selection.cluster.clone(),
@@ -270,7 +282,11 @@ pub async fn load(selection: &Selection) -> Result<Loaded, Error> {
             source_name: source,
             error,
         })?;
-    Ok(Loaded { config, context })
+    Ok(Loaded {
+        config,
+        context,
+        cluster,
+    })
 }
 
 /// What was looked for, for the "no kubeconfig found" message.

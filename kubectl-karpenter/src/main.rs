@@ -1,11 +1,13 @@
 //! `kubectl karpenter`: a kubectl plugin that shows Karpenter's NodeClaims (in flight, ready,
-//! terminating) and what they cost. Parses the command line, runs it, maps failures to exit code 2.
+//! terminating), what they cost, and orphans. Parses the command line, runs it, and maps the
+//! outcome to exit codes: 0 nothing found, 1 problems found, 2 failure.
 
 mod age;
 mod cli;
 #[cfg(test)]
 mod fixtures;
 mod kubeconfig;
+mod orphans;
 mod output;
 mod price;
 mod render;
@@ -17,6 +19,8 @@ use std::process::ExitCode;
 
 /// Exit code for any failure (usage errors included), as kubectl plugins use for errors.
 const EXIT_ERROR: u8 = 2;
+/// Exit code when the command found problems (e.g. orphans).
+const EXIT_FOUND: u8 = 1;
 
 fn main() -> ExitCode {
     let cli = match cli::parse_from(std::env::args_os().collect()) {
@@ -55,8 +59,10 @@ fn main() -> ExitCode {
         err: &mut err,
         color,
     };
-    match runtime.block_on(run::run(cli, streams)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let mut prompt = orphans::command::TerminalPrompt;
+    match runtime.block_on(run::run(cli, streams, &mut prompt)) {
+        Ok(run::Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(run::Outcome::Found) => ExitCode::from(EXIT_FOUND),
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(io::stderr(), "error: {e}");

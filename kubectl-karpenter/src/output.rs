@@ -11,11 +11,11 @@ use serde_json::{Value, json};
 /// Why the list could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    /// A NodeClaim could not be turned into JSON.
-    #[error("encoding NodeClaims as JSON: {0}")]
+    /// A NodeClaim or orphan could not be turned into JSON.
+    #[error("encoding the output as JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// The list could not be turned into YAML.
-    #[error("encoding NodeClaims as YAML: {0}")]
+    #[error("encoding the output as YAML: {0}")]
     Yaml(#[from] serde_saphyr::ser_error::Error),
     /// Writing the output failed.
     #[error("writing output: {0}")]
@@ -62,7 +62,13 @@ pub fn write_json(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), Outp
 ///
 /// Errors: serializing or writing failed.
 pub fn write_yaml(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), OutputError> {
-    let list = list_value(claims)?;
+    write_yaml_value(out, &list_value(claims)?)
+}
+
+/// Writes any JSON value as block YAML the way [`write_yaml`] does.
+///
+/// Errors: serializing or writing failed.
+pub fn write_yaml_value(out: &mut impl Write, list: &Value) -> Result<(), OutputError> {
     let options = serde_saphyr::ser_options! {
         indent_step: 2,
         compact_list_indent: true,
@@ -70,7 +76,7 @@ pub fn write_yaml(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), Outp
         prefer_block_scalars: true,
         folded_wrap_chars: usize::MAX,
     };
-    let text = serde_saphyr::to_string_with_options(&list, options)?;
+    let text = serde_saphyr::to_string_with_options(list, options)?;
     out.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {
         writeln!(out)?;

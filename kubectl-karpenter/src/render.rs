@@ -42,22 +42,26 @@ const HEADERS: [&str; 8] = [
 ];
 const WIDE_HEADERS: [&str; 3] = ["PRICE/HOUR", "NODECLASS", "PROVIDER-ID"];
 
-/// One table cell: its text and, for STATE, the colour it may be printed in.
+/// One table cell: its text and the colour it may be printed in (STATE, KIND).
 #[derive(Clone, Debug, PartialEq)]
-struct Cell {
-    text: String,
-    color: Option<Color>,
+pub(crate) struct Cell {
+    /// What is printed.
+    pub(crate) text: String,
+    /// Its colour, used only when colour is on.
+    pub(crate) color: Option<Color>,
 }
 
 impl Cell {
-    fn plain(text: impl Into<String>) -> Cell {
+    /// A cell without colour.
+    pub(crate) fn plain(text: impl Into<String>) -> Cell {
         Cell {
             text: text.into(),
             color: None,
         }
     }
 
-    fn or_none(value: Option<&str>) -> Cell {
+    /// The value, or [`NONE`].
+    pub(crate) fn or_none(value: Option<&str>) -> Cell {
         Cell::plain(value.unwrap_or(NONE))
     }
 }
@@ -124,7 +128,11 @@ pub fn write_table(out: &mut impl Write, rows: &[Row], opts: TableOptions) -> io
 }
 
 /// Pads every column but the last to a common width, as kubectl's tabwriter does.
-fn write_aligned(out: &mut impl Write, lines: &[Vec<Cell>], color: bool) -> io::Result<()> {
+pub(crate) fn write_aligned(
+    out: &mut impl Write,
+    lines: &[Vec<Cell>],
+    color: bool,
+) -> io::Result<()> {
     let columns = lines.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|i| {

@@ -1,5 +1,6 @@
 //! Runs a parsed command: loads the kubeconfig, lists NodeClaims from the API server, and hands
-//! them to the pure row builder and renderers. The only module that does network I/O.
+//! them to the pure row builder and renderers; `orphans` runs through [`crate::orphans::command`].
+//! Network I/O happens here, in `orphans::command`, `orphans::cloud` and `orphans::execute`.
 
 use std::io::{self, Write};
 
@@ -7,8 +8,10 @@ use crds::NodeClaim;
 use jiff::Timestamp;
 use kube::api::{Api, ListParams};
 
-use crate::cli::{Cli, Command, OutputFormat, StatusArgs};
+use crate::cli::{Cli, Command, GlobalArgs, OrphansAction, OutputFormat, StatusArgs};
 use crate::kubeconfig::{self, Loaded};
+use crate::orphans::cloud::CloudError;
+use crate::orphans::command::{self as orphans, Prompt};
 use crate::output::{self, OutputError};
 use crate::price::CatalogPrices;
 use crate::render::{self, TableOptions};
@@ -53,9 +56,138 @@ pub enum Error {
         /// What failed.
         source: kube::Error,
     },
+    /// Listing another kind of object failed.
+    #[error(
+        "listing {what} from {server} (context \"{context}\"): {}; check that the cluster is \
+         reachable and that --context/--kubeconfig name the right one",
+        causes(source.as_ref())
+    )]
+    ListOther {
+        /// What was listed, e.g. `Nodes`.
+        what: &'static str,
+        /// API server URL.
+        server: String,
+        /// The context.
+        context: String,
+        /// What failed.
+        source: Box<kube::Error>,
+    },
+    /// The cloud could not be read or changed.
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    /// `orphans delete NAME…` named something that is not an orphan.
+    #[error(
+        "not an orphan: {}; `kubectl karpenter orphans` lists them (NAME column){}",
+        names.join(", "),
+        if available.is_empty() { "; there are none now".to_owned() } else { format!(": {}", available.join(", ")) }
+    )]
+    UnknownOrphans {
+        /// The names that matched nothing.
+        names: Vec<String>,
+        /// The orphans' names.
+        available: Vec<String>,
+    },
+    /// `orphans delete` without a terminal to confirm on, and without `--yes`.
+    #[error(
+        "refusing to change the cluster without confirmation: not running on a terminal; pass \
+         --yes to go ahead, or --dry-run to only preview"
+    )]
+    NeedsConfirmation,
+    /// The confirmation prompt failed.
+    #[error("asking for confirmation: {0}")]
+    Prompt(io::Error),
+    /// Some changes of `orphans delete` failed.
+    #[error(
+        "{failed} of {total} changes failed (see the errors above); run `kubectl karpenter \
+         orphans` to see what is left"
+    )]
+    Incomplete {
+        /// Failed steps.
+        failed: usize,
+        /// Steps tried or skipped.
+        total: usize,
+    },
     /// Writing output failed.
     #[error(transparent)]
     Output(#[from] OutputError),
+}
+
+/// How a command that ran to the end came out (exit codes 0 and 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to report (exit 0).
+    Clean,
+    /// Problems found, e.g. orphans (exit 1).
+    Found,
+}
+
+/// A client for the cluster the global flags select, and how to name it in errors.
+pub struct Connection {
+    /// The client.
+    pub client: kube::Client,
+    /// API server URL.
+    pub server: String,
+    /// kubeconfig context.
+    pub context: String,
+    /// kubeconfig cluster entry, when known (an EKS cluster ARN on EKS).
+    pub cluster: Option<String>,
+}
+
+impl Connection {
+    /// Loads the kubeconfig and builds the client.
+    ///
+    /// Errors: [`Error::Kubeconfig`], [`Error::Client`].
+    pub async fn open(global: &GlobalArgs) -> Result<Connection, Error> {
+        let Loaded {
+            config,
+            context,
+            cluster,
+        } = kubeconfig::load(&global.selection()).await?;
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
+        let client = kube::Client::try_from(config).map_err(|source| Error::Client {
+            context: context.clone(),
+            source,
+        })?;
+        Ok(Connection {
+            client,
+            server,
+            context,
+            cluster,
+        })
+    }
+
+    /// Lists NodeClaims matching `params`.
+    ///
+    /// Errors: [`Error::NotInstalled`] when the server does not serve them, else [`Error::List`].
+    pub async fn nodeclaims(&self, params: &ListParams) -> Result<Vec<NodeClaim>, Error> {
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        match api.list(params).await {
+            Ok(list) => Ok(list.items),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NotInstalled {
+                server: self.server.clone(),
+                context: self.context.clone(),
+            }),
+            Err(source) => Err(Error::List {
+                server: self.server.clone(),
+                context: self.context.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// [`Error::ListOther`] for `what`.
+    pub fn list_error(&self, what: &'static str, source: kube::Error) -> Error {
+        Error::ListOther {
+            what,
+            server: self.server.clone(),
+            context: self.context.clone(),
+            source: Box::new(source),
+        }
+    }
 }
 
 /// An error and its causes, `outer: inner: …`, skipping causes the outer text already repeats.
@@ -96,14 +228,18 @@ pub struct Io<'a, O: Write, E: Write> {
     pub color: bool,
 }
 
-/// Runs the command.
+/// Runs the command; `prompt` asks for confirmations (`orphans delete`).
 ///
 /// Errors: see [`Error`].
-pub async fn run<O: Write, E: Write>(cli: Cli, io: Io<'_, O, E>) -> Result<(), Error> {
+pub async fn run<O: Write, E: Write>(
+    cli: Cli,
+    io: Io<'_, O, E>,
+    prompt: &mut dyn Prompt,
+) -> Result<Outcome, Error> {
     match &cli.command {
         Command::Version => {
             writeln!(io.out, "kubectl-karpenter {}", env!("CARGO_PKG_VERSION"))?;
-            Ok(())
+            Ok(Outcome::Clean)
         }
         Command::Status(args) => {
             let claims = list_nodeclaims(&cli, args).await?;
@@ -114,41 +250,26 @@ pub async fn run<O: Write, E: Write>(cli: Cli, io: Io<'_, O, E>) -> Result<(), E
                     Box::new(NoPrices)
                 }
             };
-            write_status(args, &claims, Timestamp::now(), prices.as_ref(), io)
+            write_status(args, &claims, Timestamp::now(), prices.as_ref(), io)?;
+            Ok(Outcome::Clean)
         }
+        Command::Orphans(args) => match &args.action {
+            Some(OrphansAction::Delete(delete)) => {
+                orphans::delete(&cli.global, delete, io, prompt).await
+            }
+            _ => orphans::list(&cli.global, args.list_args(), io).await,
+        },
     }
 }
 
 async fn list_nodeclaims(cli: &Cli, args: &StatusArgs) -> Result<Vec<NodeClaim>, Error> {
-    let Loaded { config, context } = kubeconfig::load(&cli.global.selection()).await?;
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_owned();
-    let client = kube::Client::try_from(config).map_err(|source| Error::Client {
-        context: context.clone(),
-        source,
-    })?;
-    let api: Api<NodeClaim> = Api::all(client);
+    let conn = Connection::open(&cli.global).await?;
     let mut params = ListParams::default();
     if let Some(pool) = &args.nodepool {
         params = params.labels(&format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
     }
-    match api.list(&params).await {
-        Ok(list) => Ok(status::filter_nodepool(
-            list.items,
-            args.nodepool.as_deref(),
-        )),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            Err(Error::NotInstalled { server, context })
-        }
-        Err(source) => Err(Error::List {
-            server,
-            context,
-            source,
-        }),
-    }
+    let claims = conn.nodeclaims(&params).await?;
+    Ok(status::filter_nodepool(claims, args.nodepool.as_deref()))
 }
 
 /// Renders `claims` as `args` asks (pure apart from writing to `io`).

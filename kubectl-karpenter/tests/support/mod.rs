@@ -1,9 +1,12 @@
 //! Shared harness for the plugin's end-to-end tests: a sandbox API server with Karpenter's CRDs,
 //! NodeClaims in every lifecycle state, kubeconfigs, and runners for the binary and for kubectl.
 
+// Each test binary uses a different part of the harness.
+#![allow(dead_code)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
 
 use controller::cloudprovider::sim::catalog::{Catalog, spot_price};
 use sandbox::Sandbox;
@@ -160,10 +163,12 @@ impl Cluster {
         self.delete("gpu-terminating");
     }
 
-    /// Runs `program args…` with HOME in the temporary directory and no KUBECONFIG.
+    /// Runs `program args…` with HOME in the temporary directory, no KUBECONFIG and stdin
+    /// from /dev/null (never a terminal).
     pub async fn run(&self, program: &Path, args: &[&str], path: Option<OsString>) -> Output {
         let mut cmd = Command::new(program);
         cmd.args(args)
+            .stdin(Stdio::null())
             .env("HOME", self.dir.path())
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST");
