@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: installs what the tests need when it is missing, builds every
-# binary the end-to-end tests run, then runs the whole workspace's tests.
+# The project's test command: installs what the tests need when it is missing, then builds and
+# runs the whole workspace's tests (with the binaries the end-to-end tests run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,5 +23,8 @@ if ! command -v moto_server >/dev/null 2>&1; then
 fi
 
 # One build with every feature (the AWS provider is behind `aws`, which everyday builds skip).
-cargo build --workspace --bins --all-features
+# `cargo test --workspace` also builds every binary the end-to-end tests run (`karpenter`,
+# `kubectl-karpenter`: their packages have integration tests), with the same feature set as the
+# tests, so aws-sdk-ec2 compiles once; a separate `cargo build --bins` resolved dev-dependency
+# features differently and compiled it a second time.
 cargo test --workspace --all-features "$@"
