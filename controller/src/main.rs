@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use controller::clock::SystemClock;
 use controller::operator::cloud::{self, CloudOptions};
-use controller::operator::sandbox::SandboxArgs;
+use controller::operator::sandbox::{SandboxAction, SandboxCommand};
 use controller::operator::{self, ControllerOptions};
 use controller::simulate::SimulateArgs;
 use tracing_subscriber::EnvFilter;
@@ -23,8 +23,10 @@ struct Cli {
 enum Command {
     /// Run the controller against the cluster in KUBECONFIG (or in-cluster config).
     Run(RunArgs),
-    /// Start a local in-memory cluster with a simulated cloud, apply a workload and provision it.
-    Sandbox(Box<SandboxArgs>),
+    /// Start a local in-memory cluster with a simulated cloud, apply a workload and provision it
+    /// (or, with a subcommand, act on a running one).
+    #[command(args_conflicts_with_subcommands = true)]
+    Sandbox(Box<SandboxCommand>),
     /// What Karpenter would launch for a workload, without a cluster: fleet, cost, lower bound.
     Simulate(SimulateArgs),
 }
@@ -128,10 +130,16 @@ async fn main() -> ExitCode {
             init_tracing(&args.controller.log_level);
             run(args).await
         }
-        Command::Sandbox(args) => {
-            init_sandbox_tracing(&args.controller.log_level);
-            operator::sandbox::run(*args).await
-        }
+        Command::Sandbox(cmd) => match cmd.action {
+            Some(SandboxAction::PublishAmi(args)) => {
+                init_tracing(&std::env::var("LOG_LEVEL").unwrap_or_else(|_| "warn".into()));
+                operator::sandbox::publish::run(&args).await
+            }
+            None => {
+                init_sandbox_tracing(&cmd.start.controller.log_level);
+                operator::sandbox::run(cmd.start).await
+            }
+        },
         Command::Simulate(args) => controller::simulate::run(&args),
     }
 }

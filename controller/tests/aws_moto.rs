@@ -332,6 +332,24 @@ async fn relaunching_the_same_nodeclaim_creates_no_second_instance() {
     let second = cloud.create(&c, &nc).await.expect("relaunch");
     assert_eq!(first.provider_id, second.provider_id);
     assert_eq!(faulty.calls("CreateFleet"), 1);
+    // The instance reports the subnet and security groups EC2 says it runs with (drift
+    // compares them with the node class's). moto's CreateFleet leaves the launch template's
+    // groups off the instance, so the groups are compared with DescribeInstances' only.
+    let status = nc.status.as_ref().expect("resolved");
+    let running = cloud.get(&first.provider_id).await.expect("get");
+    assert!(
+        status.subnets.iter().any(|s| s.id == running.subnet_id),
+        "{} is one of the node class's subnets",
+        running.subnet_id
+    );
+    let described = moto.instance(&running.id).await;
+    assert_eq!(Some(running.subnet_id.as_str()), described.subnet_id());
+    let groups: Vec<&str> = described
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id())
+        .collect();
+    assert_eq!(running.security_group_ids, groups);
     let tagged = faulty
         .describe_instances(
             &[],

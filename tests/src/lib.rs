@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 pub mod crash;
 
+use controller::cloudprovider::sim::network::SimAmi;
 use controller::operator::Settings;
 use controller::operator::cloud::CloudOptions;
 use controller::operator::report::Observation;
@@ -109,6 +110,22 @@ impl TestCluster {
             .sim
             .as_deref()
             .expect("test clusters run on the simulated cloud")
+    }
+
+    /// Publish a new AMI release of `family` (`al2023`, `al2`, `bottlerocket`) in the simulated
+    /// cloud, one image per architecture, at `version` (`vYYYYMMDD`) or, with `None`, the day
+    /// after the family's newest release, so `<family>@latest` moves to it. The node class
+    /// controller re-resolves every EC2NodeClass at once (the cloud signals the change), so
+    /// their `status.amis` follow within a reconcile. Panics when the release is refused.
+    pub fn publish_ami<'a>(
+        &self,
+        family: &str,
+        version: impl Into<Option<&'a str>>,
+    ) -> Vec<SimAmi> {
+        let version = version.into();
+        self.sim()
+            .publish_release(family, version, &[])
+            .unwrap_or_else(|e| panic!("publishing {family}@{version:?}: {e}"))
     }
 
     /// The kubeconfig path.

@@ -85,6 +85,12 @@ pub struct Instance {
     pub launched_at: jiff::Timestamp,
     /// Image id.
     pub image_id: String,
+    /// The subnet the instance runs in (EC2's `SubnetId`); empty when the cloud does not say.
+    /// Compared with the node class's resolved subnets for subnet drift.
+    pub subnet_id: String,
+    /// The security groups attached to the instance (EC2's `SecurityGroups[].GroupId`).
+    /// Compared with the node class's resolved security groups for security group drift.
+    pub security_group_ids: Vec<String>,
 }
 
 /// A node class resolved against the cloud: the status to write and whether it is ready.
@@ -158,6 +164,14 @@ pub trait CloudProvider: Send + Sync {
 
     /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;
+
+    /// A signal that [`CloudProvider::resolve_node_class`] may answer differently now (the
+    /// simulated cloud published an image, changed its network): the value is bumped on every
+    /// such change and the node class controller then re-resolves every node class at once.
+    /// `None` (the default): changes are seen at the controller's periodic resync only.
+    fn resolution_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 
     /// Terminate instances no NodeClaim owns (garbage collection). The default deletes them one
     /// by one through [`CloudProvider::delete`]; providers with a batch API override it.

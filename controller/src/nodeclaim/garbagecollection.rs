@@ -313,6 +313,8 @@ mod tests {
             price: 0.096,
             launched_at: now - SignedDuration::from_secs(age_s),
             image_id: "ami-1".into(),
+            subnet_id: "subnet-1".into(),
+            security_group_ids: vec!["sg-1".into()],
         }
     }
 

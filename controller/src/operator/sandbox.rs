@@ -1,6 +1,10 @@
 //! `karpenter sandbox`: in one process, the in-memory API server, the simulated kube-scheduler,
 //! kubelets and workload controllers, the simulated EC2 cloud, and the controller itself; applies
-//! a workload, shows progress, and reports what was launched and what it costs.
+//! a workload, shows progress, and reports what was launched and what it costs; and
+//! `karpenter sandbox publish-ami`, which publishes a new AMI release into a running sandbox.
+
+pub mod amirelease;
+pub mod publish;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -9,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use sandbox::actors::{ActorConfig, BootRecord, InstanceSource};
 use sandbox::registry::TypeKey;
 use sandbox::{Sandbox, Store};
@@ -68,6 +72,26 @@ pub struct SandboxArgs {
     /// Cloud provider settings.
     #[command(flatten)]
     pub cloud: CloudOptions,
+}
+
+/// `karpenter sandbox [FLAGS]` starts a sandbox; `karpenter sandbox publish-ami ...` acts on a
+/// running one (the flags of the first and the subcommand exclude each other).
+#[derive(Args, Clone, Debug)]
+pub struct SandboxCommand {
+    /// What to do with a running sandbox, instead of starting one.
+    #[command(subcommand)]
+    pub action: Option<SandboxAction>,
+    /// Flags of the sandbox to start.
+    #[command(flatten)]
+    pub start: SandboxArgs,
+}
+
+/// Subcommands of `karpenter sandbox`.
+#[derive(Subcommand, Clone, Debug)]
+pub enum SandboxAction {
+    /// Publish a new AMI release into a running sandbox's simulated cloud (an AMIRelease object
+    /// the sandbox fulfils) and print its images: `<family>@latest` aliases move to them.
+    PublishAmi(publish::PublishAmiArgs),
 }
 
 /// The sandbox kubelets learn about instances from the simulated cloud's instance list.
@@ -306,7 +330,9 @@ pub struct LocalCluster {
     pub kubeconfig: PathBuf,
     client: kube::Client,
     clock: Arc<dyn Clock>,
-    settings: super::Settings,
+    /// The settings the next [`LocalCluster::start_controller`] uses (tests change them between
+    /// restarts, e.g. the drift hash versions).
+    pub settings: super::Settings,
     controller: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -408,6 +434,11 @@ where
     let built = make_cloud(sb.url(), Arc::clone(&clock))
         .await
         .map_err(SandboxError::Startup)?;
+    if let Some(sim) = &built.sim {
+        let releases = amirelease::start(sb.store(), Arc::clone(sim), Arc::clone(&clock))
+            .map_err(|e| SandboxError::Startup(format!("installing the AMIRelease CRD: {e}")))?;
+        sb.adopt(releases);
+    }
     apply(sb.store(), manifests)?;
     let actors = ActorConfig {
         registration_delay: cfg.registration_delay,

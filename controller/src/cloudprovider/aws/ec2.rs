@@ -1057,3 +1057,27 @@ impl Ec2 for SdkEc2 {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn described_instances_carry_their_subnet_and_security_groups() {
+        let described = t::Instance::builder()
+            .instance_id("i-0abc")
+            .subnet_id("subnet-0a")
+            .security_groups(
+                t::GroupIdentifier::builder()
+                    .group_id("sg-1")
+                    .group_name("node")
+                    .build(),
+            )
+            .security_groups(t::GroupIdentifier::builder().group_id("sg-2").build())
+            .build();
+        let info = instance_info(&described);
+        assert_eq!(info.id, "i-0abc");
+        assert_eq!(info.subnet_id, "subnet-0a");
+        assert_eq!(info.security_group_ids, ["sg-1", "sg-2"]);
+    }
+}

@@ -391,6 +391,8 @@ impl AwsCloud {
             price: self.price_of(&i.instance_type, &i.zone, i.spot),
             launched_at: i.launched_at,
             image_id: i.image_id.clone(),
+            subnet_id: i.subnet_id.clone(),
+            security_group_ids: i.security_group_ids.clone(),
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod network;
+pub mod release;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,7 +20,8 @@ use k8s_openapi::api::core::v1::Taint;
 use rand::Rng;
 
 use self::catalog::{Catalog, REGION};
-use self::network::SimNetwork;
+use self::network::{SimAmi, SimNetwork};
+use self::release::PublishError;
 use super::instancetype::launch_offerings;
 use super::{
     CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
@@ -55,6 +57,10 @@ pub struct SimInstance {
     pub price: f64,
     /// Image id.
     pub image_id: String,
+    /// The subnet it was launched into (the node class's subnet in its zone).
+    pub subnet_id: String,
+    /// The security groups it was launched with (those the node class resolved).
+    pub security_group_ids: Vec<String>,
     /// Launch time.
     pub launched_at: Timestamp,
     /// Private IPv4 address.
@@ -89,6 +95,8 @@ impl SimInstance {
             price: self.price,
             launched_at: self.launched_at,
             image_id: self.image_id.clone(),
+            subnet_id: self.subnet_id.clone(),
+            security_group_ids: self.security_group_ids.clone(),
         }
     }
 }
@@ -116,6 +124,9 @@ pub struct SimCloud {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     launches: std::sync::atomic::AtomicUsize,
+    /// Bumped whenever the network or the images change (see
+    /// [`CloudProvider::resolution_changes`]).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl SimCloud {
@@ -140,6 +151,7 @@ impl SimCloud {
                 type_cache: HashMap::new(),
             }),
             launches: Default::default(),
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -205,9 +217,42 @@ impl SimCloud {
             .insert((instance_type.into(), zone.into(), capacity_type.into()));
     }
 
-    /// Run a closure over the simulated network (e.g. to publish a new AMI release).
+    /// Every image of the account, oldest first (a read: node classes are not re-resolved).
+    pub fn amis(&self) -> Vec<SimAmi> {
+        self.lock().network.amis.clone()
+    }
+
+    /// Run a closure over the simulated network (e.g. to add a subnet). Every call counts as a
+    /// change: node classes are re-resolved (see [`CloudProvider::resolution_changes`]).
     pub fn with_network<T>(&self, f: impl FnOnce(&mut SimNetwork) -> T) -> T {
-        f(&mut self.lock().network)
+        let result = f(&mut self.lock().network);
+        self.changed();
+        result
+    }
+
+    /// Publish a new image release of `family` (what AWS does to `@latest` aliases): one image
+    /// per architecture in `architectures` (empty: `amd64` and `arm64`), at `version` or,
+    /// without one, the day after the family's newest release. Node classes are re-resolved at
+    /// once, so their `status.amis` show the new images when an alias or selector matches them.
+    ///
+    /// Errors: see [`SimNetwork::publish_release`]; nothing is published then.
+    pub fn publish_release(
+        &self,
+        family: &str,
+        version: Option<&str>,
+        architectures: &[&str],
+    ) -> Result<Vec<SimAmi>, PublishError> {
+        let amis = self
+            .lock()
+            .network
+            .publish_release(family, version, architectures)?;
+        self.changed();
+        Ok(amis)
+    }
+
+    /// Tell watchers of [`CloudProvider::resolution_changes`] that resolutions may differ.
+    fn changed(&self) {
+        self.changes.send_modify(|generation| *generation += 1);
     }
 
     fn zones_of(node_class: &EC2NodeClass) -> BTreeSet<String> {
@@ -347,6 +392,19 @@ impl CloudProvider for SimCloud {
             .find(|s| s.zone == zone)
             .map(|s| s.zone_id.clone())
             .unwrap_or_default();
+        let subnet_id = resolution
+            .status
+            .subnets
+            .iter()
+            .find(|s| s.zone == zone)
+            .map(|s| s.id.clone())
+            .unwrap_or_default();
+        let security_group_ids = resolution
+            .status
+            .security_groups
+            .iter()
+            .map(|g| g.id.clone())
+            .collect();
         let (private_ip, hostname) = SimCloud::allocate_ip(&mut state, &zone);
         let id = format!("i-0{:016x}", rand::rng().random::<u64>());
         let mut instance_labels = it.labels.clone();
@@ -395,6 +453,8 @@ impl CloudProvider for SimCloud {
             capacity_type,
             price,
             image_id,
+            subnet_id,
+            security_group_ids,
             launched_at: now,
             private_ip,
             hostname,
@@ -468,6 +528,10 @@ impl CloudProvider for SimCloud {
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
         self.lock().network.resolve(&self.cluster_name, node_class)
+    }
+
+    fn resolution_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changes.subscribe())
     }
 }
 

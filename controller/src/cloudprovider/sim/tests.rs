@@ -196,3 +196,62 @@ async fn terminate_by_provider_id() {
     assert!(c.instances().is_empty());
     assert!(!c.terminate(&l.provider_id), "terminating twice is a no-op");
 }
+
+#[tokio::test]
+async fn instances_carry_their_subnet_and_security_groups() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let l = c
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
+        .await
+        .expect("launch");
+    let i = c.get(&l.provider_id).await.expect("get");
+    let status = nc.status.as_ref().expect("resolved");
+    let subnet = status
+        .subnets
+        .iter()
+        .find(|s| s.zone == i.zone)
+        .expect("a subnet in the instance's zone");
+    assert_eq!(i.subnet_id, subnet.id);
+    assert_eq!(i.security_group_ids, ["sg-0c0ffee0000000001"]);
+    assert_eq!(c.list().await.expect("list"), vec![i]);
+}
+
+#[tokio::test]
+async fn publishing_a_release_moves_latest_and_signals_a_change() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let mut changes = c.resolution_changes().expect("the sim signals changes");
+    let old: Vec<String> = nc
+        .status
+        .as_ref()
+        .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
+        .unwrap_or_default();
+    let amis = c
+        .publish_release("al2023", None, &["arm64"])
+        .expect("published");
+    assert_eq!(amis.len(), 1);
+    assert_eq!(amis[0].version, "v20260302");
+    assert!(changes.has_changed().expect("sender alive"));
+    changes.mark_unchanged();
+    let now = c.resolve_node_class(&nc).await.status.amis;
+    let ids: Vec<&str> = now.iter().map(|a| a.id.as_str()).collect();
+    assert!(ids.contains(&amis[0].id.as_str()), "{ids:?}");
+    assert_eq!(c.amis().last(), Some(&amis[0]));
+    assert!(
+        !changes.has_changed().expect("sender alive"),
+        "reads change nothing"
+    );
+    assert!(
+        ids.contains(&old[0].as_str()) || ids.contains(&old[1].as_str()),
+        "amd64 stays on the previous release"
+    );
+    assert!(matches!(
+        c.publish_release("al2023", Some("v20260302"), &["arm64"]),
+        Err(release::PublishError::AlreadyPublished { .. })
+    ));
+    assert!(
+        !changes.has_changed().expect("sender alive"),
+        "a refused release changes nothing"
+    );
+}
