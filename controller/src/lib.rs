@@ -2,6 +2,7 @@
 
 pub mod clock;
 pub mod cloudprovider;
+pub mod disruption;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;

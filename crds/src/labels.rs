@@ -105,9 +105,10 @@ pub const PROVIDER_COMPATIBILITY_ANNOTATION: &str = "compatibility.karpenter.sh/
 pub const NODEPOOL_HASH_ANNOTATION: &str = "karpenter.sh/nodepool-hash";
 /// Version of the NodePool hash algorithm a hash was computed with.
 pub const NODEPOOL_HASH_VERSION_ANNOTATION: &str = "karpenter.sh/nodepool-hash-version";
-/// Current NodePool hash version (`NodePoolHashVersion`; v1 Mar 2024 → v2 Apr 2024 → v3 with
-/// the v1 API). A mismatch makes Karpenter re-stamp non-drifted NodeClaims.
-pub const NODEPOOL_HASH_VERSION: &str = "v3";
+/// Upstream Karpenter's current NodePool hash version (`NodePoolHashVersion`; v1 Mar 2024 → v2
+/// Apr 2024 → v3 with the v1 API). A mismatch makes Karpenter re-stamp non-drifted NodeClaims.
+/// This project hashes differently and uses [`crate::hash::NODEPOOL_HASH_VERSION`].
+pub const UPSTREAM_NODEPOOL_HASH_VERSION: &str = "v3";
 /// RFC 3339 time by which a deleting NodeClaim's node is forcibly drained: deletion time plus
 /// `terminationGracePeriod`.
 pub const NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: &str =
@@ -297,9 +298,10 @@ pub const EC2NODECLASS_HASH_ANNOTATION: &str = "karpenter.k8s.aws/ec2nodeclass-h
 /// Version of the EC2NodeClass hash algorithm a hash was computed with.
 pub const EC2NODECLASS_HASH_VERSION_ANNOTATION: &str =
     "karpenter.k8s.aws/ec2nodeclass-hash-version";
-/// Current EC2NodeClass hash version (`EC2NodeClassHashVersion`; v6 hashes the kubelet config
-/// as a string and includes the CA bundle).
-pub const EC2NODECLASS_HASH_VERSION: &str = "v6";
+/// Upstream Karpenter's current EC2NodeClass hash version (`EC2NodeClassHashVersion`; v6
+/// hashes the kubelet config as a string and includes the CA bundle). This project hashes
+/// differently and uses [`crate::hash::EC2NODECLASS_HASH_VERSION`].
+pub const UPSTREAM_EC2NODECLASS_HASH_VERSION: &str = "v6";
 /// `true` once the instance has its `Name` and `karpenter.sh/nodeclaim` tags.
 pub const INSTANCE_TAGGED_ANNOTATION: &str = "karpenter.k8s.aws/tagged";
 /// Name of the instance profile Karpenter created for an EC2NodeClass.

@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod generate;
+pub mod hash;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;

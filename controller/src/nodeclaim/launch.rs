@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::lifecycle::{delete_claim, patch_metadata};
 use crate::cloudprovider::CloudError;
+use crate::disruption::hash::launch_stamp;
 use crate::operator::Context;
 use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
 use crate::operator::reconcile::ReconcileError;
@@ -38,8 +39,8 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
         .state()
         .into_iter()
         .find(|nc| nc.metadata.name.as_deref() == Some(class_name.as_str()));
-    let result = match node_class {
-        Some(nc) => ctx.cloud.create(claim, &nc).await,
+    let result = match &node_class {
+        Some(nc) => ctx.cloud.create(claim, nc).await,
         None => Err(CloudError::NodeClassNotReady(format!(
             "{} {class_name:?} not found",
             claim.spec.node_class_ref.kind
@@ -50,11 +51,26 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
         Ok(launched) => {
             let mut labels = launched.labels.clone();
             labels.extend(claim.metadata.labels.clone().unwrap_or_default());
-            if claim.metadata.labels.as_ref() != Some(&labels) {
-                claim.metadata.resource_version =
-                    patch_metadata(ctx, &name, json!({"labels": labels})).await?;
+            let mut annotations = claim.metadata.annotations.clone().unwrap_or_default();
+            if let Some(nc) = &node_class {
+                annotations.extend(launch_stamp(
+                    nc,
+                    &launched.image_id,
+                    &ctx.settings.hash_versions,
+                ));
+            }
+            if claim.metadata.labels.as_ref() != Some(&labels)
+                || claim.metadata.annotations.as_ref() != Some(&annotations)
+            {
+                claim.metadata.resource_version = patch_metadata(
+                    ctx,
+                    &name,
+                    json!({"labels": labels, "annotations": annotations}),
+                )
+                .await?;
             }
             claim.metadata.labels = Some(labels);
+            claim.metadata.annotations = Some(annotations);
             let status = claim.status.get_or_insert_with(Default::default);
             status.provider_id = Some(launched.provider_id.clone());
             status.image_id = Some(launched.image_id.clone());

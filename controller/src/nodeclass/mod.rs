@@ -12,11 +12,13 @@ use crds::conditions::{
 };
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
 use crds::{EC2NodeClass, StatusConditions};
+use futures::StreamExt;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
+use tokio_stream::wrappers::WatchStream;
 
 use crate::operator::Context;
 use crate::operator::events::{EventSpec, EventType, reason, reference};
@@ -25,15 +27,17 @@ use crate::operator::reconcile::{ReconcileError, drive};
 /// Selectors are re-resolved at least this often (upstream refreshes subnets every minute).
 const RESYNC: Duration = Duration::from_secs(60);
 
-/// Run the controller until the task is aborted.
+/// Run the controller until the task is aborted. Besides changes to EC2NodeClasses and the
+/// periodic resync, every node class is re-resolved when the cloud signals that resolutions
+/// changed ([`crate::cloudprovider::CloudProvider::resolution_changes`]; the simulated cloud
+/// does when an AMI release is published).
 pub async fn run(ctx: Arc<Context>) {
     let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-    drive(
-        Controller::new(classes, watcher::Config::default()),
-        reconcile,
-        ctx,
-    )
-    .await;
+    let mut controller = Controller::new(classes, watcher::Config::default());
+    if let Some(changes) = ctx.cloud.resolution_changes() {
+        controller = controller.reconcile_all_on(WatchStream::from_changes(changes).map(|_| ()));
+    }
+    drive(controller, reconcile, ctx).await;
 }
 
 async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -92,6 +96,7 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .await?;
         return Ok(Action::await_change());
     }
+    crate::disruption::hash::stamp_nodeclass(&ctx, &obj).await?;
     let resolution = ctx.cloud.resolve_node_class(&obj).await;
     let mut nc = (*obj).clone();
     let mut status = resolution.status;

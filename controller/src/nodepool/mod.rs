@@ -71,6 +71,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
     let name = obj.metadata.name.clone().unwrap_or_default();
+    crate::disruption::hash::stamp_nodepool(&ctx, &obj).await?;
     let mut pool = (*obj).clone();
     let now = ctx.clock.now();
     let verdict = validate(&pool);

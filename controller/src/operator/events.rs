@@ -63,6 +63,10 @@ pub mod reason {
     pub const ORPHANED_NODE: &str = "OrphanedNode";
     /// A node class cannot be deleted while NodeClaims use it.
     pub const WAITING_ON_NODECLAIM_TERMINATION: &str = "WaitingOnNodeClaimTermination";
+    /// A NodeClaim became drifted (the message names the changes), or stopped being drifted.
+    pub const DRIFTED: &str = "Drifted";
+    /// A NodeClaim stamped under another hash version was re-stamped instead of drifted.
+    pub const HASH_RESTAMPED: &str = "HashRestamped";
 }
 
 /// Dedupe window for most events (upstream default).

@@ -60,6 +60,9 @@ pub struct Settings {
     pub registration_ttl: Duration,
     /// How long a Node without a NodeClaim is reported before it is deleted.
     pub orphaned_node_grace: Duration,
+    /// The drift hash versions stamped and compared (this project's current ones; not a flag:
+    /// tests change them to prove a version change re-stamps instead of drifting).
+    pub hash_versions: crate::disruption::drift::HashVersions,
 }
 
 impl Default for Settings {
@@ -73,6 +76,7 @@ impl Default for Settings {
             launch_timeout: Duration::from_secs(300),
             registration_ttl: Duration::from_secs(900),
             orphaned_node_grace: Duration::from_secs(120),
+            hash_versions: Default::default(),
         }
     }
 }
@@ -114,6 +118,7 @@ impl ControllerOptions {
             launch_timeout: self.launch_timeout,
             registration_ttl: self.registration_ttl,
             orphaned_node_grace: self.orphaned_node_grace,
+            hash_versions: Default::default(),
         })
     }
 }

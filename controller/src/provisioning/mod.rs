@@ -240,7 +240,7 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
             fail_pods(ctx, prepared, &decision.pods, &why);
             continue;
         }
-        let claim = template::nodeclaim(pool, decision);
+        let claim = template::nodeclaim(pool, decision, &ctx.settings.hash_versions);
         match api.create(&PostParams::default(), &claim).await {
             Ok(created) => {
                 let name = created.metadata.name.clone().unwrap_or_default();

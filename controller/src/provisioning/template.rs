@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::cloudprovider::InstanceType;
+use crate::disruption::drift::HashVersions;
 use crate::scheduling::pod::PodInfo;
 use crate::scheduling::requirements::{Requirement, RequirementError, Requirements};
 use crate::scheduling::resources::Resources;
@@ -127,7 +128,9 @@ pub fn template(
 /// The NodeClaim object for a solver decision: `generateName: <pool>-`, owned by the NodePool,
 /// labelled with the pool's template labels, the nodepool and node-class labels and the
 /// claim's single-valued requirements; requirements list instance types cheapest first.
-pub fn nodeclaim(pool: &NodePool, decision: &NewClaim) -> NodeClaim {
+/// Annotated with the pool's template annotations and the NodePool drift stamp (hash, hash
+/// version and field snapshot, see [`crds::hash`]) under `versions`.
+pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let spec = &pool.spec.template.spec;
     let mut labels: BTreeMap<String, String> = decision
@@ -167,12 +170,16 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim) -> NodeClaim {
             out
         })
         .collect();
+    let mut annotations = pool.spec.template.metadata.annotations.clone();
+    annotations.extend(crds::hash::nodepool_stamp(
+        &crds::hash::nodepool_fields(pool),
+        &versions.nodepool,
+    ));
     NodeClaim {
         metadata: ObjectMeta {
             generate_name: Some(format!("{pool_name}-")),
             labels: Some(labels),
-            annotations: (!pool.spec.template.metadata.annotations.is_empty())
-                .then(|| pool.spec.template.metadata.annotations.clone()),
+            annotations: Some(annotations),
             owner_references: Some(vec![OwnerReference {
                 api_version: "karpenter.sh/v1".into(),
                 kind: "NodePool".into(),

@@ -1,0 +1,151 @@
+//! Disruption: drift detection (the `Drifted` condition on NodeClaims) and the drift hash stamps
+//! on NodePools, EC2NodeClasses and NodeClaims. Replacing drifted nodes comes later.
+
+pub mod drift;
+pub mod hash;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::conditions::{self, DRIFTED};
+use crds::{EC2NodeClass, NodeClaim, NodePool, StatusConditions};
+use kube::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use crate::cloudprovider::CloudError;
+use crate::nodeclaim::lifecycle::set_condition;
+use crate::operator::Context;
+use crate::operator::events::{EventType, reason};
+use crate::operator::reconcile::{ReconcileError, drive};
+use crate::state::snapshot::nodepool_of;
+use drift::{Inputs, Verdict};
+
+/// Every NodeClaim is re-checked at least this often, for changes only the cloud sees (upstream:
+/// 5 minutes). Changes to its NodePool or node class are seen at once through watches.
+pub const DRIFT_POLL: Duration = Duration::from_secs(300);
+
+/// Run the drift controller until the task is aborted: NodeClaims are checked when they, their
+/// NodePool or their node class change, and every [`DRIFT_POLL`].
+pub async fn run(ctx: Arc<Context>) {
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let pools: Api<NodePool> = Api::all(ctx.client.clone());
+    let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    let by_pool = ctx.state.clone();
+    let by_class = ctx.state.clone();
+    let controller = Controller::new(claims, watcher::Config::default())
+        .watches(pools, watcher::Config::default(), move |pool: NodePool| {
+            let name = pool.metadata.name.unwrap_or_default();
+            by_pool
+                .nodeclaims
+                .state()
+                .into_iter()
+                .filter(|c| nodepool_of(c.metadata.labels.as_ref()) == Some(name.as_str()))
+                .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
+                .collect::<Vec<_>>()
+        })
+        .watches(
+            classes,
+            watcher::Config::default(),
+            move |class: EC2NodeClass| {
+                let name = class.metadata.name.unwrap_or_default();
+                by_class
+                    .nodeclaims
+                    .state()
+                    .into_iter()
+                    .filter(|c| c.spec.node_class_ref.name == name)
+                    .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
+                    .collect::<Vec<_>>()
+            },
+        );
+    drive(controller, reconcile, ctx).await;
+}
+
+async fn reconcile(claim: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let Some(pool_name) = nodepool_of(claim.metadata.labels.as_ref()) else {
+        return Ok(Action::await_change());
+    };
+    let Some(pool) = ctx
+        .state
+        .nodepools
+        .state()
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some(pool_name))
+    else {
+        // Its NodePool is gone: ownership deletes the NodeClaim.
+        return Ok(Action::requeue(DRIFT_POLL));
+    };
+    let class_name = &claim.spec.node_class_ref.name;
+    let class = ctx
+        .state
+        .nodeclasses
+        .state()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(class_name.as_str()));
+    let launched = conditions::is_true(claim.status_conditions(), conditions::LAUNCHED);
+    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+    let instance = match provider_id.filter(|_| launched) {
+        Some(pid) => match ctx.cloud.get(&pid).await {
+            Ok(i) => Some(i),
+            // Garbage collection deals with NodeClaims whose instance is gone.
+            Err(CloudError::NodeClaimNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    let types = match (&class, launched) {
+        (Some(c), true) => ctx.cloud.instance_types(c).await.ok(),
+        _ => None,
+    };
+    let verdict = drift::detect(&Inputs {
+        claim: &claim,
+        pool: &pool,
+        node_class: class.as_deref(),
+        instance: instance.as_ref(),
+        instance_types: types.as_ref().map(|t| t.as_slice()),
+        versions: &ctx.settings.hash_versions,
+    });
+    apply(&ctx, &claim, verdict).await?;
+    Ok(Action::requeue(DRIFT_POLL))
+}
+
+/// Write a verdict to the NodeClaim's `Drifted` condition, with an Event when it changes.
+async fn apply(ctx: &Context, claim: &NodeClaim, verdict: Verdict) -> Result<(), ReconcileError> {
+    let was = conditions::get(claim.status_conditions(), DRIFTED).cloned();
+    match verdict {
+        Verdict::Unknown(why) => {
+            tracing::debug!(nodeclaim = ?claim.metadata.name, why = %why, "drift not checked");
+        }
+        Verdict::NotLaunched | Verdict::NotDrifted => {
+            if set_condition(ctx, claim, |set| set.clear(DRIFTED).unwrap_or(false)).await?
+                && was.is_some_and(|c| c.status == "True")
+            {
+                ctx.recorder.about(
+                    claim,
+                    EventType::Normal,
+                    reason::DRIFTED,
+                    "No longer drifted: the NodeClaim matches its NodePool and node class again"
+                        .into(),
+                );
+            }
+        }
+        Verdict::Drifted(findings) => {
+            let why = findings.first().map(|f| f.reason).unwrap_or_default();
+            let message = Verdict::message(&findings);
+            if set_condition(ctx, claim, |set| {
+                set.set_true_with_reason(DRIFTED, why, &message)
+            })
+            .await?
+            {
+                tracing::info!(nodeclaim = ?claim.metadata.name, reason = why, changes = %message, "nodeclaim drifted");
+                ctx.recorder
+                    .about(claim, EventType::Normal, reason::DRIFTED, message);
+            }
+        }
+    }
+    Ok(())
+}
