@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+pub use crate::drift::args::{DriftAction, DriftArgs};
 use crate::kubeconfig::Selection;
 pub use crate::orphans::args::{
     DetectArgs, OrphansAction, OrphansArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput,
 };
 
-/// See and steer Karpenter: NodeClaims in flight and ready, what they cost, and orphans.
+/// See and steer Karpenter: NodeClaims in flight and ready, what they cost, drift, and orphans.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl-karpenter", version, propagate_version = true)]
 pub struct Cli {
@@ -91,6 +92,9 @@ pub enum Command {
     /// without a NodeClaim, NodeClaims whose instance is gone. `orphans delete` cleans them up.
     #[command(after_help = crate::orphans::args::ORPHANS_HELP)]
     Orphans(Box<OrphansArgs>),
+    /// Explain drift (`drift explain`): why NodeClaims are drifted or not, their stamped and
+    /// current NodePool and EC2NodeClass hashes, and the exact fields that changed.
+    Drift(DriftArgs),
     /// Print the plugin version.
     Version,
 }

@@ -1,9 +1,10 @@
 //! `kubectl karpenter`: a kubectl plugin that shows Karpenter's NodeClaims (in flight, ready,
-//! terminating), what they cost, and orphans. Parses the command line, runs it, and maps the
-//! outcome to exit codes: 0 nothing found, 1 problems found, 2 failure.
+//! terminating), what they cost, why they are drifted, and orphans. Parses the command line,
+//! runs it, and maps the outcome to exit codes: 0 nothing found, 1 problems found, 2 failure.
 
 mod age;
 mod cli;
+mod drift;
 #[cfg(test)]
 mod fixtures;
 mod kubeconfig;

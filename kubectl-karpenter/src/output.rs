@@ -65,10 +65,11 @@ pub fn write_yaml(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), Outp
     write_yaml_value(out, &list_value(claims)?)
 }
 
-/// Writes any JSON value as block YAML the way [`write_yaml`] does.
+/// Writes any serializable value (a JSON value, a list of reports) as block YAML the way
+/// [`write_yaml`] does.
 ///
 /// Errors: serializing or writing failed.
-pub fn write_yaml_value(out: &mut impl Write, list: &Value) -> Result<(), OutputError> {
+pub fn write_yaml_value<T: Serialize>(out: &mut impl Write, list: &T) -> Result<(), OutputError> {
     let options = serde_saphyr::ser_options! {
         indent_step: 2,
         compact_list_indent: true,

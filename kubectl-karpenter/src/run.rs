@@ -8,7 +8,7 @@ use crds::NodeClaim;
 use jiff::Timestamp;
 use kube::api::{Api, ListParams};
 
-use crate::cli::{Cli, Command, GlobalArgs, OrphansAction, OutputFormat, StatusArgs};
+use crate::cli::{Cli, Command, DriftAction, GlobalArgs, OrphansAction, OutputFormat, StatusArgs};
 use crate::kubeconfig::{self, Loaded};
 use crate::orphans::cloud::CloudError;
 use crate::orphans::command::{self as orphans, Prompt};
@@ -107,6 +107,9 @@ pub enum Error {
         /// Steps tried or skipped.
         total: usize,
     },
+    /// `drift explain NAME` named no NodeClaim.
+    #[error(transparent)]
+    Resolve(#[from] crate::drift::resolve::ResolveError),
     /// Writing output failed.
     #[error(transparent)]
     Output(#[from] OutputError),
@@ -258,6 +261,11 @@ pub async fn run<O: Write, E: Write>(
                 orphans::delete(&cli.global, delete, io, prompt).await
             }
             _ => orphans::list(&cli.global, args.list_args(), io).await,
+        },
+        Command::Drift(args) => match &args.action {
+            DriftAction::Explain(explain) => {
+                crate::drift::command::explain(&cli.global, explain, io).await
+            }
         },
     }
 }
