@@ -220,12 +220,22 @@ pub enum Change {
     },
 }
 
+/// `path: added VALUE`, `path: removed VALUE`, `path: OLD -> NEW`; values longer than 100
+/// characters are cut, with their size.
 impl fmt::Display for FieldChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.change {
-            Change::Added { value } => write!(f, "{}: added {value}", self.path),
-            Change::Removed { value } => write!(f, "{}: removed {value}", self.path),
-            Change::Changed { old, new } => write!(f, "{}: {old} -> {new}", self.path),
+            Change::Added { value } => write!(f, "{}: added {}", self.path, abbreviate(value)),
+            Change::Removed { value } => {
+                write!(f, "{}: removed {}", self.path, abbreviate(value))
+            }
+            Change::Changed { old, new } => write!(
+                f,
+                "{}: {} -> {}",
+                self.path,
+                abbreviate(old),
+                abbreviate(new)
+            ),
             Change::ChangedUnrecorded { new } => write!(
                 f,
                 "{}: changed (previous value too large to record) -> {new}",
@@ -327,8 +337,10 @@ fn render(v: &Value) -> String {
     }
 }
 
+/// At most 100 characters of a value, with its full size when cut (a userData script is not
+/// printed whole; the changed path is what matters).
 fn abbreviate(s: &str) -> String {
-    const MAX: usize = 60;
+    const MAX: usize = 100;
     if s.chars().count() <= MAX {
         s.to_string()
     } else {

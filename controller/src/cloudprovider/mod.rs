@@ -16,6 +16,7 @@ use crds::{EC2NodeClass, EC2NodeClassStatus, NodeClaim};
 
 pub use instancetype::{InstanceType, Offering};
 
+use crate::scheduling::requirements::Requirement;
 use crate::scheduling::resources::Resources;
 
 /// A cloud error, classified the way the lifecycle controller reacts to it.
@@ -130,6 +131,24 @@ pub fn claim_for_instance(
         "status": {"providerID": provider_id},
     }))
     .map_err(|e| CloudError::Other(format!("building a NodeClaim for {provider_id}: {e}")))
+}
+
+/// The AMI a launch picks for a node with `labels` (its instance type's labels): the first of
+/// the node class's resolved AMIs whose every requirement the labels meet (a label the node
+/// lacks meets only `NotIn` and `DoesNotExist`). Launch and drift use this one rule, so a node
+/// is never drifted by the very AMI it was launched with.
+pub fn compatible_ami<'a>(
+    amis: &'a [crds::ec2nodeclass::Ami],
+    labels: &BTreeMap<String, String>,
+) -> Option<&'a crds::ec2nodeclass::Ami> {
+    amis.iter().find(|ami| {
+        ami.requirements.iter().all(|req| {
+            Requirement::from_node_selector(req).is_ok_and(|req| match labels.get(&req.key) {
+                Some(v) => req.has(v),
+                None => req.allows_absent(),
+            })
+        })
+    })
 }
 
 /// A cloud that launches instances for NodeClaims.

@@ -14,7 +14,7 @@ use crds::conditions::{self, reason as r};
 use crds::hash::{self, FieldChange, HashedFields, Snapshot, Stamp};
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 
-use crate::cloudprovider::{Instance, InstanceType};
+use crate::cloudprovider::{Instance, InstanceType, compatible_ami};
 use crate::scheduling::requirements::{Requirement, Requirements};
 
 /// On a NodeClaim: the name of the image its instance was launched from, recorded at launch so
@@ -65,15 +65,93 @@ pub enum Verdict {
     Unknown(String),
 }
 
+/// The drift reasons, in the order upstream checks them (core: the NodePool hash, requirements,
+/// instance type; AWS: the node class hash, AMI, security groups, subnet). The first finding in
+/// this order gives the condition's reason.
+pub const REASONS: &[&str] = &[
+    r::NODEPOOL_DRIFTED,
+    r::REQUIREMENTS_DRIFTED,
+    r::INSTANCE_TYPE_NOT_FOUND,
+    r::NODE_CLASS_DRIFT,
+    r::AMI_DRIFT,
+    r::SECURITY_GROUP_DRIFT,
+    r::SUBNET_DRIFT,
+];
+
+/// Longest change text kept in a condition message, in characters.
+const MAX_CHANGE: usize = 256;
+/// Longest condition message, in bytes (the API allows 32768; a short message keeps Events and
+/// `kubectl describe` readable). Changes beyond it are counted, not listed.
+const MAX_MESSAGE: usize = 1024;
+
 impl Verdict {
-    /// The condition message for drifted findings: each finding's changes, `; `-separated.
+    /// The condition message for drifted findings: each change as `<Reason>: <change>`,
+    /// `; `-separated, each at most 256 characters and the whole at most 1 KiB (the rest is
+    /// counted as `(+N more changes)`). [`split_message`] reads it back.
     pub fn message(findings: &[Finding]) -> String {
-        findings
+        let all: Vec<String> = findings
             .iter()
-            .flat_map(|f| f.changes.iter().map(move |c| format!("{}: {c}", f.reason)))
-            .collect::<Vec<_>>()
-            .join("; ")
+            .flat_map(|f| {
+                f.changes
+                    .iter()
+                    .map(move |c| format!("{}: {}", f.reason, shorten(c, MAX_CHANGE)))
+            })
+            .collect();
+        let mut out = String::new();
+        for (i, change) in all.iter().enumerate() {
+            let more = all.len() - i;
+            if !out.is_empty() && out.len() + change.len() + 40 > MAX_MESSAGE {
+                out.push_str(&format!("; (+{more} more changes)"));
+                break;
+            }
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str(change);
+        }
+        out
     }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(max.saturating_sub(3)).collect();
+        format!("{head}...")
+    }
+}
+
+/// A `Drifted` condition message split back into `(reason, change)` pairs. A change may itself
+/// contain `; `: a new change starts only where a known reason follows.
+pub fn split_message(message: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for piece in message.split("; ") {
+        let known = REASONS
+            .iter()
+            .find_map(|r| piece.strip_prefix(&format!("{r}: ")).map(|rest| (*r, rest)));
+        match (known, out.last_mut()) {
+            (Some((reason, rest)), _) => out.push((reason.to_string(), rest.to_string())),
+            (None, Some(last)) => {
+                last.1.push_str("; ");
+                last.1.push_str(piece);
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Something a check needs, as far as the caller looked it up.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lookup<T> {
+    /// Not looked up (the plugin cannot ask the cloud): checks that need it are skipped.
+    NotAsked,
+    /// Looked up and not available (a cloud error): checks that need it keep what they found
+    /// before, so a passing error neither clears nor changes the condition.
+    Unavailable(String),
+    /// Known.
+    Found(T),
 }
 
 /// Everything drift needs to know about one NodeClaim.
@@ -84,15 +162,21 @@ pub struct Inputs<'a> {
     pub pool: &'a NodePool,
     /// Its node class, if it exists.
     pub node_class: Option<&'a EC2NodeClass>,
-    /// Its instance as the cloud describes it now (image, subnet, security groups), if known.
-    pub instance: Option<&'a Instance>,
-    /// The instance types the node class offers now, if known.
-    pub instance_types: Option<&'a [std::sync::Arc<InstanceType>]>,
+    /// Its instance as the cloud describes it now (image, subnet, security groups).
+    pub instance: Lookup<&'a Instance>,
+    /// The instance types the node class offers now.
+    pub instance_types: Lookup<&'a [std::sync::Arc<InstanceType>]>,
     /// The hash versions in force.
     pub versions: &'a HashVersions,
 }
 
-/// Run every drift check on a NodeClaim.
+/// Checks that could not run, with why.
+type Unchecked = Vec<(&'static str, String)>;
+
+/// Run every drift check on a NodeClaim. A check that cannot run (the node class is missing or
+/// has not resolved, a cloud lookup failed) keeps the finding the NodeClaim's condition already
+/// has for its reason; when nothing is found and some check could not run, the verdict is
+/// [`Verdict::Unknown`] and the condition is left alone.
 pub fn detect(inputs: &Inputs<'_>) -> Verdict {
     let claim = inputs.claim;
     if !conditions::is_true(
@@ -102,32 +186,88 @@ pub fn detect(inputs: &Inputs<'_>) -> Verdict {
         return Verdict::NotLaunched;
     }
     let mut findings = Vec::new();
-    if let Some(f) = nodepool_drift(claim, inputs.pool, &inputs.versions.nodepool) {
-        findings.push(f);
-    }
-    if let Some(f) = requirements_drift(claim, inputs.pool) {
-        findings.push(f);
-    }
-    if let Some(types) = inputs.instance_types
-        && let Some(f) = instance_type_not_found(claim, types)
-    {
-        findings.push(f);
-    }
-    if let Some(class) = inputs.node_class {
-        if let Some(f) = nodeclass_drift(claim, class, &inputs.versions.nodeclass) {
-            findings.push(f);
+    let mut unchecked: Unchecked = Vec::new();
+    findings.extend(nodepool_drift(
+        claim,
+        inputs.pool,
+        &inputs.versions.nodepool,
+    ));
+    findings.extend(requirements_drift(claim, inputs.pool));
+    match &inputs.instance_types {
+        // An empty list means the node class offers nothing right now (no subnets resolved):
+        // that is no evidence against this NodeClaim's instance type.
+        Lookup::Found(types) if !types.is_empty() => {
+            findings.extend(instance_type_not_found(claim, types));
         }
-        match cloud_drift(claim, class, inputs.instance) {
-            Ok(found) => findings.extend(found),
-            Err(why) if findings.is_empty() => return Verdict::Unknown(why),
-            Err(_) => {}
+        Lookup::Found(_) => unchecked.push((
+            r::INSTANCE_TYPE_NOT_FOUND,
+            "the node class offers no instance types".into(),
+        )),
+        Lookup::Unavailable(why) => unchecked.push((r::INSTANCE_TYPE_NOT_FOUND, why.clone())),
+        Lookup::NotAsked => {}
+    }
+    match inputs.node_class {
+        Some(class) => {
+            findings.extend(nodeclass_drift(claim, class, &inputs.versions.nodeclass));
+            findings.extend(cloud_drift(claim, class, &inputs.instance, &mut unchecked));
+        }
+        None => {
+            let why = format!(
+                "{} {:?} not found",
+                claim.spec.node_class_ref.kind, claim.spec.node_class_ref.name
+            );
+            for reason in [
+                r::NODE_CLASS_DRIFT,
+                r::AMI_DRIFT,
+                r::SECURITY_GROUP_DRIFT,
+                r::SUBNET_DRIFT,
+            ] {
+                unchecked.push((reason, why.clone()));
+            }
         }
     }
-    if findings.is_empty() {
-        Verdict::NotDrifted
-    } else {
-        Verdict::Drifted(findings)
+    findings.extend(kept(claim, &unchecked, &findings));
+    findings.sort_by_key(|f| REASONS.iter().position(|r| *r == f.reason));
+    match (findings.is_empty(), unchecked.is_empty()) {
+        (false, _) => Verdict::Drifted(findings),
+        (true, true) => Verdict::NotDrifted,
+        (true, false) => Verdict::Unknown(
+            unchecked
+                .iter()
+                .map(|(reason, why)| format!("{reason} not checked: {why}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
     }
+}
+
+/// The findings the NodeClaim's `Drifted` condition already has for reasons whose check could
+/// not run now (and that no other check found again).
+fn kept(claim: &NodeClaim, unchecked: &Unchecked, found: &[Finding]) -> Vec<Finding> {
+    let Some(condition) = conditions::get(
+        crds::StatusConditions::status_conditions(claim),
+        conditions::DRIFTED,
+    )
+    .filter(|c| c.status == "True") else {
+        return vec![];
+    };
+    let previous = split_message(&condition.message);
+    let mut out = Vec::new();
+    for reason in REASONS {
+        if !unchecked.iter().any(|(r, _)| r == reason) || found.iter().any(|f| f.reason == *reason)
+        {
+            continue;
+        }
+        let changes: Vec<String> = previous
+            .iter()
+            .filter(|(r, _)| r == reason)
+            .map(|(_, c)| c.clone())
+            .collect();
+        if !changes.is_empty() {
+            out.push(Finding { reason, changes });
+        }
+    }
+    out
 }
 
 /// How a stamped hash compares with the current one.
@@ -207,8 +347,8 @@ fn nodeclass_drift(claim: &NodeClaim, class: &EC2NodeClass, version: &str) -> Op
 }
 
 /// A hash comparison as a finding. A NodeClaim already drifted for this reason under another
-/// hash version stays drifted (its drift was real; it is not re-stamped either), where
-/// upstream would clear the condition and lose the drift.
+/// hash version stays drifted with the changes its condition names (its drift was real, and it
+/// is not re-stamped), until it is replaced.
 fn static_drift(
     claim: &NodeClaim,
     stamp: &Stamp,
@@ -228,11 +368,10 @@ fn static_drift(
                 conditions::DRIFTED,
             )
             .filter(|c| c.status == "True")?;
-            let prefix = format!("{reason}: ");
-            let kept: Vec<String> = drifted
-                .message
-                .split("; ")
-                .filter_map(|m| m.strip_prefix(&prefix).map(String::from))
+            let kept: Vec<String> = split_message(&drifted.message)
+                .into_iter()
+                .filter(|(r, _)| r == reason)
+                .map(|(_, c)| c)
                 .collect();
             (!kept.is_empty() || drifted.reason == reason).then(|| Finding {
                 reason,
@@ -300,70 +439,37 @@ fn instance_type_not_found(
 }
 
 /// AMI, security group and subnet drift against the node class's resolved status (AWS
-/// `IsDrifted`, in its order). Errors: the status has not resolved what a check needs.
+/// `IsDrifted`, in its order). A check whose inputs are not resolved or not available goes to
+/// `unchecked` instead.
 fn cloud_drift(
     claim: &NodeClaim,
     class: &EC2NodeClass,
-    instance: Option<&Instance>,
-) -> Result<Vec<Finding>, String> {
-    let status = class
-        .status
-        .as_ref()
-        .ok_or_else(|| "node class has no status yet".to_string())?;
+    instance: &Lookup<&Instance>,
+    unchecked: &mut Unchecked,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let image = instance
-        .map(|i| i.image_id.clone())
-        .filter(|id| !id.is_empty())
-        .or_else(|| claim.status.as_ref().and_then(|s| s.image_id.clone()))
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| "the instance's image is not known".to_string())?;
-    if status.amis.is_empty() {
-        return Err("node class has resolved no AMIs".into());
-    }
-    let labels = claim.metadata.labels.clone().unwrap_or_default();
-    // The AMI a launch would pick now: the first one whose requirements the node's labels meet.
-    let wanted = status
-        .amis
-        .iter()
-        .find(|ami| {
-            ami.requirements.iter().all(|req| {
-                Requirement::from_node_selector(req).is_ok_and(|req| admits(&req, &labels))
-            })
-        })
-        .ok_or_else(|| "no resolved AMI is compatible with the instance type".to_string())?;
-    if wanted.id != image {
-        let old_name = claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(IMAGE_NAME_ANNOTATION))
-            .cloned()
-            .or_else(|| {
-                status
-                    .amis
-                    .iter()
-                    .find(|a| a.id == image)
-                    .and_then(|a| a.name.clone())
-            });
-        let named = |id: &str, name: Option<&str>| match name {
-            Some(n) => format!("{id} ({n})"),
-            None => id.to_string(),
-        };
-        findings.push(Finding {
-            reason: r::AMI_DRIFT,
-            changes: vec![format!(
-                "AMI: {} -> {}",
-                named(&image, old_name.as_deref()),
-                named(&wanted.id, wanted.name.as_deref())
-            )],
-        });
-    }
-    let Some(instance) = instance else {
-        return Ok(findings);
+    let Some(status) = class.status.as_ref() else {
+        let why = "the node class has no status yet";
+        unchecked.push((r::AMI_DRIFT, why.into()));
+        if !matches!(instance, Lookup::NotAsked) {
+            unchecked.push((r::SECURITY_GROUP_DRIFT, why.into()));
+            unchecked.push((r::SUBNET_DRIFT, why.into()));
+        }
+        return findings;
     };
-    if status.security_groups.is_empty() {
-        return Err("node class has resolved no security groups".into());
+    match ami_drift(claim, status, instance) {
+        Ok(found) => findings.extend(found),
+        Err(why) => unchecked.push((r::AMI_DRIFT, why)),
     }
+    let instance = match instance {
+        Lookup::Found(i) => *i,
+        Lookup::NotAsked => return findings,
+        Lookup::Unavailable(why) => {
+            unchecked.push((r::SECURITY_GROUP_DRIFT, why.clone()));
+            unchecked.push((r::SUBNET_DRIFT, why.clone()));
+            return findings;
+        }
+    };
     let have: BTreeSet<&str> = instance
         .security_group_ids
         .iter()
@@ -374,7 +480,12 @@ fn cloud_drift(
         .iter()
         .map(|g| g.id.as_str())
         .collect();
-    if !have.is_empty() && have != want {
+    if want.is_empty() {
+        unchecked.push((
+            r::SECURITY_GROUP_DRIFT,
+            "the node class has resolved no security groups".into(),
+        ));
+    } else if !have.is_empty() && have != want {
         let list = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
         findings.push(Finding {
             reason: r::SECURITY_GROUP_DRIFT,
@@ -386,9 +497,12 @@ fn cloud_drift(
         });
     }
     if status.subnets.is_empty() {
-        return Err("node class has resolved no subnets".into());
-    }
-    if !instance.subnet_id.is_empty() && !status.subnets.iter().any(|s| s.id == instance.subnet_id)
+        unchecked.push((
+            r::SUBNET_DRIFT,
+            "the node class has resolved no subnets".into(),
+        ));
+    } else if !instance.subnet_id.is_empty()
+        && !status.subnets.iter().any(|s| s.id == instance.subnet_id)
     {
         let selected: Vec<String> = status
             .subnets
@@ -405,7 +519,61 @@ fn cloud_drift(
             )],
         });
     }
-    Ok(findings)
+    findings
+}
+
+/// `AMIDrift`: the instance's image is not the AMI a launch would pick now (the first resolved
+/// AMI whose requirements the node's labels meet, see [`compatible_ami`]).
+///
+/// Errors: the image or the resolved AMIs are not known.
+fn ami_drift(
+    claim: &NodeClaim,
+    status: &crds::EC2NodeClassStatus,
+    instance: &Lookup<&Instance>,
+) -> Result<Option<Finding>, String> {
+    let from_instance = match instance {
+        Lookup::Found(i) => Some(i.image_id.clone()),
+        _ => None,
+    };
+    let image = from_instance
+        .filter(|id| !id.is_empty())
+        .or_else(|| claim.status.as_ref().and_then(|s| s.image_id.clone()))
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| "the instance's image is not known".to_string())?;
+    if status.amis.is_empty() {
+        return Err("the node class has resolved no AMIs".into());
+    }
+    let labels = claim.metadata.labels.clone().unwrap_or_default();
+    let wanted = compatible_ami(&status.amis, &labels)
+        .ok_or_else(|| "no resolved AMI is compatible with the instance type".to_string())?;
+    if wanted.id == image {
+        return Ok(None);
+    }
+    let old_name = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(IMAGE_NAME_ANNOTATION))
+        .cloned()
+        .or_else(|| {
+            status
+                .amis
+                .iter()
+                .find(|a| a.id == image)
+                .and_then(|a| a.name.clone())
+        });
+    let named = |id: &str, name: Option<&str>| match name {
+        Some(n) => format!("{id} ({n})"),
+        None => id.to_string(),
+    };
+    Ok(Some(Finding {
+        reason: r::AMI_DRIFT,
+        changes: vec![format!(
+            "AMI: {} -> {}",
+            named(&image, old_name.as_deref()),
+            named(&wanted.id, wanted.name.as_deref())
+        )],
+    }))
 }
 
 #[cfg(test)]

@@ -25,7 +25,10 @@ use crate::operator::events::{EventType, reason};
 use crate::operator::reconcile::ReconcileError;
 use crate::state::snapshot::nodepool_of;
 
-/// The NodeClaims to re-stamp, with the annotations to write: those stamped under a version
+/// How soon a reconcile that left NodeClaims to re-stamp runs again.
+pub const RESTAMP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The NodeClaims to re-stamp: those stamped under a version
 /// other than `version` (or not at all) and not `Drifted`. `launched_only` skips NodeClaims not
 /// launched yet (the node class stamp is written at launch).
 pub fn restamps<'a>(
@@ -46,8 +49,9 @@ pub fn restamps<'a>(
 /// Stamp a NodePool with its current hash and version, and back-propagate to its NodeClaims
 /// stamped under another version.
 ///
-/// Errors: API failures (a conflicting NodeClaim update is retried on the next reconcile).
-pub async fn stamp_nodepool(ctx: &Context, pool: &NodePool) -> Result<(), ReconcileError> {
+/// Returns how many NodeClaims are still to re-stamp (a write conflicted or failed; the caller
+/// retries soon). Errors: the NodePool's own stamp could not be written.
+pub async fn stamp_nodepool(ctx: &Context, pool: &NodePool) -> Result<usize, ReconcileError> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let version = &ctx.settings.hash_versions.nodepool;
     let fields = hash::nodepool_fields(pool);
@@ -80,17 +84,28 @@ pub async fn stamp_nodepool(ctx: &Context, pool: &NodePool) -> Result<(), Reconc
         false,
     );
     let stamp = hash::nodepool_stamp(&fields, version);
+    let mut pending = 0;
     for claim in stale {
-        restamp(ctx, claim, &stamp, "NodePool", &fields).await?;
+        // One NodeClaim that cannot be written must not hold up the others, nor the caller's
+        // status work: the caller retries soon.
+        match restamp(ctx, claim, &stamp, "NodePool", &fields).await {
+            Ok(true) => {}
+            Ok(false) => pending += 1,
+            Err(e) => {
+                pending += 1;
+                tracing::warn!(nodeclaim = ?claim.metadata.name, error = %e, "re-stamping drift hash");
+            }
+        }
     }
-    Ok(())
+    Ok(pending)
 }
 
 /// Stamp an EC2NodeClass with its current hash and version, and back-propagate to the launched
 /// NodeClaims using it that were stamped under another version.
 ///
-/// Errors: API failures.
-pub async fn stamp_nodeclass(ctx: &Context, class: &EC2NodeClass) -> Result<(), ReconcileError> {
+/// Returns how many NodeClaims are still to re-stamp. Errors: the EC2NodeClass's own stamp could
+/// not be written.
+pub async fn stamp_nodeclass(ctx: &Context, class: &EC2NodeClass) -> Result<usize, ReconcileError> {
     let name = class.metadata.name.clone().unwrap_or_default();
     let version = &ctx.settings.hash_versions.nodeclass;
     let fields = hash::nodeclass_fields(class);
@@ -123,10 +138,20 @@ pub async fn stamp_nodeclass(ctx: &Context, class: &EC2NodeClass) -> Result<(), 
         true,
     );
     let stamp = hash::nodeclass_stamp(&fields, version);
+    let mut pending = 0;
     for claim in stale {
-        restamp(ctx, claim, &stamp, "EC2NodeClass", &fields).await?;
+        // One NodeClaim that cannot be written must not hold up the others, nor the caller's
+        // status work: the caller retries soon.
+        match restamp(ctx, claim, &stamp, "EC2NodeClass", &fields).await {
+            Ok(true) => {}
+            Ok(false) => pending += 1,
+            Err(e) => {
+                pending += 1;
+                tracing::warn!(nodeclaim = ?claim.metadata.name, error = %e, "re-stamping drift hash");
+            }
+        }
     }
-    Ok(())
+    Ok(pending)
 }
 
 /// What a launch stamps on its NodeClaim besides labels: the node class drift stamp (hash,
@@ -158,7 +183,7 @@ async fn restamp(
     stamp: &BTreeMap<String, String>,
     kind: &str,
     fields: &HashedFields,
-) -> Result<(), ReconcileError> {
+) -> Result<bool, ReconcileError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let old = match kind {
         "NodePool" => Stamp::nodepool(claim.metadata.annotations.as_ref()),
@@ -172,8 +197,9 @@ async fn restamp(
     .await
     {
         Ok(_) => {}
-        // Changed or deleted meanwhile: the next reconcile sees the fresh object.
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => return Ok(()),
+        // Changed meanwhile: retried soon with the fresh object.
+        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(false),
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
         Err(e) => return Err(e.into()),
     }
     let message = match &old.version {
@@ -191,7 +217,7 @@ async fn restamp(
     tracing::info!(nodeclaim = %name, kind, old_version = ?old.version, "re-stamped drift hash");
     ctx.recorder
         .about(claim, EventType::Normal, reason::HASH_RESTAMPED, message);
-    Ok(())
+    Ok(true)
 }
 
 fn stamp_version(stamp: &BTreeMap<String, String>) -> &str {

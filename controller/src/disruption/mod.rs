@@ -4,7 +4,8 @@
 pub mod drift;
 pub mod hash;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crds::conditions::{self, DRIFTED};
@@ -20,7 +21,7 @@ use crate::operator::Context;
 use crate::operator::events::{EventType, reason};
 use crate::operator::reconcile::{ReconcileError, drive};
 use crate::state::snapshot::nodepool_of;
-use drift::{Inputs, Verdict};
+use drift::{Inputs, Lookup, Verdict};
 
 /// Every NodeClaim is re-checked at least this often, for changes only the cloud sees (upstream:
 /// 5 minutes). Changes to its NodePool or node class are seen at once through watches.
@@ -29,6 +30,12 @@ pub const DRIFT_POLL: Duration = Duration::from_secs(300);
 /// Run the drift controller until the task is aborted: NodeClaims are checked when they, their
 /// NodePool or their node class change, and every [`DRIFT_POLL`].
 pub async fn run(ctx: Arc<Context>) {
+    // Checking before the caches hold every NodePool and node class would clear real drift.
+    if ctx.state.wait_synced().await.is_err() {
+        tracing::error!("drift controller not started: the cluster state never synced");
+        return;
+    }
+    let seen = Mutex::new(HashMap::new());
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
     let pools: Api<NodePool> = Api::all(ctx.client.clone());
     let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
@@ -36,6 +43,9 @@ pub async fn run(ctx: Arc<Context>) {
     let by_class = ctx.state.clone();
     let controller = Controller::new(claims, watcher::Config::default())
         .watches(pools, watcher::Config::default(), move |pool: NodePool| {
+            if !relevant_change(&seen, &pool) {
+                return vec![];
+            }
             let name = pool.metadata.name.unwrap_or_default();
             by_pool
                 .nodeclaims
@@ -88,29 +98,62 @@ async fn reconcile(claim: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, R
         .find(|c| c.metadata.name.as_deref() == Some(class_name.as_str()));
     let launched = conditions::is_true(claim.status_conditions(), conditions::LAUNCHED);
     let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+    // Cloud lookups that fail leave the checks that need them as they were (no flapping).
     let instance = match provider_id.filter(|_| launched) {
         Some(pid) => match ctx.cloud.get(&pid).await {
-            Ok(i) => Some(i),
+            Ok(i) => Lookup::Found(i),
             // Garbage collection deals with NodeClaims whose instance is gone.
-            Err(CloudError::NodeClaimNotFound(_)) => None,
-            Err(e) => return Err(e.into()),
+            Err(e @ CloudError::NodeClaimNotFound(_)) => Lookup::Unavailable(e.to_string()),
+            Err(e) => Lookup::Unavailable(format!("describing the instance: {e}")),
         },
-        None => None,
+        None => Lookup::NotAsked,
     };
     let types = match (&class, launched) {
-        (Some(c), true) => ctx.cloud.instance_types(c).await.ok(),
-        _ => None,
+        (Some(c), true) => match ctx.cloud.instance_types(c).await {
+            Ok(t) => Lookup::Found(t),
+            Err(e) => Lookup::Unavailable(format!("listing instance types: {e}")),
+        },
+        _ => Lookup::NotAsked,
     };
     let verdict = drift::detect(&Inputs {
         claim: &claim,
         pool: &pool,
         node_class: class.as_deref(),
-        instance: instance.as_ref(),
-        instance_types: types.as_ref().map(|t| t.as_slice()),
+        instance: match &instance {
+            Lookup::Found(i) => Lookup::Found(i),
+            Lookup::Unavailable(why) => Lookup::Unavailable(why.clone()),
+            Lookup::NotAsked => Lookup::NotAsked,
+        },
+        instance_types: match &types {
+            Lookup::Found(t) => Lookup::Found(t.as_slice()),
+            Lookup::Unavailable(why) => Lookup::Unavailable(why.clone()),
+            Lookup::NotAsked => Lookup::NotAsked,
+        },
         versions: &ctx.settings.hash_versions,
     });
     apply(&ctx, &claim, verdict).await?;
-    Ok(Action::requeue(DRIFT_POLL))
+    Ok(Action::requeue(poll_with_jitter()))
+}
+
+/// [`DRIFT_POLL`] plus up to 10% so that NodeClaims created together are not all checked (and
+/// their instances described) in the same second.
+fn poll_with_jitter() -> Duration {
+    use rand::Rng;
+    let spread = DRIFT_POLL.as_millis() as u64 / 10;
+    DRIFT_POLL + Duration::from_millis(rand::rng().random_range(0..=spread))
+}
+
+/// Whether a NodePool change can change drift: a new generation (spec) or new annotations (the
+/// hash stamps). Status updates (counters every few seconds) are not.
+fn relevant_change(seen: &Mutex<HashMap<String, String>>, pool: &NodePool) -> bool {
+    let key = format!(
+        "{}/{:?}",
+        pool.metadata.generation.unwrap_or(0),
+        pool.metadata.annotations
+    );
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+    seen.insert(name, key.clone()).as_ref() != Some(&key)
 }
 
 /// Write a verdict to the NodeClaim's `Drifted` condition, with an Event when it changes.

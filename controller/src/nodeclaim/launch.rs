@@ -51,23 +51,20 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
         Ok(launched) => {
             let mut labels = launched.labels.clone();
             labels.extend(claim.metadata.labels.clone().unwrap_or_default());
+            // Only the launch's own annotations are written (a merge patch), so a concurrent
+            // writer's annotations are kept.
+            let stamp = node_class
+                .as_ref()
+                .map(|nc| launch_stamp(nc, &launched.image_id, &ctx.settings.hash_versions))
+                .unwrap_or_default();
             let mut annotations = claim.metadata.annotations.clone().unwrap_or_default();
-            if let Some(nc) = &node_class {
-                annotations.extend(launch_stamp(
-                    nc,
-                    &launched.image_id,
-                    &ctx.settings.hash_versions,
-                ));
-            }
+            annotations.extend(stamp.clone());
             if claim.metadata.labels.as_ref() != Some(&labels)
                 || claim.metadata.annotations.as_ref() != Some(&annotations)
             {
-                claim.metadata.resource_version = patch_metadata(
-                    ctx,
-                    &name,
-                    json!({"labels": labels, "annotations": annotations}),
-                )
-                .await?;
+                claim.metadata.resource_version =
+                    patch_metadata(ctx, &name, json!({"labels": labels, "annotations": stamp}))
+                        .await?;
             }
             claim.metadata.labels = Some(labels);
             claim.metadata.annotations = Some(annotations);

@@ -96,7 +96,7 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .await?;
         return Ok(Action::await_change());
     }
-    crate::disruption::hash::stamp_nodeclass(&ctx, &obj).await?;
+    let restamp_pending = crate::disruption::hash::stamp_nodeclass(&ctx, &obj).await? > 0;
     let resolution = ctx.cloud.resolve_node_class(&obj).await;
     let mut nc = (*obj).clone();
     let mut status = resolution.status;
@@ -130,5 +130,9 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         )
         .await?;
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(if restamp_pending {
+        crate::disruption::hash::RESTAMP_RETRY
+    } else {
+        RESYNC
+    }))
 }

@@ -71,7 +71,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
     let name = obj.metadata.name.clone().unwrap_or_default();
-    crate::disruption::hash::stamp_nodepool(&ctx, &obj).await?;
+    let restamp_pending = crate::disruption::hash::stamp_nodepool(&ctx, &obj).await? > 0;
     let mut pool = (*obj).clone();
     let now = ctx.clock.now();
     let verdict = validate(&pool);
@@ -151,5 +151,9 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         )
         .await?;
     }
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(if restamp_pending {
+        crate::disruption::hash::RESTAMP_RETRY
+    } else {
+        RESYNC
+    }))
 }

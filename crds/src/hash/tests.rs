@@ -190,3 +190,41 @@ fn malformed_snapshots_are_errors() {
     assert!(Snapshot::parse("[1]").is_err());
     assert!(Snapshot::parse("{").is_err());
 }
+
+/// The hashes of a fixed NodePool and EC2NodeClass. If this test fails, the hashing changed:
+/// bump NODEPOOL_HASH_VERSION / EC2NODECLASS_HASH_VERSION (so running clusters re-stamp instead
+/// of drifting) and then update the expected values.
+#[test]
+fn golden_hashes_pin_the_hashing_to_its_version() {
+    let class: EC2NodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole", "userData": "echo hi", "tags": {"team": "web"},
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi", "volumeType": "gp3"}}],
+        },
+    }))
+    .expect("valid EC2NodeClass");
+    let with_taint = with(
+        base(),
+        "/spec/taints",
+        json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+    );
+    assert_eq!(
+        (
+            NODEPOOL_HASH_VERSION,
+            nodepool_fields(&pool(with_taint)).hash()
+        ),
+        ("rs-v1", GOLDEN_NODEPOOL.to_string())
+    );
+    assert_eq!(
+        (EC2NODECLASS_HASH_VERSION, nodeclass_fields(&class).hash()),
+        ("rs-v1", GOLDEN_NODECLASS.to_string())
+    );
+}
+
+const GOLDEN_NODEPOOL: &str = "2645689498240329035";
+const GOLDEN_NODECLASS: &str = "14648435126249218646";

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use controller::disruption::drift::{self, HashVersions, Inputs, Verdict};
+use controller::disruption::drift::{self, HashVersions, Inputs, Lookup, Verdict};
 use crds::conditions::{self, DRIFTED, LAUNCHED, reason as r};
 use crds::hash::{self, Stamp};
 use crds::labels::{AWS_GROUP, NODEPOOL_LABEL};
@@ -146,15 +146,15 @@ pub fn report(
     let verdict = match (launched, pool) {
         (false, _) => Verdict::NotLaunched,
         (true, None) => Verdict::Unknown(match nodepool_name(claim) {
-            Some(name) => format!("nodepool {name} not found"),
-            None => format!("the NodeClaim has no {NODEPOOL_LABEL} label"),
+            Some(name) => format!("drift not checked: nodepool {name} not found"),
+            None => format!("drift not checked: the NodeClaim has no {NODEPOOL_LABEL} label"),
         }),
         (true, Some(pool)) => drift::detect(&Inputs {
             claim,
             pool,
             node_class: class,
-            instance: None,
-            instance_types: None,
+            instance: Lookup::NotAsked,
+            instance_types: Lookup::NotAsked,
             versions,
         }),
     };
@@ -283,7 +283,7 @@ fn ami_why(
 ) -> String {
     let image = claim.status.as_ref().and_then(|s| s.image_id.as_deref());
     match (verdict, class, nodeclass) {
-        (Verdict::Unknown(why), _, _) => format!("AMI not checked: {why}"),
+        (Verdict::Unknown(why), _, _) => why.clone(),
         (_, Some(_), _) => format!("AMI {} is current", image.unwrap_or("?")),
         (_, None, Some(name)) => format!("AMI not checked: ec2nodeclass {name} not found"),
         (_, None, None) => "AMI not checked: the NodeClaim references no EC2NodeClass".to_owned(),

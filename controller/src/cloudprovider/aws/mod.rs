@@ -41,6 +41,7 @@ use super::{
     ordered_type_names,
 };
 use crate::clock::Clock;
+use crate::cloudprovider::compatible_ami;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::resources::Resources;
 
@@ -558,12 +559,7 @@ impl CloudProvider for AwsCloud {
             // One launch template per image; each type boots the newest image for its arch.
             let mut configs: BTreeMap<String, FleetConfig> = BTreeMap::new();
             for (rank, (_, t, zone, ct)) in offers.iter().enumerate() {
-                let arch = t.labels.get(l::ARCH_LABEL).cloned().unwrap_or_default();
-                let Some(image) = status.amis.iter().find(|a| {
-                    a.requirements.iter().all(|r| {
-                        r.key != l::ARCH_LABEL || r.values.iter().flatten().any(|v| *v == arch)
-                    })
-                }) else {
+                let Some(image) = compatible_ami(&status.amis, &t.labels) else {
                     continue;
                 };
                 let template = match configs.get(&image.id) {

@@ -28,6 +28,7 @@ use super::{
     ordered_type_names,
 };
 use crate::clock::Clock;
+use crate::cloudprovider::compatible_ami;
 use crate::scheduling::requirements::Requirements;
 use crate::scheduling::resources::Resources;
 
@@ -373,16 +374,7 @@ impl CloudProvider for SimCloud {
                 exhausted.join(", ")
             )));
         };
-        let arch = it.labels.get(l::ARCH_LABEL).cloned().unwrap_or_default();
-        let image_id = resolution
-            .status
-            .amis
-            .iter()
-            .find(|a| {
-                a.requirements.iter().all(|r| {
-                    r.key != l::ARCH_LABEL || r.values.iter().flatten().any(|v| *v == arch)
-                })
-            })
+        let image_id = compatible_ami(&resolution.status.amis, &it.labels)
             .map(|a| a.id.clone())
             .unwrap_or_default();
         let zone_id = state

@@ -111,8 +111,8 @@ fn check(
         claim,
         pool,
         node_class: Some(class),
-        instance: i,
-        instance_types: Some(&types),
+        instance: i.map_or(Lookup::NotAsked, Lookup::Found),
+        instance_types: Lookup::Found(&types),
         versions: &HashVersions::default(),
     })
 }
@@ -277,8 +277,8 @@ fn vanished_instance_type_is_instance_type_not_found() {
         claim: &nc,
         pool: &p,
         node_class: Some(&c),
-        instance: Some(&instance()),
-        instance_types: Some(&types),
+        instance: Lookup::Found(&instance()),
+        instance_types: Lookup::Found(&types),
         versions: &HashVersions::default(),
     });
     assert_eq!(
@@ -374,4 +374,123 @@ fn upstream_stamped_nodeclaim_is_not_drifted() {
         false,
     );
     assert_eq!(stale.len(), 1, "an upstream stamp is re-stamped");
+}
+
+fn with_condition(mut nc: NodeClaim, reason: &str, message: &str) -> NodeClaim {
+    nc.status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .push(
+            serde_json::from_value(json!({
+                "type": "Drifted", "status": "True", "reason": reason, "message": message,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }))
+            .expect("condition"),
+        );
+    nc
+}
+
+#[test]
+fn an_empty_instance_type_list_is_no_evidence() {
+    let (p, c) = (pool(template()), class(OLD_AMI));
+    let nc = claim(&p, &c);
+    let none: Vec<std::sync::Arc<InstanceType>> = vec![];
+    let v = detect(&Inputs {
+        claim: &nc,
+        pool: &p,
+        node_class: Some(&c),
+        instance: Lookup::Found(&instance()),
+        instance_types: Lookup::Found(&none),
+        versions: &HashVersions::default(),
+    });
+    assert!(
+        matches!(v, Verdict::Unknown(ref why) if why.contains("InstanceTypeNotFound")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_failed_lookup_keeps_what_was_found_before() {
+    let (p, c) = (pool(template()), class(OLD_AMI));
+    let message = "SubnetDrift: subnet: subnet-z (us-east-1a) is no longer selected; selected now: subnet-a (us-east-1a)";
+    let nc = with_condition(claim(&p, &c), "SubnetDrift", message);
+    let types = vec![instance_type("m5.large", 2, 8, 0.096)];
+    let v = detect(&Inputs {
+        claim: &nc,
+        pool: &p,
+        node_class: Some(&c),
+        instance: Lookup::Unavailable("throttled".into()),
+        instance_types: Lookup::Found(&types),
+        versions: &HashVersions::default(),
+    });
+    let Verdict::Drifted(f) = v else {
+        panic!("kept drift, got {v:?}")
+    };
+    assert_eq!(Verdict::message(&f), message, "same condition, no flap");
+    // Without a previous finding, the same failure is Unknown, not "not drifted".
+    let clean = claim(&p, &c);
+    let v = detect(&Inputs {
+        claim: &clean,
+        pool: &p,
+        node_class: Some(&c),
+        instance: Lookup::Unavailable("throttled".into()),
+        instance_types: Lookup::Found(&types),
+        versions: &HashVersions::default(),
+    });
+    assert!(matches!(v, Verdict::Unknown(_)), "{v:?}");
+}
+
+#[test]
+fn a_missing_node_class_leaves_drift_unknown() {
+    let (p, c) = (pool(template()), class(OLD_AMI));
+    let nc = claim(&p, &c);
+    let v = detect(&Inputs {
+        claim: &nc,
+        pool: &p,
+        node_class: None,
+        instance: Lookup::NotAsked,
+        instance_types: Lookup::NotAsked,
+        versions: &HashVersions::default(),
+    });
+    assert!(
+        matches!(v, Verdict::Unknown(ref why) if why.contains("not found")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn messages_are_bounded_and_split_back() {
+    let huge = "x".repeat(20_000);
+    let f = vec![
+        Finding {
+            reason: "NodeClassDrift",
+            changes: vec![format!("spec.userData: added {huge}")],
+        },
+        Finding {
+            reason: "SubnetDrift",
+            changes: vec!["subnet: a is no longer selected; selected now: b".into()],
+        },
+    ];
+    let m = Verdict::message(&f);
+    assert!(m.len() <= 1024, "{} bytes", m.len());
+    let parts = split_message(&m);
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert_eq!(
+        parts[1],
+        (
+            "SubnetDrift".into(),
+            "subnet: a is no longer selected; selected now: b".into()
+        )
+    );
+    let many: Vec<Finding> = (0..100)
+        .map(|i| Finding {
+            reason: "NodePoolDrifted",
+            changes: vec![format!(
+                "spec.template.metadata.labels.l{i}: added {}",
+                "v".repeat(40)
+            )],
+        })
+        .collect();
+    let m = Verdict::message(&many);
+    assert!(m.len() <= 1024 && m.ends_with("more changes)"), "{m}");
 }

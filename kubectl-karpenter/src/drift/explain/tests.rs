@@ -198,7 +198,7 @@ fn not_launched_and_missing_objects() {
         [
             "nodepool default not found: its hash is not compared",
             "ec2nodeclass default not found: its hash is not compared",
-            "AMI not checked: nodepool default not found",
+            "drift not checked: nodepool default not found",
         ]
     );
 
@@ -209,7 +209,7 @@ fn not_launched_and_missing_objects() {
     assert!(!got.drifted);
     assert_eq!(
         got.why.last().map(String::as_str),
-        Some("AMI not checked: node class has no status yet")
+        Some("AMIDrift not checked: the node class has no status yet")
     );
 }
 
