@@ -46,6 +46,41 @@ pub fn restamps<'a>(
         .collect()
 }
 
+/// One kind of drift stamp: which annotations, how the stamp is read and built, and which
+/// NodeClaims it applies to.
+struct StampKind {
+    /// `NodePool` or `EC2NodeClass`, for messages.
+    kind: &'static str,
+    /// The hash annotation.
+    hash_key: &'static str,
+    /// The hash version annotation.
+    version_key: &'static str,
+    /// Read the stamp from annotations.
+    read: fn(Option<&BTreeMap<String, String>>) -> Stamp,
+    /// Build the stamp annotations for fields under a version.
+    build: fn(&HashedFields, &str) -> BTreeMap<String, String>,
+    /// Only launched NodeClaims carry it (the node class stamp is written at launch).
+    launched_only: bool,
+}
+
+const NODEPOOL_STAMP: StampKind = StampKind {
+    kind: "NodePool",
+    hash_key: NODEPOOL_HASH_ANNOTATION,
+    version_key: NODEPOOL_HASH_VERSION_ANNOTATION,
+    read: Stamp::nodepool,
+    build: hash::nodepool_stamp,
+    launched_only: false,
+};
+
+const NODECLASS_STAMP: StampKind = StampKind {
+    kind: "EC2NodeClass",
+    hash_key: EC2NODECLASS_HASH_ANNOTATION,
+    version_key: EC2NODECLASS_HASH_VERSION_ANNOTATION,
+    read: Stamp::nodeclass,
+    build: hash::nodeclass_stamp,
+    launched_only: true,
+};
+
 /// Stamp a NodePool with its current hash and version, and back-propagate to its NodeClaims
 /// stamped under another version.
 ///
@@ -53,22 +88,6 @@ pub fn restamps<'a>(
 /// retries soon). Errors: the NodePool's own stamp could not be written.
 pub async fn stamp_nodepool(ctx: &Context, pool: &NodePool) -> Result<usize, ReconcileError> {
     let name = pool.metadata.name.clone().unwrap_or_default();
-    let version = &ctx.settings.hash_versions.nodepool;
-    let fields = hash::nodepool_fields(pool);
-    let own = Stamp::nodepool(pool.metadata.annotations.as_ref());
-    if own.hash.as_deref() != Some(fields.hash().as_str()) || own.version.as_ref() != Some(version)
-    {
-        let api: Api<NodePool> = Api::all(ctx.client.clone());
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                NODEPOOL_HASH_ANNOTATION: fields.hash(),
-                NODEPOOL_HASH_VERSION_ANNOTATION: version,
-            }}})),
-        )
-        .await?;
-    }
     let claims: Vec<NodeClaim> = ctx
         .state
         .nodeclaims
@@ -77,27 +96,18 @@ pub async fn stamp_nodepool(ctx: &Context, pool: &NodePool) -> Result<usize, Rec
         .filter(|c| nodepool_of(c.metadata.labels.as_ref()) == Some(name.as_str()))
         .map(|c| (**c).clone())
         .collect();
-    let stale = restamps(
-        &claims,
-        |c| Stamp::nodepool(c.metadata.annotations.as_ref()),
+    let api: Api<NodePool> = Api::all(ctx.client.clone());
+    let version = &ctx.settings.hash_versions.nodepool;
+    stamp(
+        ctx,
+        &NODEPOOL_STAMP,
+        &api,
+        pool,
+        &hash::nodepool_fields(pool),
         version,
-        false,
-    );
-    let stamp = hash::nodepool_stamp(&fields, version);
-    let mut pending = 0;
-    for claim in stale {
-        // One NodeClaim that cannot be written must not hold up the others, nor the caller's
-        // status work: the caller retries soon.
-        match restamp(ctx, claim, &stamp, "NodePool", &fields).await {
-            Ok(true) => {}
-            Ok(false) => pending += 1,
-            Err(e) => {
-                pending += 1;
-                tracing::warn!(nodeclaim = ?claim.metadata.name, error = %e, "re-stamping drift hash");
-            }
-        }
-    }
-    Ok(pending)
+        &claims,
+    )
+    .await
 }
 
 /// Stamp an EC2NodeClass with its current hash and version, and back-propagate to the launched
@@ -107,22 +117,6 @@ pub async fn stamp_nodepool(ctx: &Context, pool: &NodePool) -> Result<usize, Rec
 /// not be written.
 pub async fn stamp_nodeclass(ctx: &Context, class: &EC2NodeClass) -> Result<usize, ReconcileError> {
     let name = class.metadata.name.clone().unwrap_or_default();
-    let version = &ctx.settings.hash_versions.nodeclass;
-    let fields = hash::nodeclass_fields(class);
-    let own = Stamp::nodeclass(class.metadata.annotations.as_ref());
-    if own.hash.as_deref() != Some(fields.hash().as_str()) || own.version.as_ref() != Some(version)
-    {
-        let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                EC2NODECLASS_HASH_ANNOTATION: fields.hash(),
-                EC2NODECLASS_HASH_VERSION_ANNOTATION: version,
-            }}})),
-        )
-        .await?;
-    }
     let claims: Vec<NodeClaim> = ctx
         .state
         .nodeclaims
@@ -131,18 +125,58 @@ pub async fn stamp_nodeclass(ctx: &Context, class: &EC2NodeClass) -> Result<usiz
         .filter(|c| c.spec.node_class_ref.name == name)
         .map(|c| (**c).clone())
         .collect();
-    let stale = restamps(
-        &claims,
-        |c| Stamp::nodeclass(c.metadata.annotations.as_ref()),
+    let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
+    let version = &ctx.settings.hash_versions.nodeclass;
+    stamp(
+        ctx,
+        &NODECLASS_STAMP,
+        &api,
+        class,
+        &hash::nodeclass_fields(class),
         version,
-        true,
+        &claims,
+    )
+    .await
+}
+
+/// Write `owner`'s own stamp when it changed, then re-stamp its stale `claims`.
+async fn stamp<K>(
+    ctx: &Context,
+    kind: &StampKind,
+    api: &Api<K>,
+    owner: &K,
+    fields: &HashedFields,
+    version: &str,
+    claims: &[NodeClaim],
+) -> Result<usize, ReconcileError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let own = (kind.read)(owner.meta().annotations.as_ref());
+    let hash = fields.hash();
+    if own.hash.as_deref() != Some(hash.as_str()) || own.version.as_deref() != Some(version) {
+        api.patch(
+            owner.meta().name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kind.hash_key: hash,
+                kind.version_key: version,
+            }}})),
+        )
+        .await?;
+    }
+    let stale = restamps(
+        claims,
+        |c| (kind.read)(c.metadata.annotations.as_ref()),
+        version,
+        kind.launched_only,
     );
-    let stamp = hash::nodeclass_stamp(&fields, version);
+    let stamp = (kind.build)(fields, version);
     let mut pending = 0;
     for claim in stale {
         // One NodeClaim that cannot be written must not hold up the others, nor the caller's
         // status work: the caller retries soon.
-        match restamp(ctx, claim, &stamp, "EC2NodeClass", &fields).await {
+        match restamp(ctx, claim, kind, &stamp, version, &hash).await {
             Ok(true) => {}
             Ok(false) => pending += 1,
             Err(e) => {
@@ -177,18 +211,18 @@ pub fn launch_stamp(
     out
 }
 
+/// Write `stamp` on one NodeClaim (guarded by its resourceVersion) with an Event. Returns
+/// false when it changed meanwhile (retry with the fresh object).
 async fn restamp(
     ctx: &Context,
     claim: &NodeClaim,
+    kind: &StampKind,
     stamp: &BTreeMap<String, String>,
-    kind: &str,
-    fields: &HashedFields,
+    version: &str,
+    hash: &str,
 ) -> Result<bool, ReconcileError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let old = match kind {
-        "NodePool" => Stamp::nodepool(claim.metadata.annotations.as_ref()),
-        _ => Stamp::nodeclass(claim.metadata.annotations.as_ref()),
-    };
+    let old = (kind.read)(claim.metadata.annotations.as_ref());
     match patch_metadata(
         ctx,
         &name,
@@ -197,33 +231,19 @@ async fn restamp(
     .await
     {
         Ok(_) => {}
-        // Changed meanwhile: retried soon with the fresh object.
         Err(kube::Error::Api(e)) if e.code == 409 => return Ok(false),
         Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
         Err(e) => return Err(e.into()),
     }
+    let what = kind.kind;
     let message = match &old.version {
-        Some(v) => format!(
-            "{kind} hash re-stamped: version {v} -> {} (hash {}), not drifted",
-            stamp_version(stamp),
-            fields.hash()
-        ),
-        None => format!(
-            "{kind} hash stamped: version {} (hash {})",
-            stamp_version(stamp),
-            fields.hash()
-        ),
+        Some(v) => {
+            format!("{what} hash re-stamped: version {v} -> {version} (hash {hash}), not drifted")
+        }
+        None => format!("{what} hash stamped: version {version} (hash {hash})"),
     };
-    tracing::info!(nodeclaim = %name, kind, old_version = ?old.version, "re-stamped drift hash");
+    tracing::info!(nodeclaim = %name, kind = what, old_version = ?old.version, "re-stamped drift hash");
     ctx.recorder
         .about(claim, EventType::Normal, reason::HASH_RESTAMPED, message);
     Ok(true)
-}
-
-fn stamp_version(stamp: &BTreeMap<String, String>) -> &str {
-    stamp
-        .get(NODEPOOL_HASH_VERSION_ANNOTATION)
-        .or_else(|| stamp.get(EC2NODECLASS_HASH_VERSION_ANNOTATION))
-        .map(String::as_str)
-        .unwrap_or("")
 }
