@@ -481,3 +481,73 @@ async fn nodeclaims_stamped_by_upstream_are_taken_over_without_drift() {
     let (code, out) = explain(&c, &[]).await;
     assert_eq!(code, 0, "nothing drifted after takeover: {out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_class_spec_and_subnet_changes_are_named() {
+    let c = TestCluster::start(
+        &tests::deployment("web", 2, "500m", "512Mi"),
+        Options::default(),
+    )
+    .await;
+    launched(&c, &["default"]).await;
+
+    // A spec field of the node class (hashed): NodeClassDrift naming the field.
+    patch(
+        &c,
+        "ec2nodeclass",
+        "default",
+        json!({"spec": {"tags": {"team": "web"}}}),
+    )
+    .await;
+    all_drifted(&c, "default", "NodeClassDrift", "spec.tags.team: added web").await;
+    patch(
+        &c,
+        "ec2nodeclass",
+        "default",
+        json!({"spec": {"tags": null}}),
+    )
+    .await;
+    none_drifted(&c, "default").await;
+
+    // Selecting only a subnet in another zone: the nodes' subnet is no longer selected.
+    let claim = c.nodeclaims().remove(0);
+    let zone = claim
+        .pointer("/metadata/labels/topology.kubernetes.io~1zone")
+        .and_then(Value::as_str)
+        .expect("launched NodeClaims carry their zone")
+        .to_string();
+    let subnets = c.sim().with_network(|n| n.subnets.clone());
+    let mine = subnets
+        .iter()
+        .find(|s| s.zone == zone)
+        .expect("the node's subnet")
+        .clone();
+    let other = subnets
+        .iter()
+        .find(|s| s.zone != zone)
+        .expect("another zone")
+        .clone();
+    c.eventually("every NodeClaim in one zone", SETTLE, |c| {
+        c.nodeclaims().iter().all(|x| {
+            x.pointer("/metadata/labels/topology.kubernetes.io~1zone") == Some(&json!(zone))
+        })
+    })
+    .await;
+    let select = |id: &str| json!({"spec": {"subnetSelectorTerms": [{"id": id}]}});
+    patch(&c, "ec2nodeclass", "default", select(&other.id)).await;
+    all_drifted(
+        &c,
+        "default",
+        "SubnetDrift",
+        &format!(
+            "subnet: {} ({zone}) is no longer selected; selected now: {} ({})",
+            mine.id, other.id, other.zone
+        ),
+    )
+    .await;
+    let (code, out) = explain(&c, &[]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&mine.id), "{out}");
+    patch(&c, "ec2nodeclass", "default", select(&mine.id)).await;
+    none_drifted(&c, "default").await;
+}
