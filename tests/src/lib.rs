@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 pub mod crash;
 
 use controller::cloudprovider::sim::network::SimAmi;
+use controller::cloudprovider::sim::release::ImageHealth;
 use controller::operator::Settings;
 use controller::operator::cloud::CloudOptions;
 use controller::operator::report::Observation;
@@ -122,9 +123,23 @@ impl TestCluster {
         family: &str,
         version: impl Into<Option<&'a str>>,
     ) -> Vec<SimAmi> {
-        let version = version.into();
+        self.publish(family, version.into(), ImageHealth::Healthy)
+    }
+
+    /// Publish a broken AMI release, as [`TestCluster::publish_ami`] does otherwise: instances
+    /// booted from its images run (the cloud lists them) but their kubelet never starts, so no
+    /// Node registers and their NodeClaims stay Launched, never Registered.
+    pub fn publish_broken_ami<'a>(
+        &self,
+        family: &str,
+        version: impl Into<Option<&'a str>>,
+    ) -> Vec<SimAmi> {
+        self.publish(family, version.into(), ImageHealth::Broken)
+    }
+
+    fn publish(&self, family: &str, version: Option<&str>, health: ImageHealth) -> Vec<SimAmi> {
         self.sim()
-            .publish_release(family, version, &[])
+            .publish_release(family, version, &[], health)
             .unwrap_or_else(|e| panic!("publishing {family}@{version:?}: {e}"))
     }
 

@@ -1,6 +1,7 @@
 //! New AMI releases in the sandbox move `@latest` aliases: published in-process through the
 //! harness or by `kubectl create` of an AMIRelease, the EC2NodeClass's `status.amis` follow
-//! well before the node class controller's one-minute resync.
+//! well before the node class controller's one-minute resync. A release published broken
+//! launches instances whose nodes never register, while the rest of the cluster keeps working.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -10,6 +11,9 @@ use tests::{Options, TestCluster, condition};
 
 /// Far below the 60s resync: the change signal, not the resync, re-resolves.
 const PROMPTLY: Duration = Duration::from_secs(10);
+
+/// Launches, registrations and scale-ups.
+const SETTLE: Duration = Duration::from_secs(60);
 
 fn ami_ids(c: &TestCluster) -> BTreeSet<String> {
     c.objects("karpenter.k8s.aws", "ec2nodeclasses")
@@ -98,4 +102,126 @@ async fn kubectl_create_of_an_ami_release_publishes_it() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("spec.family"), "{stderr}");
+}
+
+/// `replicas` pods of `web` (1 CPU each), never two on one node, on the default NodePool.
+fn spread_web(replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      affinity:\n        podAntiAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n          - labelSelector:\n              matchLabels: {{app: web}}\n            topologyKey: kubernetes.io/hostname\n      containers:\n      - name: app\n        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n        resources:\n          requests: {{cpu: \"1\", memory: 1Gi}}\n"
+    )
+}
+
+/// A tainted `canary` NodePool on a `canary` EC2NodeClass that follows `bottlerocket@latest`,
+/// and one pod that only it can take.
+const CANARY: &str = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: canary\nspec:\n  role: KarpenterNodeRole-sandbox\n  amiSelectorTerms:\n  - alias: bottlerocket@latest\n  subnetSelectorTerms:\n  - tags: {karpenter.sh/discovery: sandbox}\n  securityGroupSelectorTerms:\n  - tags: {karpenter.sh/discovery: sandbox}\n---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: canary\nspec:\n  template:\n    spec:\n      taints:\n      - {key: example.com/canary, effect: NoSchedule}\n      requirements:\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: canary}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: canary\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: canary}\n  template:\n    metadata:\n      labels: {app: canary}\n    spec:\n      nodeSelector: {karpenter.sh/nodepool: canary}\n      tolerations:\n      - {key: example.com/canary, operator: Exists, effect: NoSchedule}\n      containers:\n      - name: app\n        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n        resources:\n          requests: {cpu: 500m, memory: 512Mi}\n";
+
+fn pool_of(claim: &Value) -> &str {
+    claim
+        .pointer("/metadata/labels/karpenter.sh~1nodepool")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn claims_in(c: &TestCluster, pool: &str) -> Vec<Value> {
+    c.nodeclaims()
+        .into_iter()
+        .filter(|x| pool_of(x) == pool)
+        .collect()
+}
+
+/// Pods of `app` bound to a node.
+fn bound(c: &TestCluster, app: &str) -> usize {
+    c.objects("", "pods")
+        .iter()
+        .filter(|p| p.pointer("/metadata/labels/app").and_then(Value::as_str) == Some(app))
+        .filter(|p| p.pointer("/spec/nodeName").is_some_and(|n| n != ""))
+        .count()
+}
+
+fn is_true(claim: &Value, type_: &str) -> bool {
+    condition(claim, type_).as_deref() == Some("True")
+}
+
+/// Whether every default-pool NodeClaim is initialized and there are `n` of them.
+fn default_pool_ready(c: &TestCluster, n: usize) -> bool {
+    let claims = claims_in(c, "default");
+    claims.len() == n && claims.iter().all(|x| is_true(x, "Initialized"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broken_release_launches_nodeclaims_that_never_register() {
+    let c = TestCluster::start(&spread_web(1), Options::default()).await;
+    c.eventually("web runs on one initialized NodeClaim", SETTLE, |c| {
+        default_pool_ready(c, 1) && bound(c, "web") == 1
+    })
+    .await;
+    let broken: BTreeSet<String> = c
+        .publish_broken_ami("bottlerocket", None)
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(c.sim().broken_images(), broken.iter().cloned().collect());
+    let out = c.kubectl(&["apply", "-f", "-"], Some(CANARY)).await;
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The canary pod gets a NodeClaim launched from the broken image...
+    c.eventually("the canary NodeClaim launches", SETTLE, |c| {
+        claims_in(c, "canary")
+            .iter()
+            .any(|x| is_true(x, "Launched"))
+    })
+    .await;
+    let claim = claims_in(&c, "canary").remove(0);
+    let image = claim["status"]["imageID"].as_str().unwrap_or_default();
+    assert!(broken.contains(image), "launched from {image:?}: {claim:#}");
+    let provider_id = claim["status"]["providerID"]
+        .as_str()
+        .expect("launched NodeClaims have a providerID")
+        .to_string();
+    assert!(
+        c.sim()
+            .instances()
+            .iter()
+            .any(|i| i.provider_id == provider_id),
+        "the instance runs"
+    );
+    // ... whose node never registers: six registration delays later, still no Node.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let claims = claims_in(&c, "canary");
+    assert_eq!(claims.len(), 1, "one launch, no retries: {claims:#?}");
+    assert!(
+        !is_true(&claims[0], "Registered") && !is_true(&claims[0], "Initialized"),
+        "{:#}",
+        claims[0]
+    );
+    assert!(
+        c.objects("", "nodes")
+            .iter()
+            .all(|n| n.pointer("/spec/providerID").and_then(Value::as_str)
+                != Some(provider_id.as_str())),
+        "no Node registered for {provider_id}"
+    );
+    assert_eq!(bound(&c, "canary"), 0);
+
+    // The cluster otherwise works: a scale-up on the healthy image registers and runs.
+    c.kubectl_ok(&["scale", "deployment", "web", "--replicas=2"])
+        .await;
+    c.eventually(
+        "web scales out onto a second initialized NodeClaim",
+        SETTLE,
+        |c| default_pool_ready(c, 2) && bound(c, "web") == 2,
+    )
+    .await;
+    let claims = claims_in(&c, "canary");
+    assert_eq!(claims.len(), 1);
+    assert!(!is_true(&claims[0], "Registered"), "{:#}", claims[0]);
+    assert!(
+        claims_in(&c, "default")
+            .iter()
+            .all(|x| !broken.contains(x["status"]["imageID"].as_str().unwrap_or_default()))
+    );
 }

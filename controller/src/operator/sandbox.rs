@@ -99,11 +99,19 @@ pub struct SimInstances(pub Arc<SimCloud>);
 
 #[async_trait]
 impl InstanceSource for SimInstances {
+    /// The running instances whose kubelet comes up. Instances booted from an image published
+    /// broken ([`SimCloud::broken_images`]) are left out: their simulated kubelet never starts,
+    /// so no Node registers for them and their NodeClaims stay Launched but never Registered.
+    /// The cloud still lists them ([`SimCloud::instances`], [`CloudProvider::list`]), so the
+    /// controller and garbage collection see and terminate them as usual; the `Instance` mirror
+    /// reads this list too, so `kubectl get instances` does not show them.
     async fn running(&self) -> Result<Vec<BootRecord>, String> {
+        let broken = self.0.broken_images();
         Ok(self
             .0
             .instances()
             .into_iter()
+            .filter(|i| !broken.contains(&i.image_id))
             .map(|i| BootRecord {
                 architecture: i
                     .labels

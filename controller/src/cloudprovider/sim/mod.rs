@@ -21,7 +21,7 @@ use rand::Rng;
 
 use self::catalog::{Catalog, REGION};
 use self::network::{SimAmi, SimNetwork};
-use self::release::PublishError;
+use self::release::{ImageHealth, PublishError};
 use super::instancetype::launch_offerings;
 use super::{
     CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
@@ -113,6 +113,8 @@ struct State {
     unavailable: HashMap<OfferingKey, Timestamp>,
     /// Offerings that fail every launch (fault injection for tests and demos).
     shortages: HashSet<OfferingKey>,
+    /// Images published broken: instances booted from them never register a Node.
+    broken_images: HashSet<String>,
     next_host: HashMap<String, u32>,
     /// Instance types per zone set, invalidated when availability changes.
     type_cache: HashMap<BTreeSet<String>, Arc<Vec<Arc<InstanceType>>>>,
@@ -148,6 +150,7 @@ impl SimCloud {
                 shutting_down: HashMap::new(),
                 unavailable: HashMap::new(),
                 shortages: HashSet::new(),
+                broken_images: HashSet::new(),
                 next_host: HashMap::new(),
                 type_cache: HashMap::new(),
             }),
@@ -184,7 +187,8 @@ impl SimCloud {
         &self.catalog
     }
 
-    /// Every running instance, with what its kubelet registers (the sandbox kubelet reads this).
+    /// Every running instance, with what its kubelet registers (the sandbox kubelet reads this,
+    /// leaving out those booted from [`SimCloud::broken_images`]).
     pub fn instances(&self) -> Vec<SimInstance> {
         let state = self.lock();
         state
@@ -223,6 +227,12 @@ impl SimCloud {
         self.lock().network.amis.clone()
     }
 
+    /// The ids of the images published [`ImageHealth::Broken`]: the simulated kubelet never
+    /// starts on instances booted from them.
+    pub fn broken_images(&self) -> HashSet<String> {
+        self.lock().broken_images.clone()
+    }
+
     /// Run a closure over the simulated network (e.g. to add a subnet). Every call counts as a
     /// change: node classes are re-resolved (see [`CloudProvider::resolution_changes`]).
     pub fn with_network<T>(&self, f: impl FnOnce(&mut SimNetwork) -> T) -> T {
@@ -235,6 +245,8 @@ impl SimCloud {
     /// per architecture in `architectures` (empty: `amd64` and `arm64`), at `version` or,
     /// without one, the day after the family's newest release. Node classes are re-resolved at
     /// once, so their `status.amis` show the new images when an alias or selector matches them.
+    /// A [`ImageHealth::Broken`] release's images are listed in [`SimCloud::broken_images`]:
+    /// instances launched from them run, but never register a Node.
     ///
     /// Errors: see [`SimNetwork::publish_release`]; nothing is published then.
     pub fn publish_release(
@@ -242,11 +254,20 @@ impl SimCloud {
         family: &str,
         version: Option<&str>,
         architectures: &[&str],
+        health: ImageHealth,
     ) -> Result<Vec<SimAmi>, PublishError> {
-        let amis = self
-            .lock()
-            .network
-            .publish_release(family, version, architectures)?;
+        let amis = {
+            let mut state = self.lock();
+            let amis = state
+                .network
+                .publish_release(family, version, architectures)?;
+            if health == ImageHealth::Broken {
+                state
+                    .broken_images
+                    .extend(amis.iter().map(|a| a.id.clone()));
+            }
+            amis
+        };
         self.changed();
         Ok(amis)
     }

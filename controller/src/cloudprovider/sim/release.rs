@@ -1,6 +1,7 @@
 //! New EKS-optimized image releases in the simulated cloud: what moves an `@latest` AMI alias
 //! (upstream resolves aliases through SSM parameters that AWS updates on every release), so AMI
-//! drift can be demonstrated and tested without AWS.
+//! drift can be demonstrated and tested without AWS. A release can be published broken, so an
+//! upgrade to a bad image can be tested too.
 
 use jiff::civil::Date;
 
@@ -14,6 +15,29 @@ pub const ARCHITECTURES: [&str; 2] = ["amd64", "arm64"];
 
 /// The version a family's first release gets when it has none yet.
 const FIRST_VERSION: &str = "v20260101";
+
+/// Whether instances booted from a release's images come up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ImageHealth {
+    /// Instances boot and their kubelet registers a Node.
+    #[default]
+    Healthy,
+    /// Instances run (EC2 lists them, they can be terminated) but their kubelet never starts, so
+    /// no Node registers and NodeClaims launched from the image stay Launched, never Registered:
+    /// what a bad AMI does to an upgrade.
+    Broken,
+}
+
+impl ImageHealth {
+    /// [`ImageHealth::Broken`] when `broken`, else [`ImageHealth::Healthy`].
+    pub fn broken_if(broken: bool) -> ImageHealth {
+        if broken {
+            ImageHealth::Broken
+        } else {
+            ImageHealth::Healthy
+        }
+    }
+}
 
 /// Why a release was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -228,7 +228,7 @@ async fn publishing_a_release_moves_latest_and_signals_a_change() {
         .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
         .unwrap_or_default();
     let amis = c
-        .publish_release("al2023", None, &["arm64"])
+        .publish_release("al2023", None, &["arm64"], ImageHealth::Healthy)
         .expect("published");
     assert_eq!(amis.len(), 1);
     assert_eq!(amis[0].version, "v20260302");
@@ -247,11 +247,83 @@ async fn publishing_a_release_moves_latest_and_signals_a_change() {
         "amd64 stays on the previous release"
     );
     assert!(matches!(
-        c.publish_release("al2023", Some("v20260302"), &["arm64"]),
+        c.publish_release("al2023", Some("v20260302"), &["arm64"], ImageHealth::Broken),
         Err(release::PublishError::AlreadyPublished { .. })
     ));
     assert!(
         !changes.has_changed().expect("sender alive"),
         "a refused release changes nothing"
     );
+    assert!(
+        c.broken_images().is_empty(),
+        "a refused release marks nothing broken"
+    );
+}
+
+#[tokio::test]
+async fn instances_of_a_broken_release_run_but_their_kubelet_never_starts() {
+    use sandbox::actors::InstanceSource;
+
+    use crate::operator::sandbox::SimInstances;
+
+    let c = Arc::new(cloud());
+    let kubelets = SimInstances(Arc::clone(&c));
+    let mut nc = node_class(&c);
+    let good = c
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
+        .await
+        .expect("launch");
+    let broken = c
+        .publish_release("al2023", None, &[], ImageHealth::Broken)
+        .expect("published");
+    assert_eq!(
+        c.broken_images(),
+        broken.iter().map(|a| a.id.clone()).collect()
+    );
+    nc.status = Some(c.resolve_node_class(&nc).await.status);
+    let mut second = claim(&["m5.large"], &["on-demand"]);
+    second.metadata.name = Some("default-fghij".into());
+    let bad = c.create(&second, &nc).await.expect("launch");
+    assert!(
+        broken.iter().any(|a| a.id == bad.image_id),
+        "launched from the broken release: {}",
+        bad.image_id
+    );
+    assert!(!c.broken_images().contains(&good.image_id));
+
+    // EC2 lists both; the kubelets see only the healthy one.
+    let listed: Vec<String> = c
+        .list()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| i.provider_id)
+        .collect();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&bad.provider_id) && listed.contains(&good.provider_id));
+    assert_eq!(c.instances().len(), 2);
+    let booted: Vec<String> = kubelets
+        .running()
+        .await
+        .expect("running")
+        .into_iter()
+        .map(|r| r.provider_id)
+        .collect();
+    assert_eq!(booted, std::slice::from_ref(&good.provider_id));
+
+    // Termination works as for any instance.
+    c.delete(&second).await.expect("terminating");
+    assert!(
+        c.list()
+            .await
+            .expect("list")
+            .iter()
+            .all(|i| i.provider_id != bad.provider_id)
+    );
+    kubelets
+        .terminate(&good.provider_id)
+        .await
+        .expect("terminated");
+    assert!(c.instances().is_empty());
+    assert!(kubelets.running().await.expect("running").is_empty());
 }

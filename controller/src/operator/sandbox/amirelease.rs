@@ -3,7 +3,9 @@
 //! one (`karpenter sandbox publish-ami`, `kubectl create -f`). The sandbox process watches these
 //! objects, publishes each new one into the simulated cloud once (which moves `@latest` AMI
 //! aliases and makes node classes re-resolve at once: AMI drift), and writes what it published,
-//! or why it refused, to the object's status. Deleting the object does not withdraw the images.
+//! or why it refused, to the object's status. A release marked `broken` publishes images whose
+//! instances never register a Node (to test an upgrade to a bad AMI). Deleting the object does
+//! not withdraw the images.
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::cloudprovider::sim::SimCloud;
 use crate::cloudprovider::sim::network::SimAmi;
-use crate::cloudprovider::sim::release::{ARCHITECTURES, FAMILIES};
+use crate::cloudprovider::sim::release::{ARCHITECTURES, FAMILIES, ImageHealth};
 
 /// API version of `AMIRelease` objects.
 pub const VERSION: &str = "v1";
@@ -43,6 +45,9 @@ pub struct ReleaseSpec {
     /// Architectures to publish images for; empty: `amd64` and `arm64`.
     #[serde(default)]
     pub architectures: Vec<String>,
+    /// Publish broken images: instances booted from them run but never register a Node.
+    #[serde(default)]
+    pub broken: bool,
 }
 
 /// The CustomResourceDefinition of `amireleases.sandbox.karpenter.sh`, with printer columns
@@ -82,6 +87,7 @@ pub fn crd() -> Value {
                     column("Published", "string", r#".status.conditions[?(@.type=="Published")].status"#, 0),
                     column("AMIs", "string", ".status.amis[*].id", 0),
                     column("Age", "date", ".metadata.creationTimestamp", 0),
+                    column("Broken", "boolean", ".spec.broken", 1),
                     column("Reason", "string", r#".status.conditions[?(@.type=="Published")].reason"#, 1),
                 ],
             }],
@@ -103,6 +109,7 @@ fn spec_schema() -> Value {
                 "description": "Architectures to publish an image for. Default: amd64 and arm64.",
                 "items": {"type": "string", "enum": ARCHITECTURES},
             },
+            "broken": {"type": "boolean", "description": "Publish broken images: instances booted from them run, but their kubelet never starts, so no Node registers and their NodeClaims stay Launched, never Registered (to test an upgrade to a bad AMI). Default: false."},
         },
     })
 }
@@ -214,17 +221,19 @@ fn pass(store: &Store, sim: &SimCloud, clock: &dyn Clock) {
     let key = rt.key();
     let objects = store.snapshot(|read| read(&key));
     for (name, spec) in pending(&objects) {
+        let broken = spec.as_ref().is_ok_and(|s| s.broken);
         let outcome = spec
             .map_err(|message| ("InvalidSpec".to_string(), message))
             .and_then(|spec| {
                 let archs: Vec<&str> = spec.architectures.iter().map(String::as_str).collect();
-                sim.publish_release(&spec.family, spec.version.as_deref(), &archs)
+                let health = ImageHealth::broken_if(spec.broken);
+                sim.publish_release(&spec.family, spec.version.as_deref(), &archs, health)
                     .map_err(|e| (e.reason().to_string(), e.to_string()))
             });
         match &outcome {
             Ok(amis) => {
                 let ids: Vec<&str> = amis.iter().map(|a| a.id.as_str()).collect();
-                tracing::info!(amirelease = %name, version = %amis.first().map(|a| a.version.as_str()).unwrap_or_default(), amis = ?ids, "AMI release published");
+                tracing::info!(amirelease = %name, version = %amis.first().map(|a| a.version.as_str()).unwrap_or_default(), amis = ?ids, broken, "AMI release published");
             }
             Err((reason, message)) => {
                 tracing::warn!(amirelease = %name, reason = %reason, error = %message, "AMI release refused");

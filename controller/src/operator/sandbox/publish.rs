@@ -1,7 +1,8 @@
 //! `karpenter sandbox publish-ami`: publish a new AMI release into a running sandbox's
 //! simulated cloud, through its API server (an `AMIRelease` object the sandbox fulfils), and
 //! print the images it published. `family@latest` aliases then resolve to them, so AMI drift
-//! can be seen locally.
+//! can be seen locally. `--broken` publishes images no node registers from, to see an upgrade
+//! meet a bad AMI.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,6 +46,11 @@ pub struct PublishAmiArgs {
     /// Architectures to publish an image for.
     #[arg(long, value_enum, default_value = "all")]
     pub arch: Arch,
+    /// Publish a broken release: instances booted from its images run, but their kubelet never
+    /// starts, so their NodeClaims stay Launched and never register (to test an upgrade to a
+    /// bad AMI).
+    #[arg(long)]
+    pub broken: bool,
     /// How long to wait for the sandbox to publish.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -90,16 +96,29 @@ pub fn release_object(args: &PublishAmiArgs) -> Value {
     if let Some(v) = &args.version {
         spec["version"] = json!(v);
     }
+    if args.broken {
+        spec["broken"] = json!(true);
+    }
     json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "metadata": metadata, "spec": spec})
 }
 
 /// The published images' lines: `<id>  <architecture>  <name>`, after a header naming the
-/// release.
+/// release (and saying so when it is `broken`).
 ///
 /// Errors: writing failed.
-pub fn render(out: &mut dyn Write, name: &str, status: &Value) -> std::io::Result<()> {
+pub fn render(
+    out: &mut dyn Write,
+    name: &str,
+    status: &Value,
+    broken: bool,
+) -> std::io::Result<()> {
     let version = status["version"].as_str().unwrap_or_default();
-    writeln!(out, "amirelease/{name} published {version}:")?;
+    let note = if broken {
+        " (broken: instances booted from these images never register a node)"
+    } else {
+        ""
+    };
+    writeln!(out, "amirelease/{name} published {version}{note}:")?;
     for ami in status["amis"].as_array().into_iter().flatten() {
         writeln!(
             out,
@@ -207,7 +226,7 @@ pub async fn run(args: &PublishAmiArgs) -> ExitCode {
     match publish(args).await {
         Ok((name, status)) => {
             let mut out = std::io::stdout().lock();
-            match render(&mut out, &name, &status) {
+            match render(&mut out, &name, &status, args.broken) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: writing the output: {e}");
@@ -235,6 +254,7 @@ mod tests {
             family: "al2023".into(),
             version: version.map(String::from),
             arch,
+            broken: false,
             timeout: Duration::from_secs(1),
         }
     }
@@ -253,6 +273,12 @@ mod tests {
         assert_eq!(o["metadata"], json!({"generateName": "al2023-"}));
         assert_eq!(o["spec"]["architectures"], json!(["amd64", "arm64"]));
         assert!(o["spec"].get("version").is_none());
+        assert!(o["spec"].get("broken").is_none());
+        let broken = PublishAmiArgs {
+            broken: true,
+            ..args(None, Arch::All)
+        };
+        assert_eq!(release_object(&broken)["spec"]["broken"], true);
     }
 
     #[test]
@@ -261,12 +287,22 @@ mod tests {
             {"id": "ami-01", "architecture": "amd64", "name": "amazon-eks-node-al2023-x86_64-standard-1.32-v20260302"},
             {"id": "ami-02", "architecture": "arm64", "name": "amazon-eks-node-al2023-arm64-standard-1.32-v20260302"}]});
         let mut out = Vec::new();
-        render(&mut out, "al2023-x7k2p", &status).expect("render");
+        render(&mut out, "al2023-x7k2p", &status, false).expect("render");
         assert_eq!(
             String::from_utf8_lossy(&out),
             "amirelease/al2023-x7k2p published v20260302:\n  \
              ami-01  amd64  amazon-eks-node-al2023-x86_64-standard-1.32-v20260302\n  \
              ami-02  arm64  amazon-eks-node-al2023-arm64-standard-1.32-v20260302\n"
+        );
+        let mut out = Vec::new();
+        render(&mut out, "al2023-x7k2p", &status, true).expect("render");
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.starts_with(
+                "amirelease/al2023-x7k2p published v20260302 (broken: instances booted from \
+                 these images never register a node):\n  ami-01"
+            ),
+            "{text}"
         );
     }
 }

@@ -44,6 +44,7 @@ fn only_unpublished_releases_are_pending() {
             family: "al2023".into(),
             version: Some("v20260401".into()),
             architectures: vec![],
+            broken: false,
         })
     );
     assert!(p[1].1.as_ref().is_err_and(|e| e.contains("invalid spec")));
@@ -147,5 +148,39 @@ async fn creating_a_release_publishes_it_and_signals_re_resolution() {
         sim.resolve_node_class(&node_class()).await.status.amis,
         after
     );
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_broken_release_publishes_images_no_node_registers_from() {
+    let store = Store::new();
+    let sim = Arc::new(SimCloud::new("demo", Arc::new(SystemClock)).expect("catalog"));
+    let task = start(&store, Arc::clone(&sim), Arc::new(SystemClock)).expect("starts");
+    let rt = store
+        .resource(GROUP, VERSION, PLURAL)
+        .expect("CRD installed");
+    let spec = json!({"family": "al2023", "architectures": ["arm64"], "broken": true});
+    let parsed = pending(&[release("bad", spec.clone(), None)]);
+    assert!(parsed[0].1.as_ref().is_ok_and(|s| s.broken), "{parsed:?}");
+
+    store
+        .create(&rt, "", (*release("bad", spec, None)).clone())
+        .expect("created");
+    let s = status_of(&store, "bad").await;
+    assert_eq!(s["conditions"][0]["status"], "True", "{s}");
+    let id = s["amis"][0]["id"].as_str().expect("published image");
+    assert_eq!(sim.broken_images(), [id.to_string()].into());
+
+    // Without `broken`, images are healthy.
+    store
+        .create(
+            &rt,
+            "",
+            (*release("good", json!({"family": "al2"}), None)).clone(),
+        )
+        .expect("created");
+    let s = status_of(&store, "good").await;
+    assert_eq!(s["amis"].as_array().map(Vec::len), Some(2), "{s}");
+    assert_eq!(sim.broken_images().len(), 1);
     task.abort();
 }
