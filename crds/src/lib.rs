@@ -12,6 +12,7 @@ pub mod nodeclaim;
 pub mod nodepool;
 pub mod requirements;
 mod schema;
+pub mod upgrade;
 pub mod validation;
 
 pub use conditions::{Condition, ConditionStatus, HasConditions, StatusConditions};

@@ -19,11 +19,12 @@ use tests::{Options, TestCluster, condition, workspace_binary};
 
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// Two NodePools told apart by their `team` label, one Deployment on each.
+/// Two NodePools told apart by their `team` label, one Deployment on each. Their upgrades are
+/// paused: these tests watch drift come and go, not drifted nodes being replaced.
 fn two_pools() -> String {
     let pool = |name: &str| {
         format!(
-            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {name}\nspec:\n  template:\n    metadata:\n      labels: {{team: {name}}}\n    spec:\n      requirements:\n      - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}\n      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}}\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n---\n"
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {name}\n  annotations: {{upgrades.karpenter.sh/paused: \"true\"}}\nspec:\n  template:\n    metadata:\n      labels: {{team: {name}}}\n    spec:\n      requirements:\n      - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}\n      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand, spot]}}\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n---\n"
         )
     };
     let app = |name: &str, team: &str| {
@@ -126,6 +127,17 @@ async fn explain(c: &TestCluster, args: &[&str]) -> (i32, String) {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
+}
+
+/// Pause the replacement of drifted nodes in `pool` (these tests watch drift, not upgrades).
+async fn pause_upgrades(c: &TestCluster, pool: &str) {
+    patch(
+        c,
+        "nodepool",
+        pool,
+        json!({"metadata": {"annotations": {"upgrades.karpenter.sh/paused": "true"}}}),
+    )
+    .await;
 }
 
 async fn patch(c: &TestCluster, kind: &str, name: &str, patch: Value) {
@@ -272,6 +284,7 @@ async fn new_ami_release_is_ami_drift_and_pinning_the_old_release_clears_it() {
         Options::default(),
     )
     .await;
+    pause_upgrades(&c, "default").await;
     launched(&c, &["default"]).await;
     let claim = c.nodeclaims().remove(0);
     let old_image = claim["status"]["imageID"]
@@ -489,6 +502,7 @@ async fn node_class_spec_and_subnet_changes_are_named() {
         Options::default(),
     )
     .await;
+    pause_upgrades(&c, "default").await;
     launched(&c, &["default"]).await;
 
     // A spec field of the node class (hashed): NodeClassDrift naming the field.

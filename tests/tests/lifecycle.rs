@@ -452,14 +452,16 @@ async fn an_expired_nodeclaim_is_replaced() {
     )
     .await;
     let claim = one_ready_claim(&c, "web", 1).await;
-    // Relax expiry for the replacement so the test sees it settle.
+    // Relax expiry for the replacement so the test sees it settle. That change drifts the
+    // NodeClaim (expireAfter is hashed): pause upgrades so that expiry, not a drift
+    // replacement, ends it.
     c.kubectl_ok(&[
         "patch",
         "nodepool",
         "default",
         "--type=merge",
         "-p",
-        r#"{"spec":{"template":{"spec":{"expireAfter":"720h"}}}}"#,
+        r#"{"metadata":{"annotations":{"upgrades.karpenter.sh/paused":"true"}},"spec":{"template":{"spec":{"expireAfter":"720h"}}}}"#,
     ])
     .await;
     c.eventually("an Expired event", SETTLE, |c| {

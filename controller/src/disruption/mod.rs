@@ -1,8 +1,10 @@
-//! Disruption: drift detection (the `Drifted` condition on NodeClaims) and the drift hash stamps
-//! on NodePools, EC2NodeClasses and NodeClaims. Replacing drifted nodes comes later.
+//! Disruption: drift detection (the `Drifted` condition on NodeClaims), the drift hash stamps
+//! on NodePools, EC2NodeClasses and NodeClaims, and serial upgrades that replace drifted nodes
+//! one at a time ([`upgrade`]).
 
 pub mod drift;
 pub mod hash;
+pub mod upgrade;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

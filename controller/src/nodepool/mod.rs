@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
+use crds::upgrade::UPGRADING_CONDITION;
 use crds::validation::{VALIDATION_FAILED_REASON, summarize, validate_nodepool};
 use crds::{EC2NodeClass, NodePool, StatusConditions};
 use kube::Api;
@@ -17,6 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::json;
 
+use crate::disruption::upgrade::plan::Plan;
 use crate::operator::Context;
 use crate::operator::reconcile::{ReconcileError, drive};
 use crate::scheduling::resources::Resources;
@@ -64,6 +66,52 @@ pub async fn run(ctx: Arc<Context>) {
             },
         );
     drive(controller, reconcile, ctx).await;
+}
+
+/// The `Upgrading` condition for a rollout plan: True with the phase while a step is in
+/// progress; otherwise False, saying whether the rollout is paused (and why), has drifted nodes
+/// waiting, or has nothing to do.
+fn upgrading(plan: &Plan) -> (bool, &'static str, String) {
+    if let Some(step) = plan.in_progress.first() {
+        let with = step
+            .replacement
+            .as_deref()
+            .map(|r| format!(" with {r}"))
+            .unwrap_or_default();
+        return (
+            true,
+            step.phase.as_str(),
+            format!(
+                "replacing {}{with}: {}",
+                step.nodeclaim,
+                step.phase.as_str()
+            ),
+        );
+    }
+    let waiting = plan.queue.len() + plan.skipped.len();
+    if plan.paused {
+        let why = plan
+            .paused_reason
+            .clone()
+            .unwrap_or_else(|| "paused by the operator".into());
+        return (
+            false,
+            "Paused",
+            format!("{why}; {waiting} drifted node(s) waiting"),
+        );
+    }
+    if waiting > 0 {
+        return (
+            false,
+            "Waiting",
+            format!(
+                "{} drifted node(s) queued, {} skipped",
+                plan.queue.len(),
+                plan.skipped.len()
+            ),
+        );
+    }
+    (false, "UpToDate", "no drifted nodes".into())
 }
 
 async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -117,6 +165,15 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
                     ),
                 }
             }
+        };
+    }
+    {
+        let (status, reason, message) =
+            upgrading(&crate::disruption::upgrade::plan_for(&ctx, &pool));
+        let mut set = pool.condition_set(now);
+        match status {
+            true => set.set_true_with_reason(UPGRADING_CONDITION, reason, &message),
+            false => set.set_false(UPGRADING_CONDITION, reason, &message),
         };
     }
     let mut resources = Resources::default();

@@ -67,6 +67,10 @@ pub mod reason {
     pub const DRIFTED: &str = "Drifted";
     /// A NodeClaim stamped under another hash version was re-stamped instead of drifted.
     pub const HASH_RESTAMPED: &str = "HashRestamped";
+    /// A NodePool's rollout of drifted nodes: a step started, drained, finished or paused.
+    pub const UPGRADE: &str = "Upgrade";
+    /// An upgrade step's replacement did not initialize in time and was deleted.
+    pub const UPGRADE_ROLLED_BACK: &str = "UpgradeRolledBack";
 }
 
 /// Dedupe window for most events (upstream default).

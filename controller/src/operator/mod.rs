@@ -76,6 +76,9 @@ pub fn start(
     tasks.push(tokio::spawn(crate::nodepool::run(Arc::clone(&ctx))));
     tasks.push(tokio::spawn(crate::nodeclass::run(Arc::clone(&ctx))));
     tasks.push(tokio::spawn(crate::disruption::run(Arc::clone(&ctx))));
+    tasks.push(tokio::spawn(crate::disruption::upgrade::run(Arc::clone(
+        &ctx,
+    ))));
     tasks.push(tokio::spawn(crate::nodeclaim::garbagecollection::run(
         Arc::clone(&ctx),
     )));

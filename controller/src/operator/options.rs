@@ -40,6 +40,10 @@ pub struct ControllerOptions {
     /// deleted (its instance terminated) after this long.
     #[arg(long, env = "ORPHANED_NODE_GRACE", default_value = "2m", value_parser = parse_duration)]
     pub orphaned_node_grace: Duration,
+    /// An upgrade step whose replacement NodeClaim has not initialized this long after the step
+    /// started is rolled back (the replacement deleted) and the NodePool's rollout paused.
+    #[arg(long, env = "UPGRADE_INITIALIZATION_TIMEOUT", default_value = "10m", value_parser = parse_duration)]
+    pub upgrade_initialization_timeout: Duration,
     /// Log level filter (`error`, `warn`, `info`, `debug`, or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -63,6 +67,8 @@ pub struct Settings {
     /// The drift hash versions stamped and compared (this project's current ones; not a flag:
     /// tests change them to prove a version change re-stamps instead of drifting).
     pub hash_versions: crate::disruption::drift::HashVersions,
+    /// How long an upgrade step waits for its replacement to initialize before it rolls back.
+    pub upgrade_initialization_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -77,6 +83,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(900),
             orphaned_node_grace: Duration::from_secs(120),
             hash_versions: Default::default(),
+            upgrade_initialization_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -119,6 +126,7 @@ impl ControllerOptions {
             registration_ttl: self.registration_ttl,
             orphaned_node_grace: self.orphaned_node_grace,
             hash_versions: Default::default(),
+            upgrade_initialization_timeout: self.upgrade_initialization_timeout,
         })
     }
 }

@@ -10,6 +10,7 @@ use crds::{EC2NodeClass, NodeClaim, NodePool};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -45,6 +46,8 @@ pub struct ClusterState {
     pub pvs: Store<PersistentVolume>,
     /// StorageClasses.
     pub storage_classes: Store<StorageClass>,
+    /// PodDisruptionBudgets (upgrades skip nodes whose pods they block).
+    pub pdbs: Store<PodDisruptionBudget>,
     /// Notified whenever a provisionable pod, a NodePool or a node class appears or changes.
     pub pod_trigger: Arc<Notify>,
     /// Notified on every NodeClaim change (lets the provisioner wait for its own writes).
@@ -112,6 +115,7 @@ impl ClusterState {
         let (pvcs, t8) = reflect(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {});
         let (pvs, t9) = reflect(Api::<PersistentVolume>::all(client.clone()), |_| {});
         let (storage_classes, t10) = reflect(Api::<StorageClass>::all(client.clone()), |_| {});
+        let (pdbs, t12) = reflect(Api::<PodDisruptionBudget>::all(client.clone()), |_| {});
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let state = ClusterState {
             pods,
@@ -124,6 +128,7 @@ impl ClusterState {
             pvcs,
             pvs,
             storage_classes,
+            pdbs,
             pod_trigger,
             nodeclaim_changed,
             synced,
@@ -134,7 +139,10 @@ impl ClusterState {
                 let _ = synced_tx.send(true);
             }
         });
-        (state, vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11])
+        (
+            state,
+            vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12],
+        )
     }
 
     /// Wait until every cache has completed its initial list (upstream: cluster state synced).
@@ -156,7 +164,8 @@ impl ClusterState {
         self.namespaces.wait_until_ready().await?;
         self.pvcs.wait_until_ready().await?;
         self.pvs.wait_until_ready().await?;
-        self.storage_classes.wait_until_ready().await
+        self.storage_classes.wait_until_ready().await?;
+        self.pdbs.wait_until_ready().await
     }
 
     /// A consistent-enough copy of every cache for one decision.

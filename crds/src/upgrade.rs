@@ -1,0 +1,161 @@
+//! Serial node upgrades (an extension of this project): the controls an operator sets on a
+//! NodePool, and the state the upgrade orchestrator keeps on NodePools and NodeClaims so that a
+//! restarted controller resumes (or rolls back) the step in progress instead of starting another.
+//!
+//! Controls, on the NodePool (plain `kubectl annotate` works):
+//! - [`PAUSED_ANNOTATION`] `"true"`: no new step starts; the step in progress finishes.
+//! - [`STEP_ALLOWANCE_ANNOTATION`] `"N"`: while paused, N more steps may start (each start
+//!   takes one).
+//!
+//! State, written by the controller:
+//! - on the drifted NodeClaim being replaced: [`REPLACEMENT_ANNOTATION`] (the replacement's
+//!   name, or empty for an empty node replaced by nothing), [`STEP_STARTED_ANNOTATION`];
+//! - on the replacement: [`REPLACES_ANNOTATION`];
+//! - on the NodePool: [`HISTORY_ANNOTATION`] (the last [`HISTORY_LENGTH`] steps),
+//!   [`PAUSED_REASON_ANNOTATION`] when the controller paused the rollout after a failed step,
+//!   and the `Upgrading` condition with the phase of the step in progress.
+//!
+//! Pure: no I/O.
+
+use serde::{Deserialize, Serialize};
+
+/// On a NodePool: `"true"` pauses its rollout after the step in progress.
+pub const PAUSED_ANNOTATION: &str = "upgrades.karpenter.sh/paused";
+/// On a NodePool: why the controller paused the rollout (a failed step); cleared on resume.
+pub const PAUSED_REASON_ANNOTATION: &str = "upgrades.karpenter.sh/paused-reason";
+/// On a NodePool: how many more steps may start while paused (a non-negative integer).
+pub const STEP_ALLOWANCE_ANNOTATION: &str = "upgrades.karpenter.sh/step-allowance";
+/// On a NodePool: JSON list of the most recent steps ([`StepRecord`]), newest last.
+pub const HISTORY_ANNOTATION: &str = "upgrades.karpenter.sh/history";
+/// On a drifted NodeClaim being replaced: the replacement NodeClaim's name (empty when the node
+/// is empty and needs no replacement).
+pub const REPLACEMENT_ANNOTATION: &str = "upgrades.karpenter.sh/replacement";
+/// On a drifted NodeClaim being replaced: RFC 3339 time its step started.
+pub const STEP_STARTED_ANNOTATION: &str = "upgrades.karpenter.sh/step-started";
+/// On a replacement NodeClaim: the name of the drifted NodeClaim it replaces.
+pub const REPLACES_ANNOTATION: &str = "upgrades.karpenter.sh/replaces";
+/// NodePool condition type: `True` while a step is in progress (reason: its [`Phase`]).
+pub const UPGRADING_CONDITION: &str = "Upgrading";
+/// How many finished steps the history keeps.
+pub const HISTORY_LENGTH: usize = 10;
+
+/// The phase of a step, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// The replacement NodeClaim is launching or registering.
+    LaunchingReplacement,
+    /// The replacement is registered; waiting for it to be initialized.
+    WaitingForInitialization,
+    /// The old node is tainted and its pods are being evicted.
+    Draining,
+    /// The old node is drained; its instance is being terminated.
+    Terminating,
+}
+
+impl Phase {
+    /// The condition reason / column text, e.g. `WaitingForInitialization`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::LaunchingReplacement => "LaunchingReplacement",
+            Phase::WaitingForInitialization => "WaitingForInitialization",
+            Phase::Draining => "Draining",
+            Phase::Terminating => "Terminating",
+        }
+    }
+}
+
+/// How a finished step ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The old node is gone and its replacement (if any) initialized.
+    Succeeded,
+    /// The replacement did not initialize in time and was deleted; the old node stays.
+    RolledBack,
+}
+
+/// One finished step, as kept in [`HISTORY_ANNOTATION`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRecord {
+    /// The drifted NodeClaim.
+    pub nodeclaim: String,
+    /// Its node, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The replacement NodeClaim, if one was launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why, for a rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// RFC 3339 start time.
+    pub started: String,
+    /// RFC 3339 end time.
+    pub finished: String,
+    /// Duration in seconds.
+    pub seconds: u64,
+}
+
+/// The history kept on a NodePool; unreadable text reads as empty.
+pub fn read_history(text: Option<&str>) -> Vec<StepRecord> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+/// The history with `record` appended, trimmed to [`HISTORY_LENGTH`], as annotation text.
+pub fn push_history(text: Option<&str>, record: StepRecord) -> String {
+    let mut history = read_history(text);
+    history.push(record);
+    let excess = history.len().saturating_sub(HISTORY_LENGTH);
+    history.drain(..excess);
+    serde_json::to_string(&history).unwrap_or_else(|_| "[]".into())
+}
+
+/// The step allowance annotation as a number (absent or malformed: 0).
+pub fn step_allowance(text: Option<&str>) -> u32 {
+    text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: usize) -> StepRecord {
+        StepRecord {
+            nodeclaim: format!("default-{n}"),
+            node: None,
+            replacement: Some(format!("default-r{n}")),
+            outcome: Outcome::Succeeded,
+            reason: None,
+            started: "2026-01-01T00:00:00Z".into(),
+            finished: "2026-01-01T00:01:00Z".into(),
+            seconds: 60,
+        }
+    }
+
+    #[test]
+    fn history_keeps_the_newest_steps() {
+        let mut text: Option<String> = None;
+        for n in 0..HISTORY_LENGTH + 3 {
+            text = Some(push_history(text.as_deref(), record(n)));
+        }
+        let history = read_history(text.as_deref());
+        assert_eq!(history.len(), HISTORY_LENGTH);
+        assert_eq!(history[0].nodeclaim, "default-3");
+        assert_eq!(
+            history.last().map(|r| r.nodeclaim.as_str()),
+            Some("default-12")
+        );
+        assert!(read_history(Some("not json")).is_empty());
+    }
+
+    #[test]
+    fn step_allowance_reads_leniently() {
+        assert_eq!(step_allowance(Some("2")), 2);
+        assert_eq!(step_allowance(Some(" 1 ")), 1);
+        assert_eq!(step_allowance(Some("-1")), 0);
+        assert_eq!(step_allowance(None), 0);
+    }
+}
