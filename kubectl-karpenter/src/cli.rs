@@ -12,8 +12,10 @@ use crate::kubeconfig::Selection;
 pub use crate::orphans::args::{
     DetectArgs, OrphansAction, OrphansArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput,
 };
+pub use crate::upgrade::args::UpgradeArgs;
 
-/// See and steer Karpenter: NodeClaims in flight and ready, what they cost, drift, and orphans.
+/// See and steer Karpenter: NodeClaims in flight and ready, what they cost, drift, upgrades, and
+/// orphans.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl-karpenter", version, propagate_version = true)]
 pub struct Cli {
@@ -95,6 +97,9 @@ pub enum Command {
     /// Explain drift (`drift explain`): why NodeClaims are drifted or not, their stamped and
     /// current NodePool and EC2NodeClass hashes, and the exact fields that changed.
     Drift(DriftArgs),
+    /// See and steer serial node upgrades (`upgrade status|pause|resume|step`): the rollout of
+    /// drifted nodes per NodePool, and the controls to pause it, resume it or let one step run.
+    Upgrade(UpgradeArgs),
     /// Print the plugin version.
     Version,
 }

@@ -1,5 +1,6 @@
 //! `kubectl karpenter`: a kubectl plugin that shows Karpenter's NodeClaims (in flight, ready,
-//! terminating), what they cost, why they are drifted, and orphans. Parses the command line,
+//! terminating), what they cost, why they are drifted, how drifted nodes are being upgraded
+//! (and pauses, resumes or steps that rollout), and orphans. Parses the command line,
 //! runs it, and maps the outcome to exit codes: 0 nothing found, 1 problems found, 2 failure.
 
 mod age;
@@ -14,6 +15,7 @@ mod price;
 mod render;
 mod run;
 mod status;
+mod upgrade;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;

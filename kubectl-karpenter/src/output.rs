@@ -58,6 +58,20 @@ pub fn write_json(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), Outp
     Ok(())
 }
 
+/// Writes any serializable value (a list of reports) as JSON indented by 4 spaces, the way
+/// [`write_json`] does, fields in their declared order.
+///
+/// Errors: serializing or writing failed.
+pub fn write_json_value<T: Serialize>(out: &mut impl Write, value: &T) -> Result<(), OutputError> {
+    let mut ser = serde_json::Serializer::with_formatter(
+        &mut *out,
+        serde_json::ser::PrettyFormatter::with_indent(b"    "),
+    );
+    value.serialize(&mut ser)?;
+    writeln!(out)?;
+    Ok(())
+}
+
 /// Writes the list as block YAML (2-space indent, list items flush with their key).
 ///
 /// Errors: serializing or writing failed.

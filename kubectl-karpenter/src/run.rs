@@ -1,6 +1,7 @@
 //! Runs a parsed command: loads the kubeconfig, lists NodeClaims from the API server, and hands
-//! them to the pure row builder and renderers; `orphans` runs through [`crate::orphans::command`].
-//! Network I/O happens here, in `orphans::command`, `orphans::cloud` and `orphans::execute`.
+//! them to the pure row builder and renderers; `orphans`, `drift explain` and `upgrade` run
+//! through their own `command` modules. Network I/O happens here, in those `command` modules,
+//! `orphans::cloud` and `orphans::execute`.
 
 use std::io::{self, Write};
 
@@ -110,6 +111,9 @@ pub enum Error {
     /// `drift explain NAME` named no NodeClaim.
     #[error(transparent)]
     Resolve(#[from] crate::drift::resolve::ResolveError),
+    /// An `upgrade` command failed (no target, no such NodePool, a patch failed).
+    #[error(transparent)]
+    Upgrade(#[from] crate::upgrade::UpgradeError),
     /// Writing output failed.
     #[error(transparent)]
     Output(#[from] OutputError),
@@ -267,6 +271,7 @@ pub async fn run<O: Write, E: Write>(
                 crate::drift::command::explain(&cli.global, explain, io).await
             }
         },
+        Command::Upgrade(args) => crate::upgrade::command::run(&cli.global, args, io).await,
     }
 }
 

@@ -69,6 +69,8 @@ pub mod reason {
     pub const HASH_RESTAMPED: &str = "HashRestamped";
     /// A NodePool's rollout of drifted nodes: a step started, drained, finished or paused.
     pub const UPGRADE: &str = "Upgrade";
+    /// A drifted node an upgrade passes over for now (do-not-disrupt, a blocking PDB).
+    pub const UPGRADE_BLOCKED: &str = "UpgradeBlocked";
     /// An upgrade step's replacement did not initialize in time and was deleted.
     pub const UPGRADE_ROLLED_BACK: &str = "UpgradeRolledBack";
 }

@@ -79,13 +79,14 @@ pub fn plan_for(ctx: &Context, pool: &NodePool) -> Plan {
     let claims = claims_of(ctx, &name);
     let pods = ctx.state.pods.state();
     let pdbs = ctx.state.pdbs.state();
+    let now = ctx.clock.now();
     plan::plan(&View {
         pool,
         claims: &claims,
         pods: &pods,
         pdbs: &pdbs,
-        now: ctx.clock.now(),
-        budget_active: &|_| true,
+        now,
+        budget_active: &|b| plan::budget_active(b, now),
     })
 }
 
@@ -94,6 +95,20 @@ async fn reconcile(ctx: &Context, pool: &NodePool) -> Result<(), ReconcileError>
     let claims = claims_of(ctx, &name);
     finish_steps(ctx, pool, &claims).await?;
     let plan = plan_for(ctx, pool);
+    for skipped in &plan.skipped {
+        if let Some(claim) = claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(skipped.nodeclaim.as_str()))
+        {
+            // The recorder drops repeats of the same message, so this is one Event per cause.
+            ctx.recorder.about(
+                &**claim,
+                EventType::Normal,
+                reason::UPGRADE_BLOCKED,
+                format!("Upgrade skips this drifted node for now: {}", skipped.why),
+            );
+        }
+    }
     for step in &plan.in_progress {
         advance(ctx, pool, &claims, step).await?;
     }

@@ -65,10 +65,16 @@ pub struct Candidate {
     /// Pods that would move (DaemonSet pods excluded); 0 means an empty node.
     pub pods: usize,
     /// The drain timeout for it: the NodePool's `terminationGracePeriod` if set, else the sum
-    /// of its pods' `terminationGracePeriodSeconds` (the node-upgrade design's rule).
+    /// of its pods' `terminationGracePeriodSeconds` (the node-upgrade design's rule). Serialized
+    /// as `drain_timeout_seconds`.
+    #[serde(rename = "drain_timeout_seconds", serialize_with = "as_seconds")]
     pub drain_timeout: Duration,
     /// Its creation time.
     pub created: Option<Timestamp>,
+}
+
+fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_secs())
 }
 
 /// A drifted NodeClaim the rollout passes over for now.
@@ -106,6 +112,33 @@ pub struct Plan {
     pub max_in_progress: usize,
     /// How many steps may start now.
     pub can_start: usize,
+}
+
+/// Whether a budget is active at `now` (upstream `Budget.IsActive`): a budget without a
+/// schedule always is; a scheduled one is for `duration` after each time its cron schedule
+/// (UTC; five fields or a macro such as `@daily`) fires. A schedule that does not parse counts
+/// as active, so a malformed budget restricts rather than frees.
+pub fn budget_active(budget: &Budget, now: Timestamp) -> bool {
+    let (Some(schedule), Some(duration)) = (&budget.schedule, &budget.duration) else {
+        return true;
+    };
+    let Ok(cron) = croner::Cron::new(schedule).parse() else {
+        return true;
+    };
+    let window = jiff::SignedDuration::try_from(duration.duration()).unwrap_or_default();
+    let Ok(from) = now.checked_sub(window) else {
+        return true;
+    };
+    let Some(from) =
+        chrono::DateTime::from_timestamp(from.as_second(), from.subsec_nanosecond().max(0) as u32)
+    else {
+        return true;
+    };
+    // Active iff the schedule fires somewhere in (now - duration, now].
+    match cron.find_next_occurrence(&from, false) {
+        Ok(hit) => hit.timestamp() <= now.as_second(),
+        Err(_) => true,
+    }
 }
 
 /// Plan one NodePool's rollout.

@@ -256,3 +256,45 @@ fn drain_timeout_is_the_pods_grace_or_the_pools() {
     let p = run(&with_grace, &claims, &pods, &[]);
     assert_eq!(p.queue[0].drain_timeout, Duration::from_secs(300));
 }
+
+#[test]
+fn scheduled_budgets_are_active_for_their_duration_after_each_hit() {
+    let budget = |schedule: &str, duration: &str| -> Budget {
+        serde_json::from_value(json!({"nodes": "0", "schedule": schedule, "duration": duration}))
+            .expect("valid budget")
+    };
+    let at = |t: &str| -> Timestamp { t.parse().expect("time") };
+    let nine_to_five = budget("0 9 * * *", "8h");
+    assert!(budget_active(&nine_to_five, at("2026-01-01T09:00:00Z")));
+    assert!(budget_active(&nine_to_five, at("2026-01-01T16:59:00Z")));
+    assert!(!budget_active(&nine_to_five, at("2026-01-01T17:01:00Z")));
+    assert!(!budget_active(&nine_to_five, at("2026-01-01T08:59:00Z")));
+    assert!(budget_active(
+        &budget("@daily", "1h"),
+        at("2026-01-02T00:30:00Z")
+    ));
+    assert!(!budget_active(
+        &budget("@daily", "1h"),
+        at("2026-01-02T01:30:00Z")
+    ));
+    assert!(
+        budget_active(&Budget::default(), at("2026-01-02T01:30:00Z")),
+        "unscheduled"
+    );
+    // During the window a `nodes: 0` budget stops the rollout; outside it, it does not.
+    let claims = vec![claim("a", 1, true, json!({}))];
+    let p = pool(json!({"spec": {"disruption": {"budgets": [
+        {"nodes": "0", "schedule": "0 9 * * *", "duration": "8h"}]}}}));
+    for (time, can) in [("2026-01-01T10:00:00Z", 0), ("2026-01-01T20:00:00Z", 1)] {
+        let now = at(time);
+        let plan = plan(&View {
+            pool: &p,
+            claims: &claims,
+            pods: &[],
+            pdbs: &[],
+            now,
+            budget_active: &|b| budget_active(b, now),
+        });
+        assert_eq!(plan.can_start, can, "{time}");
+    }
+}
