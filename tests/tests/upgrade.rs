@@ -152,6 +152,32 @@ fn check_invariants(c: &TestCluster, max_steps: usize) {
         steps.len() <= max_steps,
         "more than {max_steps} step(s) at once: {steps:?}"
     );
+    // Replacement first: an old node is only drained once its replacement is initialized.
+    let claims = c.nodeclaims();
+    for old in &claims {
+        let replacement = annotation(old, "upgrades.karpenter.sh/replacement").unwrap_or_default();
+        if old.pointer("/metadata/deletionTimestamp").is_none() || replacement.is_empty() {
+            continue;
+        }
+        let ready = claims.iter().any(|x| {
+            name(x) == replacement && condition(x, "Initialized").as_deref() == Some("True")
+        });
+        assert!(
+            ready,
+            "{} draining before {replacement} initialized",
+            name(old)
+        );
+    }
+}
+
+/// The NodePool's step history.
+fn history(c: &TestCluster) -> Vec<Value> {
+    c.objects("karpenter.sh", "nodepools")
+        .into_iter()
+        .find(|p| name(p) == "default")
+        .and_then(|p| annotation(&p, "upgrades.karpenter.sh/history"))
+        .and_then(|h| serde_json::from_str(&h).ok())
+        .unwrap_or_default()
 }
 
 /// Publish a new al2023 release; return the new image per architecture.
@@ -236,13 +262,15 @@ async fn a_new_ami_rolls_out_one_node_at_a_time_within_every_pdb() {
         steps_seen.is_superset(&before.iter().cloned().collect()),
         "each old NodeClaim went through a step: {steps_seen:?}"
     );
-    let pool = c
-        .objects("karpenter.sh", "nodepools")
-        .into_iter()
-        .find(|p| name(p) == "default")
-        .expect("pool");
-    let history = annotation(&pool, "upgrades.karpenter.sh/history").unwrap_or_default();
-    assert!(history.contains("Succeeded"), "{history}");
+    let steps = history(&c);
+    for old in &before {
+        let records: Vec<&Value> = steps
+            .iter()
+            .filter(|r| r["nodeclaim"] == json!(old))
+            .collect();
+        assert_eq!(records.len(), 1, "one record for {old}: {steps:#?}");
+        assert_eq!(records[0]["outcome"], "Succeeded");
+    }
     assert!(
         !c.events("default", "Upgrade").is_empty(),
         "Events on the NodePool"
@@ -333,6 +361,15 @@ async fn a_replacement_that_never_initializes_is_rolled_back_and_the_rollout_sto
         out.contains("did not initialize"),
         "the reason is shown: {out}"
     );
+    let steps = history(&c);
+    assert_eq!(steps.len(), 1, "{steps:#?}");
+    assert_eq!(steps[0]["outcome"], "RolledBack");
+    assert!(
+        c.nodeclaims()
+            .iter()
+            .all(|x| x.pointer("/metadata/deletionTimestamp").is_none()),
+        "no old node was drained"
+    );
     let hold = Instant::now();
     while hold.elapsed() < Duration::from_secs(3) {
         check_invariants(&c, 0);
@@ -373,14 +410,11 @@ async fn a_controller_killed_mid_step_resumes_that_step_only() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let pool = c
-        .objects("karpenter.sh", "nodepools")
-        .into_iter()
-        .find(|p| name(p) == "default")
-        .expect("pool");
-    let history = annotation(&pool, "upgrades.karpenter.sh/history").unwrap_or_default();
+    let steps = history(&c);
     assert!(
-        history.contains(&in_flight[0]),
-        "the interrupted step was finished and recorded: {history}"
+        steps
+            .iter()
+            .any(|r| r["nodeclaim"] == json!(in_flight[0]) && r["outcome"] == "Succeeded"),
+        "the interrupted step was finished and recorded: {steps:#?}"
     );
 }

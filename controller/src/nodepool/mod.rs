@@ -88,27 +88,21 @@ fn upgrading(plan: &Plan) -> (bool, &'static str, String) {
             ),
         );
     }
+    // Messages carry no counts: a PDB whose allowance flaps would otherwise rewrite the status
+    // every few seconds (`kubectl karpenter upgrade status` has the numbers).
     let waiting = plan.queue.len() + plan.skipped.len();
     if plan.paused {
         let why = plan
             .paused_reason
             .clone()
             .unwrap_or_else(|| "paused by the operator".into());
-        return (
-            false,
-            "Paused",
-            format!("{why}; {waiting} drifted node(s) waiting"),
-        );
+        return (false, "Paused", why);
     }
     if waiting > 0 {
         return (
             false,
             "Waiting",
-            format!(
-                "{} drifted node(s) queued, {} skipped",
-                plan.queue.len(),
-                plan.skipped.len()
-            ),
+            "drifted nodes are waiting for a step (blocked, or beyond the budget)".into(),
         );
     }
     (false, "UpToDate", "no drifted nodes".into())

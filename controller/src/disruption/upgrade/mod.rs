@@ -10,6 +10,7 @@
 
 pub mod plan;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +41,12 @@ use plan::{Candidate, Plan, StepInProgress, View};
 
 /// How often every NodePool's rollout is looked at.
 const TICK: Duration = Duration::from_secs(1);
+/// The shortest drain before pods are forced off, whatever their grace periods add up to.
+pub const MIN_DRAIN: Duration = Duration::from_secs(30);
+
+/// Steps this orchestrator started whose marker the cache has not shown yet, by NodePool: no
+/// other step starts in that pool until it does (a lagging cache must not start a second).
+type Unobserved = HashMap<String, String>;
 
 /// Run the orchestrator until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -47,13 +54,14 @@ pub async fn run(ctx: Arc<Context>) {
         tracing::error!("upgrade orchestrator not started: the cluster state never synced");
         return;
     }
+    let mut unobserved = Unobserved::new();
     loop {
         for pool in ctx.state.nodepools.state() {
             if pool.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             // A conflict means the cache was behind: the next tick sees the fresh objects.
-            if let Err(e) = reconcile(&ctx, &pool).await
+            if let Err(e) = reconcile(&ctx, &pool, &mut unobserved).await
                 && !e.is_conflict()
             {
                 tracing::warn!(nodepool = ?pool.metadata.name, error = %e, "upgrade step");
@@ -90,9 +98,25 @@ pub fn plan_for(ctx: &Context, pool: &NodePool) -> Plan {
     })
 }
 
-async fn reconcile(ctx: &Context, pool: &NodePool) -> Result<(), ReconcileError> {
+async fn reconcile(
+    ctx: &Context,
+    pool: &NodePool,
+    unobserved: &mut Unobserved,
+) -> Result<(), ReconcileError> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let claims = claims_of(ctx, &name);
+    if let Some(started) = unobserved.get(&name) {
+        let seen = claims.iter().any(|c| {
+            c.metadata.name.as_deref() == Some(started.as_str())
+                && annotation(c, REPLACEMENT_ANNOTATION).is_some()
+        });
+        let gone = !claims
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some(started.as_str()));
+        if seen || gone {
+            unobserved.remove(&name);
+        }
+    }
     finish_steps(ctx, pool, &claims).await?;
     let plan = plan_for(ctx, pool);
     for skipped in &plan.skipped {
@@ -112,14 +136,20 @@ async fn reconcile(ctx: &Context, pool: &NodePool) -> Result<(), ReconcileError>
     for step in &plan.in_progress {
         advance(ctx, pool, &claims, step).await?;
     }
-    for candidate in plan.queue.iter().take(plan.can_start) {
+    if unobserved.contains_key(&name) {
+        return Ok(());
+    }
+    if let Some(candidate) = plan.queue.iter().take(plan.can_start).next() {
+        // One start per tick: the next waits until the cache shows this one.
         start(ctx, pool, &claims, candidate, plan.paused).await?;
+        unobserved.insert(name, candidate.nodeclaim.clone());
     }
     Ok(())
 }
 
-/// Replacements whose drifted NodeClaim is gone: the step succeeded. Drop the marker, then
-/// record the step in the NodePool's history.
+/// Replacements whose drifted NodeClaim is gone: once the replacement is initialized, the step
+/// succeeded; record it in the NodePool's history (at most once), then drop the marker. A
+/// replacement that is itself being deleted (rolled back, interrupted) just loses its marker.
 async fn finish_steps(
     ctx: &Context,
     pool: &NodePool,
@@ -137,35 +167,48 @@ async fn finish_steps(
             continue;
         }
         let replacement = claim.metadata.name.clone().unwrap_or_default();
-        patch_metadata(
+        let deleting = claim.metadata.deletion_timestamp.is_some();
+        if !deleting && !conditions::is_true(claim.status_conditions(), INITIALIZED) {
+            // The old node went away early (deleted by someone else): keep waiting for this
+            // replacement; the provisioner and its liveness checks look after it.
+            continue;
+        }
+        if !deleting {
+            let started = annotation(claim, STEP_STARTED_ANNOTATION);
+            record(
+                ctx,
+                pool,
+                StepRecord {
+                    nodeclaim: old.clone(),
+                    node: None,
+                    replacement: Some(replacement.clone()),
+                    outcome: Outcome::Succeeded,
+                    reason: None,
+                    started: started.clone().unwrap_or_default(),
+                    finished: ctx.clock.now().to_string(),
+                    seconds: seconds_since(ctx, started.as_deref()),
+                },
+            )
+            .await?;
+            pool_event(
+                ctx,
+                pool,
+                EventType::Normal,
+                format!("Upgrade step done: {old} replaced by {replacement}"),
+            );
+        }
+        match patch_metadata(
             ctx,
             &replacement,
             json!({"resourceVersion": claim.metadata.resource_version,
                    "annotations": {REPLACES_ANNOTATION: null, STEP_STARTED_ANNOTATION: null}}),
         )
-        .await?;
-        let started = annotation(claim, STEP_STARTED_ANNOTATION);
-        record(
-            ctx,
-            pool,
-            StepRecord {
-                nodeclaim: old.clone(),
-                node: None,
-                replacement: Some(replacement.clone()),
-                outcome: Outcome::Succeeded,
-                reason: None,
-                started: started.clone().unwrap_or_default(),
-                finished: ctx.clock.now().to_string(),
-                seconds: seconds_since(ctx, started.as_deref()),
-            },
-        )
-        .await?;
-        pool_event(
-            ctx,
-            pool,
-            EventType::Normal,
-            format!("Upgrade step done: {old} replaced by {replacement}"),
-        );
+        .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
@@ -188,63 +231,143 @@ async fn advance(
         // Draining or terminating: the termination finalizer does the rest.
         return Ok(());
     }
+    let Some(started) = step.started else {
+        // A marker without a (readable) start time: restart the clock rather than never time
+        // out.
+        patch_metadata(
+            ctx,
+            &step.nodeclaim,
+            json!({"resourceVersion": old.metadata.resource_version,
+                   "annotations": {STEP_STARTED_ANNOTATION: ctx.clock.now().to_string()}}),
+        )
+        .await?;
+        return Ok(());
+    };
     let Some(replacement_name) = &step.replacement else {
         // An empty node: nothing to wait for.
-        return drain(ctx, pool, old, Duration::ZERO).await;
+        drain(ctx, pool, old).await?;
+        return record(
+            ctx,
+            pool,
+            StepRecord {
+                nodeclaim: step.nodeclaim.clone(),
+                node: step.node.clone(),
+                replacement: None,
+                outcome: Outcome::Succeeded,
+                reason: Some("empty node: drained without a replacement".into()),
+                started: started.to_string(),
+                finished: ctx.clock.now().to_string(),
+                seconds: seconds_since(ctx, Some(&started.to_string())),
+            },
+        )
+        .await;
     };
     let replacement = claims
         .iter()
-        .find(|c| c.metadata.name.as_deref() == Some(replacement_name.as_str()));
-    let elapsed = step
-        .started
-        .map(|s| ctx.clock.now().duration_since(s).unsigned_abs())
-        .unwrap_or_default();
+        .find(|c| c.metadata.name.as_deref() == Some(replacement_name.as_str()))
+        .filter(|c| c.metadata.deletion_timestamp.is_none());
+    // A start time in the future (clock skew) counts as now.
+    let elapsed = ctx
+        .clock
+        .now()
+        .duration_since(started)
+        .max(jiff::SignedDuration::ZERO)
+        .unsigned_abs();
     match replacement {
         Some(r) if conditions::is_true(r.status_conditions(), INITIALIZED) => {
-            let timeout = plan_for(ctx, pool)
-                .queue
-                .iter()
-                .find(|c| c.nodeclaim == step.nodeclaim)
-                .map(|c| c.drain_timeout)
-                .unwrap_or_else(|| drain_timeout_of(ctx, pool, old));
-            drain(ctx, pool, old, timeout).await
+            drain(ctx, pool, old).await
         }
         _ if elapsed > ctx.settings.upgrade_initialization_timeout => {
-            roll_back(ctx, pool, old, replacement_name, replacement.map(|r| &**r)).await
+            let why = format!(
+                "did not initialize within {}s",
+                ctx.settings.upgrade_initialization_timeout.as_secs()
+            );
+            roll_back(
+                ctx,
+                pool,
+                old,
+                replacement_name,
+                replacement.map(|r| &**r),
+                &why,
+            )
+            .await
         }
         Some(_) => Ok(()),
         None => {
-            // Created by an earlier run that stopped before creating it, or deleted by the
-            // lifecycle (launch failed): create it (again) under the same name.
-            create_replacement(ctx, pool, old, replacement_name).await
+            // The cache may show the marker before the replacement created right after it:
+            // ask the API server before deciding it is missing.
+            let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+            if let Some(found) = api.get_opt(replacement_name).await?
+                && found.metadata.deletion_timestamp.is_none()
+            {
+                return Ok(());
+            }
+            // Never created (the controller stopped first), or deleted since (its launch
+            // failed): create one under a fresh name, so a launch is not replayed under an
+            // idempotency token that already failed.
+            let fresh = format!(
+                "{}-{}",
+                pool.metadata.name.as_deref().unwrap_or_default(),
+                random_suffix()
+            );
+            patch_metadata(
+                ctx,
+                &step.nodeclaim,
+                json!({"resourceVersion": old.metadata.resource_version,
+                       "annotations": {REPLACEMENT_ANNOTATION: fresh}}),
+            )
+            .await?;
+            match create_replacement(ctx, pool, old, &fresh).await? {
+                Ok(()) => Ok(()),
+                Err(why) => roll_back(ctx, pool, old, &fresh, None, &why).await,
+            }
         }
     }
 }
 
 /// Delete the drifted NodeClaim; its termination finalizer taints, drains (PDBs and
-/// do-not-disrupt respected) and terminates it. Without a NodePool `terminationGracePeriod`,
-/// the drain is bounded by `timeout` through the termination-timestamp annotation.
-async fn drain(
-    ctx: &Context,
-    pool: &NodePool,
-    old: &NodeClaim,
-    timeout: Duration,
-) -> Result<(), ReconcileError> {
+/// do-not-disrupt respected) and terminates it. Unless the NodeClaim has its own
+/// `terminationGracePeriod`, the drain is bounded through the termination-timestamp annotation,
+/// written just before the delete: pods are evicted normally for the drain timeout (the sum of
+/// the node's pods' grace periods, at least [`MIN_DRAIN`]), and only then forced off, each with
+/// its full grace period.
+async fn drain(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Result<(), ReconcileError> {
     let name = old.metadata.name.clone().unwrap_or_default();
-    let has_grace = pool.spec.template.spec.termination_grace_period.is_some();
-    if !has_grace && annotation(old, NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION).is_none() {
-        let deadline = ctx
-            .clock
-            .now()
-            .checked_add(jiff::SignedDuration::try_from(timeout).unwrap_or_default())
-            .unwrap_or_else(|_| ctx.clock.now());
-        patch_metadata(
-            ctx,
-            &name,
-            json!({"resourceVersion": old.metadata.resource_version,
-                   "annotations": {NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: deadline.to_string()}}),
-        )
-        .await?;
+    let node = old.status.as_ref().and_then(|s| s.node_name.clone());
+    let all_pods = ctx.state.pods.state();
+    let by_node = plan::pods_by_node(&all_pods);
+    let pods: Vec<&Arc<k8s_openapi::api::core::v1::Pod>> = node
+        .as_deref()
+        .and_then(|n| by_node.get(n))
+        .map(|p| p.iter().collect())
+        .unwrap_or_default();
+    let timeout = plan::drain_timeout(old, &pods).max(MIN_DRAIN);
+    if old.spec.termination_grace_period.is_none() {
+        let longest_grace = pods
+            .iter()
+            .filter_map(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
+            .max()
+            .unwrap_or(0)
+            .max(0) as u64;
+        let total = timeout.saturating_add(Duration::from_secs(longest_grace));
+        // A deadline that cannot be written (overflow) is left out: the drain then waits as
+        // long as it takes, which is the safe side.
+        let deadline = jiff::SignedDuration::try_from(total)
+            .ok()
+            .and_then(|d| ctx.clock.now().checked_add(d).ok());
+        if let Some(deadline) = deadline {
+            patch_metadata(
+                ctx,
+                &name,
+                json!({"resourceVersion": old.metadata.resource_version,
+                       "annotations": {NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: deadline.to_string()}}),
+            )
+            .await?;
+        }
     }
     delete_claim(ctx, &name).await?;
     ctx.recorder.about(
@@ -265,44 +388,20 @@ async fn drain(
     Ok(())
 }
 
-fn drain_timeout_of(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Duration {
-    let node = old.status.as_ref().and_then(|s| s.node_name.clone());
-    let secs: i64 = ctx
-        .state
-        .pods
-        .state()
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()) == node && node.is_some())
-        .filter(|p| !crate::scheduling::pod::is_owned_by(p, "DaemonSet"))
-        .map(|p| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-                .unwrap_or(30)
-                .max(0)
-        })
-        .sum();
-    pool.spec
-        .template
-        .spec
-        .termination_grace_period
-        .as_ref()
-        .map(|d| d.duration())
-        .unwrap_or(Duration::from_secs(secs as u64))
-}
-
-/// The replacement did not initialize in time: delete it, end the step as rolled back, and
-/// pause the NodePool's rollout with the reason.
+/// End a step whose replacement failed (`why`): pause the NodePool's rollout with the reason
+/// first (so nothing else starts, whatever happens next), delete the replacement, record the
+/// step as rolled back, and only then clear the old NodeClaim's markers.
 async fn roll_back(
     ctx: &Context,
     pool: &NodePool,
     old: &NodeClaim,
     replacement_name: &str,
     replacement: Option<&NodeClaim>,
+    why: &str,
 ) -> Result<(), ReconcileError> {
     let old_name = old.metadata.name.clone().unwrap_or_default();
     let state = match replacement {
-        None => "was never created".to_string(),
+        None => "not running".to_string(),
         Some(r) => {
             let c = |t: &str| crds::conditions::status(r.status_conditions(), t).as_str();
             format!(
@@ -313,19 +412,7 @@ async fn roll_back(
             )
         }
     };
-    let why = format!(
-        "replacement {replacement_name} for {old_name} did not initialize within {}s ({state}); rolled back",
-        ctx.settings.upgrade_initialization_timeout.as_secs()
-    );
-    delete_claim(ctx, replacement_name).await?;
-    let started = annotation(old, STEP_STARTED_ANNOTATION);
-    patch_metadata(
-        ctx,
-        &old_name,
-        json!({"resourceVersion": old.metadata.resource_version,
-               "annotations": {REPLACEMENT_ANNOTATION: null, STEP_STARTED_ANNOTATION: null}}),
-    )
-    .await?;
+    let why = format!("replacement {replacement_name} for {old_name} {why} ({state}); rolled back");
     let api: Api<NodePool> = Api::all(ctx.client.clone());
     api.patch(
         pool.metadata.name.as_deref().unwrap_or_default(),
@@ -337,6 +424,8 @@ async fn roll_back(
         }}})),
     )
     .await?;
+    delete_claim(ctx, replacement_name).await?;
+    let started = annotation(old, STEP_STARTED_ANNOTATION);
     record(
         ctx,
         pool,
@@ -350,6 +439,12 @@ async fn roll_back(
             finished: ctx.clock.now().to_string(),
             seconds: seconds_since(ctx, started.as_deref()),
         },
+    )
+    .await?;
+    patch_metadata(
+        ctx,
+        &old_name,
+        json!({"annotations": {REPLACEMENT_ANNOTATION: null, STEP_STARTED_ANNOTATION: null}}),
     )
     .await?;
     tracing::warn!(nodepool = ?pool.metadata.name, nodeclaim = %old_name, why = %why, "upgrade step rolled back; rollout paused");
@@ -417,21 +512,6 @@ async fn start(
     )
     .await?;
     if replacement.is_empty() {
-        record(
-            ctx,
-            pool,
-            StepRecord {
-                nodeclaim: candidate.nodeclaim.clone(),
-                node: candidate.node.clone(),
-                replacement: None,
-                outcome: Outcome::Succeeded,
-                reason: Some("empty node: deleted without a replacement".into()),
-                started: now.clone(),
-                finished: now,
-                seconds: 0,
-            },
-        )
-        .await?;
         return Ok(());
     }
     pool_event(
@@ -443,31 +523,46 @@ async fn start(
             candidate.nodeclaim, candidate.pods
         ),
     );
-    create_replacement(ctx, pool, old, &replacement).await
+    match create_replacement(ctx, pool, old, &replacement).await? {
+        Ok(()) => Ok(()),
+        Err(why) => {
+            // The cache's copy of `old` predates the marker just written: re-read it.
+            let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+            let fresh = api.get(&candidate.nodeclaim).await?;
+            roll_back(ctx, pool, &fresh, &replacement, None, &why).await
+        }
+    }
 }
 
 /// Create the replacement NodeClaim `name` for `old`: the NodePool's current template (so it
 /// is not drifted itself), sized for what `old` was sized for, on the instance types the node
-/// class offers now that fit, cheapest first.
+/// class offers now that fit, cheapest first. `Ok(Err(why))` when no replacement can be made
+/// (no node class, no instance type fits): the step rolls back at once with that reason.
+///
+/// Errors: API or cloud failures (retried).
 async fn create_replacement(
     ctx: &Context,
     pool: &NodePool,
     old: &NodeClaim,
     name: &str,
-) -> Result<(), ReconcileError> {
-    let class_name = &pool.spec.template.spec.node_class_ref.name;
+) -> Result<Result<(), String>, ReconcileError> {
+    let class_ref = &pool.spec.template.spec.node_class_ref;
     let Some(class) = ctx
         .state
         .nodeclasses
         .state()
         .into_iter()
-        .find(|c| c.metadata.name.as_deref() == Some(class_name.as_str()))
+        .find(|c| c.metadata.name.as_deref() == Some(class_ref.name.as_str()))
     else {
-        return Ok(());
+        return Ok(Err(format!(
+            "could not be created: {} {:?} not found",
+            class_ref.kind, class_ref.name
+        )));
     };
     let types = ctx.cloud.instance_types(&class).await?;
-    let Ok(mut requirements) = template::pool_requirements(pool) else {
-        return Ok(());
+    let mut requirements = match template::pool_requirements(pool) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("could not be created: {e}"))),
     };
     let requests = Resources::from_list(&old.spec.resources.requests).unwrap_or_default();
     let mut fitting: Vec<(f64, Arc<crate::cloudprovider::InstanceType>)> = types
@@ -480,8 +575,9 @@ async fn create_replacement(
         .collect();
     fitting.sort_by(|a, b| a.0.total_cmp(&b.0));
     if fitting.is_empty() {
-        tracing::warn!(nodepool = ?pool.metadata.name, nodeclaim = ?old.metadata.name, "no instance type fits the replacement");
-        return Ok(());
+        return Ok(Err(format!(
+            "could not be created: no instance type the NodePool allows fits {requests}"
+        )));
     }
     requirements.add(Requirement::is_in(
         INSTANCE_TYPE_LABEL,
@@ -510,8 +606,8 @@ async fn create_replacement(
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     match api.create(&PostParams::default(), &claim).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Ok(())),
         Err(e) => Err(e.into()),
     }
 }
@@ -521,15 +617,22 @@ async fn record(ctx: &Context, pool: &NodePool, step: StepRecord) -> Result<(), 
     let api: Api<NodePool> = Api::all(ctx.client.clone());
     let name = pool.metadata.name.clone().unwrap_or_default();
     let fresh = api.get(&name).await?;
-    let history = push_history(
-        fresh
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(HISTORY_ANNOTATION))
-            .map(String::as_str),
-        step,
-    );
+    let text = fresh
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HISTORY_ANNOTATION))
+        .map(String::as_str);
+    // A step already recorded (a retry after a crash or conflict) is not recorded twice.
+    let recorded = crds::upgrade::read_history(text).iter().any(|r| {
+        r.nodeclaim == step.nodeclaim
+            && r.replacement == step.replacement
+            && r.outcome == step.outcome
+    });
+    if recorded {
+        return Ok(());
+    }
+    let history = push_history(text, step);
     api.patch(
         &name,
         &PatchParams::default(),

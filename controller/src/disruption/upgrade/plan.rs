@@ -188,26 +188,7 @@ pub fn plan(view: &View<'_>) -> Plan {
             });
             continue;
         }
-        let drain_timeout = pool
-            .spec
-            .template
-            .spec
-            .termination_grace_period
-            .as_ref()
-            .map(|d| d.duration())
-            .unwrap_or_else(|| {
-                Duration::from_secs(
-                    pods.iter()
-                        .map(|p| {
-                            p.spec
-                                .as_ref()
-                                .and_then(|s| s.termination_grace_period_seconds)
-                                .unwrap_or(DEFAULT_POD_GRACE)
-                                .max(0)
-                        })
-                        .sum::<i64>() as u64,
-                )
-            });
+        let drain_timeout = drain_timeout(claim, &pods);
         queue.push(Candidate {
             nodeclaim: name,
             node,
@@ -226,10 +207,13 @@ pub fn plan(view: &View<'_>) -> Plan {
     });
     let nodes = view.claims.len();
     let allowed = pool.allowed_disruptions(nodes, DisruptionReason::Drifted, view.budget_active);
+    // More than one step at a time only when an active budget names `Drifted`; an inactive one
+    // (outside its schedule window) does not widen anything.
     let names_drifted = pool.spec.disruption.budgets.iter().any(|b| {
         b.reasons
             .as_ref()
             .is_some_and(|r| r.contains(&DisruptionReason::Drifted))
+            && (view.budget_active)(b)
     });
     let max_in_progress = if names_drifted {
         allowed
@@ -254,6 +238,27 @@ pub fn plan(view: &View<'_>) -> Plan {
         max_in_progress,
         can_start,
     }
+}
+
+/// How long the drain of a NodeClaim's node may take before pods are forced off: the
+/// NodeClaim's own `terminationGracePeriod` (the termination finalizer applies it), else the sum
+/// of its pods' `terminationGracePeriodSeconds` (30s each when unset; the node-upgrade design's
+/// rule), saturating.
+pub fn drain_timeout(claim: &NodeClaim, pods: &[&Arc<Pod>]) -> Duration {
+    if let Some(grace) = &claim.spec.termination_grace_period {
+        return grace.duration();
+    }
+    let secs = pods
+        .iter()
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(DEFAULT_POD_GRACE)
+                .max(0) as u64
+        })
+        .fold(0u64, u64::saturating_add);
+    Duration::from_secs(secs)
 }
 
 /// The step a NodeClaim is in, if it is being replaced: it carries the replacement annotation.
@@ -342,7 +347,7 @@ fn blocked(claim: &NodeClaim, pods: &[&Arc<Pod>], view: &View<'_>) -> Option<Str
 }
 
 /// Running pods by node name (finished pods hold nothing).
-fn pods_by_node(pods: &[Arc<Pod>]) -> BTreeMap<String, Vec<Arc<Pod>>> {
+pub fn pods_by_node(pods: &[Arc<Pod>]) -> BTreeMap<String, Vec<Arc<Pod>>> {
     let mut out: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
     for pod in pods {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());

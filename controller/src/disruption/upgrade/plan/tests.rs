@@ -232,6 +232,19 @@ fn drifted_budgets_widen_or_stop_the_rollout() {
     assert_eq!(run(&two, &claims, &[], &[]).can_start, 2);
     let none = pool(json!({"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}));
     assert_eq!(run(&none, &claims, &[], &[]).can_start, 0);
+    // A budget naming Drifted outside its schedule window widens nothing: one at a time.
+    let windowed = pool(json!({"spec": {"disruption": {"budgets": [
+        {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 9 * * *", "duration": "8h"}]}}}));
+    let evening: Timestamp = "2026-01-01T20:00:00Z".parse().expect("time");
+    let p = plan(&View {
+        pool: &windowed,
+        claims: &claims,
+        pods: &[],
+        pdbs: &[],
+        now: evening,
+        budget_active: &|b| budget_active(b, evening),
+    });
+    assert_eq!((p.max_in_progress, p.can_start), (1, 1));
     // A deleting node counts against the budget.
     let mut busy = claims.clone();
     busy.push(claim("leaving", 9, false, json!({"metadata": {"deletionTimestamp": "2026-01-01T00:30:00Z", "finalizers": ["karpenter.sh/termination"]}})));
@@ -251,10 +264,38 @@ fn drain_timeout_is_the_pods_grace_or_the_pools() {
     ];
     let p = run(&pool(json!({})), &claims, &pods, &[]);
     assert_eq!(p.queue[0].drain_timeout, Duration::from_secs(40));
-    let with_grace =
-        pool(json!({"spec": {"template": {"spec": {"terminationGracePeriod": "5m"}}}}));
-    let p = run(&with_grace, &claims, &pods, &[]);
+    // The NodeClaim's own terminationGracePeriod (what its finalizer applies) wins.
+    let with_grace = vec![claim(
+        "a",
+        1,
+        true,
+        json!({"spec": {"terminationGracePeriod": "5m"}}),
+    )];
+    let p = run(&pool(json!({})), &with_grace, &pods, &[]);
     assert_eq!(p.queue[0].drain_timeout, Duration::from_secs(300));
+    let huge = vec![
+        pod(
+            "x",
+            "n-a",
+            json!({"spec": {"terminationGracePeriodSeconds": i64::MAX}}),
+        ),
+        pod(
+            "y",
+            "n-a",
+            json!({"spec": {"terminationGracePeriodSeconds": i64::MAX}}),
+        ),
+        pod(
+            "z",
+            "n-a",
+            json!({"spec": {"terminationGracePeriodSeconds": i64::MAX}}),
+        ),
+    ];
+    let p = run(&pool(json!({})), &claims, &huge, &[]);
+    assert_eq!(
+        p.queue[0].drain_timeout,
+        Duration::from_secs(u64::MAX),
+        "saturates"
+    );
 }
 
 #[test]
