@@ -3,6 +3,7 @@
 
 pub mod cloud;
 pub mod events;
+pub mod metrics;
 pub mod options;
 pub mod reconcile;
 pub mod report;
@@ -36,6 +37,8 @@ pub struct Context {
     pub settings: Settings,
     /// Eviction retry delays of pods on draining nodes.
     pub evictions: crate::node::drain::EvictionBackoff,
+    /// Prometheus metrics (`/metrics`).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// The API client controllers use. kube's blanket client-side retry of 429, 503 and 504 is
@@ -65,6 +68,7 @@ pub fn start(
         clock,
         settings,
         evictions: Default::default(),
+        metrics: Arc::new(metrics::Metrics::new()),
     });
     tasks.push(tokio::spawn(crate::provisioning::run(Arc::clone(&ctx))));
     tasks.push(tokio::spawn(crate::nodeclaim::lifecycle::run(Arc::clone(
