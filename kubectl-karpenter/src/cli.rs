@@ -1,5 +1,6 @@
 //! Command line of the plugin: kubectl's global flags (`--kubeconfig`, `--context`, `--cluster`,
-//! `--user`, `--color`) and the subcommands. Invoked through kubectl (argv[0] `kubectl-…`), usage
+//! `--user`, `-n/--namespace`, `-A/--all-namespaces`, `--color`) and the subcommands, each with
+//! examples in its `--help`. Invoked through kubectl (argv[0] `kubectl-…`), usage
 //! and help say `kubectl karpenter …`.
 
 use std::ffi::OsString;
@@ -12,12 +13,43 @@ use crate::kubeconfig::Selection;
 pub use crate::orphans::args::{
     DetectArgs, OrphansAction, OrphansArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput,
 };
+pub use crate::status::sort::SortBy;
 pub use crate::upgrade::args::UpgradeArgs;
+
+/// Help text after `kubectl karpenter --help`.
+pub const ROOT_HELP: &str = "\
+The cluster is chosen like kubectl chooses it: --kubeconfig loads only that file; otherwise the
+files of KUBECONFIG (a colon-separated list) are merged, the first file to set a value winning;
+otherwise ~/.kube/config; otherwise the in-cluster service account. --context, --cluster and
+--user pick entries from it. -n/--namespace and -A/--all-namespaces apply to namespaced views
+(pods); NodePools, NodeClaims and Nodes are cluster-scoped, so other commands ignore them.
+
+Exit status: 0 ok (nothing found), 1 problems found (drift, orphans, queued upgrades, pending
+pods no NodePool can take), 2 error.
+
+Examples:
+  # NodeClaims in flight and ready, with what they cost
+  kubectl karpenter status -o wide
+  # Why is this node drifted?
+  kubectl karpenter drift explain ip-10-0-1-17.ec2.internal
+  # Where each NodePool's rollout of drifted nodes stands
+  kubectl karpenter upgrade status
+  # Why is this pod still pending?
+  kubectl karpenter why-pending web-7d4b9c-x2x9z -n shop
+  # What Karpenter launched that nothing owns, in another cluster
+  kubectl karpenter orphans --context prod
+  # Shell completion for kubectl-karpenter (see `kubectl karpenter completion --help`)
+  source <(kubectl karpenter completion bash)";
 
 /// See and steer Karpenter: NodeClaims in flight and ready, what they cost, drift, upgrades, and
 /// orphans.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-karpenter", version, propagate_version = true)]
+#[command(
+    name = "kubectl-karpenter",
+    version,
+    propagate_version = true,
+    after_help = ROOT_HELP
+)]
 pub struct Cli {
     /// Cluster connection flags.
     #[command(flatten)]
@@ -36,15 +68,30 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// The name of the kubeconfig context to use.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", add = crate::completion::contexts())]
     pub context: Option<String>,
     /// The name of the kubeconfig cluster to use.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", add = crate::completion::clusters())]
     pub cluster: Option<String>,
     /// The name of the kubeconfig user to use.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", add = crate::completion::users())]
     pub user: Option<String>,
-    /// When to colour output: auto colours only a terminal, and not when NO_COLOR is set.
+    /// The namespace for namespaced views such as the pods of `why-pending` (default: the
+    /// kubeconfig context's namespace, else `default`). NodePools, NodeClaims and Nodes are
+    /// cluster-scoped: other commands accept the flag and ignore it, as kubectl does.
+    #[arg(
+        short = 'n',
+        long,
+        global = true,
+        value_name = "NS",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+    /// Every namespace, for namespaced views (like kubectl's -A); cluster-scoped views ignore it.
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// When to colour output: auto colours only a terminal; a non-empty NO_COLOR turns colour
+    /// off whatever this says (<https://no-color.org>).
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 }
@@ -59,6 +106,45 @@ impl GlobalArgs {
             user: self.user.clone(),
         }
     }
+
+    /// The namespaces a namespaced view covers: every one with `-A`, the one `-n` names, else
+    /// `context_namespace` (the kubeconfig context's `namespace`, which
+    /// `kube::Config::default_namespace` already falls back to `default`), else `default`.
+    /// kubectl's rule (`genericclioptions.ConfigFlags.ToRawKubeConfigLoader().Namespace()`).
+    pub fn namespaces(&self, context_namespace: Option<&str>) -> Namespaces {
+        if self.all_namespaces {
+            return Namespaces::All;
+        }
+        let chosen = self
+            .namespace
+            .as_deref()
+            .or(context_namespace)
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(DEFAULT_NAMESPACE);
+        Namespaces::One(chosen.to_owned())
+    }
+}
+
+/// Kubernetes' `metav1.NamespaceDefault`.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Which namespaces a namespaced view (e.g. pods) lists: `-A`, or one namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Namespaces {
+    /// `-A/--all-namespaces`.
+    All,
+    /// `-n NS`, else the context's namespace, else `default`.
+    One(String),
+}
+
+impl Namespaces {
+    /// The namespace to pass to `kube::Api::namespaced`, or `None` for `Api::all`.
+    pub fn as_namespace(&self) -> Option<&str> {
+        match self {
+            Namespaces::All => None,
+            Namespaces::One(ns) => Some(ns),
+        }
+    }
 }
 
 /// `--color`.
@@ -66,19 +152,25 @@ impl GlobalArgs {
 pub enum ColorChoice {
     /// Colour when stdout is a terminal and NO_COLOR is unset or empty.
     Auto,
-    /// Always colour tables.
+    /// Colour tables even on a pipe, unless NO_COLOR is set and non-empty.
     Always,
     /// Never colour.
     Never,
 }
 
 impl ColorChoice {
-    /// Whether to colour, given whether stdout is a terminal and the value of `NO_COLOR`.
+    /// Whether to colour, given whether stdout is a terminal and the value of `NO_COLOR`. A
+    /// non-empty `NO_COLOR` wins over every choice, `always` included: the issue asks for
+    /// colour "never with NO_COLOR", and <https://no-color.org> says an empty value counts as
+    /// unset.
     pub fn enabled(self, stdout_is_tty: bool, no_color: Option<&str>) -> bool {
+        if no_color.is_some_and(|v| !v.is_empty()) {
+            return false;
+        }
         match self {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
-            ColorChoice::Auto => stdout_is_tty && no_color.is_none_or(str::is_empty),
+            ColorChoice::Auto => stdout_is_tty,
         }
     }
 }
@@ -86,8 +178,11 @@ impl ColorChoice {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List NodeClaims with their lifecycle state (Launching, Registering, Initializing, Ready,
-    /// Terminating), node, age and price, and totals of ready and in-flight capacity.
+    /// The operator's cockpit: per NodePool, limits vs usage, nodes ready / in flight / drifted /
+    /// terminating and the upgrade state; then NodeClaims with their lifecycle state (Launching,
+    /// Registering, Initializing, Ready, Drifted, Terminating), offering, node, price and age;
+    /// then totals including the fleet's cost per hour.
+    #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
     /// Find what Karpenter launched or tracks that nothing owns or that is stuck: NodeClaims not
     /// launched or registered in time, NodeClaims stuck terminating, Nodes and cloud instances
@@ -96,26 +191,123 @@ pub enum Command {
     Orphans(Box<OrphansArgs>),
     /// Explain drift (`drift explain`): why NodeClaims are drifted or not, their stamped and
     /// current NodePool and EC2NodeClass hashes, and the exact fields that changed.
+    #[command(after_help = crate::drift::args::DRIFT_HELP)]
     Drift(DriftArgs),
     /// See and steer serial node upgrades (`upgrade status|pause|resume|step`): the rollout of
     /// drifted nodes per NodePool, and the controls to pause it, resume it or let one step run.
+    #[command(after_help = crate::upgrade::args::UPGRADE_HELP)]
     Upgrade(UpgradeArgs),
-    /// Print the plugin version.
-    Version,
+    /// Print the plugin version (and the git commit it was built from, when known). Never
+    /// contacts the cluster.
+    #[command(after_help = VERSION_HELP)]
+    Version(VersionArgs),
+    /// Print a shell completion script for `kubectl-karpenter` (bash, zsh, fish, powershell,
+    /// elvish).
+    #[command(after_help = COMPLETION_HELP)]
+    Completion(CompletionArgs),
+    /// Why pods are pending: the NodeClaim each waits for, or every NodePool's verdict from the
+    /// controller's scheduling core (taint not tolerated, requirement conflict, no instance type
+    /// large enough, limit reached, minValues, NodePool not ready).
+    #[command(after_help = crate::why_pending::args::WHY_PENDING_HELP)]
+    WhyPending(crate::why_pending::args::WhyPendingArgs),
+}
+
+/// Help text after `status --help`.
+pub const STATUS_HELP: &str = "\
+NodeClaims are cluster-scoped: -n/--namespace and -A are accepted and ignored.
+Exit status: 0 listed (also when there are none), 2 error (e.g. Karpenter's CRDs not installed).
+
+Examples:
+  # NodePools, every NodeClaim, and totals of ready, drifted and in-flight capacity
+  kubectl karpenter status
+  # Add node class and provider id columns, most expensive NodeClaims first
+  kubectl karpenter status -o wide --sort-by price
+  # One NodePool and its NodeClaims, as YAML
+  kubectl karpenter status --nodepool gpu -o yaml
+  # Keep watching; on a pipe, one JSON document per line whenever something changes
+  kubectl karpenter status --watch -o json | jq -c .totals";
+
+/// Help text after `version --help`.
+pub const VERSION_HELP: &str = "\
+Text output is `kubectl-karpenter VERSION`, followed by ` (commit SHA)` when the build recorded
+one (KUBECTL_KARPENTER_GIT_COMMIT at build time). -o json|yaml prints an object with
+version, gitCommit (null when unknown) and the platform (os/arch) it was built for.
+
+Examples:
+  kubectl karpenter version
+  kubectl karpenter version -o json
+  # The same as the first line of `version`
+  kubectl karpenter --version";
+
+/// Help text after `completion --help`.
+pub const COMPLETION_HELP: &str = "\
+The script completes the `kubectl-karpenter` command. For `kubectl karpenter <TAB>` (kubectl
+1.26 or later), put an executable named kubectl_complete-karpenter on PATH: either a symlink to
+kubectl-karpenter (which then answers kubectl's completion requests), or a script running
+`kubectl karpenter __complete \"$@\"`.
+
+Examples:
+  # bash: this shell, then every new one
+  source <(kubectl karpenter completion bash)
+  kubectl karpenter completion bash > ~/.local/share/bash-completion/completions/kubectl-karpenter
+  # zsh (a directory on $fpath)
+  kubectl karpenter completion zsh > \"${fpath[1]}/_kubectl-karpenter\"
+  # fish
+  kubectl karpenter completion fish > ~/.config/fish/completions/kubectl-karpenter.fish
+  # `kubectl karpenter <TAB>` through kubectl's plugin completion
+  ln -s \"$(command -v kubectl-karpenter)\" ~/.local/bin/kubectl_complete-karpenter";
+
+/// `version` flags.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Output format: text, json or yaml.
+    #[arg(short, long, value_enum, default_value_t = VersionOutput::Text)]
+    pub output: VersionOutput,
+    /// Accepted as in `kubectl version --client`; the plugin never asks the server anyway.
+    #[arg(long)]
+    pub client: bool,
+}
+
+/// `version -o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VersionOutput {
+    /// `kubectl-karpenter VERSION [(commit SHA)]`.
+    Text,
+    /// A JSON object.
+    Json,
+    /// The same object as YAML.
+    Yaml,
+}
+
+/// `completion` arguments.
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to write the script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `status` flags.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Output format: table, wide (adds PRICE/HOUR, NODECLASS, PROVIDER-ID), json, yaml or name.
+    /// Output format: table (NodePools, NodeClaims, totals), wide (adds NODES per NodePool and
+    /// NODECLASS, PROVIDER-ID per NodeClaim), json or yaml (one document with `nodePools`,
+    /// `nodeClaims` and `totals`), or name.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
-    /// Only NodeClaims of this NodePool.
+    /// Only this NodePool and its NodeClaims.
     #[arg(long, value_name = "NAME")]
     pub nodepool: Option<String>,
-    /// Print rows only: no header line and no totals line.
+    /// Print NodeClaim rows only: no headers, no NodePool section and no totals line.
     #[arg(long)]
     pub no_headers: bool,
+    /// Keep watching: on a terminal, redraw in place every 2s (Ctrl-C quits); on a pipe, print
+    /// again whenever something changes (`-o json`: one document per line).
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Order of the NodeClaims (ties by NodePool, then name).
+    #[arg(long, value_enum, value_name = "KEY", default_value_t = SortBy::Nodepool)]
+    pub sort_by: SortBy,
 }
 
 /// `-o`.
@@ -125,9 +317,9 @@ pub enum OutputFormat {
     Table,
     /// The table with extra columns.
     Wide,
-    /// A `kind: List` of the NodeClaims as JSON.
+    /// The status document (nodePools, nodeClaims, totals) as JSON.
     Json,
-    /// A `kind: List` of the NodeClaims as YAML.
+    /// The status document (nodePools, nodeClaims, totals) as YAML.
     Yaml,
     /// `nodeclaim.karpenter.sh/<name>` per line.
     Name,
@@ -213,6 +405,27 @@ mod tests {
             err.render().to_string().contains("kubectl karpenter"),
             "{err}"
         );
+        let root = parse_from(args(&["kubectl-karpenter", "--help"])).expect_err("help");
+        let root = root.render().to_string();
+        for want in [
+            "kubectl karpenter why-pending web-7d4b9c-x2x9z -n shop",
+            "pending\npods no NodePool can take), 2 error.",
+        ] {
+            assert!(root.contains(want), "missing {want:?} in\n{root}");
+        }
+        let status = parse_from(args(&["kubectl-karpenter", "status", "--help"]))
+            .expect_err("help")
+            .render()
+            .to_string();
+        assert!(
+            status.contains("The status document (nodePools, nodeClaims, totals) as JSON"),
+            "{status}"
+        );
+        let version = parse_from(args(&["kubectl-karpenter", "version", "--help"]))
+            .expect_err("help")
+            .render()
+            .to_string();
+        assert!(version.contains("platform (os/arch)"), "{version}");
     }
 
     #[test]
@@ -345,13 +558,141 @@ mod tests {
     }
 
     #[test]
+    fn every_command_has_examples_and_says_kubectl_karpenter() {
+        fn walk(cmd: &clap::Command, path: &str, seen: &mut Vec<String>) {
+            let path = if path.is_empty() {
+                cmd.get_name().to_owned()
+            } else {
+                format!("{path} {}", cmd.get_name())
+            };
+            let after = cmd
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(
+                after.contains("Examples:\n") && after.contains("  kubectl karpenter "),
+                "`{path} --help` has no examples section"
+            );
+            // Every example line of a command runs that command (or one of its subcommands).
+            let invocation = path.replacen("kubectl-karpenter", "kubectl karpenter", 1);
+            let examples = after.split("Examples:\n").nth(1).unwrap_or_default();
+            assert!(
+                examples
+                    .lines()
+                    .filter(|l| l.trim_start().starts_with("kubectl karpenter"))
+                    .any(|l| l.contains(&invocation)),
+                "no example of `{path}` runs `{invocation}`:\n{examples}"
+            );
+            seen.push(path.clone());
+            for sub in cmd.get_subcommands() {
+                // clap's own `help` subcommand has nothing to show.
+                if sub.get_name() != "help" {
+                    walk(sub, &path, seen);
+                }
+            }
+        }
+        let mut cmd = command("kubectl karpenter");
+        cmd.build();
+        let mut seen = Vec::new();
+        walk(&cmd, "", &mut seen);
+        for want in [
+            "kubectl-karpenter status",
+            "kubectl-karpenter drift explain",
+            "kubectl-karpenter upgrade step",
+            "kubectl-karpenter orphans delete",
+            "kubectl-karpenter version",
+            "kubectl-karpenter completion",
+        ] {
+            assert!(
+                seen.iter().any(|s| s == want),
+                "{want} not walked: {seen:?}"
+            );
+        }
+        // And the rendered help of the root says how it is invoked.
+        let help = parse_from(args(&["kubectl-karpenter", "--help"])).expect_err("help");
+        let help = help.render().to_string();
+        assert!(
+            help.contains("Usage: kubectl karpenter [OPTIONS] <COMMAND>"),
+            "{help}"
+        );
+        assert!(help.contains("-n, --namespace <NS>"), "{help}");
+    }
+
+    #[test]
+    fn namespace_flags() {
+        let parse = |list: &[&str]| {
+            let mut all = vec!["kubectl-karpenter"];
+            all.extend_from_slice(list);
+            parse_from(args(&all))
+        };
+        let cli = parse(&["status"]).expect("parse");
+        assert_eq!(
+            cli.global.namespaces(Some("team-a")),
+            Namespaces::One("team-a".into())
+        );
+        assert_eq!(
+            cli.global.namespaces(None),
+            Namespaces::One("default".into())
+        );
+        assert_eq!(
+            cli.global.namespaces(Some("")),
+            Namespaces::One("default".into())
+        );
+        let cli = parse(&["status", "-n", "kube-system"]).expect("parse");
+        let scope = cli.global.namespaces(Some("team-a"));
+        assert_eq!(scope, Namespaces::One("kube-system".into()));
+        assert_eq!(scope.as_namespace(), Some("kube-system"));
+        let cli = parse(&["--namespace=x", "drift", "explain"]).expect("parse");
+        assert_eq!(cli.global.namespace.as_deref(), Some("x"));
+        let cli = parse(&["upgrade", "status", "-A"]).expect("parse");
+        assert_eq!(cli.global.namespaces(Some("team-a")), Namespaces::All);
+        assert_eq!(Namespaces::All.as_namespace(), None);
+        let err = parse(&["status", "-n", "a", "-A"]).expect_err("conflict");
+        assert!(
+            err.render().to_string().contains("cannot be used with"),
+            "{}",
+            err.render()
+        );
+    }
+
+    #[test]
+    fn version_and_completion_parse() {
+        let cli = parse_from(args(&["kubectl-karpenter", "version", "-o", "json"])).expect("parse");
+        let Command::Version(v) = cli.command else {
+            panic!("version expected");
+        };
+        assert_eq!(v.output, VersionOutput::Json);
+        let cli = parse_from(args(&["kubectl-karpenter", "completion", "zsh"])).expect("parse");
+        let Command::Completion(c) = cli.command else {
+            panic!("completion expected");
+        };
+        assert_eq!(c.shell, clap_complete::Shell::Zsh);
+        let err = parse_from(args(&["kubectl-karpenter", "completion", "tcsh"]))
+            .expect_err("unknown shell");
+        assert!(
+            err.render().to_string().contains("possible values"),
+            "{}",
+            err.render()
+        );
+        let err = parse_from(args(&["kubectl-karpenter", "--version"])).expect_err("version");
+        assert!(!err.use_stderr());
+        assert_eq!(
+            err.render().to_string(),
+            format!("kubectl-karpenter {}\n", env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
     fn colour_decision() {
         use ColorChoice::*;
         assert!(Auto.enabled(true, None));
         assert!(Auto.enabled(true, Some("")));
         assert!(!Auto.enabled(true, Some("1")));
         assert!(!Auto.enabled(false, None));
-        assert!(Always.enabled(false, Some("1")));
+        assert!(Always.enabled(false, None));
+        assert!(Always.enabled(false, Some("")));
+        // A non-empty NO_COLOR wins over --color=always.
+        assert!(!Always.enabled(true, Some("1")));
         assert!(!Never.enabled(true, None));
     }
 }

@@ -96,7 +96,10 @@ pub enum Error {
         hint: &'static str,
     },
     /// The selected context's cluster, user or credentials are unusable.
-    #[error("using context \"{context}\" from {source_name}: {error}")]
+    #[error(
+        "using context \"{context}\" from {source_name}: {error}; fix that context's cluster and \
+         user entries, or pick another context with --context"
+    )]
     Invalid {
         /// The context.
         context: String,
@@ -106,7 +109,10 @@ pub enum Error {
         error: KubeconfigError,
     },
     /// In-cluster credentials could not be read.
-    #[error("reading in-cluster credentials: {0}")]
+    #[error(
+        "reading in-cluster credentials: {0}; outside a pod, pass --kubeconfig PATH or set \
+         KUBECONFIG"
+    )]
     InCluster(String),
 }
 
@@ -144,6 +150,24 @@ pub struct Loaded {
 ///
 /// Errors: a file cannot be read or parsed.
 pub fn read(selection: &Selection) -> Result<Option<(Kubeconfig, Source)>, Error> {
+    read_with(
+        selection,
+        std::env::var_os("KUBECONFIG").as_deref(),
+        home_kubeconfig(),
+    )
+}
+
+/// [`read`] with the environment passed in: `kubeconfig_env` is the value of `KUBECONFIG` and
+/// `home` the `~/.kube/config` path. Files of a `KUBECONFIG` list are merged in order with
+/// kubectl's rule (client-go `ClientConfigLoadingRules.Load`): the first file to define a
+/// named cluster, user or context, or `current-context`, wins; later ones only add.
+///
+/// Errors: a file cannot be read or parsed, or the files disagree on `kind`/`apiVersion`.
+pub fn read_with(
+    selection: &Selection,
+    kubeconfig_env: Option<&std::ffi::OsStr>,
+    home: Option<PathBuf>,
+) -> Result<Option<(Kubeconfig, Source)>, Error> {
     if let Some(path) = &selection.kubeconfig {
         let source_name = Source::Flag(path.clone());
         return match Kubeconfig::read_from(path) {
@@ -151,8 +175,8 @@ pub fn read(selection: &Selection) -> Result<Option<(Kubeconfig, Source)>, Error
             Err(error) => Err(Error::Read { source_name, error }),
         };
     }
-    if let Some(value) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        let paths: Vec<PathBuf> = std::env::split_paths(&value)
+    if let Some(value) = kubeconfig_env.filter(|v| !v.is_empty()) {
+        let paths: Vec<PathBuf> = std::env::split_paths(value)
             .filter(|p| !p.as_os_str().is_empty() && p.exists())
             .collect();
         if paths.is_empty() {
@@ -171,7 +195,7 @@ pub fn read(selection: &Selection) -> Result<Option<(Kubeconfig, Source)>, Error
         }
         return Ok(Some((merged, Source::Env(paths))));
     }
-    match home_kubeconfig() {
+    match home {
         Some(path) if path.exists() => {
             let source_name = Source::Home(path.clone());
             match Kubeconfig::read_from(&path) {
@@ -391,6 +415,150 @@ current-context: live
                 .contains("current-context names a context that does not exist"),
             "{err}"
         );
+    }
+
+    /// A kubeconfig defining `context` (cluster and user of the same name) at `server`.
+    fn one_context(context: &str, server: &str, current: bool) -> String {
+        let current = if current {
+            format!("current-context: {context}\n")
+        } else {
+            String::new()
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster: {{server: \
+             '{server}'}}\nusers:\n- name: {context}\n  user: {{}}\ncontexts:\n- name: \
+             {context}\n  context: {{cluster: {context}, user: {context}, namespace: \
+             ns-{context}}}\n{current}"
+        )
+    }
+
+    #[test]
+    fn kubeconfig_list_merges_with_the_first_file_winning() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = dir.path().join("first");
+        let second = dir.path().join("second");
+        let absent = dir.path().join("absent");
+        // Both define context "shared" (at different servers) and set current-context.
+        let first_text = format!(
+            "{}{}",
+            one_context("shared", "https://first.example:6443", true),
+            "preferences: {}\n"
+        );
+        std::fs::write(&first, first_text).expect("write");
+        let second_text = one_context("shared", "https://second.example:6443", false)
+            .replace("kind: Config\n", "kind: Config\ncurrent-context: extra\n")
+            .replace(
+                "contexts:\n",
+                "contexts:\n- name: extra\n  context: {cluster: shared, user: shared}\n",
+            );
+        std::fs::write(&second, second_text).expect("write");
+        let list = std::env::join_paths([&absent, &first, &second]).expect("join");
+        let (kc, source) = read_with(&Selection::default(), Some(&list), None)
+            .expect("read")
+            .expect("found");
+        assert_eq!(source, Source::Env(vec![first.clone(), second.clone()]));
+        assert_eq!(kc.current_context.as_deref(), Some("shared"));
+        let contexts: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(contexts, ["shared", "extra"]);
+        let server = kc.clusters[0]
+            .cluster
+            .as_ref()
+            .and_then(|c| c.server.clone());
+        assert_eq!(server.as_deref(), Some("https://first.example:6443"));
+        assert_eq!(kc.clusters.len(), 1);
+
+        // Order matters: listing the second file first makes it win.
+        let reversed = std::env::join_paths([&second, &first]).expect("join");
+        let (kc, _) = read_with(&Selection::default(), Some(&reversed), None)
+            .expect("read")
+            .expect("found");
+        assert_eq!(kc.current_context.as_deref(), Some("extra"));
+        let server = kc.clusters[0]
+            .cluster
+            .as_ref()
+            .and_then(|c| c.server.clone());
+        assert_eq!(server.as_deref(), Some("https://second.example:6443"));
+
+        // --kubeconfig loads only that file, whatever KUBECONFIG says.
+        let only = Selection {
+            kubeconfig: Some(second.clone()),
+            ..Selection::default()
+        };
+        let (kc, source) = read_with(&only, Some(&list), None)
+            .expect("read")
+            .expect("found");
+        assert_eq!(source, Source::Flag(second.clone()));
+        assert_eq!(kc.current_context.as_deref(), Some("extra"));
+
+        // KUBECONFIG set to files that do not exist: nothing, not ~/.kube/config.
+        let home = first.clone();
+        let none = std::env::join_paths([&absent]).expect("join");
+        assert!(
+            read_with(&Selection::default(), Some(&none), Some(home.clone()))
+                .expect("read")
+                .is_none()
+        );
+        // Unset or empty KUBECONFIG: the home file.
+        let (_, source) = read_with(&Selection::default(), Some("".as_ref()), Some(home.clone()))
+            .expect("read")
+            .expect("found");
+        assert_eq!(source, Source::Home(home));
+        // A broken file in the list names that file.
+        let broken = dir.path().join("broken");
+        std::fs::write(&broken, "clusters: [").expect("write");
+        let bad = std::env::join_paths([&first, &broken]).expect("join");
+        let err = read_with(&Selection::default(), Some(&bad), None).expect_err("broken");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "reading kubeconfig {} (from KUBECONFIG)",
+                broken.display()
+            )),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unusable_context_names_it_and_the_fix() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config");
+        // The context's cluster has a server that is not a URL.
+        std::fs::write(&path, one_context("dev", "http://[bad", true)).expect("write");
+        let sel = Selection {
+            kubeconfig: Some(path.clone()),
+            ..Selection::default()
+        };
+        let Err(err) = load(&sel).await else {
+            panic!("a server that is not a URL was accepted");
+        };
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "using context \"dev\" from --kubeconfig {}",
+                path.display()
+            )) && text.ends_with("pick another context with --context"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_context_namespace_is_the_default_namespace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config");
+        std::fs::write(&path, one_context("dev", "https://127.0.0.1:1", true)).expect("write");
+        let sel = Selection {
+            kubeconfig: Some(path.clone()),
+            ..Selection::default()
+        };
+        let loaded = load(&sel).await.expect("load");
+        assert_eq!(loaded.context, "dev");
+        assert_eq!(loaded.config.default_namespace, "ns-dev");
+        std::fs::write(
+            &path,
+            one_context("dev", "https://127.0.0.1:1", true).replace(", namespace: ns-dev", ""),
+        )
+        .expect("write");
+        let loaded = load(&sel).await.expect("load");
+        assert_eq!(loaded.config.default_namespace, "default");
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //! terminating), what they cost, why they are drifted, how drifted nodes are being upgraded
 //! (and pauses, resumes or steps that rollout), and orphans. Parses the command line,
 //! runs it, and maps the outcome to exit codes: 0 nothing found, 1 problems found, 2 failure.
+//! Started as `kubectl_complete-karpenter` or with `__complete`, it answers kubectl's plugin
+//! completion instead.
 
 mod age;
 mod cli;
+mod completion;
 mod drift;
 #[cfg(test)]
 mod fixtures;
@@ -16,6 +19,8 @@ mod render;
 mod run;
 mod status;
 mod upgrade;
+mod version;
+mod why_pending;
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -26,7 +31,18 @@ const EXIT_ERROR: u8 = 2;
 const EXIT_FOUND: u8 = 1;
 
 fn main() -> ExitCode {
-    let cli = match cli::parse_from(std::env::args_os().collect()) {
+    let args: Vec<_> = std::env::args_os().collect();
+    // kubectl's plugin completion (`kubectl_complete-karpenter`, or `__complete` by hand).
+    if let Some(words) = completion::request(&args) {
+        return match completion::write_candidates(&words, &mut io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = writeln!(io::stderr(), "error: completing {words:?}: {e}");
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
+    let cli = match cli::parse_from(args) {
         Ok(cli) => cli,
         // --help and --version exit 0; usage errors exit 2.
         Err(e) => {
@@ -43,7 +59,7 @@ fn main() -> ExitCode {
         .global
         .color
         .enabled(io::stdout().is_terminal(), no_color.as_deref());
-    // `--color=always` overrides NO_COLOR, which crossterm would otherwise honour on its own.
+    // The decision above already honours NO_COLOR; tell crossterm so it does not decide again.
     crossterm::style::force_color_output(color);
 
     let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -1,12 +1,21 @@
-//! Machine-readable output of `status`, as `kubectl get nodeclaims` prints it: `-o json|yaml`
-//! write a `kind: List` (apiVersion v1) of the NodeClaims with keys sorted and managedFields
-//! left out; `-o name` writes `nodeclaim.karpenter.sh/<name>` lines. Never coloured.
+//! Machine-readable output shared by the commands: `-o json` indented by 4 spaces as kubectl
+//! prints it, `-o yaml` as block YAML with list items flush with their key. Never coloured.
 
 use std::io::{self, Write};
 
-use crds::NodeClaim;
 use serde::Serialize;
-use serde_json::{Value, json};
+
+/// `-o` of the commands that print one report per object (`why-pending`, `drift explain`):
+/// human-readable text, or the list of reports as a JSON or YAML document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One block per object, like `kubectl describe`, and a summary line.
+    Text,
+    /// A JSON array of reports.
+    Json,
+    /// The same array as YAML.
+    Yaml,
+}
 
 /// Why the list could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -22,44 +31,8 @@ pub enum OutputError {
     Io(#[from] io::Error),
 }
 
-/// The `kind: List` holding `claims`, in their given order, keys sorted like kubectl's.
-///
-/// Errors: a NodeClaim cannot be serialized.
-pub fn list_value(claims: &[NodeClaim]) -> Result<Value, serde_json::Error> {
-    let mut items = Vec::with_capacity(claims.len());
-    for claim in claims {
-        let mut item = serde_json::to_value(claim)?;
-        if let Some(meta) = item.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
-        }
-        items.push(item);
-    }
-    let mut list = json!({
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": items,
-        "metadata": {"resourceVersion": ""},
-    });
-    list.sort_all_objects();
-    Ok(list)
-}
-
-/// Writes the list as JSON indented by 4 spaces, as kubectl does.
-///
-/// Errors: serializing or writing failed.
-pub fn write_json(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), OutputError> {
-    let list = list_value(claims)?;
-    let mut ser = serde_json::Serializer::with_formatter(
-        &mut *out,
-        serde_json::ser::PrettyFormatter::with_indent(b"    "),
-    );
-    list.serialize(&mut ser)?;
-    writeln!(out)?;
-    Ok(())
-}
-
-/// Writes any serializable value (a list of reports) as JSON indented by 4 spaces, the way
-/// [`write_json`] does, fields in their declared order.
+/// Writes any serializable value (a document, a list of reports) as JSON indented by 4 spaces,
+/// as kubectl does, fields in their declared order.
 ///
 /// Errors: serializing or writing failed.
 pub fn write_json_value<T: Serialize>(out: &mut impl Write, value: &T) -> Result<(), OutputError> {
@@ -72,15 +45,8 @@ pub fn write_json_value<T: Serialize>(out: &mut impl Write, value: &T) -> Result
     Ok(())
 }
 
-/// Writes the list as block YAML (2-space indent, list items flush with their key).
-///
-/// Errors: serializing or writing failed.
-pub fn write_yaml(out: &mut impl Write, claims: &[NodeClaim]) -> Result<(), OutputError> {
-    write_yaml_value(out, &list_value(claims)?)
-}
-
-/// Writes any serializable value (a JSON value, a list of reports) as block YAML the way
-/// [`write_yaml`] does.
+/// Writes any serializable value (a JSON value, a document, a list of reports) as block YAML
+/// (2-space indent, list items flush with their key, multi-line strings as `|` blocks).
 ///
 /// Errors: serializing or writing failed.
 pub fn write_yaml_value<T: Serialize>(out: &mut impl Write, list: &T) -> Result<(), OutputError> {
@@ -99,161 +65,60 @@ pub fn write_yaml_value<T: Serialize>(out: &mut impl Write, list: &T) -> Result<
     Ok(())
 }
 
-/// Writes `nodeclaim.karpenter.sh/<name>`, one per line.
-///
-/// Errors: writing failed.
-pub fn write_names(out: &mut impl Write, claims: &[NodeClaim]) -> io::Result<()> {
-    for claim in claims {
-        if let Some(name) = claim.metadata.name.as_deref() {
-            writeln!(out, "nodeclaim.karpenter.sh/{name}")?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures;
+    use serde_json::{Value, json};
 
-    fn one_claim() -> Vec<NodeClaim> {
-        let mut claim = fixtures::claim("default-abcde", "default", "2025-06-01T06:47:30Z");
-        fixtures::set_offering(&mut claim, "m5.large", "on-demand", "us-east-1a");
-        fixtures::set_true(&mut claim, &["Launched"]);
-        claim.metadata.managed_fields = Some(vec![Default::default()]);
-        vec![claim]
+    fn sample() -> Value {
+        json!({
+            "apiVersion": "v1",
+            "items": [{"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"},
+                       "conditions": [{"status": "True", "type": "Launched"}]}],
+            "empty": "",
+        })
     }
 
     #[test]
-    fn json_snapshot() {
+    fn json_is_indented_by_four_spaces() {
         let mut out = Vec::new();
-        write_json(&mut out, &one_claim()).expect("json");
-        let want = r#"{
-    "apiVersion": "v1",
-    "items": [
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {
-                "creationTimestamp": "2025-06-01T06:47:30Z",
-                "labels": {
-                    "karpenter.sh/capacity-type": "on-demand",
-                    "karpenter.sh/nodepool": "default",
-                    "node.kubernetes.io/instance-type": "m5.large",
-                    "topology.kubernetes.io/zone": "us-east-1a"
-                },
-                "name": "default-abcde",
-                "uid": "uid-default-abcde"
-            },
-            "spec": {
-                "expireAfter": "720h",
-                "nodeClassRef": {
-                    "group": "karpenter.k8s.aws",
-                    "kind": "EC2NodeClass",
-                    "name": "default"
-                },
-                "requirements": []
-            },
-            "status": {
-                "conditions": [
-                    {
-                        "lastTransitionTime": "2025-06-01T11:00:00Z",
-                        "message": "",
-                        "reason": "Launched",
-                        "status": "True",
-                        "type": "Launched"
-                    }
-                ]
-            }
-        }
-    ],
-    "kind": "List",
-    "metadata": {
-        "resourceVersion": ""
-    }
-}
-"#;
+        write_json_value(&mut out, &sample()).expect("json");
         let got = String::from_utf8(out).expect("utf-8");
-        assert_eq!(got, want, "\n{got}");
+        assert!(got.starts_with("{\n    \"apiVersion\": \"v1\",\n"), "{got}");
+        assert!(got.ends_with("}\n"), "{got}");
+        let back: Value = serde_json::from_str(&got).expect("parses back");
+        assert_eq!(back, sample());
     }
 
     #[test]
-    fn yaml_snapshot() {
+    fn yaml_lists_are_flush_with_their_key() {
         let mut out = Vec::new();
-        write_yaml(&mut out, &one_claim()).expect("yaml");
+        write_yaml_value(&mut out, &sample()).expect("yaml");
+        // A JSON value's keys come sorted.
         let want = r#"apiVersion: v1
+empty: ""
 items:
-- apiVersion: karpenter.sh/v1
-  kind: NodeClaim
-  metadata:
-    creationTimestamp: "2025-06-01T06:47:30Z"
-    labels:
-      karpenter.sh/capacity-type: on-demand
-      karpenter.sh/nodepool: default
-      node.kubernetes.io/instance-type: m5.large
-      topology.kubernetes.io/zone: us-east-1a
-    name: default-abcde
-    uid: uid-default-abcde
-  spec:
-    expireAfter: 720h
-    nodeClassRef:
-      group: karpenter.k8s.aws
-      kind: EC2NodeClass
-      name: default
-    requirements: []
-  status:
-    conditions:
-    - lastTransitionTime: "2025-06-01T11:00:00Z"
-      message: ""
-      reason: Launched
-      status: "True"
-      type: Launched
-kind: List
-metadata:
-  resourceVersion: ""
+- conditions:
+  - status: "True"
+    type: Launched
+  labels:
+    karpenter.sh/nodepool: default
+  name: default-abcde
 "#;
         let got = String::from_utf8(out).expect("utf-8");
         assert_eq!(got, want, "\n{got}");
         let back: Value = serde_saphyr::from_str(&got).expect("yaml parses back");
-        assert_eq!(back, list_value(&one_claim()).expect("list"));
+        assert_eq!(back, sample());
     }
 
     #[test]
     fn yaml_multiline_strings_are_literal_blocks() {
-        let mut claims = one_claim();
         let long = "x".repeat(120);
-        claims[0].metadata.annotations = Some(
-            [
-                (
-                    "example.com/script".to_owned(),
-                    "line one\nline two\n".to_owned(),
-                ),
-                ("example.com/long".to_owned(), long.clone()),
-            ]
-            .into(),
-        );
+        let value = json!({"script": "line one\nline two\n", "long": long});
         let mut out = Vec::new();
-        write_yaml(&mut out, &claims).expect("yaml");
+        write_yaml_value(&mut out, &value).expect("yaml");
         let got = String::from_utf8(out).expect("utf-8");
-        assert!(
-            got.contains("      example.com/script: |\n        line one\n        line two\n"),
-            "{got}"
-        );
-        assert!(
-            got.contains(&format!("      example.com/long: {long}\n")),
-            "{got}"
-        );
-    }
-
-    #[test]
-    fn empty_list_and_names() {
-        let list = list_value(&[]).expect("list");
-        assert_eq!(list["items"], json!([]));
-        assert_eq!(list["kind"], "List");
-        let mut out = Vec::new();
-        write_names(&mut out, &fixtures::sample()).expect("names");
-        let got = String::from_utf8(out).expect("utf-8");
-        assert_eq!(got.lines().next(), Some("nodeclaim.karpenter.sh/gpu-uvwxy"));
-        assert_eq!(got.lines().count(), 6);
+        assert!(got.contains("script: |\n  line one\n  line two\n"), "{got}");
+        assert!(got.contains(&format!("long: {long}\n")), "{got}");
     }
 }

@@ -1,22 +1,19 @@
-//! Runs a parsed command: loads the kubeconfig, lists NodeClaims from the API server, and hands
-//! them to the pure row builder and renderers; `orphans`, `drift explain` and `upgrade` run
-//! through their own `command` modules. Network I/O happens here, in those `command` modules,
-//! `orphans::cloud` and `orphans::execute`.
+//! Runs a parsed command: `status`, `orphans`, `drift explain` and `upgrade` run through their
+//! own `command` modules; this module holds the connection and error types they share. Network
+//! I/O happens here, in those `command` modules, `orphans::cloud` and `orphans::execute`.
 
+use std::fmt::Debug;
 use std::io::{self, Write};
 
 use crds::NodeClaim;
-use jiff::Timestamp;
 use kube::api::{Api, ListParams};
+use serde::de::DeserializeOwned;
 
-use crate::cli::{Cli, Command, DriftAction, GlobalArgs, OrphansAction, OutputFormat, StatusArgs};
+use crate::cli::{Cli, Command, DriftAction, GlobalArgs, OrphansAction};
 use crate::kubeconfig::{self, Loaded};
 use crate::orphans::cloud::CloudError;
 use crate::orphans::command::{self as orphans, Prompt};
-use crate::output::{self, OutputError};
-use crate::price::CatalogPrices;
-use crate::render::{self, TableOptions};
-use crate::status::{self, NoPrices, PriceBook};
+use crate::output::OutputError;
 
 /// Why a command failed (printed as `error: …`, exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -114,9 +111,29 @@ pub enum Error {
     /// An `upgrade` command failed (no target, no such NodePool, a patch failed).
     #[error(transparent)]
     Upgrade(#[from] crate::upgrade::UpgradeError),
+    /// `--nodepool NAME` (of `status` or `upgrade`) named no NodePool.
+    #[error(
+        "no NodePool named \"{name}\" (context \"{context}\"); {}",
+        if available.is_empty() {
+            "the cluster has no NodePools".to_owned()
+        } else {
+            format!("NodePools: {}", available.join(", "))
+        }
+    )]
+    UnknownNodePool {
+        /// The name given.
+        name: String,
+        /// The kubeconfig context.
+        context: String,
+        /// The NodePools there are, in name order.
+        available: Vec<String>,
+    },
     /// Writing output failed.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// `why-pending POD` named no pod, or a pod with `-A`.
+    #[error(transparent)]
+    WhyPending(#[from] crate::why_pending::command::WhyPendingError),
 }
 
 /// How a command that ran to the end came out (exit codes 0 and 1).
@@ -138,6 +155,9 @@ pub struct Connection {
     pub context: String,
     /// kubeconfig cluster entry, when known (an EKS cluster ARN on EKS).
     pub cluster: Option<String>,
+    /// The context's namespace (`default` when it names none; the pod's own namespace
+    /// in-cluster), which `-n` overrides: see [`Connection::namespaces`].
+    pub namespace: String,
 }
 
 impl Connection {
@@ -155,6 +175,7 @@ impl Connection {
             .to_string()
             .trim_end_matches('/')
             .to_owned();
+        let namespace = config.default_namespace.clone();
         let client = kube::Client::try_from(config).map_err(|source| Error::Client {
             context: context.clone(),
             source,
@@ -164,7 +185,13 @@ impl Connection {
             server,
             context,
             cluster,
+            namespace,
         })
+    }
+
+    /// The namespaces a namespaced view lists, from `-n`/`-A` and the context's namespace.
+    pub fn namespaces(&self, global: &GlobalArgs) -> crate::cli::Namespaces {
+        global.namespaces(Some(&self.namespace))
     }
 
     /// Lists NodeClaims matching `params`.
@@ -186,6 +213,67 @@ impl Connection {
         }
     }
 
+    /// Lists the objects of `api` matching `params`. A 404 for one of Karpenter's own kinds
+    /// (NodeClaim, NodePool, EC2NodeClass: any kind of the `karpenter.sh` or
+    /// `karpenter.k8s.aws` groups) means the server does not serve that CRD, and reads as an
+    /// empty list (e.g. EC2NodeClasses on a cluster without the AWS provider); for core kinds
+    /// a 404 is an error like any other.
+    ///
+    /// Errors: [`Error::ListOther`] naming `what`.
+    pub async fn list_or_empty<K>(
+        &self,
+        api: &Api<K>,
+        params: &ListParams,
+        what: &'static str,
+    ) -> Result<Vec<K>, Error>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        match api.list(params).await {
+            Ok(list) => Ok(list.items),
+            Err(kube::Error::Api(status)) if status.code == 404 && is_karpenter_kind::<K>() => {
+                Ok(Vec::new())
+            }
+            Err(e) => Err(self.list_error(what, e)),
+        }
+    }
+
+    /// [`Connection::list_or_empty`] of every object of a kind (namespaced kinds in every
+    /// namespace), without a selector.
+    ///
+    /// Errors: [`Error::ListOther`] naming `what`.
+    pub async fn list_all<K>(&self, what: &'static str) -> Result<Vec<K>, Error>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        self.list_or_empty(&api, &ListParams::default(), what).await
+    }
+
+    /// Checks that `name` is one of `pools` (the `--nodepool` of `status` and `upgrade`).
+    ///
+    /// Errors: [`Error::UnknownNodePool`] listing the NodePools there are.
+    pub fn require_nodepool(&self, pools: &[crds::NodePool], name: &str) -> Result<(), Error> {
+        if pools
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(name))
+        {
+            return Ok(());
+        }
+        let mut available: Vec<String> = pools
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        available.sort();
+        Err(Error::UnknownNodePool {
+            name: name.to_owned(),
+            context: self.context.clone(),
+            available,
+        })
+    }
+
     /// [`Error::ListOther`] for `what`.
     pub fn list_error(&self, what: &'static str, source: kube::Error) -> Error {
         Error::ListOther {
@@ -195,6 +283,18 @@ impl Connection {
             source: Box::new(source),
         }
     }
+}
+
+/// Whether `K` is one of Karpenter's CRD kinds (API group `karpenter.sh` or
+/// `karpenter.k8s.aws`), which a cluster may not serve.
+pub fn is_karpenter_kind<K: kube::Resource>() -> bool
+where
+    K::DynamicType: Default,
+{
+    matches!(
+        K::group(&K::DynamicType::default()).as_ref(),
+        "karpenter.sh" | "karpenter.k8s.aws"
+    )
 }
 
 /// An error and its causes, `outer: inner: …`, skipping causes the outer text already repeats.
@@ -244,22 +344,15 @@ pub async fn run<O: Write, E: Write>(
     prompt: &mut dyn Prompt,
 ) -> Result<Outcome, Error> {
     match &cli.command {
-        Command::Version => {
-            writeln!(io.out, "kubectl-karpenter {}", env!("CARGO_PKG_VERSION"))?;
+        Command::Version(args) => {
+            crate::version::write(&crate::version::VersionInfo::current(), args.output, io.out)?;
             Ok(Outcome::Clean)
         }
-        Command::Status(args) => {
-            let claims = list_nodeclaims(&cli, args).await?;
-            let prices: Box<dyn PriceBook> = match CatalogPrices::embedded() {
-                Ok(p) => Box::new(p),
-                Err(e) => {
-                    writeln!(io.err, "warning: prices unavailable: {e}")?;
-                    Box::new(NoPrices)
-                }
-            };
-            write_status(args, &claims, Timestamp::now(), prices.as_ref(), io)?;
+        Command::Completion(args) => {
+            crate::completion::write_script(args.shell, io.out)?;
             Ok(Outcome::Clean)
         }
+        Command::Status(args) => crate::status::command::run(&cli.global, args, io).await,
         Command::Orphans(args) => match &args.action {
             Some(OrphansAction::Delete(delete)) => {
                 orphans::delete(&cli.global, delete, io, prompt).await
@@ -272,128 +365,23 @@ pub async fn run<O: Write, E: Write>(
             }
         },
         Command::Upgrade(args) => crate::upgrade::command::run(&cli.global, args, io).await,
+        Command::WhyPending(args) => crate::why_pending::command::run(&cli.global, args, io).await,
     }
-}
-
-async fn list_nodeclaims(cli: &Cli, args: &StatusArgs) -> Result<Vec<NodeClaim>, Error> {
-    let conn = Connection::open(&cli.global).await?;
-    let mut params = ListParams::default();
-    if let Some(pool) = &args.nodepool {
-        params = params.labels(&format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
-    }
-    let claims = conn.nodeclaims(&params).await?;
-    Ok(status::filter_nodepool(claims, args.nodepool.as_deref()))
-}
-
-/// Renders `claims` as `args` asks (pure apart from writing to `io`).
-///
-/// Errors: writing or serializing failed.
-pub fn write_status<O: Write, E: Write>(
-    args: &StatusArgs,
-    claims: &[NodeClaim],
-    now: Timestamp,
-    prices: &dyn PriceBook,
-    io: Io<'_, O, E>,
-) -> Result<(), Error> {
-    let table = matches!(args.output, OutputFormat::Table | OutputFormat::Wide);
-    if claims.is_empty() && (table || args.output == OutputFormat::Name) {
-        writeln!(io.err, "No resources found")?;
-        return Ok(());
-    }
-    match args.output {
-        OutputFormat::Table | OutputFormat::Wide => {
-            let rows = status::build_rows(claims, now, prices);
-            let opts = TableOptions {
-                wide: args.output == OutputFormat::Wide,
-                headers: !args.no_headers,
-                color: io.color,
-            };
-            render::write_table(io.out, &rows, opts)?;
-        }
-        OutputFormat::Json => output::write_json(io.out, &sorted(claims))?,
-        OutputFormat::Yaml => output::write_yaml(io.out, &sorted(claims))?,
-        OutputFormat::Name => output::write_names(io.out, &sorted(claims))?,
-    }
-    io.out.flush()?;
-    Ok(())
-}
-
-/// NodeClaims in the table's order (NodePool, then name).
-fn sorted(claims: &[NodeClaim]) -> Vec<NodeClaim> {
-    let pool = |c: &NodeClaim| {
-        c.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(crds::labels::NODEPOOL_LABEL))
-            .cloned()
-    };
-    let mut sorted = claims.to_vec();
-    sorted.sort_by_cached_key(|c| {
-        let p = pool(c);
-        (p.is_none(), p, c.metadata.name.clone())
-    });
-    sorted
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures;
-
-    fn status(output: OutputFormat) -> StatusArgs {
-        StatusArgs {
-            output,
-            nodepool: None,
-            no_headers: false,
-        }
-    }
-
-    fn render(args: &StatusArgs, claims: &[NodeClaim]) -> (String, String) {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let io = Io {
-            out: &mut out,
-            err: &mut err,
-            color: false,
-        };
-        write_status(args, claims, fixtures::now(), &fixtures::FixedPrices, io).expect("render");
-        (
-            String::from_utf8(out).expect("utf-8"),
-            String::from_utf8(err).expect("utf-8"),
-        )
-    }
 
     #[test]
-    fn empty_table_says_no_resources_on_stderr() {
-        for format in [OutputFormat::Table, OutputFormat::Wide, OutputFormat::Name] {
-            let (out, err) = render(&status(format), &[]);
-            assert_eq!(out, "");
-            assert_eq!(err, "No resources found\n");
-        }
-        let (out, err) = render(&status(OutputFormat::Json), &[]);
-        assert!(out.contains("\"kind\": \"List\""), "{out}");
-        assert_eq!(err, "");
-    }
-
-    #[test]
-    fn lists_follow_the_table_order() {
-        let (out, _) = render(&status(OutputFormat::Name), &fixtures::sample());
-        let names: Vec<&str> = out.lines().collect();
-        assert_eq!(
-            names,
-            vec![
-                "nodeclaim.karpenter.sh/default-abcde",
-                "nodeclaim.karpenter.sh/default-fghij",
-                "nodeclaim.karpenter.sh/default-klmno",
-                "nodeclaim.karpenter.sh/gpu-pqrst",
-                "nodeclaim.karpenter.sh/gpu-uvwxy",
-                "nodeclaim.karpenter.sh/stray",
-            ]
-        );
-        let (out, _) = render(&status(OutputFormat::Yaml), &fixtures::sample());
-        assert!(
-            out.starts_with("apiVersion: v1\nitems:\n- apiVersion: karpenter.sh/v1\n"),
-            "{out}"
-        );
+    fn only_karpenter_kinds_may_be_missing() {
+        assert!(is_karpenter_kind::<crds::NodePool>());
+        assert!(is_karpenter_kind::<NodeClaim>());
+        assert!(is_karpenter_kind::<crds::EC2NodeClass>());
+        assert!(!is_karpenter_kind::<k8s_openapi::api::core::v1::Pod>());
+        assert!(!is_karpenter_kind::<
+            k8s_openapi::api::policy::v1::PodDisruptionBudget,
+        >());
     }
 
     #[test]

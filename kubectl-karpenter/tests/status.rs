@@ -1,21 +1,196 @@
 //! End-to-end tests of `kubectl karpenter status` against the in-process sandbox API server:
 //! the built binary run directly and as a real kubectl plugin (kubectl must be on PATH), the
-//! kubeconfig rules (`--kubeconfig`, `--context`, `KUBECONFIG` merging) and exit codes.
+//! NodePool section, the kubeconfig rules (`--kubeconfig`, `--context`, `KUBECONFIG` merging),
+//! exit codes, and, with the controller and simulated cloud running, a scale-up seen in flight
+//! and `--watch -o json` streaming one JSON document per line on a pipe.
 
 mod support;
 
-use serde_json::Value;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use controller::cloudprovider::sim::catalog::{Catalog, spot_price};
+use controller::operator::Settings;
+use controller::operator::cloud::CloudOptions;
+use controller::operator::sandbox::{ClusterConfig, start_cluster, with_defaults};
+use controller::operator::workload::parse_yaml;
+use sandbox::store::Subresource;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use support::{
-    BIN, Cluster, cells, expected_table, expected_totals, kubectl, plugin_path, row, stderr,
-    stdout, two_contexts,
+    BIN, Cluster, assert_fails_with, kubectl, plugin_path, row, stderr, stdout, two_contexts,
 };
+
+/// The lines of the section whose header starts with `first_header`, up to the next blank
+/// line, split on runs of spaces, with the `age_column` (when given) masked as `*`.
+fn section(text: &str, first_header: &str, age_column: Option<usize>) -> Vec<Vec<String>> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(&format!("{first_header} ")))
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            l.split_whitespace()
+                .enumerate()
+                .map(|(i, c)| {
+                    if Some(i) == age_column {
+                        "*".to_owned()
+                    } else {
+                        c.to_owned()
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The NodeClaims table, AGE (9th column) masked.
+fn claims(text: &str) -> Vec<Vec<String>> {
+    section(text, "NAME", Some(8))
+}
+
+/// The NodePool section.
+fn pools(text: &str) -> Vec<Vec<String>> {
+    section(text, "NODEPOOL", None)
+}
+
+fn price(p: f64) -> String {
+    format!("${p:.4}")
+}
+
+fn catalog_price(instance_type: &str, capacity_type: &str, zone: &str) -> f64 {
+    let catalog = Catalog::embedded().expect("catalog");
+    let od = catalog
+        .get(instance_type)
+        .expect("type in catalog")
+        .on_demand_price;
+    match capacity_type {
+        "spot" => spot_price(od, instance_type, zone),
+        _ => od,
+    }
+}
+
+/// The NodeClaims table [`Cluster::populate`] should produce, AGE masked, in table order.
+fn expected_claims() -> Vec<Vec<String>> {
+    let m5 = catalog_price("m5.large", "on-demand", "us-east-1a");
+    let c5 = catalog_price("c5.xlarge", "spot", "us-east-1b");
+    let g5 = catalog_price("g5.xlarge", "on-demand", "us-east-1c");
+    let m5_spot = catalog_price("m5.large", "spot", "us-east-1a");
+    vec![
+        row(&[
+            "NAME",
+            "NODEPOOL",
+            "STATE",
+            "INSTANCE-TYPE",
+            "CAPACITY-TYPE",
+            "ZONE",
+            "NODE",
+            "PRICE/HOUR",
+            "*",
+        ]),
+        row(&[
+            "default-launching",
+            "default",
+            "Launching",
+            "<none>",
+            "<none>",
+            "<none>",
+            "<none>",
+            "<unknown>",
+            "*",
+        ]),
+        row(&[
+            "default-ready",
+            "default",
+            "Ready",
+            "m5.large",
+            "on-demand",
+            "us-east-1a",
+            "ip-10-0-1-1.ec2.internal",
+            &price(m5),
+            "*",
+        ]),
+        row(&[
+            "default-registering",
+            "default",
+            "Registering",
+            "c5.xlarge",
+            "spot",
+            "us-east-1b",
+            "<none>",
+            &price(c5),
+            "*",
+        ]),
+        row(&[
+            "gpu-initializing",
+            "gpu",
+            "Initializing",
+            "g5.xlarge",
+            "on-demand",
+            "us-east-1c",
+            "ip-10-0-3-3.ec2.internal",
+            &price(g5),
+            "*",
+        ]),
+        row(&[
+            "gpu-terminating",
+            "gpu",
+            "Terminating",
+            "m5.large",
+            "spot",
+            "us-east-1a",
+            "ip-10-0-1-9.ec2.internal",
+            &price(m5_spot),
+            "*",
+        ]),
+    ]
+}
+
+/// The totals line for [`Cluster::populate`], priced from the embedded catalog.
+fn expected_totals() -> String {
+    let total = catalog_price("m5.large", "on-demand", "us-east-1a")
+        + catalog_price("c5.xlarge", "spot", "us-east-1b")
+        + catalog_price("g5.xlarge", "on-demand", "us-east-1c")
+        + catalog_price("m5.large", "spot", "us-east-1a");
+    format!(
+        "5 nodeclaims: 1 ready, 0 drifted, 3 in flight (1 launching, 1 registering, \
+         1 initializing), 1 terminating; ${total:.4}/hour (1 without a known price)"
+    )
+}
+
+/// Creates the `default` NodePool with a cpu limit of 100, 2 cpus and 8Gi in use, and its
+/// rollout paused.
+fn create_default_pool(cluster: &Cluster) {
+    let store = cluster.sandbox.store();
+    let rt = store
+        .resource("karpenter.sh", "v1", "nodepools")
+        .expect("NodePools are served");
+    let pool = json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default", "annotations": {"upgrades.karpenter.sh/paused": "true"}},
+        "spec": {
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            }},
+            "limits": {"cpu": "100"},
+        },
+    });
+    store.create(&rt, "", pool).expect("create NodePool");
+    store
+        .modify(&rt, "", "default", Subresource::Status, |obj| {
+            obj["status"] = json!({"resources": {"cpu": "2", "memory": "8Gi", "nodes": "1"}});
+            Ok(())
+        })
+        .expect("set NodePool status");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_directly_and_as_a_kubectl_plugin() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
+    create_default_pool(&cluster);
     let kubeconfig = cluster.kubeconfig();
     let kubeconfig = kubeconfig.to_str().expect("utf-8 path");
 
@@ -24,14 +199,27 @@ async fn status_directly_and_as_a_kubectl_plugin() {
         .await;
     assert!(direct.status.success(), "stderr: {}", stderr(&direct));
     let table = stdout(&direct);
-    assert_eq!(cells(&table), expected_table(), "\n{table}");
+    assert_eq!(
+        pools(&table),
+        [
+            row(&[
+                "NODEPOOL",
+                "CPU",
+                "MEMORY",
+                "READY",
+                "IN-FLIGHT",
+                "DRIFTED",
+                "TERMINATING",
+                "UPGRADE"
+            ]),
+            row(&["default", "2/100", "8Gi/-", "1", "2", "0", "0", "Paused"]),
+        ],
+        "\n{table}"
+    );
+    assert_eq!(claims(&table), expected_claims(), "\n{table}");
     assert_eq!(
         table.lines().last(),
         Some(expected_totals().as_str()),
-        "\n{table}"
-    );
-    assert!(
-        table.starts_with("NAME                  NODEPOOL   INSTANCE-TYPE   "),
         "\n{table}"
     );
 
@@ -49,7 +237,8 @@ async fn status_directly_and_as_a_kubectl_plugin() {
         stderr(&via_kubectl)
     );
     let plugin_table = stdout(&via_kubectl);
-    assert_eq!(cells(&plugin_table), expected_table(), "\n{plugin_table}");
+    assert_eq!(claims(&plugin_table), expected_claims(), "\n{plugin_table}");
+    assert_eq!(pools(&plugin_table), pools(&table));
     assert_eq!(plugin_table.lines().last(), table.lines().last());
 
     let help = cluster
@@ -60,17 +249,19 @@ async fn status_directly_and_as_a_kubectl_plugin() {
         )
         .await;
     assert!(help.status.success(), "stderr: {}", stderr(&help));
+    let help = stdout(&help);
     assert!(
-        stdout(&help).contains("Usage: kubectl karpenter status [OPTIONS]"),
-        "{}",
-        stdout(&help)
+        help.contains("Usage: kubectl karpenter status [OPTIONS]"),
+        "{help}"
     );
+    assert!(help.contains("--sort-by <KEY>"), "{help}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wide_json_and_nodepool_filter() {
+async fn wide_json_sort_and_nodepool_filter() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
+    create_default_pool(&cluster);
     let kc = cluster.kubeconfig();
     let kc = kc.to_str().expect("utf-8 path");
 
@@ -87,54 +278,80 @@ async fn wide_json_and_nodepool_filter() {
         .await;
     assert!(wide.status.success(), "stderr: {}", stderr(&wide));
     let text = stdout(&wide);
-    let rows = cells(&text);
+    // No NodePool named gpu exists: no NodePool section, only its NodeClaims.
+    assert!(pools(&text).is_empty(), "\n{text}");
+    let rows = claims(&text);
     assert_eq!(rows.len(), 3, "\n{text}");
-    assert_eq!(
-        rows[0][8..],
-        row(&["PRICE/HOUR", "NODECLASS", "PROVIDER-ID"])[..]
-    );
+    assert_eq!(rows[0][9..], row(&["NODECLASS", "PROVIDER-ID"])[..]);
     assert_eq!(rows[1][0], "gpu-initializing");
     assert_eq!(rows[1][10], "aws:///us-east-1a/i-gpu-initializing");
-    assert!(rows[1][8].starts_with('$'), "\n{text}");
+    assert!(rows[1][7].starts_with('$'), "\n{text}");
     assert!(
         text.lines()
             .last()
             .unwrap_or_default()
-            .starts_with("2 nodeclaims: 0 ready, 1 in flight"),
+            .starts_with("2 nodeclaims: 0 ready, 0 drifted, 1 in flight"),
         "\n{text}"
     );
 
     let json_out = cluster
-        .plugin(&["status", "--kubeconfig", kc, "-o", "json"])
+        .plugin(&[
+            "status",
+            "--kubeconfig",
+            kc,
+            "-o",
+            "json",
+            "--sort-by",
+            "state",
+        ])
         .await;
     assert!(json_out.status.success(), "stderr: {}", stderr(&json_out));
-    let list: Value = serde_json::from_slice(&json_out.stdout).expect("valid JSON");
-    assert_eq!(list["kind"], "List");
-    assert_eq!(list["apiVersion"], "v1");
-    let names: Vec<&str> = list["items"]
+    let doc: Value = serde_json::from_slice(&json_out.stdout).expect("valid JSON");
+    let keys: Vec<&String> = doc.as_object().expect("an object").keys().collect();
+    assert_eq!(keys, ["nodeClaims", "nodePools", "totals"]);
+    let names: Vec<(&str, &str)> = doc["nodeClaims"]
         .as_array()
-        .expect("items")
+        .expect("nodeClaims")
         .iter()
-        .filter_map(|i| i["metadata"]["name"].as_str())
+        .filter_map(|c| Some((c["name"].as_str()?, c["state"].as_str()?)))
         .collect();
     assert_eq!(
         names,
         [
-            "default-launching",
-            "default-ready",
-            "default-registering",
-            "gpu-initializing",
-            "gpu-terminating"
+            ("default-launching", "Launching"),
+            ("default-registering", "Registering"),
+            ("gpu-initializing", "Initializing"),
+            ("default-ready", "Ready"),
+            ("gpu-terminating", "Terminating"),
         ]
     );
-    assert_eq!(list["items"][0]["kind"], "NodeClaim");
+    let pool = &doc["nodePools"][0];
+    assert_eq!(pool["name"], "default");
+    assert_eq!(pool["limits"], json!({"cpu": "100"}));
+    assert_eq!(pool["nodeClaims"]["inFlight"], 2);
+    assert_eq!(pool["upgrade"]["state"], "paused");
+    assert_eq!(doc["totals"]["nodeClaims"], 5);
+    assert_eq!(doc["totals"]["unpriced"], 1);
 
     let none = cluster
         .plugin(&["status", "--kubeconfig", kc, "--nodepool", "absent"])
         .await;
-    assert!(none.status.success(), "stderr: {}", stderr(&none));
+    assert_eq!(none.status.code(), Some(2), "stdout: {}", stdout(&none));
     assert_eq!(stdout(&none), "");
-    assert_eq!(stderr(&none), "No resources found\n");
+    assert_eq!(
+        stderr(&none),
+        "error: no NodePool named \"absent\" (context \"karpenter-sandbox\"); NodePools: default\n"
+    );
+
+    let bad = cluster
+        .plugin(&["status", "--kubeconfig", kc, "--sort-by", "colour"])
+        .await;
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("invalid value 'colour' for '--sort-by <KEY>'"),
+        "{}",
+        stderr(&bad)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +374,7 @@ async fn context_flag_and_errors() {
         .plugin(&["status", "--kubeconfig", kc, "--context", "live"])
         .await;
     assert!(live.status.success(), "stderr: {}", stderr(&live));
-    assert_eq!(cells(&stdout(&live)), expected_table());
+    assert_eq!(claims(&stdout(&live)), expected_claims());
 
     let missing = cluster
         .plugin(&["status", "--kubeconfig", kc, "--context", "prod"])
@@ -212,12 +429,13 @@ async fn missing_crds_and_usage_errors_exit_2() {
     let kc = cluster.kubeconfig();
     let kc = kc.to_str().expect("utf-8 path");
     let out = cluster.plugin(&["status", "--kubeconfig", kc]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("does not serve nodeclaims.karpenter.sh/v1"),
-        "{}",
-        stderr(&out)
-    );
+    assert_fails_with(&out, 2, "does not serve nodeclaims.karpenter.sh/v1");
+    // The first read of --watch fails the same way, before anything is printed.
+    let watch = cluster
+        .plugin(&["status", "--kubeconfig", kc, "--watch"])
+        .await;
+    assert_eq!(watch.status.code(), Some(2));
+    assert_eq!(stdout(&watch), "");
 
     let bad = cluster.plugin(&["status", "-o", "xml"]).await;
     assert_eq!(bad.status.code(), Some(2));
@@ -233,11 +451,242 @@ async fn missing_crds_and_usage_errors_exit_2() {
         "{}",
         stderr(&unknown)
     );
+}
 
-    let version = cluster.plugin(&["version"]).await;
-    assert!(version.status.success());
-    assert_eq!(
-        stdout(&version),
-        format!("kubectl-karpenter {}\n", env!("CARGO_PKG_VERSION"))
+/// A Deployment of `replicas` pods asking for `cpu` each.
+fn deployment(name: &str, replicas: u32, cpu: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  \
+         selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    \
+         spec:\n      containers:\n      - name: app\n        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n        \
+         resources:\n          requests: {{cpu: \"{cpu}\", memory: 512Mi}}\n"
+    )
+}
+
+/// Runs `kubectl karpenter <args>` with the plugin on PATH and HOME in `home`.
+async fn kubectl_karpenter(home: &Path, kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(kubectl())
+        .arg("karpenter")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .stdin(Stdio::null())
+        .env("HOME", home)
+        .env("PATH", plugin_path())
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .output()
+        .await
+        .expect("run kubectl")
+}
+
+const IN_FLIGHT: [&str; 3] = ["Launching", "Registering", "Initializing"];
+/// Still waiting for a slow kubelet: a change must follow.
+const BEFORE_REGISTRATION: [&str; 2] = ["Launching", "Registering"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_up_in_flight_and_watch_json_on_a_pipe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests =
+        parse_yaml(Path::new("test.yaml"), &deployment("web", 4, "1")).expect("workload parses");
+    let manifests = with_defaults(manifests, "sandbox").expect("defaults");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let cfg = ClusterConfig {
+        port: 0,
+        // Slow kubelets keep the new NodeClaims in flight long enough to be seen.
+        registration_delay: Duration::from_secs(6),
+        settings: Settings {
+            cluster_name: "sandbox".into(),
+            batch_idle: Duration::from_millis(300),
+            batch_max: Duration::from_secs(3),
+            ..Settings::default()
+        },
+        kubeconfig: Some(kubeconfig.clone()),
+        cloud: CloudOptions::default_sim(),
+        controller: true,
+    };
+    let _cluster = start_cluster(&cfg, &manifests)
+        .await
+        .expect("cluster starts");
+
+    // Poll real `kubectl karpenter status` until a NodeClaim shows in flight, before its
+    // node registers.
+    let mut table = String::new();
+    for _ in 0..300 {
+        let out = kubectl_karpenter(dir.path(), &kubeconfig, &["status"]).await;
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        table = stdout(&out);
+        if claims(&table)
+            .iter()
+            .skip(1)
+            .any(|r| BEFORE_REGISTRATION.contains(&r[2].as_str()))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rows = claims(&table);
+    let in_flight: Vec<&Vec<String>> = rows
+        .iter()
+        .skip(1)
+        .filter(|r| IN_FLIGHT.contains(&r[2].as_str()))
+        .collect();
+    assert!(!in_flight.is_empty(), "no NodeClaim in flight:\n{table}");
+    for r in &in_flight {
+        assert_eq!(r[1], "default", "\n{table}");
+        assert!(r[0].starts_with("default-"), "\n{table}");
+    }
+    // The NodePool section counts them.
+    let pool = pools(&table);
+    assert_eq!(pool.len(), 2, "\n{table}");
+    assert_eq!(pool[1][0], "default");
+    let counted: usize = pool[1][4].parse().expect("IN-FLIGHT is a number");
+    assert_eq!(counted, in_flight.len(), "\n{table}");
+    assert!(
+        table
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains(" in flight (")
     );
+
+    // `--watch -o json` on a pipe: the current state at once, then a line per change (the
+    // NodeClaims register and initialize); every line is one JSON document.
+    let mut watch = Command::new(kubectl())
+        .args([
+            "karpenter",
+            "status",
+            "--watch",
+            "-o",
+            "json",
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env("HOME", dir.path())
+        .env("PATH", plugin_path())
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start kubectl karpenter status --watch");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let mut docs: Vec<Value> = Vec::new();
+    while docs.len() < 2 {
+        // A guard against hanging forever, not an assertion on timing.
+        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("a new line within 2 minutes")
+            .expect("read stdout")
+            .expect("the watch keeps running");
+        let doc: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("line {} is not JSON ({e}): {line}", docs.len() + 1));
+        assert!(doc["nodeClaims"].is_array(), "{line}");
+        assert!(doc["totals"]["nodeClaims"].is_u64(), "{line}");
+        docs.push(doc);
+    }
+    watch.kill().await.expect("stop the watch");
+    // Each line differs from the one before in more than the ages.
+    for pair in docs.windows(2) {
+        let strip = |d: &Value| {
+            let mut d = d.clone();
+            for c in d["nodeClaims"].as_array_mut().into_iter().flatten() {
+                c["age"] = Value::Null;
+            }
+            d
+        };
+        assert_ne!(strip(&pair[0]), strip(&pair[1]));
+    }
+}
+
+/// `text` with the AGE cell of every NodeClaims row replaced by `*` (padded to the column's
+/// width, which stays that of the header while ages are under 100s).
+fn mask_age_column(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut span: Option<(usize, Option<usize>)> = None;
+    for line in text.lines() {
+        if line.starts_with("NAME ") {
+            let start = line.find(" AGE").map(|i| i + 1);
+            span = start.map(|a| {
+                let end = line[a + 3..]
+                    .find(|c: char| c != ' ')
+                    .map(|off| a + 3 + off);
+                (a, end)
+            });
+            out.push(line.to_owned());
+            continue;
+        }
+        match span {
+            Some((a, end)) if !line.is_empty() && line.len() > a => {
+                let rest = end.and_then(|e| line.get(e..)).unwrap_or("");
+                let width = end.map_or(1, |e| e - a);
+                out.push(format!("{}{:<width$}{rest}", &line[..a], "*"));
+            }
+            _ => {
+                if line.is_empty() {
+                    span = None;
+                }
+                out.push(line.to_owned());
+            }
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+/// `text` (JSON or YAML as the plugin prints it) with the value of every `created` and `age`
+/// key replaced by `*`, keeping everything else byte for byte.
+fn mask_times(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let masked = ["created", "age"].iter().find_map(|key| {
+            if body.starts_with(&format!("\"{key}\": ")) {
+                let comma = if body.ends_with(',') { "," } else { "" };
+                Some(format!("{indent}\"{key}\": \"*\"{comma}"))
+            } else if body.starts_with(&format!("{key}: ")) {
+                Some(format!("{indent}{key}: '*'"))
+            } else {
+                None
+            }
+        });
+        out.push_str(masked.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// Compares `got` with `tests/snapshots/status/NAME`, or writes it with `UPDATE_SNAPSHOTS=1`.
+fn check_snapshot(name: &str, got: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/status");
+    support::snapshot::check_snapshot(&dir, name, got);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_every_view_of_a_sandbox() {
+    let cluster = Cluster::start(true).await;
+    cluster.populate();
+    create_default_pool(&cluster);
+    let kubeconfig = cluster.kubeconfig();
+    let kc = kubeconfig.to_str().expect("utf-8 path");
+    let run = |output: &'static str| {
+        let cluster = &cluster;
+        async move {
+            let out = cluster
+                .plugin(&["status", "--kubeconfig", kc, "-o", output])
+                .await;
+            assert!(out.status.success(), "stderr: {}", stderr(&out));
+            assert_eq!(stderr(&out), "");
+            stdout(&out)
+        }
+    };
+    check_snapshot("sandbox-table.txt", &mask_age_column(&run("table").await));
+    check_snapshot("sandbox-wide.txt", &mask_age_column(&run("wide").await));
+    let json = run("json").await;
+    serde_json::from_str::<Value>(&json).expect("JSON");
+    check_snapshot("sandbox.json", &mask_times(&json));
+    let yaml = run("yaml").await;
+    serde_saphyr::from_str::<Value>(&yaml).expect("YAML");
+    check_snapshot("sandbox.yaml", &mask_times(&yaml));
 }

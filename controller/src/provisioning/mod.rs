@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crds::conditions::{self, READY};
 use crds::labels::WELL_KNOWN_LABELS;
 use crds::{NodeClaim, NodePool};
 use k8s_openapi::api::core::v1::Pod;
@@ -24,6 +23,11 @@ use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, Output, within_limits};
 use crate::scheduling::volumes::VolumeIndex;
 use crate::state::Snapshot;
+
+/// The message of a `Nominated` Event is this, then `nodeclaim/NAME` or `node/NAME` (upstream's
+/// wording; `kubectl karpenter why-pending` reads it back through
+/// [`explain::nominated_target`](crate::scheduling::explain::nominated_target)).
+pub const NOMINATION_PREFIX: &str = "Pod should schedule on: ";
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
@@ -108,19 +112,11 @@ struct Prepared {
 /// Ready NodePools with their node class's instance types, as solver templates.
 async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
     let well_known: Vec<String> = WELL_KNOWN_LABELS.iter().map(|s| s.to_string()).collect();
-    let allow = |k: &str| WELL_KNOWN_LABELS.contains(&k);
     let mut pools = HashMap::new();
     let mut types_by_name: HashMap<String, Arc<InstanceType>> = HashMap::new();
     let mut prepared_pools = Vec::new();
     for pool in &snap.nodepools {
-        let ready = pool
-            .status
-            .as_ref()
-            .is_some_and(|s| conditions::is_true(&s.conditions, READY));
-        if !ready || pool.metadata.deletion_timestamp.is_some() || pool.is_static() {
-            continue;
-        }
-        let Some(nc) = snap.nodeclass(&pool.spec.template.spec.node_class_ref.name) else {
+        let Ok(nc) = template::node_class_of(pool, snap) else {
             continue;
         };
         let types = match ctx.cloud.instance_types(nc).await {
@@ -130,42 +126,29 @@ async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
                 continue;
             }
         };
-        for t in types.iter() {
-            types_by_name
-                .entry(t.name.clone())
-                .or_insert_with(|| Arc::clone(t));
-        }
-        let Ok(reqs) = template::pool_requirements(pool) else {
-            continue;
+        template::index_types(&mut types_by_name, &types);
+        let reqs = match template::usable_requirements(pool, &types) {
+            Ok(reqs) => reqs,
+            Err(e @ template::SkipReason::NoCompatibleInstanceTypes) => {
+                ctx.recorder.publish(EventSpec {
+                    regarding: reference(pool.as_ref()),
+                    type_: EventType::Warning,
+                    reason: reason::NO_COMPATIBLE_INSTANCE_TYPES,
+                    message: e.to_string(),
+                    dedupe: events::NODEPOOL_DEDUPE,
+                });
+                continue;
+            }
+            Err(_) => continue,
         };
-        if !types.iter().any(|t| t.compatible(&reqs)) {
-            ctx.recorder.publish(EventSpec {
-                regarding: reference(pool.as_ref()),
-                type_: EventType::Warning,
-                reason: reason::NO_COMPATIBLE_INSTANCE_TYPES,
-                message:
-                    "NodePool requirements filtered out all compatible available instance types"
-                        .into(),
-                dedupe: events::NODEPOOL_DEDUPE,
-            });
-            continue;
-        }
-        let overhead = template::daemon_overhead(&reqs, pool, &snap.daemonsets, &allow);
-        prepared_pools.push((Arc::clone(pool), reqs, types, overhead));
+        prepared_pools.push((Arc::clone(pool), reqs, types));
     }
     let mut overhead_by_pool = HashMap::new();
     let mut templates = Vec::new();
-    for (pool, reqs, types, overhead) in prepared_pools {
+    for (pool, reqs, types) in prepared_pools {
         let name = pool.metadata.name.clone().unwrap_or_default();
-        let (used, count) = snap.pool_usage(&name, &types_by_name);
-        let remaining = template::remaining_limits(&pool, &used, count);
-        templates.push(template::template(
-            &pool,
-            reqs,
-            &types,
-            overhead.clone(),
-            remaining,
-        ));
+        let (tmpl, overhead) = template::pool_template(&pool, reqs, &types, snap, &types_by_name);
+        templates.push(tmpl);
         overhead_by_pool.insert(name.clone(), overhead);
         pools.insert(name, pool);
     }
@@ -218,9 +201,12 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
     }
     let prepared = prepare(ctx, &snap).await;
     let input = prepared.input.clone();
+    let started = Instant::now();
     let output = tokio::task::spawn_blocking(move || solver::solve(&input))
         .await
         .map_err(|e| ProvisionError::Solver(e.to_string()))?;
+    ctx.metrics
+        .scheduling_simulated(crate::operator::metrics::PROVISIONER, started.elapsed());
     Ok(execute(ctx, &prepared, output).await)
 }
 
@@ -243,6 +229,8 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
         let claim = template::nodeclaim(pool, decision, &ctx.settings.hash_versions);
         match api.create(&PostParams::default(), &claim).await {
             Ok(created) => {
+                ctx.metrics
+                    .nodeclaim_created(&created, crate::operator::metrics::reason::PROVISIONED);
                 let name = created.metadata.name.clone().unwrap_or_default();
                 let largest = decision
                     .instance_types
@@ -260,7 +248,7 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
                         key,
                         EventType::Normal,
                         reason::NOMINATED,
-                        format!("Pod should schedule on: nodeclaim/{name}"),
+                        format!("{NOMINATION_PREFIX}nodeclaim/{name}"),
                     );
                 }
                 result.created.push(name);
@@ -296,7 +284,7 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
                 key,
                 EventType::Normal,
                 reason::NOMINATED,
-                format!("Pod should schedule on: {kind}/{target}"),
+                format!("{NOMINATION_PREFIX}{kind}/{target}"),
             );
         }
     }

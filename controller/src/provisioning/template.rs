@@ -1,13 +1,19 @@
 //! From a NodePool to what the solver needs (upstream `nodeclaimtemplate.go`): its requirements
 //! (pool requirements, template labels, the nodepool label), DaemonSet overhead, remaining
-//! limits; and from a solver decision back to a NodeClaim object.
+//! limits; which NodePools the provisioner uses at all ([`node_class_of`],
+//! [`usable_requirements`], [`pool_template`], shared with `why-pending`'s explanation); and
+//! from a solver decision back to a NodeClaim object.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crds::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, node_class_label_key};
+use crds::conditions::{self, READY};
+use crds::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, WELL_KNOWN_LABELS, node_class_label_key};
 use crds::nodeclaim::ResourceRequirements;
-use crds::{NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues, Operator};
+use crds::{
+    EC2NodeClass, NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues,
+    Operator,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -19,6 +25,117 @@ use crate::scheduling::requirements::{Requirement, RequirementError, Requirement
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{LIMIT_NODES, NewClaim, NodePoolTemplate};
 use crate::scheduling::taints::untolerated;
+use crate::state::Snapshot;
+
+/// Why the provisioner leaves a NodePool out of a pass (upstream: the NodePool is not Ready,
+/// or `NoCompatibleInstanceTypes`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    /// `metadata.deletionTimestamp` is set.
+    #[error("the NodePool is being deleted")]
+    Deleting,
+    /// `spec.replicas` is set: a static NodePool, which the provisioner never scales for pods.
+    #[error("static NodePool (spec.replicas): Karpenter does not provision for pods on it")]
+    Static,
+    /// Its `Ready` condition is not `True`: `None` without one, else `(status, reason,
+    /// message)`.
+    #[error("{}", match .0 {
+        None => "no Ready condition yet".to_owned(),
+        Some((status, reason, message)) => format!("Ready={status} {reason}: {message}"),
+    })]
+    NotReady(Option<(String, String, String)>),
+    /// `spec.template.spec.nodeClassRef` names no EC2NodeClass of the snapshot.
+    #[error("EC2NodeClass {0:?} not found")]
+    NodeClassMissing(String),
+    /// A requirement does not parse.
+    #[error("invalid requirement: {0}")]
+    InvalidRequirement(String),
+    /// The node class's instance types could not be listed.
+    #[error("listing instance types: {0}")]
+    InstanceTypes(String),
+    /// The NodePool's requirements leave none of the node class's instance types.
+    #[error("NodePool requirements filtered out all compatible available instance types")]
+    NoCompatibleInstanceTypes,
+}
+
+/// The checks before a NodePool's instance types are listed: not being deleted, not static,
+/// `Ready=True`, and its node class in `snap`, which is returned.
+///
+/// Errors: the first check that fails.
+pub fn node_class_of<'a>(
+    pool: &NodePool,
+    snap: &'a Snapshot,
+) -> Result<&'a Arc<EC2NodeClass>, SkipReason> {
+    if pool.metadata.deletion_timestamp.is_some() {
+        return Err(SkipReason::Deleting);
+    }
+    if pool.is_static() {
+        return Err(SkipReason::Static);
+    }
+    let conds = pool
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if !conditions::is_true(conds, READY) {
+        return Err(SkipReason::NotReady(
+            conditions::get(conds, READY)
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
+        ));
+    }
+    let class = &pool.spec.template.spec.node_class_ref.name;
+    snap.nodeclass(class)
+        .ok_or_else(|| SkipReason::NodeClassMissing(class.clone()))
+}
+
+/// Adds `types` to `by_name` (the first NodePool listing a name wins): the index
+/// [`Snapshot::pool_usage`] prices existing NodeClaims with. Every NodePool whose instance
+/// types were listed contributes, usable or not.
+pub fn index_types(by_name: &mut HashMap<String, Arc<InstanceType>>, types: &[Arc<InstanceType>]) {
+    for t in types {
+        by_name
+            .entry(t.name.clone())
+            .or_insert_with(|| Arc::clone(t));
+    }
+}
+
+/// The checks after the instance types are listed: the requirements parse
+/// ([`pool_requirements`]) and leave at least one of `types`.
+///
+/// Errors: [`SkipReason::InvalidRequirement`], [`SkipReason::NoCompatibleInstanceTypes`].
+pub fn usable_requirements(
+    pool: &NodePool,
+    types: &[Arc<InstanceType>],
+) -> Result<Requirements, SkipReason> {
+    let reqs =
+        pool_requirements(pool).map_err(|e| SkipReason::InvalidRequirement(e.to_string()))?;
+    if !types.iter().any(|t| t.compatible(&reqs)) {
+        return Err(SkipReason::NoCompatibleInstanceTypes);
+    }
+    Ok(reqs)
+}
+
+/// A usable NodePool as the solver's template, and its DaemonSet overhead: the overhead of
+/// `snap`'s DaemonSets ([`daemon_overhead`]), and the limits left after what its NodeClaims
+/// and nodes use ([`Snapshot::pool_usage`] over `types_by_name`, see [`index_types`];
+/// [`remaining_limits`]).
+pub fn pool_template(
+    pool: &NodePool,
+    requirements: Requirements,
+    types: &[Arc<InstanceType>],
+    snap: &Snapshot,
+    types_by_name: &HashMap<String, Arc<InstanceType>>,
+) -> (NodePoolTemplate, Resources) {
+    let allow = |k: &str| WELL_KNOWN_LABELS.contains(&k);
+    let overhead = daemon_overhead(&requirements, pool, &snap.daemonsets, &allow);
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let (used, count) = snap.pool_usage(&name, types_by_name);
+    let remaining = remaining_limits(pool, &used, count);
+    (
+        template(pool, requirements, types, overhead.clone(), remaining),
+        overhead,
+    )
+}
 
 /// A NodePool's requirements: its spec requirements (with minValues), its template labels as
 /// `In`, and `karpenter.sh/nodepool In [name]`.

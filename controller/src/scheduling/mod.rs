@@ -2,6 +2,7 @@
 //! turns pending pods plus a cluster snapshot into NodeClaims. No I/O, no clock.
 
 pub mod constraints;
+pub mod explain;
 pub mod kube_scheduler;
 pub mod pod;
 pub mod repack;

@@ -1,7 +1,17 @@
 //! The command line of `drift explain`: which NodeClaims (one by NodeClaim or Node name, those of
 //! a NodePool, or all) and the output format.
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
+
+/// Help text after `drift --help`.
+pub const DRIFT_HELP: &str = "\
+Exit status: 0 nothing drifted, 1 something drifted, 2 error.
+
+Examples:
+  # Explain every NodeClaim
+  kubectl karpenter drift explain
+  # Why is this node drifted (or not)?
+  kubectl karpenter drift explain ip-10-0-1-17.ec2.internal";
 
 /// Help text after `drift explain --help`.
 pub const EXPLAIN_HELP: &str = "\
@@ -60,16 +70,8 @@ pub struct ExplainArgs {
     pub output: ExplainOutput,
 }
 
-/// `drift explain -o`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ExplainOutput {
-    /// One block per NodeClaim, like `kubectl describe`, and a summary line.
-    Text,
-    /// A JSON array of explanations.
-    Json,
-    /// The same array as YAML.
-    Yaml,
-}
+/// `drift explain -o`: text (one block per NodeClaim), or the explanations as JSON or YAML.
+pub type ExplainOutput = crate::output::ReportFormat;
 
 #[cfg(test)]
 mod tests {

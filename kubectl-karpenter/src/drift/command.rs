@@ -2,7 +2,6 @@
 //! NodePools and EC2NodeClasses, explains each NodeClaim with the pure core and prints the
 //! reports. Exit 1 when any NodeClaim is drifted.
 
-use std::fmt::Debug;
 use std::io::Write;
 
 use controller::disruption::drift::HashVersions;
@@ -10,8 +9,6 @@ use crds::{EC2NodeClass, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use kube::core::ClusterResourceScope;
-use serde::de::DeserializeOwned;
 
 use super::args::{ExplainArgs, ExplainOutput};
 use super::explain::report_all;
@@ -20,21 +17,6 @@ use super::report::Report;
 use super::resolve::{self, Kind};
 use crate::cli::GlobalArgs;
 use crate::run::{Connection, Error, Io, Outcome};
-
-/// Lists every object of a cluster-scoped kind; a kind the server does not serve (404) is
-/// empty, e.g. EC2NodeClasses on a cluster without the AWS provider.
-async fn list_all<K>(conn: &Connection, what: &'static str) -> Result<Vec<K>, Error>
-where
-    K: kube::Resource<Scope = ClusterResourceScope> + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::all(conn.client.clone());
-    match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list.items),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(conn.list_error(what, e)),
-    }
-}
 
 /// The Node `name` names, unless the name is qualified as a NodeClaim; `None` when there is
 /// no such Node.
@@ -86,8 +68,8 @@ pub async fn explain<O: Write, E: Write>(
         (Vec::new(), Vec::new())
     } else {
         (
-            list_all::<NodePool>(&conn, "NodePools").await?,
-            list_all::<EC2NodeClass>(&conn, "EC2NodeClasses").await?,
+            conn.list_all::<NodePool>("NodePools").await?,
+            conn.list_all::<EC2NodeClass>("EC2NodeClasses").await?,
         )
     };
     let mut reports = report_all(selected, &pools, &classes, &HashVersions::default());

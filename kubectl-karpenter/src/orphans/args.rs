@@ -15,6 +15,8 @@ kubeconfig). Exit status: 0 no orphans, 1 orphans found, 2 error.
 Examples:
   # List orphans, with instance type, zone and price
   kubectl karpenter orphans -o wide
+  # The same list spelled out, as JSON, without looking at cloud instances
+  kubectl karpenter orphans list -o json --no-cloud
   # Count NodeClaims as not registered after 5 minutes instead of 15
   kubectl karpenter orphans --registration-ttl 5m
   # Preview cleaning up everything listed, then do it without a prompt

@@ -6,6 +6,19 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::UpgradeError;
 
+/// Help text after `upgrade --help`.
+pub const UPGRADE_HELP: &str = "\
+The controller replaces drifted nodes one step at a time per NodePool; these commands read and
+set the NodePool annotations that steer it (upgrades.karpenter.sh/paused, step-allowance).
+
+Examples:
+  # Where every rollout stands (exit 1 while anything is drifted)
+  kubectl karpenter upgrade status
+  # Go one node at a time through a NodePool's rollout
+  kubectl karpenter upgrade pause --nodepool default
+  kubectl karpenter upgrade step --nodepool default
+  kubectl karpenter upgrade resume --nodepool default";
+
 /// Help text after `upgrade status --help`.
 pub const STATUS_HELP: &str = "\
 Per NodePool: whether its rollout runs or is paused (by you, or by the controller after a failed

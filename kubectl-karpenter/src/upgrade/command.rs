@@ -70,19 +70,8 @@ async fn nodepools(conn: &Connection, selection: &Selection) -> Result<Vec<NodeP
     match selection {
         Selection::All => Ok(pools),
         Selection::One(name) => {
-            let available: Vec<String> = pools
-                .iter()
-                .filter_map(|p| p.metadata.name.clone())
-                .collect();
+            conn.require_nodepool(&pools, name)?;
             pools.retain(|p| p.metadata.name.as_deref() == Some(name.as_str()));
-            if pools.is_empty() {
-                return Err(UpgradeError::UnknownNodePool {
-                    name: name.clone(),
-                    context: conn.context.clone(),
-                    available,
-                }
-                .into());
-            }
             Ok(pools)
         }
     }
@@ -105,18 +94,10 @@ async fn read_status(conn: &Connection, pools: &[NodePool]) -> Result<Vec<PoolSt
         .any(|c| conditions::is_true(c.status_conditions(), DRIFTED));
     let (mut pods, mut pdbs) = (Vec::new(), Vec::new());
     if drifted {
-        let api: Api<Pod> = Api::all(conn.client.clone());
-        pods = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| conn.list_error("Pods", e))?
-            .items;
-        let api: Api<PodDisruptionBudget> = Api::all(conn.client.clone());
-        pdbs = match api.list(&ListParams::default()).await {
-            Ok(list) => list.items,
-            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-            Err(e) => return Err(conn.list_error("PodDisruptionBudgets", e)),
-        };
+        pods = conn.list_all::<Pod>("Pods").await?;
+        pdbs = conn
+            .list_all::<PodDisruptionBudget>("PodDisruptionBudgets")
+            .await?;
     }
     let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
     let pdbs: Vec<Arc<PodDisruptionBudget>> = pdbs.into_iter().map(Arc::new).collect();

@@ -31,23 +31,6 @@ pub enum UpgradeError {
         /// The subcommand.
         action: &'static str,
     },
-    /// `--nodepool NAME` named no NodePool.
-    #[error(
-        "no NodePool named \"{name}\" (context \"{context}\"); {}",
-        if available.is_empty() {
-            "the cluster has no NodePools".to_owned()
-        } else {
-            format!("NodePools: {}", available.join(", "))
-        }
-    )]
-    UnknownNodePool {
-        /// The name given.
-        name: String,
-        /// The kubeconfig context.
-        context: String,
-        /// The NodePools there are.
-        available: Vec<String>,
-    },
     /// The server does not serve NodePools.
     #[error(
         "the server at {server} (context \"{context}\") does not serve nodepools.karpenter.sh/v1; \

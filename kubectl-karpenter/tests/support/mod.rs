@@ -4,11 +4,12 @@
 // Each test binary uses a different part of the harness.
 #![allow(dead_code)]
 
+pub mod snapshot;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use controller::cloudprovider::sim::catalog::{Catalog, spot_price};
 use sandbox::Sandbox;
 use sandbox::store::{DeleteOptions, Subresource};
 use serde_json::{Value, json};
@@ -166,22 +167,40 @@ impl Cluster {
     /// Runs `program args…` with HOME in the temporary directory, no KUBECONFIG and stdin
     /// from /dev/null (never a terminal).
     pub async fn run(&self, program: &Path, args: &[&str], path: Option<OsString>) -> Output {
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .env("HOME", self.dir.path())
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST");
-        if let Some(path) = path {
-            cmd.env("PATH", path);
-        }
-        cmd.output().await.expect("run command")
+        run_isolated(self.dir.path(), program, args, path).await
     }
 
     /// Runs the plugin binary directly.
     pub async fn plugin(&self, args: &[&str]) -> Output {
         self.run(Path::new(BIN), args, None).await
     }
+}
+
+/// Runs `program args…` with HOME at `home`, no KUBECONFIG, not in-cluster, stdin from
+/// /dev/null (never a terminal) and, when given, this PATH.
+pub async fn run_isolated(
+    home: &Path,
+    program: &Path,
+    args: &[&str],
+    path: Option<OsString>,
+) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    cmd.output().await.expect("run command")
+}
+
+/// Asserts that a command exited with `code` and its stderr contains `needle`.
+pub fn assert_fails_with(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "no {needle:?} in {err}");
 }
 
 /// A command's stdout as text.
@@ -194,104 +213,9 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The table's cells, split on runs of spaces, with the AGE column (8th) replaced by `*`
-/// because it ticks between runs.
-pub fn cells(table: &str) -> Vec<Vec<String>> {
-    table
-        .lines()
-        .take_while(|l| !l.is_empty())
-        .map(|l| {
-            l.split_whitespace()
-                .enumerate()
-                .map(|(i, c)| if i == 7 { "*".to_owned() } else { c.to_owned() })
-                .collect()
-        })
-        .collect()
-}
-
 /// An owned row of cells.
 pub fn row(cells: &[&str]) -> Vec<String> {
     cells.iter().map(|c| (*c).to_owned()).collect()
-}
-
-/// The header and rows [`Cluster::populate`] should produce, AGE masked, in table order.
-pub fn expected_table() -> Vec<Vec<String>> {
-    vec![
-        row(&[
-            "NAME",
-            "NODEPOOL",
-            "INSTANCE-TYPE",
-            "CAPACITY-TYPE",
-            "ZONE",
-            "STATE",
-            "NODE",
-            "*",
-        ]),
-        row(&[
-            "default-launching",
-            "default",
-            "<none>",
-            "<none>",
-            "<none>",
-            "Launching",
-            "<none>",
-            "*",
-        ]),
-        row(&[
-            "default-ready",
-            "default",
-            "m5.large",
-            "on-demand",
-            "us-east-1a",
-            "Ready",
-            "ip-10-0-1-1.ec2.internal",
-            "*",
-        ]),
-        row(&[
-            "default-registering",
-            "default",
-            "c5.xlarge",
-            "spot",
-            "us-east-1b",
-            "Registering",
-            "<none>",
-            "*",
-        ]),
-        row(&[
-            "gpu-initializing",
-            "gpu",
-            "g5.xlarge",
-            "on-demand",
-            "us-east-1c",
-            "Initializing",
-            "ip-10-0-3-3.ec2.internal",
-            "*",
-        ]),
-        row(&[
-            "gpu-terminating",
-            "gpu",
-            "m5.large",
-            "spot",
-            "us-east-1a",
-            "Terminating",
-            "ip-10-0-1-9.ec2.internal",
-            "*",
-        ]),
-    ]
-}
-
-/// The totals line for [`Cluster::populate`], priced from the embedded catalog.
-pub fn expected_totals() -> String {
-    let catalog = Catalog::embedded().expect("catalog");
-    let od = |t: &str| catalog.get(t).expect("type in catalog").on_demand_price;
-    let total = od("m5.large")
-        + spot_price(od("c5.xlarge"), "c5.xlarge", "us-east-1b")
-        + od("g5.xlarge")
-        + spot_price(od("m5.large"), "m5.large", "us-east-1a");
-    format!(
-        "5 nodeclaims: 1 ready, 3 in flight (1 launching, 1 registering, 1 initializing), \
-         1 terminating; ${total:.4}/hour (1 without a known price)"
-    )
 }
 
 /// kubectl from PATH; the fidelity tests fail (never skip) without it.

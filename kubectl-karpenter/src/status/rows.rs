@@ -1,19 +1,21 @@
-//! The rows of `kubectl karpenter status`: one per NodeClaim, with its lifecycle state
-//! (Launching → Registering → Initializing → Ready, or Terminating) derived from its status
-//! conditions, and the totals line that counts ready and in-flight capacity and its hourly cost.
-//! Pure: everything comes in as arguments, including `now` and the price book.
+//! The NodeClaim rows of `kubectl karpenter status`: one per NodeClaim, with its lifecycle state
+//! (Launching → Registering → Initializing → Ready, then Drifted, or Terminating) derived from
+//! its status conditions, and the totals that count ready, drifted and in-flight capacity and
+//! its hourly cost. Pure: everything comes in as arguments, including `now` and the price book.
 
 use std::fmt;
 
 use crds::NodeClaim;
-use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL};
 use jiff::Timestamp;
+use serde::Serialize;
 
 use crate::age;
 
-/// Where a NodeClaim is in its lifecycle, as the STATE column shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Where a NodeClaim is in its lifecycle, as the STATE column shows it. Ordered as the
+/// lifecycle runs (what `--sort-by state` uses); serialized as the column text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum State {
     /// Waiting for the cloud provider to create the instance (`Launched` is not True).
     Launching,
@@ -23,12 +25,17 @@ pub enum State {
     Initializing,
     /// Launched, registered and initialized.
     Ready,
+    /// Ready, but its `Drifted` condition is True: no longer what its NodePool or node class
+    /// would launch, so the upgrade will replace it.
+    Drifted,
     /// Being deleted (has a deletionTimestamp), whatever its conditions say.
     Terminating,
 }
 
 impl State {
-    /// Derives the state from the NodeClaim's deletionTimestamp and conditions.
+    /// Derives the state from the NodeClaim's deletionTimestamp and conditions: Terminating
+    /// wins, then the first of Launched, Registered, Initialized that is not True; a ready
+    /// NodeClaim with `Drifted=True` is Drifted.
     pub fn of(claim: &NodeClaim) -> State {
         if claim.metadata.deletion_timestamp.is_some() {
             return State::Terminating;
@@ -40,6 +47,8 @@ impl State {
             State::Registering
         } else if !conditions::is_true(conds, INITIALIZED) {
             State::Initializing
+        } else if conditions::is_true(conds, DRIFTED) {
+            State::Drifted
         } else {
             State::Ready
         }
@@ -52,8 +61,17 @@ impl State {
             State::Registering => "Registering",
             State::Initializing => "Initializing",
             State::Ready => "Ready",
+            State::Drifted => "Drifted",
             State::Terminating => "Terminating",
         }
+    }
+
+    /// Whether the NodeClaim is on its way (launching, registering or initializing).
+    pub fn in_flight(self) -> bool {
+        matches!(
+            self,
+            State::Launching | State::Registering | State::Initializing
+        )
     }
 }
 
@@ -84,30 +102,37 @@ impl PriceBook for NoPrices {
     }
 }
 
-/// One NodeClaim as the table shows it; `None` prints as `<none>`.
-#[derive(Clone, Debug, PartialEq)]
+/// One NodeClaim as the table shows it; `None` prints as `<none>` (and as `null` in JSON and
+/// YAML, so every key is always present).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Row {
     /// NodeClaim name.
     pub name: String,
     /// `karpenter.sh/nodepool` label.
+    #[serde(rename = "nodePool")]
     pub nodepool: Option<String>,
+    /// Lifecycle state.
+    pub state: State,
     /// `node.kubernetes.io/instance-type` label.
     pub instance_type: Option<String>,
     /// `karpenter.sh/capacity-type` label.
     pub capacity_type: Option<String>,
     /// `topology.kubernetes.io/zone` label.
     pub zone: Option<String>,
-    /// Lifecycle state.
-    pub state: State,
     /// Name of the Node that registered for it.
     pub node: Option<String>,
+    /// Hourly price of its offering in USD, when known.
+    #[serde(rename = "pricePerHour")]
+    pub price: Option<f64>,
+    /// Creation time (RFC 3339).
+    pub created: Option<Timestamp>,
     /// Age, formatted like kubectl.
     pub age: String,
-    /// Hourly price of its offering, when known.
-    pub price: Option<f64>,
     /// Name of its node class (`spec.nodeClassRef.name`).
     pub node_class: Option<String>,
     /// Cloud provider id of the instance.
+    #[serde(rename = "providerID")]
     pub provider_id: Option<String>,
 }
 
@@ -135,33 +160,22 @@ impl Row {
             .as_deref()
             .and_then(|t| prices.hourly_price(t, zone.as_deref(), capacity_type.as_deref()));
         let status = claim.status.as_ref();
+        let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
         Row {
             name: claim.metadata.name.clone().unwrap_or_default(),
             nodepool: label(claim, NODEPOOL_LABEL),
+            state: State::of(claim),
             instance_type,
             capacity_type,
             zone,
-            state: State::of(claim),
             node: non_empty(status.and_then(|s| s.node_name.as_ref())),
-            age: age::age(claim.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
             price,
+            created,
+            age: age::age(created, now),
             node_class: non_empty(Some(&claim.spec.node_class_ref.name)),
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
         }
     }
-}
-
-/// Rows for every NodeClaim, sorted by NodePool (NodeClaims without one last), then name.
-pub fn build_rows(claims: &[NodeClaim], now: Timestamp, prices: &dyn PriceBook) -> Vec<Row> {
-    let mut rows: Vec<Row> = claims.iter().map(|c| Row::of(c, now, prices)).collect();
-    rows.sort_by(|a, b| {
-        (a.nodepool.is_none(), &a.nodepool, &a.name).cmp(&(
-            b.nodepool.is_none(),
-            &b.nodepool,
-            &b.name,
-        ))
-    });
-    rows
 }
 
 /// Keeps only the NodeClaims of `nodepool` (all of them when `None`).
@@ -175,13 +189,19 @@ pub fn filter_nodepool(claims: Vec<NodeClaim>, nodepool: Option<&str>) -> Vec<No
     }
 }
 
-/// Counts and cost over a set of rows: the totals line.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Counts and cost over a set of rows: the totals line, and `totals` in JSON and YAML.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Totals {
     /// Number of NodeClaims.
+    #[serde(rename = "nodeClaims")]
     pub total: usize,
-    /// Ready ones.
+    /// Ready ones (drifted ones not included).
     pub ready: usize,
+    /// Ready but drifted ones.
+    pub drifted: usize,
+    /// Launching, registering or initializing ones.
+    pub in_flight: usize,
     /// Launching ones.
     pub launching: usize,
     /// Registering ones.
@@ -190,7 +210,8 @@ pub struct Totals {
     pub initializing: usize,
     /// Terminating ones.
     pub terminating: usize,
-    /// Sum of the known hourly prices, USD.
+    /// Sum of the known hourly prices (the fleet's cost per hour), USD, rounded to a millionth.
+    #[serde(rename = "pricePerHour")]
     pub hourly_price: f64,
     /// NodeClaims whose price is not known (they add nothing to `hourly_price`).
     pub unpriced: usize,
@@ -209,6 +230,7 @@ impl Totals {
                 State::Registering => t.registering += 1,
                 State::Initializing => t.initializing += 1,
                 State::Ready => t.ready += 1,
+                State::Drifted => t.drifted += 1,
                 State::Terminating => t.terminating += 1,
             }
             match row.price {
@@ -216,18 +238,17 @@ impl Totals {
                 None => t.unpriced += 1,
             }
         }
+        t.in_flight = t.launching + t.registering + t.initializing;
+        // Sums of binary fractions carry noise (0.1 + 0.2); prices have at most 6 decimals.
+        t.hourly_price = (t.hourly_price * 1e6).round() / 1e6;
         t
-    }
-
-    /// NodeClaims on their way (launching, registering or initializing).
-    pub fn in_flight(&self) -> usize {
-        self.launching + self.registering + self.initializing
     }
 }
 
 impl fmt::Display for Totals {
-    /// `3 nodeclaims: 1 ready, 2 in flight (1 launching, 0 registering, 1 initializing),
-    /// 0 terminating; $0.1234/hour`, plus `(N without a known price)` when some are unpriced.
+    /// `3 nodeclaims: 1 ready, 0 drifted, 2 in flight (1 launching, 0 registering,
+    /// 1 initializing), 0 terminating; $0.1234/hour`, plus `(N without a known price)` when
+    /// some are unpriced.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let noun = if self.total == 1 {
             "nodeclaim"
@@ -236,11 +257,12 @@ impl fmt::Display for Totals {
         };
         write!(
             f,
-            "{} {noun}: {} ready, {} in flight ({} launching, {} registering, {} initializing), \
-             {} terminating; ${:.4}/hour",
+            "{} {noun}: {} ready, {} drifted, {} in flight ({} launching, {} registering, \
+             {} initializing), {} terminating; ${:.4}/hour",
             self.total,
             self.ready,
-            self.in_flight(),
+            self.drifted,
+            self.in_flight,
             self.launching,
             self.registering,
             self.initializing,
@@ -258,6 +280,7 @@ impl fmt::Display for Totals {
 mod tests {
     use super::*;
     use crate::fixtures;
+    use crate::status::fixtures::build_rows;
 
     #[test]
     fn state_follows_conditions_in_order() {
@@ -269,6 +292,19 @@ mod tests {
             (&[LAUNCHED, INITIALIZED], false, State::Registering),
             (&[LAUNCHED, REGISTERED], false, State::Initializing),
             (&all, false, State::Ready),
+            (
+                &[LAUNCHED, REGISTERED, INITIALIZED, DRIFTED],
+                false,
+                State::Drifted,
+            ),
+            // Only a ready NodeClaim shows as Drifted; Terminating still wins.
+            (&[LAUNCHED, REGISTERED, DRIFTED], false, State::Initializing),
+            (&[DRIFTED], false, State::Launching),
+            (
+                &[LAUNCHED, REGISTERED, INITIALIZED, DRIFTED],
+                true,
+                State::Terminating,
+            ),
             (&all, true, State::Terminating),
             (&[], true, State::Terminating),
         ];
@@ -331,14 +367,14 @@ mod tests {
         let totals = Totals::of(&rows);
         assert_eq!(
             totals.to_string(),
-            "6 nodeclaims: 2 ready, 3 in flight (1 launching, 1 registering, 1 initializing), \
-             1 terminating; $1.2345/hour (2 without a known price)"
+            "6 nodeclaims: 2 ready, 0 drifted, 3 in flight (1 launching, 1 registering, \
+             1 initializing), 1 terminating; $1.2345/hour (2 without a known price)"
         );
         let one = Totals::of(&rows[..1]);
         assert_eq!(
             one.to_string(),
-            "1 nodeclaim: 1 ready, 0 in flight (0 launching, 0 registering, 0 initializing), \
-             0 terminating; $0.0960/hour"
+            "1 nodeclaim: 1 ready, 0 drifted, 0 in flight (0 launching, 0 registering, \
+             0 initializing), 0 terminating; $0.0960/hour"
         );
     }
 

@@ -1,0 +1,268 @@
+//! Shell completion: `completion SHELL` writes clap_complete's static script for the
+//! `kubectl-karpenter` command, and `__complete ARGS…` answers kubectl's plugin completion
+//! (kubectl 1.26+ runs `kubectl_complete-karpenter ARGS…` for `kubectl karpenter <TAB>` and reads
+//! cobra's `__complete` protocol: one candidate per line, `value<TAB>help`, then `:DIRECTIVE`).
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Write};
+use std::path::Path;
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
+use kube::config::Kubeconfig;
+
+use crate::cli::Cli;
+use crate::kubeconfig::{self, Selection};
+
+/// The executable name the scripts complete (what krew links on PATH).
+pub const BIN_NAME: &str = "kubectl-karpenter";
+
+/// The hidden first argument that asks for completions, as cobra programs (kubectl) spell it.
+pub const REQUEST: &str = "__complete";
+
+/// The prefix of the executable kubectl runs for a plugin's completions
+/// (`kubectl_complete-<plugin>`); when this binary is linked under that name it completes.
+pub const KUBECTL_COMPLETE_PREFIX: &str = "kubectl_complete-";
+
+/// cobra's `ShellCompDirectiveNoFileComp`: the shell must not fall back to file names.
+const NO_FILE_COMPLETION: u8 = 4;
+
+/// Which names of the kubeconfig a flag's value is completed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `--context`.
+    Context,
+    /// `--cluster`.
+    Cluster,
+    /// `--user`.
+    User,
+}
+
+/// The names of `entry` in `kc` that start with `prefix`, in file order.
+pub fn entry_names(kc: &Kubeconfig, entry: Entry, prefix: &str) -> Vec<String> {
+    let names: Vec<&str> = match entry {
+        Entry::Context => kc.contexts.iter().map(|c| c.name.as_str()).collect(),
+        Entry::Cluster => kc.clusters.iter().map(|c| c.name.as_str()).collect(),
+        Entry::User => kc.auth_infos.iter().map(|u| u.name.as_str()).collect(),
+    };
+    names
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Candidates for `entry` from the kubeconfig `KUBECONFIG` or `~/.kube/config` names (a value
+/// completer sees only its own value, not a `--kubeconfig` typed on the same line); none when
+/// there is no readable kubeconfig.
+fn kubeconfig_candidates(entry: Entry, current: &OsStr) -> Vec<CompletionCandidate> {
+    let (Some(prefix), Ok(Some((kc, _)))) =
+        (current.to_str(), kubeconfig::read(&Selection::default()))
+    else {
+        return Vec::new();
+    };
+    entry_names(&kc, entry, prefix)
+        .into_iter()
+        .map(CompletionCandidate::new)
+        .collect()
+}
+
+/// `--context` values: the kubeconfig's contexts.
+pub fn contexts() -> ArgValueCompleter {
+    ArgValueCompleter::new(|current: &OsStr| kubeconfig_candidates(Entry::Context, current))
+}
+
+/// `--cluster` values: the kubeconfig's clusters.
+pub fn clusters() -> ArgValueCompleter {
+    ArgValueCompleter::new(|current: &OsStr| kubeconfig_candidates(Entry::Cluster, current))
+}
+
+/// `--user` values: the kubeconfig's users.
+pub fn users() -> ArgValueCompleter {
+    ArgValueCompleter::new(|current: &OsStr| kubeconfig_candidates(Entry::User, current))
+}
+
+/// Writes the completion script for `shell`.
+///
+/// Errors: writing to `out` failed.
+pub fn write_script(shell: Shell, out: &mut impl Write) -> io::Result<()> {
+    let mut cmd = Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, BIN_NAME, &mut buf);
+    out.write_all(&buf)?;
+    out.flush()
+}
+
+/// The words to complete when this process was started to answer a completion request: the
+/// arguments after `__complete`, or all arguments when argv[0] is `kubectl_complete-…`.
+/// `None` for an ordinary invocation.
+pub fn request(args: &[OsString]) -> Option<Vec<OsString>> {
+    let argv0 = args.first()?;
+    let linked = Path::new(argv0)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .is_some_and(|f| f.starts_with(KUBECTL_COMPLETE_PREFIX));
+    if linked {
+        return Some(args[1..].to_vec());
+    }
+    match args.get(1) {
+        Some(first) if first == REQUEST => Some(args[2..].to_vec()),
+        _ => None,
+    }
+}
+
+/// Writes the candidates for the last of `words` (the word under the cursor, possibly empty;
+/// the words before it are what was typed after `kubectl karpenter`) in cobra's format, then
+/// the directive line `:4` (no file-name fallback).
+///
+/// Errors: completing (reading the current directory for path values) or writing failed.
+pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<()> {
+    let mut args = Vec::with_capacity(words.len() + 2);
+    args.push(OsString::from(BIN_NAME));
+    args.extend(words.iter().cloned());
+    if words.is_empty() {
+        args.push(OsString::new());
+    }
+    let index = args.len() - 1;
+    let cwd = std::env::current_dir().ok();
+    let mut cmd = Cli::command();
+    let candidates = clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())?;
+    for candidate in candidates.iter().filter(|c| !c.is_hide_set()) {
+        let value = candidate.get_value().to_string_lossy();
+        match candidate.get_help() {
+            Some(help) => writeln!(out, "{value}\t{}", summary(&help.to_string()))?,
+            None => writeln!(out, "{value}")?,
+        }
+    }
+    writeln!(out, ":{NO_FILE_COMPLETION}")?;
+    out.flush()
+}
+
+/// The first sentence of a help text, on one line without tabs: shells show candidate help in
+/// a narrow column.
+fn summary(help: &str) -> String {
+    let line = help.lines().next().unwrap_or_default().replace('\t', " ");
+    match line.find(". ") {
+        Some(end) => line[..end].to_owned(),
+        None => line.trim_end_matches('.').to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    fn complete(list: &[&str]) -> Vec<String> {
+        let mut out = Vec::new();
+        write_candidates(&words(list), &mut out).expect("complete");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.ends_with(":4\n"), "{text}");
+        text.lines()
+            .filter(|l| !l.starts_with(':'))
+            .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn candidate_help_is_one_sentence() {
+        assert_eq!(
+            summary("Print the version (and more). Never contacts it."),
+            "Print the version (and more)"
+        );
+        assert_eq!(summary("Only this NodePool."), "Only this NodePool");
+        assert_eq!(summary("a\tb\nsecond line"), "a b");
+        let mut out = Vec::new();
+        write_candidates(&words(&["vers"]), &mut out).expect("complete");
+        assert_eq!(
+            String::from_utf8(out).expect("utf-8"),
+            "version\tPrint the plugin version (and the git commit it was built from, when known)\n:4\n"
+        );
+    }
+
+    #[test]
+    fn kubeconfig_names_by_prefix() {
+        let kc = Kubeconfig::from_yaml(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: prod-eu\n  cluster: {server: \
+             'https://a'}\n- name: dev\n  cluster: {server: 'https://b'}\nusers:\n- name: \
+             admin\n  user: {}\ncontexts:\n- name: prod\n  context: {cluster: prod-eu, user: \
+             admin}\n- name: dev\n  context: {cluster: dev, user: admin}\n- name: prod-ro\n  \
+             context: {cluster: prod-eu, user: admin}\n",
+        )
+        .expect("kubeconfig");
+        assert_eq!(
+            entry_names(&kc, Entry::Context, "prod"),
+            ["prod", "prod-ro"]
+        );
+        assert_eq!(
+            entry_names(&kc, Entry::Context, ""),
+            ["prod", "dev", "prod-ro"]
+        );
+        assert_eq!(entry_names(&kc, Entry::Cluster, "d"), ["dev"]);
+        assert_eq!(entry_names(&kc, Entry::User, ""), ["admin"]);
+        assert!(entry_names(&kc, Entry::User, "x").is_empty());
+    }
+
+    #[test]
+    fn requests_are_recognised() {
+        assert_eq!(
+            request(&words(&["kubectl-karpenter", "__complete", "st"])),
+            Some(words(&["st"]))
+        );
+        assert_eq!(
+            request(&words(&[
+                "/usr/bin/kubectl_complete-karpenter",
+                "drift",
+                ""
+            ])),
+            Some(words(&["drift", ""]))
+        );
+        assert_eq!(request(&words(&["kubectl-karpenter", "status"])), None);
+        assert_eq!(request(&words(&["kubectl-karpenter"])), None);
+        assert_eq!(request(&[]), None);
+    }
+
+    #[test]
+    fn subcommands_values_and_flags() {
+        let top = complete(&[""]);
+        for want in [
+            "status",
+            "orphans",
+            "drift",
+            "upgrade",
+            "version",
+            "completion",
+        ] {
+            assert!(top.iter().any(|c| c == want), "{want} missing from {top:?}");
+        }
+        assert_eq!(complete(&["up"]), vec!["upgrade"]);
+        assert!(complete(&["drift", ""]).contains(&"explain".to_owned()));
+        let formats = complete(&["status", "-o", ""]);
+        assert!(
+            ["table", "wide", "json", "yaml", "name"]
+                .iter()
+                .all(|f| formats.iter().any(|c| c == f)),
+            "{formats:?}"
+        );
+        let flags = complete(&["upgrade", "pause", "--node"]);
+        assert_eq!(flags, vec!["--nodepool"]);
+        assert!(complete(&[]).contains(&"status".to_owned()));
+    }
+
+    #[test]
+    fn scripts_name_the_binary_and_subcommands() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish, Shell::PowerShell] {
+            let mut out = Vec::new();
+            write_script(shell, &mut out).expect("script");
+            let script = String::from_utf8(out).expect("utf-8");
+            assert!(script.contains(BIN_NAME), "{shell}: {script}");
+            for sub in ["status", "orphans", "explain", "upgrade", "completion"] {
+                assert!(script.contains(sub), "{shell} script lacks {sub}");
+            }
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! `kubectl karpenter status` against the cluster: lists NodePools and NodeClaims (only those of
+//! `--nodepool` when given), builds the document and prints it once, or with `--watch` reads
+//! again every [`INTERVAL`] and hands each document to the [`Printer`] until Ctrl-C.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use crds::NodePool;
+use jiff::Timestamp;
+use kube::api::ListParams;
+
+use super::document::{Document, Print, Snapshot, View, silent_when_empty, write_document};
+use super::rows::{NoPrices, PriceBook};
+use super::watch::{AlternateScreen, Printer, Screen};
+use crate::cli::{GlobalArgs, StatusArgs};
+use crate::price::CatalogPrices;
+use crate::run::{Connection, Error, Io, Outcome};
+
+/// How often `--watch` reads the cluster again.
+pub const INTERVAL: Duration = Duration::from_secs(2);
+
+/// `status`: prints once, or watches with `--watch`.
+///
+/// Errors: the cluster could not be read (at the first read when watching), or writing failed.
+pub async fn run<O: Write, E: Write>(
+    global: &GlobalArgs,
+    args: &StatusArgs,
+    io: Io<'_, O, E>,
+) -> Result<Outcome, Error> {
+    let conn = Connection::open(global).await?;
+    let prices: Box<dyn PriceBook> = match CatalogPrices::embedded() {
+        Ok(p) => Box::new(p),
+        Err(e) => {
+            writeln!(io.err, "warning: prices unavailable: {e}")?;
+            Box::new(NoPrices)
+        }
+    };
+    let view = View {
+        nodepool: args.nodepool.clone(),
+        sort: args.sort_by,
+    };
+    if args.watch {
+        let screen = if std::io::stdout().is_terminal() {
+            Screen::Redraw {
+                rows: terminal_rows(),
+            }
+        } else {
+            Screen::Stream
+        };
+        let watch = Watch {
+            conn: &conn,
+            view: &view,
+            prices: prices.as_ref(),
+        };
+        let print = print(args, io.color);
+        return watch_loop(watch, print, screen, io).await;
+    }
+    let snapshot = read(&conn, args.nodepool.as_deref()).await?;
+    let doc = Document::build(&snapshot, &view, Timestamp::now(), prices.as_ref());
+    write_status(args, &doc, io)?;
+    Ok(Outcome::Clean)
+}
+
+/// Prints `doc` as `args` asks. Like kubectl, a table or name list with no NodeClaim rows also
+/// says "No resources found" on stderr; the NodePool section and totals of a table with
+/// headers are still printed.
+///
+/// Errors: writing or serializing failed.
+pub fn write_status<O: Write, E: Write>(
+    args: &StatusArgs,
+    doc: &Document,
+    io: Io<'_, O, E>,
+) -> Result<(), Error> {
+    let no_rows = doc.node_claims.is_empty() && silent_when_empty(args.output);
+    let blank = no_rows
+        && (args.output == crate::cli::OutputFormat::Name
+            || args.no_headers
+            || doc.node_pools.is_empty());
+    if !blank {
+        write_document(io.out, doc, print(args, io.color))?;
+        io.out.flush()?;
+    }
+    if no_rows {
+        writeln!(io.err, "No resources found")?;
+    }
+    Ok(())
+}
+
+fn print(args: &StatusArgs, color: bool) -> Print {
+    Print {
+        format: args.output,
+        headers: !args.no_headers,
+        color,
+        compact: false,
+    }
+}
+
+/// Reads the NodePools and NodeClaims (of `nodepool` only, when given). A server without the
+/// NodePool CRD has no NodePools; one without the NodeClaim CRD is an error.
+///
+/// Errors: [`Error::NotInstalled`], [`Error::List`], [`Error::ListOther`];
+/// [`Error::UnknownNodePool`] when `nodepool` names no NodePool and no NodeClaim carries it.
+pub async fn read(conn: &Connection, nodepool: Option<&str>) -> Result<Snapshot, Error> {
+    let mut params = ListParams::default();
+    if let Some(pool) = nodepool {
+        params = params.labels(&format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
+    }
+    let claims = conn.nodeclaims(&params).await?;
+    // Few NodePools: list them all; the document keeps the one `--nodepool` names.
+    let pools = conn.list_all::<NodePool>("NodePools").await?;
+    // NodeClaims of a deleted NodePool still show; a name nothing carries is a typo.
+    if let Some(pool) = nodepool.filter(|_| claims.is_empty()) {
+        conn.require_nodepool(&pools, pool)?;
+    }
+    Ok(Snapshot { pools, claims })
+}
+
+/// The terminal's height, when it reports one (a pseudo-terminal may report 0: not cut).
+fn terminal_rows() -> Option<u16> {
+    crossterm::terminal::size()
+        .ok()
+        .map(|(_, rows)| rows)
+        .filter(|&rows| rows > 0)
+}
+
+/// Resolves on Ctrl-C; never when no handler could be installed (Ctrl-C then ends the process
+/// as usual). The handler is installed when the future is first polled.
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// What one `--watch` reads and how it builds each document.
+struct Watch<'a> {
+    conn: &'a Connection,
+    view: &'a View,
+    prices: &'a dyn PriceBook,
+}
+
+impl Watch<'_> {
+    async fn read(&self) -> Result<Snapshot, Error> {
+        read(self.conn, self.view.nodepool.as_deref()).await
+    }
+
+    /// Shows `first`, then reads and shows again every [`INTERVAL`] until `stop` resolves
+    /// (Ctrl-C), which also cuts a read short. Reads that fail are reported and retried.
+    async fn poll(
+        &self,
+        first: Snapshot,
+        printer: &mut Printer,
+        out: &mut impl Write,
+        err: &mut impl Write,
+        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    ) -> Result<(), Error> {
+        let mut snapshot: Result<Snapshot, Error> = Ok(first);
+        let mut said_empty = false;
+        loop {
+            let now = Timestamp::now();
+            if matches!(printer.screen(), Screen::Redraw { .. }) {
+                printer.resize(terminal_rows());
+            }
+            match snapshot {
+                Ok(s) => {
+                    let doc = Document::build(&s, self.view, now, self.prices);
+                    let shown = printer.show(out, &doc, now)?;
+                    let pipe = printer.screen() == Screen::Stream;
+                    if pipe && !shown && !said_empty && doc.is_empty() {
+                        writeln!(err, "No resources found")?;
+                        said_empty = true;
+                    }
+                }
+                Err(e) => printer.warn(out, err, &e.to_string(), now)?,
+            }
+            tokio::select! {
+                () = &mut stop => return Ok(()),
+                () = tokio::time::sleep(INTERVAL) => {}
+            }
+            snapshot = tokio::select! {
+                () = &mut stop => return Ok(()),
+                s = self.read() => s,
+            };
+        }
+    }
+}
+
+async fn watch_loop<O: Write, E: Write>(
+    watch: Watch<'_>,
+    print: Print,
+    screen: Screen,
+    io: Io<'_, O, E>,
+) -> Result<Outcome, Error> {
+    let mut stop = std::pin::pin!(ctrl_c());
+    // Poll Ctrl-C once so its handler is in place before anything else happens: from here on
+    // Ctrl-C ends the watch through `stop` (restoring the terminal), not the process.
+    tokio::select! {
+        biased;
+        () = &mut stop => return Ok(Outcome::Clean),
+        () = std::future::ready(()) => {}
+    }
+    // The first read fails the command, as a plain `status` would, before the screen changes.
+    let first = tokio::select! {
+        () = &mut stop => return Ok(Outcome::Clean),
+        s = watch.read() => s?,
+    };
+    let mut printer = Printer::new(screen, print, INTERVAL.as_secs());
+    if !matches!(screen, Screen::Redraw { .. }) {
+        watch
+            .poll(first, &mut printer, io.out, io.err, stop)
+            .await?;
+        return Ok(Outcome::Clean);
+    }
+    let result = {
+        let mut terminal = AlternateScreen::enter(io.out)?;
+        watch
+            .poll(first, &mut printer, terminal.out(), io.err, stop)
+            .await
+        // Leaving the block restores the terminal, also when `poll` failed.
+    };
+    if let Some(frame) = printer.last_frame() {
+        io.out.write_all(frame.as_bytes())?;
+        io.out.flush()?;
+    }
+    result.map(|()| Outcome::Clean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::OutputFormat;
+    use crate::status::fixtures;
+    use crate::status::sort::SortBy;
+
+    fn args(output: OutputFormat) -> StatusArgs {
+        StatusArgs {
+            output,
+            nodepool: None,
+            no_headers: false,
+            watch: false,
+            sort_by: SortBy::default(),
+        }
+    }
+
+    fn render(args: &StatusArgs, snapshot: &Snapshot) -> (String, String) {
+        let doc = Document::build(
+            snapshot,
+            &View::default(),
+            fixtures::now(),
+            &fixtures::FixedPrices,
+        );
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let io = Io {
+            out: &mut out,
+            err: &mut err,
+            color: false,
+        };
+        write_status(args, &doc, io).expect("render");
+        (
+            String::from_utf8(out).expect("utf-8"),
+            String::from_utf8(err).expect("utf-8"),
+        )
+    }
+
+    #[test]
+    fn empty_table_says_no_resources_on_stderr() {
+        let empty = Snapshot::default();
+        for format in [OutputFormat::Table, OutputFormat::Wide, OutputFormat::Name] {
+            let (out, err) = render(&args(format), &empty);
+            assert_eq!(out, "");
+            assert_eq!(err, "No resources found\n");
+        }
+        let (out, err) = render(&args(OutputFormat::Json), &empty);
+        assert!(out.contains("\"nodeClaims\": []"), "{out}");
+        assert_eq!(err, "");
+        // NodePools without NodeClaims: the NodePool section and zero totals; no names.
+        let pools_only = Snapshot {
+            pools: fixtures::pools(),
+            claims: Vec::new(),
+        };
+        let (out, err) = render(&args(OutputFormat::Table), &pools_only);
+        assert!(out.starts_with("NODEPOOL "), "{out}");
+        assert!(out.ends_with("\n\n0 nodeclaims: 0 ready, 0 drifted, 0 in flight (0 launching, 0 registering, 0 initializing), 0 terminating; $0.0000/hour\n"), "{out}");
+        assert_eq!(err, "No resources found\n");
+        // --no-headers leaves no NodePool section: nothing on stdout, the note on stderr.
+        let mut bare = args(OutputFormat::Table);
+        bare.no_headers = true;
+        let (out, err) = render(&bare, &pools_only);
+        assert_eq!((out.as_str(), err.as_str()), ("", "No resources found\n"));
+        let (out, err) = render(&args(OutputFormat::Name), &pools_only);
+        assert_eq!((out.as_str(), err.as_str()), ("", "No resources found\n"));
+    }
+
+    #[test]
+    fn names_follow_the_table_order() {
+        let snapshot = Snapshot {
+            pools: fixtures::pools(),
+            claims: fixtures::claims(),
+        };
+        let (out, _) = render(&args(OutputFormat::Name), &snapshot);
+        let names: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            names,
+            [
+                "nodeclaim.karpenter.sh/default-abcde",
+                "nodeclaim.karpenter.sh/default-drift",
+                "nodeclaim.karpenter.sh/default-fghij",
+                "nodeclaim.karpenter.sh/default-klmno",
+                "nodeclaim.karpenter.sh/gpu-pqrst",
+                "nodeclaim.karpenter.sh/gpu-uvwxy",
+                "nodeclaim.karpenter.sh/stray",
+            ]
+        );
+    }
+}

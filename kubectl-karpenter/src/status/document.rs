@@ -1,0 +1,233 @@
+//! The one document `kubectl karpenter status` prints, whatever the format: `nodePools`,
+//! `nodeClaims` and `totals` (camelCase keys, every key always present, `null` for unknown
+//! values). Tables render it, `-o json|yaml` serialize it, `--watch` compares it. Pure apart
+//! from writing to a `Write`.
+
+use std::io::Write;
+
+use crds::{NodeClaim, NodePool};
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::pools::{PoolRow, build_pool_rows};
+use super::rows::{PriceBook, Row, Totals, filter_nodepool};
+use super::sort::{SortBy, sort_rows};
+use crate::cli::OutputFormat;
+use crate::output::{self, OutputError};
+use crate::render::{self, TableOptions};
+
+/// What was read from the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// NodePools.
+    pub pools: Vec<NodePool>,
+    /// NodeClaims.
+    pub claims: Vec<NodeClaim>,
+}
+
+/// What to show of a snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    /// Only this NodePool and its NodeClaims (`--nodepool`).
+    pub nodepool: Option<String>,
+    /// Order of the NodeClaims (`--sort-by`).
+    pub sort: SortBy,
+}
+
+/// The status document.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Document {
+    /// The NodePools, in name order.
+    pub node_pools: Vec<PoolRow>,
+    /// The NodeClaims, in `--sort-by` order.
+    pub node_claims: Vec<Row>,
+    /// Totals over `node_claims`.
+    pub totals: Totals,
+}
+
+impl Document {
+    /// The document of `snapshot` as `view` asks, seen at `now`.
+    pub fn build(
+        snapshot: &Snapshot,
+        view: &View,
+        now: Timestamp,
+        prices: &dyn PriceBook,
+    ) -> Document {
+        let wanted = view.nodepool.as_deref();
+        let claims = filter_nodepool(snapshot.claims.clone(), wanted);
+        let pools: Vec<NodePool> = snapshot
+            .pools
+            .iter()
+            .filter(|p| wanted.is_none() || p.metadata.name.as_deref() == wanted)
+            .cloned()
+            .collect();
+        let mut rows: Vec<Row> = claims.iter().map(|c| Row::of(c, now, prices)).collect();
+        sort_rows(&mut rows, view.sort);
+        Document {
+            node_pools: build_pool_rows(&pools, &claims, now),
+            totals: Totals::of(&rows),
+            node_claims: rows,
+        }
+    }
+
+    /// Whether there is nothing to show: no NodePool and no NodeClaim.
+    pub fn is_empty(&self) -> bool {
+        self.node_pools.is_empty() && self.node_claims.is_empty()
+    }
+
+    /// The document with every AGE blanked: what `--watch` compares, so that only real changes
+    /// (not the clock) print a new block on a pipe.
+    pub fn without_ages(&self) -> Document {
+        let mut copy = self.clone();
+        for row in &mut copy.node_claims {
+            row.age.clear();
+        }
+        copy
+    }
+}
+
+/// How to print a document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Print {
+    /// `-o`.
+    pub format: OutputFormat,
+    /// Header lines, the NodePool section and the totals line (off with `--no-headers`).
+    pub headers: bool,
+    /// Colour the tables.
+    pub color: bool,
+    /// JSON on one line (for `--watch` on a pipe: one document per line).
+    pub compact: bool,
+}
+
+/// Writes `doc` as `print` asks. Tables with no NodePool and no NodeClaim write nothing (the
+/// caller says "No resources found").
+///
+/// Errors: serializing or writing failed.
+pub fn write_document(
+    out: &mut impl Write,
+    doc: &Document,
+    print: Print,
+) -> Result<(), OutputError> {
+    match print.format {
+        OutputFormat::Table | OutputFormat::Wide => {
+            let opts = TableOptions {
+                wide: print.format == OutputFormat::Wide,
+                headers: print.headers,
+                color: print.color,
+            };
+            render::write_status(out, doc, opts)?;
+        }
+        OutputFormat::Json if print.compact => {
+            serde_json::to_writer(&mut *out, doc)?;
+            writeln!(out)?;
+        }
+        OutputFormat::Json => output::write_json_value(out, doc)?,
+        OutputFormat::Yaml => output::write_yaml_value(out, doc)?,
+        OutputFormat::Name => {
+            for row in &doc.node_claims {
+                writeln!(out, "nodeclaim.karpenter.sh/{}", row.name)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `format` prints nothing for an empty document (so "No resources found" is said).
+pub fn silent_when_empty(format: OutputFormat) -> bool {
+    matches!(
+        format,
+        OutputFormat::Table | OutputFormat::Wide | OutputFormat::Name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::fixtures;
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            pools: fixtures::pools(),
+            claims: fixtures::claims(),
+        }
+    }
+
+    #[test]
+    fn nodepool_filter_applies_to_both_sections() {
+        let view = View {
+            nodepool: Some("gpu".into()),
+            ..View::default()
+        };
+        let doc = Document::build(&snapshot(), &view, fixtures::now(), &fixtures::FixedPrices);
+        let pools: Vec<&str> = doc.node_pools.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(pools, ["gpu"]);
+        let claims: Vec<&str> = doc.node_claims.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(claims, ["gpu-pqrst", "gpu-uvwxy"]);
+        assert_eq!(doc.totals.total, 2);
+        assert_eq!(doc.totals.terminating, 1);
+
+        let view = View {
+            nodepool: Some("absent".into()),
+            ..View::default()
+        };
+        let doc = Document::build(&snapshot(), &view, fixtures::now(), &fixtures::FixedPrices);
+        assert!(doc.is_empty());
+    }
+
+    #[test]
+    fn sort_applies_to_the_nodeclaims() {
+        let view = View {
+            sort: SortBy::Price,
+            ..View::default()
+        };
+        let doc = Document::build(&snapshot(), &view, fixtures::now(), &fixtures::FixedPrices);
+        assert_eq!(doc.node_claims[0].name, "gpu-pqrst");
+        assert_eq!(
+            doc.node_claims.last().map(|r| r.name.as_str()),
+            Some("stray")
+        );
+    }
+
+    #[test]
+    fn ages_do_not_count_as_changes() {
+        let at = |now: &str| {
+            let now: Timestamp = now.parse().expect("time");
+            Document::build(&snapshot(), &View::default(), now, &fixtures::FixedPrices)
+        };
+        let (a, b) = (at("2025-06-01T12:00:00Z"), at("2025-06-01T12:00:07Z"));
+        assert_ne!(a, b);
+        assert_eq!(a.without_ages(), b.without_ages());
+        let mut changed = snapshot();
+        crate::fixtures::set_true(&mut changed.claims[2], &["Launched"]);
+        let c = Document::build(
+            &changed,
+            &View::default(),
+            fixtures::now(),
+            &fixtures::FixedPrices,
+        );
+        assert_ne!(a.without_ages(), c.without_ages());
+    }
+
+    #[test]
+    fn compact_json_is_one_line() {
+        let doc = Document::build(
+            &snapshot(),
+            &View::default(),
+            fixtures::now(),
+            &fixtures::FixedPrices,
+        );
+        let mut out = Vec::new();
+        let print = Print {
+            format: OutputFormat::Json,
+            headers: true,
+            color: false,
+            compact: true,
+        };
+        write_document(&mut out, &doc, print).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert_eq!(text.lines().count(), 1);
+        let back: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(back["totals"]["nodeClaims"], 7);
+    }
+}

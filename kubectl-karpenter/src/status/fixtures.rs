@@ -1,0 +1,110 @@
+//! Test builders for `status`: three NodePools (limited, paused without limits, idle) and the
+//! shared NodeClaim sample plus a drifted NodeClaim, at the shared fixed `now`.
+
+use crds::upgrade::PAUSED_ANNOTATION;
+use crds::{NodeClaim, NodePool};
+use jiff::Timestamp;
+use serde_json::json;
+
+use super::rows::{PriceBook, Row};
+use super::sort::{SortBy, sort_rows};
+
+pub use crate::fixtures::FixedPrices;
+
+/// The instant every snapshot is taken at.
+pub fn now() -> Timestamp {
+    crate::fixtures::now()
+}
+
+/// A NodePool named `name` with `limits` (resource, quantity).
+pub fn pool(name: &str, limits: &[(&str, &str)]) -> NodePool {
+    let limits: serde_json::Map<String, serde_json::Value> = limits
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": name, "creationTimestamp": "2025-05-01T00:00:00Z"},
+        "spec": {
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            }},
+            "limits": limits,
+        },
+    }))
+    .expect("valid NodePool")
+}
+
+/// Sets the NodePool's `status.resources`.
+pub fn set_usage(pool: &mut NodePool, usage: &[(&str, &str)]) {
+    let status = pool.status.get_or_insert_with(Default::default);
+    for (k, v) in usage {
+        status.resources.insert(
+            (*k).to_owned(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity((*v).to_owned()),
+        );
+    }
+}
+
+/// Sets condition `type_` of the NodePool to `status` with `reason`.
+pub fn set_condition(pool: &mut NodePool, type_: &str, status: &str, reason: &str) {
+    let conds = &mut pool.status.get_or_insert_with(Default::default).conditions;
+    conds.retain(|c| c.type_ != type_);
+    conds.push(
+        serde_json::from_value(json!({
+            "type": type_, "status": status, "reason": reason, "message": "",
+            "lastTransitionTime": "2025-06-01T11:00:00Z",
+        }))
+        .expect("valid condition"),
+    );
+}
+
+/// `default` (limits cpu 1000, memory 1000Gi; two nodes' worth of usage; the controller says
+/// drifted nodes wait), `gpu` (no limits, paused by an operator) and `idle` (cpu limit 10, no
+/// status yet).
+pub fn pools() -> Vec<NodePool> {
+    let mut default = pool("default", &[("cpu", "1000"), ("memory", "1000Gi")]);
+    set_usage(
+        &mut default,
+        &[("cpu", "6"), ("memory", "24064Mi"), ("nodes", "2")],
+    );
+    set_condition(
+        &mut default,
+        crds::upgrade::UPGRADING_CONDITION,
+        "False",
+        "Waiting",
+    );
+    let mut gpu = pool("gpu", &[]);
+    set_usage(
+        &mut gpu,
+        &[("cpu", "4"), ("memory", "16Gi"), ("nodes", "1")],
+    );
+    gpu.metadata.annotations = Some([(PAUSED_ANNOTATION.to_owned(), "true".to_owned())].into());
+    let idle = pool("idle", &[("cpu", "10")]);
+    vec![idle, gpu, default]
+}
+
+/// The shared sample (one NodeClaim in each state, one stray) plus `default-drift`: ready and
+/// drifted, a spot c5.xlarge created two days before [`now`].
+pub fn claims() -> Vec<NodeClaim> {
+    let mut claims = crate::fixtures::sample();
+    let mut drifted = crate::fixtures::claim("default-drift", "default", "2025-05-30T09:30:00Z");
+    crate::fixtures::set_offering(&mut drifted, "c5.xlarge", "spot", "us-east-1c");
+    crate::fixtures::set_true(
+        &mut drifted,
+        &["Launched", "Registered", "Initialized", "Ready", "Drifted"],
+    );
+    let status = drifted.status.get_or_insert_with(Default::default);
+    status.provider_id = Some("aws:///us-east-1c/i-0a1b2c3d4e5f60005".into());
+    status.node_name = Some("ip-10-0-3-44.ec2.internal".into());
+    claims.push(drifted);
+    claims
+}
+
+/// Rows for every NodeClaim, in the default order.
+pub fn build_rows(claims: &[NodeClaim], now: Timestamp, prices: &dyn PriceBook) -> Vec<Row> {
+    let mut rows: Vec<Row> = claims.iter().map(|c| Row::of(c, now, prices)).collect();
+    sort_rows(&mut rows, SortBy::default());
+    rows
+}

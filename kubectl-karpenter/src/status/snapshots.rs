@@ -1,0 +1,80 @@
+//! Snapshot tests of every `status` view (table, wide, json, yaml, and the sorted and filtered
+//! table) over the fixtures, at a fixed `now`, without colour. Expected outputs live in
+//! `tests/snapshots/status/`; run with `UPDATE_SNAPSHOTS=1` to rewrite them after an intended
+//! change (and review the diff).
+
+use std::path::Path;
+
+use super::document::{Document, Print, Snapshot, View, write_document};
+use super::fixtures;
+use super::sort::SortBy;
+use crate::cli::OutputFormat;
+
+#[path = "../../tests/support/snapshot.rs"]
+mod snapshot;
+
+fn render(format: OutputFormat, view: &View) -> String {
+    let snapshot = Snapshot {
+        pools: fixtures::pools(),
+        claims: fixtures::claims(),
+    };
+    let doc = Document::build(&snapshot, view, fixtures::now(), &fixtures::FixedPrices);
+    let mut out = Vec::new();
+    let print = Print {
+        format,
+        headers: true,
+        color: false,
+        compact: false,
+    };
+    write_document(&mut out, &doc, print).expect("write to a Vec");
+    String::from_utf8(out).expect("utf-8")
+}
+
+/// Compares `got` with the stored snapshot `tests/snapshots/status/NAME`, or stores it with
+/// `UPDATE_SNAPSHOTS=1`.
+fn check(name: &str, got: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/status");
+    snapshot::check_snapshot(&dir, name, got);
+}
+
+#[test]
+fn table() {
+    check("table.txt", &render(OutputFormat::Table, &View::default()));
+}
+
+#[test]
+fn wide() {
+    check("wide.txt", &render(OutputFormat::Wide, &View::default()));
+}
+
+#[test]
+fn json() {
+    let got = render(OutputFormat::Json, &View::default());
+    check("status.json", &got);
+    let doc: serde_json::Value = serde_json::from_str(&got).expect("valid JSON");
+    let mut keys: Vec<&String> = doc.as_object().expect("object").keys().collect();
+    keys.sort_by_key(|k| got.find(&format!("\n    \"{k}\": ")));
+    assert_eq!(keys, ["nodePools", "nodeClaims", "totals"]);
+}
+
+#[test]
+fn yaml() {
+    let got = render(OutputFormat::Yaml, &View::default());
+    check("status.yaml", &got);
+    let from_yaml: serde_json::Value = serde_saphyr::from_str(&got).expect("valid YAML");
+    let from_json: serde_json::Value =
+        serde_json::from_str(&render(OutputFormat::Json, &View::default())).expect("JSON");
+    assert_eq!(from_yaml, from_json);
+}
+
+#[test]
+fn table_of_one_nodepool_by_price() {
+    let view = View {
+        nodepool: Some("default".into()),
+        sort: SortBy::Price,
+    };
+    check(
+        "table-default-by-price.txt",
+        &render(OutputFormat::Table, &view),
+    );
+}

@@ -1,0 +1,212 @@
+//! `why-pending`: reads the pods (the one named, or those of the namespaces `-n`/`-A` select),
+//! their Events, and the cluster objects the provisioner reads (NodePools, EC2NodeClasses,
+//! NodeClaims, Nodes, DaemonSets, Namespaces, volumes), builds the reports with the pure core
+//! and prints them. Exit 1 when some pending pod has no NodePool that can take it.
+
+use std::fmt::Debug;
+use std::io::Write;
+use std::sync::Arc;
+
+use controller::cloudprovider::InstanceType;
+use controller::cloudprovider::sim::catalog::Catalog;
+use controller::scheduling::explain;
+use controller::state::Snapshot;
+use crds::{EC2NodeClass, NodePool};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{
+    Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ListParams};
+use kube::core::NamespaceResourceScope;
+use serde::de::DeserializeOwned;
+
+use super::args::{WhyPendingArgs, WhyPendingOutput};
+use super::render;
+use super::report::{self, PodReport, World};
+use crate::cli::{GlobalArgs, Namespaces};
+use crate::output;
+use crate::run::{Connection, Error, Io, Outcome};
+
+/// Why `why-pending` could not look at the pod asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum WhyPendingError {
+    /// The named pod does not exist.
+    #[error(
+        "pod {name:?} not found in namespace {namespace:?}; check the name with `kubectl get \
+         pods -n {namespace}`, or pass -n/--namespace"
+    )]
+    PodNotFound {
+        /// Pod name.
+        name: String,
+        /// Namespace searched.
+        namespace: String,
+    },
+    /// A pod name with `-A`, which names no namespace (kubectl refuses the same).
+    #[error(
+        "a pod cannot be looked up by name across all namespaces: pass -n NAMESPACE instead of -A"
+    )]
+    NameWithAllNamespaces,
+}
+
+/// Every object of a kind, shared ([`Connection::list_all`]).
+async fn list_all<K>(conn: &Connection, what: &'static str) -> Result<Vec<Arc<K>>, Error>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    Ok(conn
+        .list_all::<K>(what)
+        .await?
+        .into_iter()
+        .map(Arc::new)
+        .collect())
+}
+
+/// The objects of a namespaced kind matching `params`, in `namespace` or in every namespace.
+async fn list_in<K>(
+    conn: &Connection,
+    namespace: Option<&str>,
+    params: &ListParams,
+    what: &'static str,
+) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = match namespace {
+        Some(ns) => Api::namespaced(conn.client.clone(), ns),
+        None => Api::all(conn.client.clone()),
+    };
+    conn.list_or_empty(&api, params, what).await
+}
+
+/// Reads what the reports need.
+async fn read_world(
+    conn: &Connection,
+    namespaces: &Namespaces,
+    pod_name: Option<&str>,
+) -> Result<World, Error> {
+    let ns = namespaces.as_namespace();
+    let pods: Vec<Pod> = match pod_name {
+        Some(name) => {
+            let Some(ns) = ns else {
+                return Err(WhyPendingError::NameWithAllNamespaces.into());
+            };
+            let api: Api<Pod> = Api::namespaced(conn.client.clone(), ns);
+            let pod = api
+                .get_opt(name)
+                .await
+                .map_err(|e| conn.list_error("Pods", e))?;
+            vec![pod.ok_or_else(|| WhyPendingError::PodNotFound {
+                name: name.to_string(),
+                namespace: ns.to_string(),
+            })?]
+        }
+        None => list_in::<Pod>(conn, ns, &ListParams::default(), "Pods").await?,
+    };
+    if !pods
+        .iter()
+        .any(|p| pod_name.is_some() || report::is_pending(p))
+    {
+        return Ok(World {
+            pods,
+            ..World::default()
+        });
+    }
+    // Only Karpenter's nominations matter; the server filters them (Events support a field
+    // selector on `reason`).
+    let nominated = ListParams::default().fields(&format!("reason={}", explain::NOMINATED_REASON));
+    let events = list_in::<Event>(conn, ns, &nominated, "Events").await?;
+    let nodeclaims = conn
+        .nodeclaims(&ListParams::default())
+        .await?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let all_pods = match ns {
+        None if pod_name.is_none() => pods.iter().cloned().map(Arc::new).collect(),
+        _ => list_all::<Pod>(conn, "Pods").await?,
+    };
+    let snapshot = Snapshot {
+        pods: all_pods,
+        nodes: list_all::<Node>(conn, "Nodes").await?,
+        nodeclaims,
+        nodepools: list_all::<NodePool>(conn, "NodePools").await?,
+        nodeclasses: list_all::<EC2NodeClass>(conn, "EC2NodeClasses").await?,
+        daemonsets: list_all::<DaemonSet>(conn, "DaemonSets").await?,
+        namespaces: list_all::<Namespace>(conn, "Namespaces").await?,
+        pvcs: list_all::<PersistentVolumeClaim>(conn, "PersistentVolumeClaims").await?,
+        pvs: list_all::<PersistentVolume>(conn, "PersistentVolumes").await?,
+        storage_classes: list_all::<StorageClass>(conn, "StorageClasses").await?,
+    };
+    Ok(World {
+        pods,
+        events,
+        snapshot,
+    })
+}
+
+/// The instance types a node class can launch, as the simulated cloud sells them: the
+/// embedded us-east-1 catalog in the zones of the node class's resolved subnets, every
+/// offering available (the plugin cannot see the controller's insufficient-capacity cache).
+///
+/// Errors: the catalog does not parse (a build defect), or the node class has resolved no
+/// subnets yet.
+pub fn catalog_instance_types(nc: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>>, String> {
+    let catalog = Catalog::embedded().map_err(|e| e.to_string())?;
+    let zones: std::collections::BTreeSet<String> = nc
+        .status
+        .as_ref()
+        .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
+        .unwrap_or_default();
+    if zones.is_empty() {
+        return Err(format!(
+            "EC2NodeClass {:?} has resolved no subnets (status.subnets is empty)",
+            nc.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(catalog.instance_types(&zones, |_, _, _| false))
+}
+
+/// `why-pending`.
+///
+/// Errors: the cluster could not be read; the named pod does not exist; writing failed.
+pub async fn run<O: Write, E: Write>(
+    global: &GlobalArgs,
+    args: &WhyPendingArgs,
+    io: Io<'_, O, E>,
+) -> Result<Outcome, Error> {
+    let conn = Connection::open(global).await?;
+    let namespaces = conn.namespaces(global);
+    let world = read_world(&conn, &namespaces, args.pod_name()).await?;
+    let reports = report::build(&world, args.pod_name().is_some(), catalog_instance_types);
+    write_reports(args.output, &reports, &namespaces, io)
+}
+
+/// Prints `reports` in `format` (a note on stderr when there are none and the format is text)
+/// and says whether some pod is stuck.
+///
+/// Errors: writing or serializing failed.
+pub fn write_reports<O: Write, E: Write>(
+    format: WhyPendingOutput,
+    reports: &[PodReport],
+    namespaces: &Namespaces,
+    io: Io<'_, O, E>,
+) -> Result<Outcome, Error> {
+    match format {
+        WhyPendingOutput::Text if reports.is_empty() => match namespaces {
+            Namespaces::All => writeln!(io.err, "No pending pods found")?,
+            Namespaces::One(ns) => writeln!(io.err, "No pending pods found in {ns} namespace.")?,
+        },
+        WhyPendingOutput::Text => render::write_text(io.out, reports, io.color)?,
+        WhyPendingOutput::Json => output::write_json_value(io.out, &reports)?,
+        WhyPendingOutput::Yaml => output::write_yaml_value(io.out, &reports)?,
+    }
+    io.out.flush()?;
+    Ok(if reports.iter().any(|r| r.state.is_problem()) {
+        Outcome::Found
+    } else {
+        Outcome::Clean
+    })
+}

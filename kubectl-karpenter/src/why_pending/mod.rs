@@ -1,0 +1,16 @@
+//! `kubectl karpenter why-pending [POD]`: for each pending pod, either the NodeClaim (or node)
+//! it is waiting for, or each NodePool's verdict — compatible (with the instance type Karpenter
+//! would launch), or rejected with the exact reason: NodePool not ready, taint not tolerated,
+//! requirement conflict naming the key and both sides, no instance type large enough, limit
+//! reached, minValues not satisfiable.
+//!
+//! The verdicts come from the controller's own scheduling core
+//! ([`controller::scheduling::explain`]); instance types are the simulated cloud's embedded
+//! us-east-1 catalog in the zones of each EC2NodeClass's resolved subnets. [`args`] is the
+//! command line, [`report`] the pure core, [`render`] the text output, [`command`] reads the
+//! cluster.
+
+pub mod args;
+pub mod command;
+pub mod render;
+pub mod report;
