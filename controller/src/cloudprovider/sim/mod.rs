@@ -6,6 +6,7 @@
 //! user data would.
 
 pub mod catalog;
+pub mod faults;
 pub mod network;
 pub mod release;
 
@@ -130,6 +131,8 @@ pub struct SimCloud {
     /// Bumped whenever the network or the images change (see
     /// [`CloudProvider::resolution_changes`]).
     changes: tokio::sync::watch::Sender<u64>,
+    /// Injected throttling, capacity errors and slow launches (off by default).
+    faults: Arc<faults::SimFaults>,
 }
 
 impl SimCloud {
@@ -156,6 +159,7 @@ impl SimCloud {
             }),
             launches: Default::default(),
             changes: tokio::sync::watch::Sender::new(0),
+            faults: Arc::default(),
         })
     }
 
@@ -180,6 +184,11 @@ impl SimCloud {
             state.instances.remove(&id);
         }
         state
+    }
+
+    /// The account's fault injector (off until configured and enabled).
+    pub fn faults(&self) -> &Arc<faults::SimFaults> {
+        &self.faults
     }
 
     /// The instance-type catalog.
@@ -334,6 +343,10 @@ impl CloudProvider for SimCloud {
         node_class: &EC2NodeClass,
     ) -> Result<Launched, CloudError> {
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        if let Some(delay) = self.faults.launch_delay() {
+            tokio::time::sleep(delay).await;
+        }
+        self.faults.throttle("CreateFleet")?;
         let mut state = self.lock();
         if let Some(existing) = state
             .instances
@@ -376,7 +389,7 @@ impl CloudProvider for SimCloud {
         let mut exhausted = Vec::new();
         for (price, t, zone, ct) in offerings {
             let key = (t.name.clone(), zone.clone(), ct.clone());
-            if state.shortages.contains(&key) {
+            if state.shortages.contains(&key) || self.faults.out_of_capacity() {
                 exhausted.push(format!("{}/{zone}/{ct}", t.name));
                 state
                     .unavailable
@@ -486,6 +499,7 @@ impl CloudProvider for SimCloud {
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
+        self.faults.throttle("TerminateInstances")?;
         let name = claim.metadata.name.clone().unwrap_or_default();
         let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
         let now = self.clock.now();
@@ -510,6 +524,7 @@ impl CloudProvider for SimCloud {
     }
 
     async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
+        self.faults.throttle("DescribeInstances")?;
         self.lock()
             .instances
             .values()
@@ -521,6 +536,7 @@ impl CloudProvider for SimCloud {
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+        self.faults.throttle("DescribeInstances")?;
         let state = self.lock();
         Ok(state
             .instances

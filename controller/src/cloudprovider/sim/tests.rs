@@ -327,3 +327,77 @@ async fn instances_of_a_broken_release_run_but_their_kubelet_never_starts() {
     assert!(c.instances().is_empty());
     assert!(kubelets.running().await.expect("running").is_empty());
 }
+
+fn faulty(cloud: &SimCloud, config: faults::SimFaultConfig) {
+    cloud.faults().configure(config);
+    cloud.faults().enable();
+}
+
+#[tokio::test]
+async fn an_injected_capacity_error_moves_the_launch_to_the_next_offering() {
+    let (plain, c) = (cloud(), cloud());
+    let request = claim(&["m5.large"], &["spot"]);
+    let first = plain
+        .create(&request, &node_class(&plain))
+        .await
+        .expect("launch");
+    let nc = node_class(&c);
+    faulty(
+        &c,
+        faults::SimFaultConfig {
+            capacity: 1000,
+            budget: Some(1),
+            ..Default::default()
+        },
+    );
+    let second = c.create(&request, &nc).await.expect("launch elsewhere");
+    let zone = |l: &Launched| l.labels[l::TOPOLOGY_ZONE_LABEL].clone();
+    assert_ne!(
+        zone(&first),
+        zone(&second),
+        "the out-of-capacity zone was tried again"
+    );
+    let types = c.instance_types(&nc).await.expect("types");
+    let m5 = types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    assert!(
+        m5.offerings
+            .iter()
+            .any(|o| o.zone == zone(&first) && o.capacity_type == "spot" && !o.available),
+        "the offering that ran out is marked unavailable"
+    );
+    let counts = c.faults().counts();
+    assert_eq!(counts.of(faults::SimFaultKind::InsufficientCapacity), 1);
+}
+
+#[tokio::test]
+async fn throttled_calls_fail_retryably_and_launch_nothing() {
+    let c = cloud();
+    let nc = node_class(&c);
+    let request = claim(&["m5.large"], &["spot"]);
+    faulty(
+        &c,
+        faults::SimFaultConfig {
+            throttle: 1000,
+            ..Default::default()
+        },
+    );
+    for result in [
+        c.create(&request, &nc).await.map(|_| ()),
+        c.list().await.map(|_| ()),
+        c.delete(&request).await,
+    ] {
+        assert!(
+            matches!(&result, Err(CloudError::Other(m)) if m.contains("RequestLimitExceeded")),
+            "{result:?}"
+        );
+    }
+    assert_eq!(c.launches(), 0);
+    c.faults().disable();
+    c.create(&request, &nc)
+        .await
+        .expect("launch once the throttling stops");
+    assert_eq!(c.launches(), 1);
+}
