@@ -24,6 +24,7 @@ pub fn on_create(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
         ("", "Pod") => {
             if let Some(spec) = obj.get_mut("spec") {
                 default_pod_spec(spec);
+                admit_pod_spec(spec);
             } else {
                 return Err(ApiError::invalid(
                     "Pod",
@@ -142,7 +143,8 @@ fn default_template(obj: &mut Value) {
     }
 }
 
-/// Pod spec defaults that matter to scheduling and to kubectl's views.
+/// Pod spec defaults that matter to scheduling and to kubectl's views: the API defaulting that
+/// applies to pods and to the pod templates of workloads alike.
 fn default_pod_spec(spec: &mut Value) {
     if !spec.is_object() {
         return;
@@ -152,6 +154,23 @@ fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "securityContext", json!({}));
+    for list in ["containers", "initContainers"] {
+        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in containers {
+                default_container(c);
+            }
+        }
+    }
+}
+
+/// What kube-apiserver's admission plugins add to a Pod, and only to Pods (never to the
+/// templates of workloads, so re-applying a Deployment finds its template as it was written):
+/// ServiceAccount (`serviceAccountName: default`), Priority (`priority` from the class) and
+/// DefaultTolerationSeconds (not-ready and unreachable tolerations for 300s).
+fn admit_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
     set_default(spec, "serviceAccountName", json!("default"));
     if spec.get("priority").is_none() {
         let class = spec.get("priorityClassName").and_then(Value::as_str);
@@ -160,13 +179,6 @@ fn default_pod_spec(spec: &mut Value) {
             .find(|(n, _)| Some(*n) == class)
             .map_or(0, |(_, p)| *p);
         spec["priority"] = json!(priority);
-    }
-    for list in ["containers", "initContainers"] {
-        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            for c in containers {
-                default_container(c);
-            }
-        }
     }
     // The DefaultTolerationSeconds admission plugin.
     let tolerations = spec
@@ -312,6 +324,32 @@ mod tests {
         assert_eq!(pod["status"]["qosClass"], "Guaranteed");
         assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
         assert_eq!(pod["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn templates_get_api_defaults_but_not_pod_admission() {
+        let r = Registry::default();
+        let rt = r.get("apps", "v1", "deployments").expect("deployments");
+        let mut d = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {
+            "priorityClassName": "system-cluster-critical",
+            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+            "containers": [{"name": "c", "image": "x:1"}]}}}});
+        on_create(rt, &mut d).expect("valid");
+        let spec = &d["spec"]["template"]["spec"];
+        assert_eq!(spec["schedulerName"], "default-scheduler");
+        assert_eq!(spec["containers"][0]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            spec["tolerations"],
+            json!([{"key": "CriticalAddonsOnly", "operator": "Exists"}]),
+            "as written: re-applying the manifest must find no difference"
+        );
+        assert!(spec.get("priority").is_none());
+        assert!(spec.get("serviceAccountName").is_none());
+        let pods = r.get("", "v1", "pods").expect("pods");
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": spec.clone()});
+        on_create(pods, &mut pod).expect("valid");
+        assert_eq!(pod["spec"]["priority"], 2_000_000_000);
+        assert_eq!(pod["spec"]["tolerations"].as_array().map(Vec::len), Some(3));
     }
 
     #[test]

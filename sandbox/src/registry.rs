@@ -149,6 +149,9 @@ const fn in_all(mut b: BuiltIn) -> BuiltIn {
     b
 }
 
+/// The RBAC API group (served for storage only: the sandbox authorizes every request).
+const RBAC: &str = "rbac.authorization.k8s.io";
+
 /// The built-in kinds the sandbox serves.
 const BUILT_INS: &[BuiltIn] = &[
     in_all(with_status(builtin("", "v1", "Pod", "pods", true, &["po"]))),
@@ -240,6 +243,17 @@ const BUILT_INS: &[BuiltIn] = &[
         &["pdb"],
     )),
     builtin("coordination.k8s.io", "v1", "Lease", "leases", true, &[]),
+    builtin(RBAC, "v1", "ClusterRole", "clusterroles", false, &[]),
+    builtin(
+        RBAC,
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        &[],
+    ),
+    builtin(RBAC, "v1", "Role", "roles", true, &[]),
+    builtin(RBAC, "v1", "RoleBinding", "rolebindings", true, &[]),
     builtin(
         "scheduling.k8s.io",
         "v1",

@@ -17,6 +17,7 @@ pub const CONTEXT_NAME: &str = "karpenter-sandbox";
 pub struct Sandbox {
     store: Arc<Store>,
     audit: Arc<AuditLog>,
+    faults: Arc<crate::faults::Faults>,
     addr: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -34,15 +35,18 @@ impl Sandbox {
     /// Errors: the port cannot be bound.
     pub async fn start_with(store: Arc<Store>, port: u16) -> std::io::Result<Sandbox> {
         let audit = Arc::new(AuditLog::default());
-        let (addr, task) = crate::server::serve(
+        let faults = Arc::new(crate::faults::Faults::default());
+        let (addr, task) = crate::server::serve_with_faults(
             Arc::clone(&store),
             Arc::clone(&audit),
+            Arc::clone(&faults),
             SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
         )
         .await?;
         Ok(Sandbox {
             store,
             audit,
+            faults,
             addr,
             tasks: vec![task],
         })
@@ -56,6 +60,17 @@ impl Sandbox {
     /// Every write clients made over HTTP so far.
     pub fn audit(&self) -> Vec<AuditEntry> {
         self.audit.entries()
+    }
+
+    /// The audit log itself: writes in order and, per user agent, the distinct requests (reads
+    /// too) as RBAC sees them ([`AuditLog::accesses`]).
+    pub fn audit_log(&self) -> &Arc<AuditLog> {
+        &self.audit
+    }
+
+    /// The API server's fault injector (off until configured and enabled).
+    pub fn faults(&self) -> &Arc<crate::faults::Faults> {
+        &self.faults
     }
 
     /// The bound address.

@@ -1,6 +1,7 @@
 //! Shared harness for end-to-end tests: a local cluster (sandbox API server, simulated actors and
 //! cloud, and the controller) in-process, real kubectl against it, and polling helpers.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -47,11 +48,56 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Nodes never register (the simulated kubelet waits an hour) and Karpenter gives up on a
+    /// NodeClaim's registration after `registration_ttl`, so every NodeClaim ends in a
+    /// `RegistrationTimeout`; everything else as [`Options::default`].
+    pub fn never_registering(registration_ttl: Duration) -> Options {
+        Options {
+            registration_delay: Duration::from_secs(3600),
+            settings: Settings {
+                registration_ttl,
+                ..Settings::default()
+            },
+            ..Options::default()
+        }
+    }
+}
+
 /// A running local cluster with its kubeconfig in a temporary directory.
 pub struct TestCluster {
     /// The cluster.
     pub cluster: LocalCluster,
     _dir: tempfile::TempDir,
+}
+
+/// `GET path` from `addr` over a plain HTTP/1.1 connection (one request, `Connection: close`):
+/// the status code, the response head (status line and headers) and the body. For the
+/// operator's `/metrics`, `/healthz` and `/readyz` servers.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("read the response");
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .expect("an HTTP response with a head and a body");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status code");
+    (status, head.to_owned(), body.to_owned())
 }
 
 /// Where `kubectl` is: `$KUBECTL`, else `kubectl` on PATH. Tests that need it fail when it is
@@ -201,6 +247,15 @@ impl TestCluster {
             .collect()
     }
 
+    /// The provider IDs of the simulated cloud's instances.
+    pub fn instance_ids(&self) -> BTreeSet<String> {
+        self.sim()
+            .instances()
+            .into_iter()
+            .map(|i| i.provider_id)
+            .collect()
+    }
+
     /// NodeClaims.
     pub fn nodeclaims(&self) -> Vec<Value> {
         self.objects("karpenter.sh", "nodeclaims")
@@ -214,6 +269,59 @@ impl TestCluster {
                 e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(object)
                     && e["reason"] == reason
             })
+            .collect()
+    }
+
+    /// Events with the given reason, about any object.
+    pub fn events_with_reason(&self, reason: &str) -> Vec<Value> {
+        self.objects("", "events")
+            .into_iter()
+            .filter(|e| e["reason"] == reason)
+            .collect()
+    }
+
+    /// An API client for this cluster whose requests carry `user_agent`, so the sandbox's
+    /// audit log tells its writes apart ([`TestCluster::writes_by`]).
+    ///
+    /// Panics: the client cannot be built (a test bug).
+    pub fn client_as(&self, user_agent: &str) -> kube::Client {
+        let url = self.cluster.sandbox.url();
+        let mut config = kube::Config::new(url.parse().expect("sandbox URL"));
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(user_agent).expect("a valid User-Agent"),
+        ));
+        controller::operator::client(config).expect("kube client")
+    }
+
+    /// Start a controller replica (an operator with its own caches) on this cluster's cloud and
+    /// settings, talking to the API as `user_agent`; with `lease`, its controllers run only
+    /// while it holds the Lease (read and written through a second client with the same
+    /// User-Agent and no rate limit, as `karpenter run` does). Several can run at once;
+    /// dropping one kills it.
+    pub fn start_replica(
+        &self,
+        user_agent: &str,
+        lease: Option<controller::operator::leader::LeaseConfig>,
+    ) -> controller::operator::Operator {
+        let elector = lease
+            .map(|cfg| controller::operator::leader::Elector::new(self.client_as(user_agent), cfg));
+        controller::operator::start_operator(
+            self.client_as(user_agent),
+            std::sync::Arc::clone(&self.cluster.cloud),
+            std::sync::Arc::new(controller::clock::SystemClock),
+            self.cluster.settings.clone(),
+            elector,
+        )
+    }
+
+    /// The writes (POST, PUT, PATCH, DELETE) made over HTTP with this User-Agent, oldest first.
+    pub fn writes_by(&self, user_agent: &str) -> Vec<sandbox::audit::AuditEntry> {
+        self.cluster
+            .sandbox
+            .audit()
+            .into_iter()
+            .filter(|e| e.user_agent == user_agent)
             .collect()
     }
 
@@ -243,6 +351,13 @@ impl TestCluster {
         .expect("kubectl thread")
     }
 
+    /// `kubectl patch KIND NAME --type=merge -p PATCH`; returns stdout, panicking with stderr on
+    /// failure.
+    pub async fn merge_patch(&self, kind: &str, name: &str, patch: &str) -> String {
+        self.kubectl_ok(&["patch", kind, name, "--type=merge", "-p", patch])
+            .await
+    }
+
     /// Run kubectl and return stdout, panicking with stderr on failure.
     pub async fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args, None).await;
@@ -254,6 +369,15 @@ impl TestCluster {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+}
+
+/// The `status.providerID`s of these NodeClaims (those without one are skipped).
+pub fn provider_ids(claims: &[Value]) -> BTreeSet<String> {
+    claims
+        .iter()
+        .filter_map(|c| c.pointer("/status/providerID").and_then(Value::as_str))
+        .map(String::from)
+        .collect()
 }
 
 /// A condition's status on an object.

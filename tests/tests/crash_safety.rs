@@ -4,26 +4,17 @@
 //! must be no leaked instance, no duplicate NodeClaim for the same pods, and no finalizer left
 //! behind.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::Method;
 use serde_json::Value;
 use tests::crash::{Crash, CrashingCloud, Step, client};
-use tests::{Options, TestCluster, condition, deployment};
+use tests::{Options, TestCluster, condition, deployment, provider_ids};
 
 /// Two pods that fit on one node: a settled cluster has exactly one NodeClaim.
 fn workload() -> String {
     deployment("app", 2, "500m", "256Mi")
-}
-
-fn provider_ids(claims: &[Value]) -> BTreeSet<String> {
-    claims
-        .iter()
-        .filter_map(|c| c.pointer("/status/providerID").and_then(Value::as_str))
-        .map(String::from)
-        .collect()
 }
 
 fn names(objects: &[Value]) -> Vec<String> {
@@ -52,12 +43,7 @@ fn settled(tc: &TestCluster, claims: usize) -> Result<(), String> {
     {
         return Err(format!("{:?} not initialized", c["metadata"]["name"]));
     }
-    let instances: BTreeSet<String> = tc
-        .sim()
-        .instances()
-        .into_iter()
-        .map(|i| i.provider_id)
-        .collect();
+    let instances = tc.instance_ids();
     if instances != provider_ids(&nodeclaims) {
         return Err(format!(
             "instances {instances:?} != nodeclaim providerIDs {:?}",

@@ -154,15 +154,8 @@ async fn a_pdb_blocks_the_drain_until_it_allows_evictions() {
         "the NodeClaim's own events say what blocks it"
     );
     // Once the PDB allows it, the pods move to a replacement and the old node goes away.
-    c.kubectl_ok(&[
-        "patch",
-        "pdb",
-        "web",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"minAvailable":1}}"#,
-    ])
-    .await;
+    c.merge_patch("pdb", "web", r#"{"spec":{"minAvailable":1}}"#)
+        .await;
     gone(&c, &claim, SETTLE).await;
     c.eventually("both pods running on the replacement", SETTLE, |c| {
         running(c, "web") == 2
@@ -407,26 +400,17 @@ async fn a_nodeclaim_that_never_launches_is_deleted_after_the_launch_timeout() {
 async fn a_node_that_never_registers_is_deleted_after_the_registration_ttl() {
     let c = TestCluster::start(
         &deployment("web", 1, "500m", "256Mi"),
-        Options {
-            registration_delay: Duration::from_secs(3600),
-            settings: Settings {
-                registration_ttl: Duration::from_secs(3),
-                ..Settings::default()
-            },
-            ..Options::default()
-        },
+        Options::never_registering(Duration::from_secs(3)),
     )
     .await;
     c.eventually("a RegistrationTimeout event", SETTLE, |c| {
-        c.objects("", "events")
-            .iter()
-            .any(|e| e["reason"] == "RegistrationTimeout")
+        !c.events_with_reason("RegistrationTimeout").is_empty()
     })
     .await;
     let first = c
-        .objects("", "events")
+        .events_with_reason("RegistrationTimeout")
         .into_iter()
-        .find(|e| e["reason"] == "RegistrationTimeout")
+        .next()
         .and_then(|e| e["involvedObject"]["name"].as_str().map(String::from))
         .expect("event names its NodeClaim");
     c.eventually(
@@ -455,14 +439,11 @@ async fn an_expired_nodeclaim_is_replaced() {
     // Relax expiry for the replacement so the test sees it settle. That change drifts the
     // NodeClaim (expireAfter is hashed): pause upgrades so that expiry, not a drift
     // replacement, ends it.
-    c.kubectl_ok(&[
-        "patch",
+    c.merge_patch(
         "nodepool",
         "default",
-        "--type=merge",
-        "-p",
         r#"{"metadata":{"annotations":{"upgrades.karpenter.sh/paused":"true"}},"spec":{"template":{"spec":{"expireAfter":"720h"}}}}"#,
-    ])
+    )
     .await;
     c.eventually("an Expired event", SETTLE, |c| {
         !c.events(&name(&claim), "Expired").is_empty()

@@ -85,15 +85,8 @@ async fn boutique(settings: Settings) -> TestCluster {
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
     ]}}}});
-    c.kubectl_ok(&[
-        "patch",
-        "nodepool",
-        "default",
-        "--type=merge",
-        "-p",
-        &small.to_string(),
-    ])
-    .await;
+    c.merge_patch("nodepool", "default", &small.to_string())
+        .await;
     let cloud = Arc::clone(&c.cluster.cloud);
     c.cluster.start_controller(cloud);
     c.eventually(

@@ -6,6 +6,7 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod instancetype;
+pub mod metered;
 pub mod sim;
 
 use std::collections::BTreeMap;

@@ -264,7 +264,9 @@ async fn execute(
                     }),
                     ..EvictParams::default()
                 };
-                api.evict(&pod_name, &params).await.map(|_| {
+                let evicted = api.evict(&pod_name, &params).await;
+                ctx.metrics.eviction_requested(&evicted);
+                evicted.map(|_| {
                     ctx.recorder.about(
                         pod.as_ref(),
                         EventType::Normal,
@@ -369,7 +371,7 @@ async fn release(
         )
         .await
     {
-        Ok(_) => {}
+        Ok(_) => ctx.metrics.node_terminated(node),
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => return Err(e.into()),
     }

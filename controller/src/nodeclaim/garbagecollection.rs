@@ -220,8 +220,24 @@ async fn pass(ctx: &Context, sightings: &mut Sightings) -> Result<Collection, Cl
             });
         }
         tracing::info!(nodeclaim = %name, "garbage collecting nodeclaim whose instance is gone");
-        if let Err(e) = super::lifecycle::delete_claim(ctx, name).await {
-            tracing::warn!(nodeclaim = %name, error = %e, "deleting nodeclaim");
+        let Some(claim) = claims
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+        else {
+            continue;
+        };
+        // Counted only when this call started the deletion (not when the NodeClaim was
+        // already deleting, or changed since it was read).
+        match super::lifecycle::delete_claim_as_read(&ctx.client, claim).await {
+            Ok(true) => {
+                let gc = crate::operator::metrics::reason::GARBAGE_COLLECTED;
+                ctx.metrics.nodeclaim_disrupted(claim, gc, &ctx.state);
+            }
+            Ok(false) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!(nodeclaim = %name, "nodeclaim changed since it was read; next pass decides again");
+            }
+            Err(e) => tracing::warn!(nodeclaim = %name, error = %e, "deleting nodeclaim"),
         }
     }
     Ok(decided)

@@ -118,6 +118,8 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             });
             tracing::info!(nodeclaim = %name, error = %e, "deleting nodeclaim that could not launch");
             delete_claim(ctx, &name).await?;
+            ctx.metrics
+                .nodeclaim_disrupted(claim, launch_failure_reason(&e), &ctx.state);
             Ok(Outcome::Deleted)
         }
         Err(CloudError::Create { reason, message }) => {
@@ -143,6 +145,16 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             );
             Ok(Outcome::Retry)
         }
+    }
+}
+
+/// The disruption metric reason of a NodeClaim deleted because it could not launch.
+fn launch_failure_reason(e: &CloudError) -> &'static str {
+    match e {
+        CloudError::InsufficientCapacity(_) => {
+            crate::operator::metrics::reason::INSUFFICIENT_CAPACITY
+        }
+        _ => crate::operator::metrics::reason::NODECLASS_NOT_READY,
     }
 }
 

@@ -102,6 +102,39 @@ pub(crate) async fn delete_claim(ctx: &Context, name: &str) -> Result<(), kube::
     }
 }
 
+/// Delete `claim` only if it is still as it was read: not already deleting, and with a
+/// precondition on its `resourceVersion`, so the API server answers 409 Conflict when anyone
+/// (another replica, or this controller acting on a stale cache) changed or deleted it since.
+/// Returns whether this call started the deletion, which is when a disruption is counted: a
+/// repeated DELETE of a NodeClaim held by its finalizer answers 200 too, and must not count
+/// again. Already deleting, or gone (404): `Ok(false)`.
+///
+/// Errors: 409 Conflict when the NodeClaim changed since it was read (someone else acted
+/// first; reconcilers retry conflicts quietly and decide again on the fresh object), and any
+/// other API failure.
+pub(crate) async fn delete_claim_as_read(
+    client: &kube::Client,
+    claim: &NodeClaim,
+) -> Result<bool, kube::Error> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Ok(false);
+    }
+    let name = claim.metadata.name.as_deref().unwrap_or("");
+    let api: Api<NodeClaim> = Api::all(client.clone());
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            resource_version: claim.metadata.resource_version.clone(),
+            uid: claim.metadata.uid.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
     if obj.metadata.deletion_timestamp.is_some() {
@@ -160,8 +193,10 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
         tracing::info!(nodeclaim = %name, reason = why, "deleting nodeclaim");
         ctx.recorder
             .about(&claim, EventType::Warning, event, message);
-        write_status(&ctx, &obj, &claim).await?;
-        delete_claim(&ctx, &name).await?;
+        claim.metadata.resource_version = write_status(&ctx, &obj, &claim).await?;
+        if delete_claim_as_read(&ctx.client, &claim).await? {
+            ctx.metrics.nodeclaim_disrupted(&claim, why, &ctx.state);
+        }
         return Ok(Action::await_change());
     }
     if let Some(expires) = super::expiration::expires_at(&claim) {
@@ -176,8 +211,11 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
                     claim.spec.expire_after.as_string()
                 ),
             );
-            write_status(&ctx, &obj, &claim).await?;
-            delete_claim(&ctx, &name).await?;
+            claim.metadata.resource_version = write_status(&ctx, &obj, &claim).await?;
+            if delete_claim_as_read(&ctx.client, &claim).await? {
+                let expired = crate::operator::metrics::reason::EXPIRED;
+                ctx.metrics.nodeclaim_disrupted(&claim, expired, &ctx.state);
+            }
             return Ok(Action::await_change());
         }
         if let Ok(left) = Duration::try_from(expires.duration_since(now)) {
@@ -199,20 +237,72 @@ async fn write_status(
     ctx: &Context,
     before: &NodeClaim,
     after: &NodeClaim,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     if before.status == after.status {
-        return Ok(());
+        return Ok(after.metadata.resource_version.clone());
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let name = after.metadata.name.clone().unwrap_or_default();
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({
-            "metadata": {"resourceVersion": after.metadata.resource_version},
-            "status": after.status,
-        })),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": after.metadata.resource_version},
+                "status": after.status,
+            })),
+        )
+        .await?;
+    Ok(written.metadata.resource_version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against the sandbox API server: the first delete of a NodeClaim as read starts its
+    /// deletion; repeating it with the same (now stale) read is refused with 409, and with a
+    /// fresh read (already deleting) does nothing, so a disruption is counted once.
+    #[tokio::test]
+    async fn a_nodeclaim_is_deleted_once_per_read() {
+        let server = sandbox::runtime::Sandbox::start(0).await.expect("sandbox");
+        let store = server.store();
+        let crd_type = store
+            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .expect("CRDs are served");
+        for crd in crds::generate::crds() {
+            let crd = serde_json::to_value(&crd).expect("CRD as JSON");
+            store.create(&crd_type, "", crd).expect("install the CRD");
+        }
+        let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
+        let client = kube::Client::try_from(config).expect("client");
+        let api: Api<NodeClaim> = Api::all(client.clone());
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "default-x", "finalizers": [TERMINATION_FINALIZER]},
+            "spec": {"requirements": [], "nodeClassRef":
+                {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+        }))
+        .expect("claim");
+        let read = api
+            .create(&kube::api::PostParams::default(), &claim)
+            .await
+            .expect("create");
+        assert_eq!(delete_claim_as_read(&client, &read).await.ok(), Some(true));
+        let again = delete_claim_as_read(&client, &read).await;
+        assert!(
+            matches!(&again, Err(kube::Error::Api(e)) if e.code == 409),
+            "a stale read must conflict: {again:?}"
+        );
+        let fresh = api.get("default-x").await.expect("still there (finalizer)");
+        assert!(fresh.metadata.deletion_timestamp.is_some());
+        assert_eq!(
+            delete_claim_as_read(&client, &fresh).await.ok(),
+            Some(false)
+        );
+        let mut gone = fresh.clone();
+        gone.metadata.deletion_timestamp = None;
+        gone.metadata.name = Some("never-existed".into());
+        assert_eq!(delete_claim_as_read(&client, &gone).await.ok(), Some(false));
+    }
 }

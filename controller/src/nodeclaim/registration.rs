@@ -140,10 +140,19 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
             dedupe: DEFAULT_DEDUPE,
         });
     }
-    if let Some(patch) = registration_patch(claim, node) {
+    if let Some(mut patch) = registration_patch(claim, node) {
+        if !has_label {
+            // The write that adds the registered label counts the node as created; bound to
+            // the Node as read, so a second write from a stale cache (or another replica)
+            // answers 409 Conflict and counts nothing.
+            patch["metadata"]["resourceVersion"] = json!(node.metadata.resource_version);
+        }
         let api: Api<Node> = Api::all(ctx.client.clone());
         api.patch(&node_name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;
+        if !has_label {
+            ctx.metrics.node_created(claim);
+        }
     }
     claim.status.get_or_insert_with(Default::default).node_name = Some(node_name.clone());
     claim.condition_set(now).set_true(REGISTERED);

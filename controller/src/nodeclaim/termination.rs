@@ -111,6 +111,7 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, Reconc
                 json!({"resourceVersion": claim.metadata.resource_version, "finalizers": remaining}),
             )
             .await?;
+            ctx.metrics.nodeclaim_terminated(claim);
             tracing::info!(nodeclaim = %name, "deleted nodeclaim");
             Ok(Action::await_change())
         }

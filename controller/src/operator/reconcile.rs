@@ -63,6 +63,11 @@ where
     Fut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
     (): Eq + Hash + Clone + Debug + Unpin,
 {
+    // Reconciles run outside this task: carry the controller name (cloud call metrics) along.
+    let name = crate::cloudprovider::metered::current_controller();
+    let mut reconcile = reconcile;
+    let reconcile =
+        move |obj, ctx| crate::cloudprovider::metered::in_controller(name, reconcile(obj, ctx));
     controller
         .run(reconcile, error_policy::<K>, ctx)
         .for_each(|_| async {})

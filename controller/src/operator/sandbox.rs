@@ -72,6 +72,17 @@ pub struct SandboxArgs {
     /// Cloud provider settings.
     #[command(flatten)]
     pub cloud: CloudOptions,
+    /// Inject API faults into clients' requests (comma-separated `key=value`: `all=<‰>` or a
+    /// kind `conflict|too-many-requests|internal-error|slow|drop-watch|expired|lost-response=<‰>`,
+    /// `seed=`, `budget=`, `slow-max-ms=`, `drop-watch-max-ms=`, `except-agent=<prefix>`,
+    /// `only-agent=<prefix>`), e.g. `all=20,seed=7,budget=300,except-agent=kubectl`.
+    #[arg(long, value_name = "SPEC", value_parser = sandbox::faults::FaultConfig::parse)]
+    pub api_faults: Option<sandbox::faults::FaultConfig>,
+    /// Inject faults into the simulated cloud (comma-separated `key=value`: `all=<‰>`,
+    /// `throttle=`, `capacity=`, `slow-launch=` in ‰, `slow-launch-max-ms=`, `budget=`,
+    /// `seed=`), e.g. `throttle=100,capacity=200,seed=7`.
+    #[arg(long, value_name = "SPEC", value_parser = crate::cloudprovider::sim::faults::SimFaultConfig::parse)]
+    pub cloud_faults: Option<crate::cloudprovider::sim::faults::SimFaultConfig>,
 }
 
 /// `karpenter sandbox [FLAGS]` starts a sandbox; `karpenter sandbox publish-ami ...` acts on a
@@ -274,12 +285,26 @@ fn read(store: &Store, group: &str, plural: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn observe_now(store: &Store, cloud: &dyn CloudProvider) -> Observation {
-    let instances: Vec<(String, f64)> = match cloud.list().await {
-        Ok(list) => list
+async fn observe_now(
+    store: &Store,
+    cloud: &dyn CloudProvider,
+    sim: Option<&SimCloud>,
+) -> Observation {
+    let listed = match sim {
+        // The simulated account is read directly: its API may be injecting faults into calls.
+        Some(sim) => Ok(sim
+            .instances()
             .into_iter()
             .map(|i| (i.instance_type, i.price))
-            .collect(),
+            .collect()),
+        None => cloud.list().await.map(|list| {
+            list.into_iter()
+                .map(|i| (i.instance_type, i.price))
+                .collect()
+        }),
+    };
+    let instances: Vec<(String, f64)> = match listed {
+        Ok(list) => list,
         Err(e) => {
             tracing::warn!(error = %e, "listing instances for the report");
             vec![]
@@ -351,9 +376,15 @@ impl Drop for LocalCluster {
 }
 
 impl LocalCluster {
-    /// What the cluster looks like now (the cloud's instances are listed through the provider).
+    /// What the cluster looks like now (the instances of the simulated cloud are read directly,
+    /// past any injected faults; another cloud is listed through its provider).
     pub async fn observe(&self) -> Observation {
-        observe_now(self.sandbox.store(), self.cloud.as_ref()).await
+        observe_now(
+            self.sandbox.store(),
+            self.cloud.as_ref(),
+            self.sim.as_deref(),
+        )
+        .await
     }
 
     /// A client for the API server.
@@ -504,6 +535,17 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         controller: true,
     };
     let cluster = start_cluster(&cfg, &manifests).await?;
+    if let Some(faults) = &args.api_faults {
+        cluster.sandbox.faults().configure(faults.clone());
+        cluster.sandbox.faults().enable();
+    }
+    if let Some(faults) = &args.cloud_faults {
+        let sim = cluster.sim.as_ref().ok_or_else(|| {
+            SandboxError::Startup("--cloud-faults needs the simulated cloud".into())
+        })?;
+        sim.faults().configure(faults.clone());
+        sim.faults().enable();
+    }
     eprintln!(
         "karpenter sandbox: API server at {}; kubeconfig written to {}",
         cluster.sandbox.url(),
@@ -511,6 +553,12 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
     );
     eprintln!("  export KUBECONFIG={}", cluster.kubeconfig.display());
     let (settled, elapsed, last) = watch_progress(args, &cluster).await;
+    if args.api_faults.is_some() {
+        eprintln!("{}", cluster.sandbox.faults().counts());
+    }
+    if let (Some(_), Some(sim)) = (&args.cloud_faults, &cluster.sim) {
+        eprintln!("{}", sim.faults().counts());
+    }
     if let Some(format) = args.report {
         let report = Report::new(&last, elapsed.as_secs_f64(), settled);
         match format {
@@ -592,5 +640,45 @@ async fn watch_progress(
                 return (o.settled(), elapsed, o);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cloudprovider::sim::faults::SimFaultConfig;
+    use sandbox::faults::{FaultConfig, FaultKind};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SandboxArgs,
+    }
+
+    #[test]
+    fn fault_flags_parse_into_configs_and_bad_specs_are_refused() {
+        let cli = Cli::try_parse_from([
+            "sandbox",
+            "--api-faults",
+            "all=20,slow=50,seed=7",
+            "--cloud-faults",
+            "capacity=200,seed=3",
+        ])
+        .expect("flags parse");
+        let api = cli.args.api_faults.expect("api faults");
+        assert_eq!(api.rate(FaultKind::Conflict), 20);
+        assert_eq!(api.rate(FaultKind::Slow), 50);
+        assert_eq!(api.seed, 7);
+        let cloud = cli.args.cloud_faults.expect("cloud faults");
+        assert_eq!(
+            cloud,
+            SimFaultConfig::parse("capacity=200,seed=3").expect("spec")
+        );
+        assert!(Cli::try_parse_from(["sandbox", "--api-faults", "conflict=2000"]).is_err());
+        assert!(Cli::try_parse_from(["sandbox", "--cloud-faults", "quota=1"]).is_err());
+        let none = Cli::try_parse_from(["sandbox"]).expect("no faults");
+        assert_eq!(none.args.api_faults, None::<FaultConfig>);
     }
 }

@@ -11,6 +11,7 @@ pub use discovery::KUBERNETES_VERSION;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -20,8 +21,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use crate::audit::{AuditEntry, AuditLog};
+use crate::audit::{AuditEntry, AuditLog, RequestAttributes};
 use crate::error::{ApiError, ApiResult, Reason};
+use crate::faults::{Fault, Faults, RequestInfo};
 use crate::registry::ResourceType;
 use crate::store::Store;
 
@@ -32,6 +34,8 @@ pub(crate) struct Request {
     pub accept: String,
     pub content_type: String,
     pub body: Bytes,
+    /// A watch on this request breaks off after this long (an injected fault).
+    pub drop_watch_after: Option<Duration>,
 }
 
 impl Request {
@@ -87,6 +91,7 @@ pub(crate) struct Target {
 struct ServerState {
     store: Arc<Store>,
     audit: Arc<AuditLog>,
+    faults: Arc<Faults>,
 }
 
 /// Bind to `addr` (use port 0 for any free port) and serve until the task is dropped; writes are
@@ -96,11 +101,26 @@ pub async fn serve(
     audit: Arc<AuditLog>,
     addr: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    serve_with_faults(store, audit, Arc::new(Faults::default()), addr).await
+}
+
+/// [`serve`] with a fault injector the caller keeps, to turn API faults on and off while the
+/// server runs (see [`crate::faults`]).
+///
+/// Errors: `addr` cannot be bound.
+pub async fn serve_with_faults(
+    store: Arc<Store>,
+    audit: Arc<AuditLog>,
+    faults: Arc<Faults>,
+    addr: SocketAddr,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    let app = Router::new()
-        .fallback(dispatch)
-        .with_state(ServerState { store, audit });
+    let app = Router::new().fallback(dispatch).with_state(ServerState {
+        store,
+        audit,
+        faults,
+    });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "sandbox API server stopped");
@@ -110,7 +130,11 @@ pub async fn serve(
 }
 
 async fn dispatch(
-    State(ServerState { store, audit }): State<ServerState>,
+    State(ServerState {
+        store,
+        audit,
+        faults,
+    }): State<ServerState>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -123,7 +147,7 @@ async fn dispatch(
             .unwrap_or("")
             .to_string()
     };
-    let req = Request {
+    let mut req = Request {
         method,
         query: uri
             .query()
@@ -132,23 +156,144 @@ async fn dispatch(
         accept: header(header::ACCEPT),
         content_type: header(header::CONTENT_TYPE),
         body,
+        drop_watch_after: None,
     };
     let path = uri.path().trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     tracing::trace!(method = %req.method, path, "request");
-    let response = match route(&store, &segments, &req).await {
-        Ok(resp) => resp,
-        Err(e) => error_response(&e),
-    };
+    let fault = faults.decide(&RequestInfo {
+        method: req.method.as_str(),
+        path,
+        watch: req.flag("watch"),
+        resource_version: req.param("resourceVersion").filter(|rv| !rv.is_empty()),
+        user_agent: &header(header::USER_AGENT),
+    });
+    let response = respond(&store, &segments, &mut req, fault).await;
+    let user_agent = header(header::USER_AGENT);
+    audit.record_access(
+        &user_agent,
+        RequestAttributes::from_request(req.method.as_str(), path, &req.query),
+    );
     if !matches!(req.method, Method::GET | Method::HEAD | Method::OPTIONS) {
         audit.record(AuditEntry {
             method: req.method.to_string(),
             path: path.to_string(),
-            user_agent: header(header::USER_AGENT),
+            user_agent,
             status: response.status().as_u16(),
         });
     }
     response
+}
+
+/// Answer a request: route it, unless an injected fault answers instead (see [`crate::faults`]).
+async fn respond(
+    store: &Arc<Store>,
+    seg: &[&str],
+    req: &mut Request,
+    fault: Option<Fault>,
+) -> Response {
+    if let Some(fault) = &fault {
+        tracing::debug!(method = %req.method, path = %seg.join("/"), fault = ?fault, "injecting API fault");
+        if let Some(resp) = inject(fault, req, seg).await {
+            return resp;
+        }
+    }
+    let response = match route(store, seg, req).await {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    };
+    if fault == Some(Fault::LostResponse) && response.status().is_success() {
+        // kube-apiserver's answer when storage did not confirm in time (the write may stand).
+        return json_response(
+            StatusCode::GATEWAY_TIMEOUT,
+            &serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "Timeout: request did not complete within requested timeout - context deadline exceeded (injected fault)",
+                "reason": "Timeout", "details": {}, "code": 504,
+            }),
+        );
+    }
+    response
+}
+
+/// Carry out an injected fault before routing: the response that replaces the real one, or
+/// `None` to handle the request (after a delay, with its watch set to break off, or to be
+/// answered with a timeout afterwards).
+async fn inject(fault: &Fault, req: &mut Request, seg: &[&str]) -> Option<Response> {
+    let error = match fault {
+        Fault::LostResponse => return None,
+        Fault::Slow(delay) => {
+            tokio::time::sleep(*delay).await;
+            return None;
+        }
+        Fault::DropWatch(after) => {
+            req.drop_watch_after = Some(*after);
+            return None;
+        }
+        Fault::Conflict => {
+            let (resource, name) = resource_and_name(seg);
+            ApiError::conflict(&resource, &name)
+        }
+        Fault::TooManyRequests => {
+            let mut resp = error_response(&ApiError {
+                reason: Reason::TooManyRequests,
+                message:
+                    "the server has received too many requests and has asked us to try again later"
+                        .into(),
+                details: Some(serde_json::json!({"retryAfterSeconds": 1})),
+            });
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return Some(resp);
+        }
+        Fault::InternalError => ApiError::new(
+            Reason::InternalError,
+            "Internal error occurred: injected fault",
+        ),
+        Fault::Expired(rv) => {
+            let e = ApiError::new(
+                Reason::Expired,
+                format!("too old resource version: {rv} (injected fault)"),
+            );
+            // A watch reports it as an ERROR event on a 200 stream, a list as a 410 response.
+            return Some(if req.flag("watch") {
+                watch::expired(&e)
+            } else {
+                error_response(&e)
+            });
+        }
+    };
+    Some(error_response(&error))
+}
+
+/// The qualified resource (`nodeclaims.karpenter.sh`) and object name a path names, for error
+/// messages.
+fn resource_and_name(seg: &[&str]) -> (String, String) {
+    let (group, rest) = match seg {
+        ["api", _, rest @ ..] => ("", rest),
+        ["apis", group, _, rest @ ..] => (*group, rest),
+        _ => ("", seg),
+    };
+    let rest = match rest {
+        // `/api/v1/namespaces/NAME/status` names a Namespace, not a namespaced resource.
+        ["namespaces", _, sub] if group.is_empty() && matches!(*sub, "status" | "finalize") => {
+            rest[..2].to_vec()
+        }
+        ["namespaces", _, plural, more @ ..] => {
+            let mut v = vec![*plural];
+            v.extend_from_slice(more);
+            v
+        }
+        other => other.to_vec(),
+    };
+    let plural = rest.first().copied().unwrap_or_default();
+    let name = rest.get(1).copied().unwrap_or_default().to_string();
+    let resource = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
+    (resource, name)
 }
 
 async fn route(store: &Arc<Store>, seg: &[&str], req: &Request) -> ApiResult<Response> {
@@ -250,4 +395,37 @@ pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
 pub(crate) fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.reason.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_response(code, &e.status())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resource_and_name;
+
+    #[test]
+    fn injected_conflicts_name_the_resource_and_object_of_the_path() {
+        let split = |p: &'static str| p.split('/').filter(|s| !s.is_empty()).collect::<Vec<_>>();
+        let cases = [
+            ("/api/v1/namespaces/default/pods/a", ("pods", "a")),
+            ("/api/v1/nodes/n1/status", ("nodes", "n1")),
+            (
+                "/api/v1/namespaces/kube-system/status",
+                ("namespaces", "kube-system"),
+            ),
+            (
+                "/apis/karpenter.sh/v1/nodeclaims/c1/status",
+                ("nodeclaims.karpenter.sh", "c1"),
+            ),
+            (
+                "/apis/apps/v1/namespaces/default/deployments/web/scale",
+                ("deployments.apps", "web"),
+            ),
+        ];
+        for (path, (resource, name)) in cases {
+            assert_eq!(
+                resource_and_name(&split(path)),
+                (resource.to_string(), name.to_string()),
+                "{path}"
+            );
+        }
+    }
 }

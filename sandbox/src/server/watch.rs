@@ -1,9 +1,10 @@
 //! Watch streams: chunked `{"type","object"}` lines from a resourceVersion on, with selector
 //! transitions (an object that stops matching is reported DELETED), bookmarks, streaming lists
-//! (`sendInitialEvents`) and 410 Expired for versions older than the history.
+//! (`sendInitialEvents`) and 410 Expired for versions older than the history. A watch the fault
+//! injector picked ([`crate::faults::FaultKind::DropWatch`]) breaks off mid-stream, as a dropped
+//! connection does.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +82,19 @@ struct Stream {
     initial_events_end: Option<u64>,
     last_rv: u64,
     render: Render,
+    /// When an injected fault breaks the stream off (the connection drops without the clean end
+    /// of a timed-out watch).
+    drop_at: Option<Instant>,
+}
+
+/// What the next step of a watch stream is.
+enum Step {
+    /// A line to send.
+    Line(Bytes),
+    /// The watch ended normally (timeout, lagging client).
+    End,
+    /// The stream breaks off (injected fault).
+    Drop,
 }
 
 impl Stream {
@@ -132,25 +146,30 @@ impl Stream {
         Some(self.line(et.as_str(), (*ev.object).clone()))
     }
 
-    async fn next(&mut self) -> Option<Bytes> {
+    async fn next(&mut self) -> Step {
         loop {
+            if self.drop_at.is_some_and(|at| at <= Instant::now()) {
+                return Step::Drop;
+            }
             if let Some(ev) = self.backlog.pop_front() {
                 if let Some(line) = self.event(&ev) {
-                    return Some(line);
+                    return Step::Line(line);
                 }
                 continue;
             }
             if let Some(rv) = self.initial_events_end.take() {
-                return Some(self.bookmark(rv, true));
+                return Step::Line(self.bookmark(rv, true));
             }
             let wait = tokio::time::timeout(BOOKMARK_EVERY, self.live.recv());
+            let drop_at = self.drop_at.unwrap_or(self.deadline);
             tokio::select! {
-                _ = tokio::time::sleep_until(self.deadline) => return None,
+                _ = tokio::time::sleep_until(self.deadline) => return Step::End,
+                _ = tokio::time::sleep_until(drop_at), if self.drop_at.is_some() => return Step::Drop,
                 received = wait => match received {
                     Err(_quiet) => {
                         if self.bookmarks {
                             let rv = self.last_rv;
-                            return Some(self.bookmark(rv, false));
+                            return Step::Line(self.bookmark(rv, false));
                         }
                     }
                     Ok(Ok(ev)) => {
@@ -159,11 +178,11 @@ impl Stream {
                             continue;
                         }
                         if let Some(line) = self.event(&ev) {
-                            return Some(line);
+                            return Step::Line(line);
                         }
                     }
                     // A client too slow for the live stream reconnects from its last version.
-                    Ok(Err(_lagged_or_closed)) => return None,
+                    Ok(Err(_lagged_or_closed)) => return Step::End,
                 },
             }
         }
@@ -217,14 +236,29 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         initial_events_end: streaming_list.then_some(start.resource_version),
         last_rv: start.resource_version,
         render,
+        drop_at: req.drop_watch_after.map(|after| Instant::now() + after),
     };
-    let body = futures::stream::unfold(stream, |mut s| async move {
-        s.next().await.map(|line| (Ok::<_, Infallible>(line), s))
+    // `None` as state: the stream ended after an error item.
+    let body = futures::stream::unfold(Some(stream), |state| async move {
+        let mut s = state?;
+        match s.next().await {
+            Step::Line(line) => Some((Ok(line), Some(s))),
+            Step::End => None,
+            Step::Drop => Some((
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "watch dropped (injected fault)",
+                )),
+                None,
+            )),
+        }
     });
     Ok(streaming_response(Body::from_stream(body)))
 }
 
-fn expired(e: &ApiError) -> Response {
+/// A watch answered with one ERROR event carrying `e` (how kube-apiserver reports a
+/// resourceVersion older than its history to a watch).
+pub(crate) fn expired(e: &ApiError) -> Response {
     let mut line =
         serde_json::to_vec(&json!({"type": "ERROR", "object": e.status()})).unwrap_or_default();
     line.push(b'\n');

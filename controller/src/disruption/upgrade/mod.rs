@@ -28,7 +28,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use rand::Rng;
 use serde_json::json;
 
-use crate::nodeclaim::lifecycle::{delete_claim, patch_metadata};
+use crate::nodeclaim::lifecycle::{delete_claim, delete_claim_as_read, patch_metadata};
 use crate::operator::Context;
 use crate::operator::events::{EventType, reason};
 use crate::operator::reconcile::ReconcileError;
@@ -342,6 +342,7 @@ async fn drain(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Result<(), Re
         .map(|p| p.iter().collect())
         .unwrap_or_default();
     let timeout = plan::drain_timeout(old, &pods).max(MIN_DRAIN);
+    let mut as_read = old.clone();
     if old.spec.termination_grace_period.is_none() {
         let longest_grace = pods
             .iter()
@@ -360,16 +361,23 @@ async fn drain(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Result<(), Re
             .ok()
             .and_then(|d| ctx.clock.now().checked_add(d).ok());
         if let Some(deadline) = deadline {
-            patch_metadata(
+            let written = patch_metadata(
                 ctx,
                 &name,
                 json!({"resourceVersion": old.metadata.resource_version,
                        "annotations": {NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION: deadline.to_string()}}),
             )
             .await?;
+            as_read.metadata.resource_version = written;
         }
     }
-    delete_claim(ctx, &name).await?;
+    // Counted only when this call started the deletion: a repeated step on a stale cache (or
+    // another replica) finds the NodeClaim changed and counts nothing.
+    if delete_claim_as_read(&ctx.client, &as_read).await? {
+        let policy = Some(pool.spec.disruption.consolidation_policy);
+        let drifted = crate::operator::metrics::reason::DRIFTED;
+        ctx.metrics.nodeclaim_disrupted_with(old, drifted, policy);
+    }
     ctx.recorder.about(
         old,
         EventType::Normal,
@@ -606,7 +614,11 @@ async fn create_replacement(
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     match api.create(&PostParams::default(), &claim).await {
-        Ok(_) => Ok(Ok(())),
+        Ok(created) => {
+            ctx.metrics
+                .nodeclaim_created(&created, crate::operator::metrics::reason::DRIFTED);
+            Ok(Ok(()))
+        }
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(Ok(())),
         Err(e) => Err(e.into()),
     }
