@@ -712,9 +712,35 @@ async fn garbage_collection_terminates_this_clusters_orphans_only() {
 async fn the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment() {
     let moto = Moto::start();
     moto.seed_network(CLUSTER).await;
+    // moto's CreateFleet gives instances the VPC's default security group instead of the launch
+    // template's, so every node would be SecurityGroupDrifted at once and serially replaced for
+    // as long as the sandbox runs. This test is about launching on EC2, not drift: the default
+    // NodePool comes in with its upgrades paused (its first document; the sandbox adds the
+    // default EC2NodeClass, with discovery tags for this cluster, as the workload has none).
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let defaults = std::fs::read_to_string(format!("{examples}/nodepools/default.yaml"))
+        .expect("default NodePool");
+    let default_pool = defaults.split("\n---\n").next().expect("a first document");
+    let paused = default_pool.replacen(
+        "metadata:\n  name: default\n",
+        "metadata:\n  name: default\n  annotations:\n    upgrades.karpenter.sh/paused: \"true\"\n",
+        1,
+    );
+    assert_ne!(
+        paused, default_pool,
+        "the default NodePool's metadata moved"
+    );
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let pool_file = dir.path().join("nodepool.yaml");
+    std::fs::write(&pool_file, paused).expect("write the NodePool");
+    let boutique = format!("{examples}/workloads/online-boutique.yaml");
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
         .args([
             "sandbox",
+            "--workload",
+            pool_file.to_str().expect("UTF-8 path"),
+            "--workload",
+            &boutique,
             "--cloud-provider",
             "aws",
             "--aws-endpoint-url",
