@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crds::conditions::{self, DRIFTED};
-use crds::{EC2NodeClass, NodeClaim, NodePool, StatusConditions};
+use crds::{NodeClaim, NodePool, StatusConditions};
+use futures::StreamExt;
 use kube::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -39,39 +40,53 @@ pub async fn run(ctx: Arc<Context>) {
     }
     let seen = Mutex::new(HashMap::new());
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let pools: Api<NodePool> = Api::all(ctx.client.clone());
-    let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     let by_pool = ctx.state.clone();
     let by_class = ctx.state.clone();
+    // Triggered by the caches reconcile reads from, so a change is never checked against an
+    // older copy of its NodePool or node class.
+    let pool_changes = ctx
+        .state
+        .nodepool_changes
+        .subscribe()
+        .flat_map(move |pool| {
+            let refs = if relevant_change(&seen, &pool) {
+                let name = pool.metadata.name.as_deref().unwrap_or_default();
+                claims_where(&by_pool, |c| {
+                    nodepool_of(c.metadata.labels.as_ref()) == Some(name)
+                })
+            } else {
+                vec![]
+            };
+            futures::stream::iter(refs)
+        });
+    let class_changes = ctx
+        .state
+        .nodeclass_changes
+        .subscribe()
+        .flat_map(move |class| {
+            let name = class.metadata.name.as_deref().unwrap_or_default();
+            futures::stream::iter(claims_where(&by_class, |c| {
+                c.spec.node_class_ref.name == name
+            }))
+        });
     let controller = Controller::new(claims, watcher::Config::default())
-        .watches(pools, watcher::Config::default(), move |pool: NodePool| {
-            if !relevant_change(&seen, &pool) {
-                return vec![];
-            }
-            let name = pool.metadata.name.unwrap_or_default();
-            by_pool
-                .nodeclaims
-                .state()
-                .into_iter()
-                .filter(|c| nodepool_of(c.metadata.labels.as_ref()) == Some(name.as_str()))
-                .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
-                .collect::<Vec<_>>()
-        })
-        .watches(
-            classes,
-            watcher::Config::default(),
-            move |class: EC2NodeClass| {
-                let name = class.metadata.name.unwrap_or_default();
-                by_class
-                    .nodeclaims
-                    .state()
-                    .into_iter()
-                    .filter(|c| c.spec.node_class_ref.name == name)
-                    .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
-                    .collect::<Vec<_>>()
-            },
-        );
+        .reconcile_on(pool_changes)
+        .reconcile_on(class_changes);
     drive(controller, reconcile, ctx).await;
+}
+
+/// The NodeClaims in the cache that satisfy `keep`.
+fn claims_where(
+    state: &crate::state::ClusterState,
+    keep: impl Fn(&NodeClaim) -> bool,
+) -> Vec<ObjectRef<NodeClaim>> {
+    state
+        .nodeclaims
+        .state()
+        .into_iter()
+        .filter(|c| keep(c))
+        .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
+        .collect()
 }
 
 async fn reconcile(claim: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::labels::TERMINATION_FINALIZER;
 use crds::{NodeClaim, StatusConditions};
-use k8s_openapi::api::core::v1::Node;
+use futures::StreamExt;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -26,25 +26,24 @@ use crds::duration::format_go_duration;
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
     let state = ctx.state.clone();
-    let controller = Controller::new(claims, watcher::Config::default()).watches(
-        nodes,
-        watcher::Config::default(),
-        move |node: Node| {
-            // A node maps to the NodeClaim with its providerID.
-            let pid = node.spec.and_then(|s| s.provider_id);
+    // A node maps to the NodeClaim with its providerID. Triggered by the node cache that
+    // registration and initialization read, so they see the node that triggered them.
+    let node_changes = ctx.state.node_changes.subscribe().flat_map(move |node| {
+        let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        futures::stream::iter(
             state
                 .nodeclaims
                 .state()
                 .into_iter()
                 .filter(|c| {
-                    pid.is_some() && c.status.as_ref().and_then(|s| s.provider_id.clone()) == pid
+                    pid.is_some() && c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid
                 })
                 .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
-                .collect::<Vec<_>>()
-        },
-    );
+                .collect::<Vec<_>>(),
+        )
+    });
+    let controller = Controller::new(claims, watcher::Config::default()).reconcile_on(node_changes);
     drive(controller, reconcile, ctx).await;
 }
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
 use crds::upgrade::UPGRADING_CONDITION;
 use crds::validation::{VALIDATION_FAILED_REASON, summarize, validate_nodepool};
-use crds::{EC2NodeClass, NodePool, StatusConditions};
+use crds::{NodePool, StatusConditions};
+use futures::StreamExt;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -47,24 +48,22 @@ pub fn validate(pool: &NodePool) -> Result<(), String> {
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     let pools: Api<NodePool> = Api::all(ctx.client.clone());
-    let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     let state = ctx.state.clone();
-    let controller = Controller::new(pools, watcher::Config::default())
-        // A node class change re-evaluates the NodePools that use it.
-        .watches(
-            classes,
-            watcher::Config::default(),
-            move |nc: EC2NodeClass| {
-                let name = nc.metadata.name.unwrap_or_default();
-                state
-                    .nodepools
-                    .state()
-                    .into_iter()
-                    .filter(|p| p.spec.template.spec.node_class_ref.name == name)
-                    .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
-                    .collect::<Vec<_>>()
-            },
-        );
+    // A node class change re-evaluates the NodePools that use it, once the cache reconcile
+    // reads from holds the change.
+    let class_changes = ctx.state.nodeclass_changes.subscribe().flat_map(move |nc| {
+        let name = nc.metadata.name.as_deref().unwrap_or_default();
+        futures::stream::iter(
+            state
+                .nodepools
+                .state()
+                .into_iter()
+                .filter(|p| p.spec.template.spec.node_class_ref.name == name)
+                .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
+                .collect::<Vec<_>>(),
+        )
+    });
+    let controller = Controller::new(pools, watcher::Config::default()).reconcile_on(class_changes);
     drive(controller, reconcile, ctx).await;
 }
 

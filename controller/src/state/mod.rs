@@ -16,8 +16,10 @@ use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
 pub use snapshot::Snapshot;
 
@@ -52,6 +54,15 @@ pub struct ClusterState {
     pub pod_trigger: Arc<Notify>,
     /// Notified on every NodeClaim change (lets the provisioner wait for its own writes).
     pub nodeclaim_changed: Arc<Notify>,
+    /// NodePools as [`nodepools`](Self::nodepools) applies them (drift re-checks their
+    /// NodeClaims).
+    pub nodepool_changes: Changes<NodePool>,
+    /// Node classes as [`nodeclasses`](Self::nodeclasses) applies them (drift and NodePool
+    /// readiness follow them).
+    pub nodeclass_changes: Changes<EC2NodeClass>,
+    /// Nodes as [`nodes`](Self::nodes) applies them (NodeClaim registration and
+    /// initialization follow them).
+    pub node_changes: Changes<Node>,
     /// Becomes true once every cache has completed its initial list. One task waits on the
     /// stores and publishes here, because a store's readiness wakes only one waiter.
     synced: tokio::sync::watch::Receiver<bool>,
@@ -61,6 +72,58 @@ pub struct ClusterState {
 #[derive(Debug, thiserror::Error)]
 #[error("a watch stopped before the cluster state synced")]
 pub struct NotSynced;
+
+/// How many changes a [`Changes`] subscriber may fall behind before it is resynced.
+const CHANGE_BUFFER: usize = 1024;
+
+/// Objects of one kind as a cache applies them. A subscriber receives each object after the
+/// cache holds it, so a controller triggered by a change and reading the cache sees that change
+/// or a newer one. (A controller's own watch on the same kind would race the cache: a reconcile
+/// could run on the old object and not be triggered again.)
+pub struct Changes<K: Resource<DynamicType = ()> + 'static> {
+    tx: broadcast::Sender<Arc<K>>,
+    store: Store<K>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Clone for Changes<K> {
+    fn clone(&self) -> Self {
+        Changes {
+            tx: self.tx.clone(),
+            store: self.store.clone(),
+        }
+    }
+}
+
+impl<K> Changes<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    /// Publish one applied object (a copy is made only while someone subscribes).
+    fn publish(tx: &broadcast::Sender<Arc<K>>, obj: &K) {
+        if tx.receiver_count() > 0 {
+            let _ = tx.send(Arc::new(obj.clone()));
+        }
+    }
+
+    /// Every object applied from now on, deleted ones included (with their last state). A
+    /// subscriber that falls more than 1024 changes behind receives every cached object
+    /// instead of the ones it missed: some are repeated, none is lost.
+    pub fn subscribe(&self) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
+        let store = self.store.clone();
+        BroadcastStream::new(self.tx.subscribe()).flat_map(move |item| {
+            futures::stream::iter(match item {
+                Ok(obj) => vec![obj],
+                Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                    tracing::warn!(
+                        missed,
+                        "change subscriber fell behind; resyncing from the cache"
+                    );
+                    store.state()
+                }
+            })
+        })
+    }
+}
 
 fn reflect<K>(api: Api<K>, on_event: impl Fn(&K) + Send + 'static) -> (Store<K>, JoinHandle<()>)
 where
@@ -96,19 +159,29 @@ impl ClusterState {
                 trigger.notify_one();
             }
         });
-        let (nodes, t2) = reflect(Api::<Node>::all(client.clone()), |_| {});
+        let (node_tx, _) = broadcast::channel(CHANGE_BUFFER);
+        let tx = node_tx.clone();
+        let (nodes, t2) = reflect(Api::<Node>::all(client.clone()), move |n| {
+            Changes::publish(&tx, n)
+        });
         let changed = Arc::clone(&nodeclaim_changed);
         let (nodeclaims, t3) = reflect(Api::<NodeClaim>::all(client.clone()), move |_| {
             changed.notify_waiters()
         });
         // A NodePool or node class becoming ready can serve pods that were waiting.
         let trigger = Arc::clone(&pod_trigger);
-        let (nodepools, t4) = reflect(Api::<NodePool>::all(client.clone()), move |_| {
-            trigger.notify_one()
+        let (nodepool_tx, _) = broadcast::channel(CHANGE_BUFFER);
+        let tx = nodepool_tx.clone();
+        let (nodepools, t4) = reflect(Api::<NodePool>::all(client.clone()), move |p| {
+            trigger.notify_one();
+            Changes::publish(&tx, p);
         });
         let trigger = Arc::clone(&pod_trigger);
-        let (nodeclasses, t5) = reflect(Api::<EC2NodeClass>::all(client.clone()), move |_| {
-            trigger.notify_one()
+        let (nodeclass_tx, _) = broadcast::channel(CHANGE_BUFFER);
+        let tx = nodeclass_tx.clone();
+        let (nodeclasses, t5) = reflect(Api::<EC2NodeClass>::all(client.clone()), move |c| {
+            trigger.notify_one();
+            Changes::publish(&tx, c);
         });
         let (daemonsets, t6) = reflect(Api::<DaemonSet>::all(client.clone()), |_| {});
         let (namespaces, t7) = reflect(Api::<Namespace>::all(client.clone()), |_| {});
@@ -118,6 +191,18 @@ impl ClusterState {
         let (pdbs, t12) = reflect(Api::<PodDisruptionBudget>::all(client.clone()), |_| {});
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let state = ClusterState {
+            nodepool_changes: Changes {
+                tx: nodepool_tx,
+                store: nodepools.clone(),
+            },
+            nodeclass_changes: Changes {
+                tx: nodeclass_tx,
+                store: nodeclasses.clone(),
+            },
+            node_changes: Changes {
+                tx: node_tx,
+                store: nodes.clone(),
+            },
             pods,
             nodes,
             nodeclaims,
@@ -200,5 +285,73 @@ impl ClusterState {
             .into_iter()
             .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn pool(name: &str, generation: i64) -> NodePool {
+        let mut p: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []
+            }}}
+        }))
+        .expect("a NodePool");
+        p.metadata.generation = Some(generation);
+        p
+    }
+
+    fn names(objs: &[Arc<NodePool>]) -> Vec<(String, i64)> {
+        objs.iter()
+            .map(|p| {
+                (
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.metadata.generation.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn subscribers_get_each_change_and_a_resync_when_they_fall_behind() {
+        let (store, mut writer) = reflector::store::<NodePool>();
+        let (tx, _) = broadcast::channel(2);
+        let changes = Changes {
+            tx: tx.clone(),
+            store,
+        };
+        // Nobody subscribes yet: nothing is queued.
+        Changes::publish(&tx, &pool("early", 1));
+        assert_eq!(tx.len(), 0);
+
+        let mut stream = std::pin::pin!(changes.subscribe());
+        let apply = |writer: &mut reflector::store::Writer<NodePool>, p: NodePool| {
+            writer.apply_watcher_event(&Event::Apply(p.clone()));
+            Changes::publish(&tx, &p);
+        };
+        apply(&mut writer, pool("a", 1));
+        assert_eq!(
+            names(&[stream.next().await.expect("a change")]),
+            [("a".to_string(), 1)]
+        );
+
+        // Five changes into a buffer of two: the subscriber gets the cache's current objects.
+        for generation in 2..=6 {
+            apply(&mut writer, pool("a", generation));
+        }
+        apply(&mut writer, pool("b", 1));
+        let mut resync = vec![
+            stream.next().await.expect("resync"),
+            stream.next().await.expect("resync"),
+        ];
+        resync.sort_by_key(|p| p.metadata.name.clone());
+        assert_eq!(names(&resync), [("a".to_string(), 6), ("b".to_string(), 1)]);
     }
 }
