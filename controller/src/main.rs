@@ -202,6 +202,11 @@ async fn main() -> ExitCode {
                 operator::sandbox::publish::run(&args).await
             }
             None => {
+                // Validated before the logger starts, as for `run` (the sandbox checks again).
+                if let Err(e) = cmd.start.controller.settings() {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
                 init_sandbox_tracing(&cmd.start.controller.log_level);
                 operator::sandbox::run(cmd.start).await
             }

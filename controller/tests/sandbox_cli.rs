@@ -145,3 +145,14 @@ fn a_malformed_workload_names_the_file_and_document() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/w.yaml"));
 }
+
+#[test]
+fn a_bad_log_level_is_refused_before_anything_starts() {
+    let out = karpenter(&["sandbox", "--log-level", "info,=", "--until-settled"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: --log-level/LOG_LEVEL (\"info,=\") is not a log level or filter"),
+        "{stderr}"
+    );
+}
