@@ -152,7 +152,8 @@ fn a_bad_log_level_is_refused_before_anything_starts() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.starts_with("error: --log-level/LOG_LEVEL (\"info,=\") is not a log level or filter"),
+        stderr
+            .starts_with("error: --log-level/LOG_LEVEL (\"info,=\") is not a log level or filter"),
         "{stderr}"
     );
 }

@@ -285,6 +285,56 @@ async fn schema_violations_are_refused_like_kube_apiserver() {
     );
 }
 
+/// `kubectl explain` reads the custom kinds' schemas from the OpenAPI v3 documents: fields,
+/// descriptions, enums, `--recursive`, and an unknown field's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_explain_describes_the_karpenter_kinds() {
+    let c = TestCluster::start("", Options::default()).await;
+    let disruption = c
+        .kubectl_ok(&["explain", "nodepools.spec.disruption"])
+        .await;
+    for needle in [
+        "GROUP:      karpenter.sh",
+        "KIND:       NodePool",
+        "FIELD: disruption <Object>",
+        "budgets\t<[]Object>",
+        "consolidationPolicy\t<string>",
+        "enum: WhenEmpty, WhenEmptyOrUnderutilized",
+    ] {
+        assert!(
+            disruption.contains(needle),
+            "missing {needle:?} in:\n{disruption}"
+        );
+    }
+    let alias = c
+        .kubectl_ok(&["explain", "ec2nodeclasses.spec.amiSelectorTerms.alias"])
+        .await;
+    assert!(
+        alias.contains("KIND:       EC2NodeClass") && alias.contains("FIELD: alias <string>"),
+        "{alias}"
+    );
+    let recursive = c
+        .kubectl_ok(&["explain", "nodeclaims", "--recursive"])
+        .await;
+    for needle in [
+        "metadata\t<Object>",
+        "nodeClassRef\t<Object>",
+        "providerID\t<string>",
+    ] {
+        assert!(
+            recursive.contains(needle),
+            "missing {needle:?} in:\n{recursive}"
+        );
+    }
+    let typo = c.kubectl(&["explain", "nodepools.spec.wieght"], None).await;
+    assert!(!typo.status.success());
+    assert!(
+        String::from_utf8_lossy(&typo.stderr).contains("field \"wieght\" does not exist"),
+        "{}",
+        String::from_utf8_lossy(&typo.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubectl_drain_respects_pod_disruption_budgets() {
     let c = TestCluster::start(

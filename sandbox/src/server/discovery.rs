@@ -161,7 +161,11 @@ pub fn openapi_group_version(store: &Store, group: &str, version: &str) -> ApiRe
         format!("/apis/{group}/{version}")
     };
     let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
     for rt in &types {
+        if let Some(schema) = &rt.schema {
+            schemas.insert(schema_name(rt), kind_schema(rt, schema));
+        }
         let path = if rt.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
         } else {
@@ -192,8 +196,53 @@ pub fn openapi_group_version(store: &Store, group: &str, version: &str) -> ApiRe
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }))
+}
+
+/// The name the API server gives a custom kind's schema: the group reversed, then version and
+/// kind, e.g. `sh.karpenter.v1.NodePool` (`kubectl explain` finds it by its
+/// `x-kubernetes-group-version-kind`, not by name).
+fn schema_name(rt: &ResourceType) -> String {
+    let mut parts: Vec<&str> = rt.group.split('.').filter(|p| !p.is_empty()).collect();
+    parts.reverse();
+    parts.push(&rt.version);
+    parts.push(&rt.kind);
+    parts.join(".")
+}
+
+/// A custom kind's published schema: its CRD version's `openAPIV3Schema` marked with the
+/// group-version-kind, with `apiVersion`, `kind` and `metadata` described as the API server
+/// describes them for every kind (so `kubectl explain nodepools.spec` and `--recursive` work).
+/// Built-in kinds carry no schema in the sandbox.
+fn kind_schema(rt: &ResourceType, schema: &Value) -> Value {
+    let mut out = schema.clone();
+    let Some(obj) = out.as_object_mut() else {
+        return out;
+    };
+    obj.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!([{"group": rt.group, "version": rt.version, "kind": rt.kind}]),
+    );
+    let properties = obj
+        .entry("properties")
+        .or_insert_with(|| json!({}))
+        .as_object_mut();
+    if let Some(properties) = properties {
+        properties.insert(
+            "apiVersion".into(),
+            json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers convert recognized schemas to the latest internal value and may reject unrecognized values."}),
+        );
+        properties.insert(
+            "kind".into(),
+            json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents, in CamelCase. Servers may infer it from the endpoint the client submits requests to."}),
+        );
+        properties.insert(
+            "metadata".into(),
+            json!({"type": "object", "description": "Standard object's metadata: name, namespace, labels, annotations, owner references, finalizers."}),
+        );
+    }
+    out
 }
 
 /// `GET /openapi/v3`: the group versions with a content hash in each URL, so kubectl's cache
