@@ -66,8 +66,10 @@ pub enum Verdict {
 }
 
 /// The drift reasons, in the order upstream checks them (core: the NodePool hash, requirements,
-/// instance type; AWS: the node class hash, AMI, security groups, subnet). The first finding in
-/// this order gives the condition's reason.
+/// instance type; AWS: the node class hash, AMI, security groups, subnet, capacity reservation,
+/// placement group). The first finding in this order gives the condition's reason. The last two
+/// are not checked here; they are known so that conditions upstream wrote read back
+/// ([`split_message`]).
 pub const REASONS: &[&str] = &[
     r::NODEPOOL_DRIFTED,
     r::REQUIREMENTS_DRIFTED,
@@ -76,6 +78,8 @@ pub const REASONS: &[&str] = &[
     r::AMI_DRIFT,
     r::SECURITY_GROUP_DRIFT,
     r::SUBNET_DRIFT,
+    r::CAPACITY_RESERVATION_DRIFT,
+    r::PLACEMENT_GROUP_DRIFT,
 ];
 
 /// Longest change text kept in a condition message, in characters.
@@ -122,19 +126,27 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-/// A `Drifted` condition message split back into `(reason, change)` pairs. A change may itself
-/// contain `; `: a new change starts only where a known reason follows.
-pub fn split_message(message: &str) -> Vec<(String, String)> {
+/// A `Drifted` condition message split back into `(reason, change)` pairs, given the
+/// condition's `reason`. A change may itself contain `; `: a new change starts only where one of
+/// [`REASONS`] and `: ` follow. Text before any such prefix (a message another controller wrote)
+/// belongs to `reason`.
+pub fn split_message(reason: &str, message: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for piece in message.split("; ") {
-        let known = REASONS
-            .iter()
-            .find_map(|r| piece.strip_prefix(&format!("{r}: ")).map(|rest| (*r, rest)));
+        let known = REASONS.iter().find_map(|r| {
+            piece
+                .strip_prefix(r)
+                .and_then(|rest| rest.strip_prefix(": "))
+                .map(|rest| (*r, rest))
+        });
         match (known, out.last_mut()) {
-            (Some((reason, rest)), _) => out.push((reason.to_string(), rest.to_string())),
+            (Some((known, rest)), _) => out.push((known.to_string(), rest.to_string())),
             (None, Some(last)) => {
                 last.1.push_str("; ");
                 last.1.push_str(piece);
+            }
+            (None, None) if !piece.trim().is_empty() => {
+                out.push((reason.to_string(), piece.to_string()));
             }
             (None, None) => {}
         }
@@ -251,7 +263,7 @@ fn kept(claim: &NodeClaim, unchecked: &Unchecked, found: &[Finding]) -> Vec<Find
     .filter(|c| c.status == "True") else {
         return vec![];
     };
-    let previous = split_message(&condition.message);
+    let previous = split_message(&condition.reason, &condition.message);
     let mut out = Vec::new();
     for reason in REASONS {
         if !unchecked.iter().any(|(r, _)| r == reason) || found.iter().any(|f| f.reason == *reason)
@@ -368,7 +380,7 @@ fn static_drift(
                 conditions::DRIFTED,
             )
             .filter(|c| c.status == "True")?;
-            let kept: Vec<String> = split_message(&drifted.message)
+            let kept: Vec<String> = split_message(&drifted.reason, &drifted.message)
                 .into_iter()
                 .filter(|(r, _)| r == reason)
                 .map(|(_, c)| c)

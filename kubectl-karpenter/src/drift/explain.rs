@@ -5,27 +5,13 @@
 
 use std::collections::BTreeSet;
 
-use controller::disruption::drift::{self, HashVersions, Inputs, Lookup, Verdict};
+use controller::disruption::drift::{self, HashVersions, Inputs, Lookup, Verdict, split_message};
 use crds::conditions::{self, DRIFTED, LAUNCHED, reason as r};
 use crds::hash::{self, Stamp};
 use crds::labels::{AWS_GROUP, NODEPOOL_LABEL};
 use crds::{EC2NodeClass, NodeClaim, NodePool, StatusConditions};
 
 use super::report::{ChangeLine, DriftedCondition, HashReport, Live, LiveVerdict, Report, Source};
-
-/// The reasons the drift controller writes; in its `Drifted` message a `; `-separated piece
-/// starts a new change only when it starts with `<one of these>: ` (a change may contain `; `).
-const REASONS: &[&str] = &[
-    r::NODEPOOL_DRIFTED,
-    r::REQUIREMENTS_DRIFTED,
-    r::INSTANCE_TYPE_NOT_FOUND,
-    r::NODE_CLASS_DRIFT,
-    r::AMI_DRIFT,
-    r::SECURITY_GROUP_DRIFT,
-    r::SUBNET_DRIFT,
-    r::CAPACITY_RESERVATION_DRIFT,
-    r::PLACEMENT_GROUP_DRIFT,
-];
 
 /// Reasons only a check against the cloud finds (the plugin does not make those checks).
 const CLOUD_REASONS: &[&str] = &[
@@ -52,32 +38,6 @@ pub fn nodeclass_name(claim: &NodeClaim) -> Option<&str> {
     let group_ok = reference.group.is_empty() || reference.group == AWS_GROUP;
     (group_ok && reference.kind == "EC2NodeClass" && !reference.name.is_empty())
         .then_some(reference.name.as_str())
-}
-
-/// Splits the controller's `Drifted` message into `(reason, change)` pairs; text before any
-/// reason prefix (a message written by another controller) belongs to `reason`.
-pub fn split_message(reason: &str, message: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for piece in message.split("; ") {
-        let prefixed = REASONS.iter().find_map(|known| {
-            piece
-                .strip_prefix(known)
-                .and_then(|rest| rest.strip_prefix(": "))
-                .map(|rest| (*known, rest))
-        });
-        match (prefixed, out.last_mut()) {
-            (Some((known, rest)), _) => out.push((known.to_owned(), rest.to_owned())),
-            (None, Some(last)) => {
-                last.1.push_str("; ");
-                last.1.push_str(piece);
-            }
-            (None, None) if !piece.trim().is_empty() => {
-                out.push((reason.to_owned(), piece.to_owned()));
-            }
-            (None, None) => {}
-        }
-    }
-    out
 }
 
 /// The condition's changes and the detected ones, each once: the condition's first (in its

@@ -211,35 +211,15 @@ fn schema_name(rt: &ResourceType) -> String {
     parts.join(".")
 }
 
-/// A custom kind's published schema: its CRD version's `openAPIV3Schema` marked with the
-/// group-version-kind, with `apiVersion`, `kind` and `metadata` described as the API server
-/// describes them for every kind (so `kubectl explain nodepools.spec` and `--recursive` work).
-/// Built-in kinds carry no schema in the sandbox.
+/// A custom kind's published schema: its CRD version's `openAPIV3Schema` (whose root already
+/// describes `apiVersion`, `kind` and `metadata`) marked with its group-version-kind, which is
+/// how `kubectl explain` finds it. Built-in kinds carry no schema in the sandbox.
 fn kind_schema(rt: &ResourceType, schema: &Value) -> Value {
     let mut out = schema.clone();
-    let Some(obj) = out.as_object_mut() else {
-        return out;
-    };
-    obj.insert(
-        "x-kubernetes-group-version-kind".into(),
-        json!([{"group": rt.group, "version": rt.version, "kind": rt.kind}]),
-    );
-    let properties = obj
-        .entry("properties")
-        .or_insert_with(|| json!({}))
-        .as_object_mut();
-    if let Some(properties) = properties {
-        properties.insert(
-            "apiVersion".into(),
-            json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers convert recognized schemas to the latest internal value and may reject unrecognized values."}),
-        );
-        properties.insert(
-            "kind".into(),
-            json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents, in CamelCase. Servers may infer it from the endpoint the client submits requests to."}),
-        );
-        properties.insert(
-            "metadata".into(),
-            json!({"type": "object", "description": "Standard object's metadata: name, namespace, labels, annotations, owner references, finalizers."}),
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([{"group": rt.group, "version": rt.version, "kind": rt.kind}]),
         );
     }
     out

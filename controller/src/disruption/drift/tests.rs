@@ -473,7 +473,7 @@ fn messages_are_bounded_and_split_back() {
     ];
     let m = Verdict::message(&f);
     assert!(m.len() <= 1024, "{} bytes", m.len());
-    let parts = split_message(&m);
+    let parts = split_message("NodeClassDrift", &m);
     assert_eq!(parts.len(), 2, "{parts:?}");
     assert_eq!(
         parts[1],
