@@ -285,10 +285,10 @@ async fn schema_violations_are_refused_like_kube_apiserver() {
     );
 }
 
-/// `kubectl explain` reads the custom kinds' schemas from the OpenAPI v3 documents: fields,
-/// descriptions, enums, `--recursive`, and an unknown field's error.
+/// `kubectl explain` reads the schemas from the OpenAPI v3 documents: the Karpenter kinds'
+/// fields, descriptions, enums, `--recursive`, and an unknown field's error; built-in kinds too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kubectl_explain_describes_the_karpenter_kinds() {
+async fn kubectl_explain_describes_karpenter_and_built_in_kinds() {
     let c = TestCluster::start("", Options::default()).await;
     let disruption = c
         .kubectl_ok(&["explain", "nodepools.spec.disruption"])
@@ -317,7 +317,8 @@ async fn kubectl_explain_describes_the_karpenter_kinds() {
         .kubectl_ok(&["explain", "nodeclaims", "--recursive"])
         .await;
     for needle in [
-        "metadata\t<Object>",
+        "metadata\t<ObjectMeta>",
+        "labels\t<map[string]string>",
         "nodeClassRef\t<Object>",
         "providerID\t<string>",
     ] {
@@ -332,6 +333,25 @@ async fn kubectl_explain_describes_the_karpenter_kinds() {
         String::from_utf8_lossy(&typo.stderr).contains("field \"wieght\" does not exist"),
         "{}",
         String::from_utf8_lossy(&typo.stderr)
+    );
+    let tolerations = c.kubectl_ok(&["explain", "pods.spec.tolerations"]).await;
+    for needle in [
+        "KIND:       Pod",
+        "FIELD: tolerations <[]Toleration>",
+        "tolerationSeconds\t<integer>",
+    ] {
+        assert!(
+            tolerations.contains(needle),
+            "missing {needle:?} in:\n{tolerations}"
+        );
+    }
+    let strategy = c
+        .kubectl_ok(&["explain", "deployments.spec.strategy"])
+        .await;
+    assert!(
+        strategy.contains("GROUP:      apps")
+            && strategy.contains("rollingUpdate\t<RollingUpdateDeployment>"),
+        "{strategy}"
     );
 }
 

@@ -163,8 +163,8 @@ pub fn openapi_group_version(store: &Store, group: &str, version: &str) -> ApiRe
     let mut paths = serde_json::Map::new();
     let mut schemas = serde_json::Map::new();
     for rt in &types {
-        if let Some(schema) = &rt.schema {
-            schemas.insert(schema_name(rt), kind_schema(rt, schema));
+        for (name, schema) in super::schemas::for_kind(rt).iter() {
+            schemas.insert(name.clone(), schema.clone());
         }
         let path = if rt.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", rt.plural)
@@ -198,31 +198,6 @@ pub fn openapi_group_version(store: &Store, group: &str, version: &str) -> ApiRe
         "paths": paths,
         "components": {"schemas": schemas},
     }))
-}
-
-/// The name the API server gives a custom kind's schema: the group reversed, then version and
-/// kind, e.g. `sh.karpenter.v1.NodePool` (`kubectl explain` finds it by its
-/// `x-kubernetes-group-version-kind`, not by name).
-fn schema_name(rt: &ResourceType) -> String {
-    let mut parts: Vec<&str> = rt.group.split('.').filter(|p| !p.is_empty()).collect();
-    parts.reverse();
-    parts.push(&rt.version);
-    parts.push(&rt.kind);
-    parts.join(".")
-}
-
-/// A custom kind's published schema: its CRD version's `openAPIV3Schema` (whose root already
-/// describes `apiVersion`, `kind` and `metadata`) marked with its group-version-kind, which is
-/// how `kubectl explain` finds it. Built-in kinds carry no schema in the sandbox.
-fn kind_schema(rt: &ResourceType, schema: &Value) -> Value {
-    let mut out = schema.clone();
-    if let Some(obj) = out.as_object_mut() {
-        obj.insert(
-            "x-kubernetes-group-version-kind".into(),
-            json!([{"group": rt.group, "version": rt.version, "kind": rt.kind}]),
-        );
-    }
-    out
 }
 
 /// `GET /openapi/v3`: the group versions with a content hash in each URL, so kubectl's cache

@@ -3,6 +3,7 @@
 
 mod discovery;
 mod resources;
+mod schemas;
 mod subresources;
 mod watch;
 
