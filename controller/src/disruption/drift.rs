@@ -129,7 +129,7 @@ fn shorten(s: &str, max: usize) -> String {
 /// A `Drifted` condition message split back into `(reason, change)` pairs, given the
 /// condition's `reason`. A change may itself contain `; `: a new change starts only where one of
 /// [`REASONS`] and `: ` follow. Text before any such prefix (a message another controller wrote)
-/// belongs to `reason`.
+/// belongs to `reason`, unless it is `reason` itself (upstream's messages).
 pub fn split_message(reason: &str, message: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for piece in message.split("; ") {
@@ -145,7 +145,8 @@ pub fn split_message(reason: &str, message: &str) -> Vec<(String, String)> {
                 last.1.push_str("; ");
                 last.1.push_str(piece);
             }
-            (None, None) if !piece.trim().is_empty() => {
+            // Upstream writes the reason itself as the message: no change to report.
+            (None, None) if !piece.trim().is_empty() && piece != reason => {
                 out.push((reason.to_string(), piece.to_string()));
             }
             (None, None) => {}

@@ -15,14 +15,13 @@ use crds::{NodeClaim, NodePool, StatusConditions};
 use futures::StreamExt;
 use kube::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use crate::cloudprovider::CloudError;
 use crate::nodeclaim::lifecycle::set_condition;
 use crate::operator::Context;
 use crate::operator::events::{EventType, reason};
-use crate::operator::reconcile::{ReconcileError, drive};
+use crate::operator::reconcile::{ReconcileError, affected_by, drive};
 use crate::state::snapshot::nodepool_of;
 use drift::{Inputs, Lookup, Verdict};
 
@@ -40,53 +39,27 @@ pub async fn run(ctx: Arc<Context>) {
     }
     let seen = Mutex::new(HashMap::new());
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let by_pool = ctx.state.clone();
-    let by_class = ctx.state.clone();
+    let controller = Controller::new(claims, watcher::Config::default());
     // Triggered by the caches reconcile reads from, so a change is never checked against an
     // older copy of its NodePool or node class.
     let pool_changes = ctx
         .state
         .nodepool_changes
         .subscribe()
-        .flat_map(move |pool| {
-            let refs = if relevant_change(&seen, &pool) {
-                let name = pool.metadata.name.as_deref().unwrap_or_default();
-                claims_where(&by_pool, |c| {
-                    nodepool_of(c.metadata.labels.as_ref()) == Some(name)
-                })
-            } else {
-                vec![]
-            };
-            futures::stream::iter(refs)
-        });
-    let class_changes = ctx
-        .state
-        .nodeclass_changes
-        .subscribe()
-        .flat_map(move |class| {
-            let name = class.metadata.name.as_deref().unwrap_or_default();
-            futures::stream::iter(claims_where(&by_class, |c| {
-                c.spec.node_class_ref.name == name
-            }))
-        });
-    let controller = Controller::new(claims, watcher::Config::default())
-        .reconcile_on(pool_changes)
-        .reconcile_on(class_changes);
+        .filter(move |pool| futures::future::ready(relevant_change(&seen, pool)));
+    let pool_triggers = affected_by(pool_changes, controller.store(), |pool, claim| {
+        pool.metadata.name.is_some()
+            && nodepool_of(claim.metadata.labels.as_ref()) == pool.metadata.name.as_deref()
+    });
+    let class_triggers = affected_by(
+        ctx.state.nodeclass_changes.subscribe(),
+        controller.store(),
+        |class, claim| class.metadata.name.as_deref() == Some(&claim.spec.node_class_ref.name),
+    );
+    let controller = controller
+        .reconcile_on(pool_triggers)
+        .reconcile_on(class_triggers);
     drive(controller, reconcile, ctx).await;
-}
-
-/// The NodeClaims in the cache that satisfy `keep`.
-fn claims_where(
-    state: &crate::state::ClusterState,
-    keep: impl Fn(&NodeClaim) -> bool,
-) -> Vec<ObjectRef<NodeClaim>> {
-    state
-        .nodeclaims
-        .state()
-        .into_iter()
-        .filter(|c| keep(c))
-        .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
-        .collect()
 }
 
 async fn reconcile(claim: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -160,11 +133,12 @@ fn poll_with_jitter() -> Duration {
     DRIFT_POLL + Duration::from_millis(rand::rng().random_range(0..=spread))
 }
 
-/// Whether a NodePool change can change drift: a new generation (spec) or new annotations (the
-/// hash stamps). Status updates (counters every few seconds) are not.
+/// Whether a NodePool change can change drift: a new NodePool (uid), a new generation (spec) or
+/// new annotations (the hash stamps). Status updates (counters every few seconds) are not.
 fn relevant_change(seen: &Mutex<HashMap<String, String>>, pool: &NodePool) -> bool {
     let key = format!(
-        "{}/{:?}",
+        "{:?}/{}/{:?}",
+        pool.metadata.uid,
         pool.metadata.generation.unwrap_or(0),
         pool.metadata.annotations
     );

@@ -9,41 +9,38 @@ use std::time::Duration;
 use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::labels::TERMINATION_FINALIZER;
 use crds::{NodeClaim, StatusConditions};
-use futures::StreamExt;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::json;
 
 use super::{initialization, launch, registration, termination};
 use crate::operator::Context;
 use crate::operator::events::{EventType, reason};
-use crate::operator::reconcile::{ReconcileError, drive};
+use crate::operator::reconcile::{ReconcileError, affected_by, drive};
 use crds::duration::format_go_duration;
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
+    // Registration read from a half-filled node cache would wait for a node already there.
+    if ctx.state.wait_synced().await.is_err() {
+        tracing::error!("nodeclaim controller not started: the cluster state never synced");
+        return;
+    }
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let state = ctx.state.clone();
+    let controller = Controller::new(claims, watcher::Config::default());
     // A node maps to the NodeClaim with its providerID. Triggered by the node cache that
     // registration and initialization read, so they see the node that triggered them.
-    let node_changes = ctx.state.node_changes.subscribe().flat_map(move |node| {
-        let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-        futures::stream::iter(
-            state
-                .nodeclaims
-                .state()
-                .into_iter()
-                .filter(|c| {
-                    pid.is_some() && c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid
-                })
-                .filter_map(|c| c.metadata.name.as_deref().map(ObjectRef::new))
-                .collect::<Vec<_>>(),
-        )
-    });
-    let controller = Controller::new(claims, watcher::Config::default()).reconcile_on(node_changes);
+    let node_triggers = affected_by(
+        ctx.state.node_changes.subscribe(),
+        controller.store(),
+        |node, claim| {
+            let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            pid.is_some() && claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid
+        },
+    );
+    let controller = controller.reconcile_on(node_triggers);
     drive(controller, reconcile, ctx).await;
 }
 

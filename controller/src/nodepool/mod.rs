@@ -11,17 +11,15 @@ use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
 use crds::upgrade::UPGRADING_CONDITION;
 use crds::validation::{VALIDATION_FAILED_REASON, summarize, validate_nodepool};
 use crds::{NodePool, StatusConditions};
-use futures::StreamExt;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::disruption::upgrade::plan::Plan;
 use crate::operator::Context;
-use crate::operator::reconcile::{ReconcileError, drive};
+use crate::operator::reconcile::{ReconcileError, affected_by, drive};
 use crate::scheduling::resources::Resources;
 use crate::state::snapshot::nodepool_of;
 
@@ -47,23 +45,23 @@ pub fn validate(pool: &NodePool) -> Result<(), String> {
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
+    // Readiness read from half-filled caches would flap (a node class not listed yet).
+    if ctx.state.wait_synced().await.is_err() {
+        tracing::error!("nodepool controller not started: the cluster state never synced");
+        return;
+    }
     let pools: Api<NodePool> = Api::all(ctx.client.clone());
-    let state = ctx.state.clone();
+    let controller = Controller::new(pools, watcher::Config::default());
     // A node class change re-evaluates the NodePools that use it, once the cache reconcile
     // reads from holds the change.
-    let class_changes = ctx.state.nodeclass_changes.subscribe().flat_map(move |nc| {
-        let name = nc.metadata.name.as_deref().unwrap_or_default();
-        futures::stream::iter(
-            state
-                .nodepools
-                .state()
-                .into_iter()
-                .filter(|p| p.spec.template.spec.node_class_ref.name == name)
-                .filter_map(|p| p.metadata.name.as_deref().map(ObjectRef::new))
-                .collect::<Vec<_>>(),
-        )
-    });
-    let controller = Controller::new(pools, watcher::Config::default()).reconcile_on(class_changes);
+    let class_triggers = affected_by(
+        ctx.state.nodeclass_changes.subscribe(),
+        controller.store(),
+        |class, pool| {
+            class.metadata.name.as_deref() == Some(&pool.spec.template.spec.node_class_ref.name)
+        },
+    );
+    let controller = controller.reconcile_on(class_triggers);
     drive(controller, reconcile, ctx).await;
 }
 

@@ -55,6 +55,30 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(ERROR_REQUEUE)
 }
 
+/// Triggers for [`Controller::reconcile_on`]: each changed object (from
+/// [`crate::state::Changes::subscribe`]) mapped to the objects of `store` that `affected` picks.
+/// `store` should be the controller's own ([`Controller::store`]): an object it does not hold
+/// yet is reconciled anyway once its watch delivers it, after the change.
+pub fn affected_by<C, K>(
+    changes: impl futures::Stream<Item = Arc<C>> + Send + 'static,
+    store: kube::runtime::reflector::Store<K>,
+    affected: impl Fn(&C, &K) -> bool + Send + 'static,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static
+where
+    C: Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    changes.flat_map(move |changed| {
+        let refs: Vec<_> = store
+            .state()
+            .into_iter()
+            .filter(|o| affected(&changed, o))
+            .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    })
+}
+
 /// Run a controller with the shared policy until its task is aborted.
 pub async fn drive<K, F, Fut>(controller: Controller<K>, reconcile: F, ctx: Arc<Context>)
 where

@@ -105,9 +105,11 @@ where
         }
     }
 
-    /// Every object applied from now on, deleted ones included (with their last state). A
-    /// subscriber that falls more than 1024 changes behind receives every cached object
-    /// instead of the ones it missed: some are repeated, none is lost.
+    /// Every object the cache applies from now on, deleted ones included (with their last
+    /// state), and after a relist every object it listed. A subscriber that falls more than
+    /// [`CHANGE_BUFFER`] changes behind receives every cached object instead of the ones it
+    /// missed: some are repeated, none is lost. The stream does not end while the
+    /// [`ClusterState`] lives.
     pub fn subscribe(&self) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
         let store = self.store.clone();
         BroadcastStream::new(self.tx.subscribe()).flat_map(move |item| {
@@ -125,20 +127,56 @@ where
     }
 }
 
+/// Tell `on_event` about one watch event the store has just applied: an applied or deleted
+/// object at once; a (re)list's objects only at its end, when the store takes them in, together
+/// with the objects it held before the relist and no longer does (`before_relist` carries those
+/// from `Init` to `InitDone`).
+fn announce<K>(
+    event: &watcher::Event<K>,
+    store: &Store<K>,
+    before_relist: &mut Vec<Arc<K>>,
+    on_event: &impl Fn(&K),
+) where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    match event {
+        watcher::Event::Apply(obj) | watcher::Event::Delete(obj) => on_event(obj),
+        watcher::Event::Init => *before_relist = store.state(),
+        watcher::Event::InitApply(_) => {}
+        watcher::Event::InitDone => {
+            let listed = store.state();
+            let key = |o: &K| (o.meta().namespace.clone(), o.meta().name.clone());
+            let present: std::collections::HashSet<_> = listed.iter().map(|o| key(o)).collect();
+            for obj in &listed {
+                on_event(obj);
+            }
+            for gone in std::mem::take(before_relist) {
+                if !present.contains(&key(&gone)) {
+                    on_event(&gone);
+                }
+            }
+        }
+    }
+}
+
+/// Start a cache of `K`. `on_event` sees every object once the cache holds it: each applied or
+/// deleted object; and after an initial list or relist (whose objects the store only takes in
+/// at its end), every listed object and every object the relist found gone.
 fn reflect<K>(api: Api<K>, on_event: impl Fn(&K) + Send + 'static) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
+    let stream = reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let store = reader.clone();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut before_relist = Vec::new();
         while let Some(item) = stream.next().await {
             match item {
-                Ok(obj) => on_event(&obj),
+                Ok(event) => announce(&event, &store, &mut before_relist, &on_event),
                 Err(e) => {
                     tracing::warn!(kind = K::kind(&K::DynamicType::default()).as_ref(), error = %e, "watch error")
                 }
@@ -317,6 +355,60 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// A relist's objects are announced once the store holds them, with the objects the relist
+    /// found gone; single changes at once.
+    #[test]
+    fn a_relist_is_announced_when_the_store_takes_it_in() {
+        let (store, mut writer) = reflector::store::<NodePool>();
+        let heard = std::sync::Mutex::new(Vec::new());
+        let on_event = |p: &NodePool| {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            // Every announced object that still exists is in the store already.
+            let held = store.state().iter().any(|s| {
+                s.metadata.name == p.metadata.name && s.metadata.generation == p.metadata.generation
+            });
+            heard.lock().expect("not poisoned").push((
+                name,
+                p.metadata.generation.unwrap_or_default(),
+                held,
+            ));
+        };
+        let mut before = Vec::new();
+        let mut feed = |event: Event<NodePool>| {
+            writer.apply_watcher_event(&event);
+            announce(&event, &store, &mut before, &on_event);
+        };
+        feed(Event::Init);
+        feed(Event::InitApply(pool("a", 1)));
+        feed(Event::InitApply(pool("b", 1)));
+        assert!(
+            heard.lock().expect("not poisoned").is_empty(),
+            "nothing before the list ends"
+        );
+        feed(Event::InitDone);
+        feed(Event::Apply(pool("a", 2)));
+        // A relist in which b is gone and c new.
+        feed(Event::Init);
+        feed(Event::InitApply(pool("a", 2)));
+        feed(Event::InitApply(pool("c", 1)));
+        feed(Event::InitDone);
+        let mut heard = heard.into_inner().expect("not poisoned");
+        heard[..2].sort();
+        heard[3..5].sort();
+        let t = |n: &str, g: i64, held: bool| (n.to_string(), g, held);
+        assert_eq!(
+            heard,
+            [
+                t("a", 1, true),
+                t("b", 1, true),
+                t("a", 2, true),
+                t("a", 2, true),
+                t("c", 1, true),
+                t("b", 1, false),
+            ]
+        );
     }
 
     #[tokio::test]

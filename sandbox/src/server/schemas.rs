@@ -38,7 +38,7 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 pub fn for_kind(rt: &ResourceType) -> Arc<Schemas> {
     match &rt.schema {
         Some(schema) => Arc::new(custom(rt, schema)),
-        None => builtin(&rt.group, &rt.kind),
+        None => builtin(&rt.group, &rt.version, &rt.kind),
     }
 }
 
@@ -59,8 +59,9 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
 /// A custom kind: its CRD version's `openAPIV3Schema` marked with the group-version-kind, with
 /// `metadata` referring to `ObjectMeta` as the API server publishes it.
 fn custom(rt: &ResourceType, schema: &Value) -> Schemas {
+    static OBJECT_META_SCHEMAS: OnceLock<Arc<Schemas>> = OnceLock::new();
     let mut own = schema.clone();
-    let mut out = (*builtin_schemas::<ObjectMeta>()).clone();
+    let mut out = (**OBJECT_META_SCHEMAS.get_or_init(builtin_schemas::<ObjectMeta>)).clone();
     if let Some(obj) = own.as_object_mut() {
         obj.insert(
             "x-kubernetes-group-version-kind".into(),
@@ -80,8 +81,12 @@ fn custom(rt: &ResourceType, schema: &Value) -> Schemas {
     out
 }
 
-/// A built-in kind's schemas, generated once per kind.
-fn builtin(group: &str, kind: &str) -> Arc<Schemas> {
+/// A built-in kind's schemas, generated once per kind (every built-in kind the sandbox serves is
+/// `v1`).
+fn builtin(group: &str, version: &str, kind: &str) -> Arc<Schemas> {
+    if version != "v1" {
+        return Arc::new(Schemas::new());
+    }
     let generate: fn() -> Arc<Schemas> = match (group, kind) {
         ("", "Pod") => builtin_kind::<Pod>,
         ("", "Node") => builtin_kind::<Node>,
@@ -173,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_built_in_kind_is_named_and_marked_as_the_api_server_does() {
-        let schemas = builtin("", "Pod");
+        let schemas = builtin("", "v1", "Pod");
         let pod = &schemas["io.k8s.api.core.v1.Pod"];
         assert_eq!(
             pod["x-kubernetes-group-version-kind"],
@@ -192,8 +197,11 @@ mod tests {
                 "{name} is referred to but missing"
             );
         }
-        assert!(builtin("", "Gadget").is_empty());
+        assert!(builtin("", "v1", "Gadget").is_empty());
         assert!(schemas.contains_key(OBJECT_META));
-        assert!(Arc::ptr_eq(&builtin("", "Pod"), &schemas), "generated once");
+        assert!(
+            Arc::ptr_eq(&builtin("", "v1", "Pod"), &schemas),
+            "generated once"
+        );
     }
 }

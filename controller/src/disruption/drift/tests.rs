@@ -376,6 +376,32 @@ fn upstream_stamped_nodeclaim_is_not_drifted() {
     assert_eq!(stale.len(), 1, "an upstream stamp is re-stamped");
 }
 
+/// Upstream's own `Drifted` condition (the reason repeated as the message) on a NodeClaim
+/// stamped under another hash version: still drifted, with our wording, not the echo.
+#[test]
+fn an_upstream_drifted_condition_reads_back_without_its_echo() {
+    assert!(split_message("NodePoolDrifted", "NodePoolDrifted").is_empty());
+    assert_eq!(
+        split_message("NodePoolDrifted", "template changed"),
+        [(
+            "NodePoolDrifted".to_string(),
+            "template changed".to_string()
+        )]
+    );
+    let fixture = include_str!("../../../../tests/fixtures/upstream/nodeclaim.yaml");
+    let nc: NodeClaim = serde_saphyr::from_str(fixture).expect("upstream NodeClaim parses");
+    let nc = with_condition(nc, "NodePoolDrifted", "NodePoolDrifted");
+    let (p, c) = (pool(template()), class(OLD_AMI));
+    let Verdict::Drifted(findings) = check(&nc, &p, &c, None) else {
+        panic!("upstream's drift is kept")
+    };
+    let message = Verdict::message(&findings);
+    assert!(
+        message.starts_with("NodePoolDrifted: nodepool hash changed under hash version"),
+        "{message}"
+    );
+}
+
 fn with_condition(mut nc: NodeClaim, reason: &str, message: &str) -> NodeClaim {
     nc.status
         .get_or_insert_with(Default::default)
