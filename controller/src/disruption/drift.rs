@@ -267,15 +267,21 @@ fn kept(claim: &NodeClaim, unchecked: &Unchecked, found: &[Finding]) -> Vec<Find
     let previous = split_message(&condition.reason, &condition.message);
     let mut out = Vec::new();
     for reason in REASONS {
-        if !unchecked.iter().any(|(r, _)| r == reason) || found.iter().any(|f| f.reason == *reason)
-        {
+        let Some((_, why)) = unchecked.iter().find(|(r, _)| r == reason) else {
+            continue;
+        };
+        if found.iter().any(|f| f.reason == *reason) {
             continue;
         }
-        let changes: Vec<String> = previous
+        let mut changes: Vec<String> = previous
             .iter()
             .filter(|(r, _)| r == reason)
             .map(|(_, c)| c.clone())
             .collect();
+        // Upstream's condition names the reason without a change.
+        if changes.is_empty() && condition.reason == *reason {
+            changes.push(format!("found earlier; not checked now: {why}"));
+        }
         if !changes.is_empty() {
             out.push(Finding { reason, changes });
         }

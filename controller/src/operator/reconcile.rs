@@ -58,7 +58,9 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
 /// Triggers for [`Controller::reconcile_on`]: each changed object (from
 /// [`crate::state::Changes::subscribe`]) mapped to the objects of `store` that `affected` picks.
 /// `store` should be the controller's own ([`Controller::store`]): an object it does not hold
-/// yet is reconciled anyway once its watch delivers it, after the change.
+/// yet gets its own reconcile when its watch event arrives, which reads the caches as they are
+/// then (kube-runtime's exception: an object first seen in a relist of the controller's watch is
+/// triggered before its store holds it and waits for its next change or requeue).
 pub fn affected_by<C, K>(
     changes: impl futures::Stream<Item = Arc<C>> + Send + 'static,
     store: kube::runtime::reflector::Store<K>,

@@ -108,7 +108,8 @@ where
     /// Every object the cache applies from now on, deleted ones included (with their last
     /// state), and after a relist every object it listed. A subscriber that falls more than
     /// [`CHANGE_BUFFER`] changes behind receives every cached object instead of the ones it
-    /// missed: some are repeated, none is lost. The stream does not end while the
+    /// missed: those are repeated, but deletions in the missed window are not (controllers
+    /// re-check on their own periodic requeues). The stream does not end while the
     /// [`ClusterState`] lives.
     pub fn subscribe(&self) -> impl futures::Stream<Item = Arc<K>> + Send + 'static {
         let store = self.store.clone();

@@ -400,6 +400,32 @@ fn an_upstream_drifted_condition_reads_back_without_its_echo() {
         message.starts_with("NodePoolDrifted: nodepool hash changed under hash version"),
         "{message}"
     );
+
+    // Upstream's SubnetDrift while the instance cannot be described, and a requirements change
+    // found now: both reasons stay.
+    let (p, c) = (pool(template()), class(OLD_AMI));
+    let mut narrowed = template();
+    narrowed["spec"]["requirements"][0]["values"] = json!(["on-demand"]);
+    let nc = with_condition(claim(&p, &c), "SubnetDrift", "SubnetDrift");
+    let types = vec![instance_type("m5.large", 2, 8, 0.096)];
+    let v = detect(&Inputs {
+        claim: &nc,
+        pool: &pool(narrowed),
+        node_class: Some(&c),
+        instance: Lookup::Unavailable("throttled".into()),
+        instance_types: Lookup::Found(&types),
+        versions: &HashVersions::default(),
+    });
+    let Verdict::Drifted(findings) = v else {
+        panic!("drifted, got {v:?}")
+    };
+    let reasons: Vec<&str> = findings.iter().map(|f| f.reason).collect();
+    assert!(reasons.contains(&"SubnetDrift"), "{findings:?}");
+    assert!(
+        Verdict::message(&findings)
+            .contains("SubnetDrift: found earlier; not checked now: throttled"),
+        "{findings:?}"
+    );
 }
 
 fn with_condition(mut nc: NodeClaim, reason: &str, message: &str) -> NodeClaim {
