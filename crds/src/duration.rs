@@ -1,6 +1,7 @@
-//! Go-style durations used by NodePool/NodeClaim fields: `expireAfter` and `consolidateAfter`
-//! ([`NillableDuration`], which also accepts `Never`), `terminationGracePeriod` and budget
-//! `duration` ([`GoDuration`], a `metav1.Duration`).
+//! Durations as Kubernetes users read and write them: Go-style durations used by
+//! NodePool/NodeClaim fields (`expireAfter` and `consolidateAfter` as [`NillableDuration`],
+//! which also accepts `Never`; `terminationGracePeriod` and budget `duration` as
+//! [`GoDuration`], a `metav1.Duration`), and kubectl's AGE ([`human_duration`]).
 //!
 //! Both types remember the exact string they were parsed from and write it back unchanged, as
 //! upstream's `NillableDuration.Raw` does (`pkg/apis/v1/duration.go`), so `720h` never comes
@@ -9,6 +10,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
+
+use jiff::SignedDuration;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -443,6 +446,38 @@ fn matches_unit_groups(s: &str, units: &[char]) -> bool {
     unit_groups(s).is_some_and(|groups| groups.iter().all(|(_, u)| units.contains(u)))
 }
 
+/// kubectl's HumanDuration (apimachinery `pkg/util/duration`), the AGE column of `kubectl get`
+/// and of the plugin's tables: about two significant figures (`95s`, `5m3s`, `47m`, `5h12m`, `30h`,
+/// `2d4h`, `45d`, `3y12d`); `0s` up to a second in the future, `<invalid>` beyond that.
+pub fn human_duration(d: SignedDuration) -> String {
+    let secs = d.as_secs();
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    if secs < 0 {
+        return "0s".into();
+    }
+    if secs < 120 {
+        return format!("{secs}s");
+    }
+    let (minutes, hours) = (secs / 60, secs / 3600);
+    let (days, years) = (hours / 24, hours / 24 / 365);
+    let pair = |big: i64, unit: &str, small: i64, small_unit: &str| match small {
+        0 => format!("{big}{unit}"),
+        _ => format!("{big}{unit}{small}{small_unit}"),
+    };
+    match () {
+        _ if minutes < 10 => pair(minutes, "m", secs % 60, "s"),
+        _ if minutes < 180 => format!("{minutes}m"),
+        _ if hours < 8 => pair(hours, "h", minutes % 60, "m"),
+        _ if hours < 48 => format!("{hours}h"),
+        _ if hours < 24 * 8 => pair(days, "d", hours % 24, "h"),
+        _ if hours < 24 * 365 * 2 => format!("{days}d"),
+        _ if hours < 24 * 365 * 8 => pair(years, "y", days % 365, "d"),
+        _ => format!("{years}y"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,5 +600,26 @@ mod tests {
         for bad in ["", "30s", "1h30m10s", "0s", "1d", "1m1h"] {
             assert!(!matches_budget_duration_pattern(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn human_duration_matches_kubectl_boundaries() {
+        #[rustfmt::skip]
+        let cases = [
+            (-3, "<invalid>"), (-2, "<invalid>"), (-1, "0s"), (0, "0s"), (95, "95s"), (119, "119s"),
+            (120, "2m"), (303, "5m3s"), (599, "9m59s"), (600, "10m"), (47 * 60, "47m"), (179 * 60, "179m"),
+            (180 * 60, "3h"), (5 * 3600 + 12 * 60, "5h12m"), (8 * 3600, "8h"), (30 * 3600, "30h"),
+            (47 * 3600, "47h"), (48 * 3600, "2d"), (52 * 3600, "2d4h"), (191 * 3600, "7d23h"),
+            (8 * 86400, "8d"), (45 * 86400, "45d"), (729 * 86400, "729d"), (730 * 86400, "2y"),
+            ((3 * 365 + 12) * 86400, "3y12d"), (8 * 365 * 86400, "8y"), (20 * 365 * 86400, "20y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(
+                human_duration(SignedDuration::from_secs(secs)),
+                want,
+                "{secs}s"
+            );
+        }
+        assert_eq!(human_duration(SignedDuration::from_millis(-1900)), "0s");
     }
 }

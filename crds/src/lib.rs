@@ -11,6 +11,7 @@ pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;
 pub mod requirements;
+pub mod sandbox;
 mod schema;
 pub mod upgrade;
 pub mod validation;

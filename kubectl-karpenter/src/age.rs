@@ -17,7 +17,7 @@ pub fn age(created: Option<Timestamp>, now: Timestamp) -> String {
 
 /// kubectl's `HumanDuration` (one implementation serves the sandbox's server-side Tables and
 /// this plugin).
-pub use sandbox::table::human_duration;
+pub use crds::duration::human_duration;
 
 #[cfg(test)]
 mod tests {

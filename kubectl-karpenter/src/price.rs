@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use controller::cloudprovider::sim::catalog::{Catalog, CatalogError, spot_price};
 use crds::labels::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT};
+use karpenter_core::capacity::catalog::{Catalog, CatalogError, spot_price};
 
 use crate::status::PriceBook;
 

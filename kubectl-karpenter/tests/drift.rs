@@ -6,9 +6,9 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use controller::disruption::drift::HashVersions;
 use crds::hash::{nodeclass_fields, nodeclass_stamp, nodepool_fields, nodepool_stamp};
 use crds::{EC2NodeClass, NodePool};
+use karpenter_core::lifecycle::drift::HashVersions;
 use sandbox::store::Subresource;
 use serde_json::{Value, json};
 

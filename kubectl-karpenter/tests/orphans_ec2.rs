@@ -7,7 +7,7 @@ mod support;
 
 use std::process::{Command, Output, Stdio};
 
-use controller::cloudprovider::aws::moto::MotoServer;
+use ec2api::moto::MotoServer;
 
 use support::{BIN, Cluster, stderr, stdout};
 

@@ -10,11 +10,11 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use controller::cloudprovider::sim::catalog::{Catalog, spot_price};
-use controller::operator::Settings;
-use controller::operator::cloud::CloudOptions;
-use controller::operator::sandbox::{ClusterConfig, start_cluster, with_defaults};
-use controller::operator::workload::parse_yaml;
+use controller::cloudprovider::build::CloudOptions;
+use controller::runtime::Settings;
+use karpenter::sandbox::{ClusterConfig, start_cluster, with_defaults};
+use karpenter::workload::parse_yaml;
+use karpenter_core::capacity::catalog::{Catalog, spot_price};
 use sandbox::store::Subresource;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -10,10 +10,10 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use controller::operator::Settings;
-use controller::operator::cloud::CloudOptions;
-use controller::operator::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
-use controller::operator::workload::parse_yaml;
+use controller::cloudprovider::build::CloudOptions;
+use controller::runtime::Settings;
+use karpenter::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
+use karpenter::workload::parse_yaml;
 use serde_json::Value;
 
 use support::{BIN, kubectl, plugin_path, run_isolated, stderr, stdout};

@@ -12,11 +12,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
-use controller::cloudprovider::{
-    CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
-};
+use controller::cloudprovider::CloudProvider;
 use crds::{EC2NodeClass, NodeClaim};
 use http::{Method, Request, Response};
+use karpenter_core::capacity::InstanceType;
+use karpenter_core::cloud::CloudError;
+use karpenter_core::cloud::Instance;
+use karpenter_core::cloud::Launched;
+use karpenter_core::cloud::NodeClassResolution;
 use kube::client::Body;
 
 /// Where to crash.

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 pub mod crash;
 
+use controller::cloudprovider::build::CloudOptions;
 use controller::cloudprovider::sim::network::SimAmi;
 use controller::cloudprovider::sim::release::ImageHealth;
-use controller::operator::Settings;
-use controller::operator::cloud::CloudOptions;
-use controller::operator::report::Observation;
-use controller::operator::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
-use controller::operator::workload::parse_yaml;
+use controller::runtime::Settings;
+use karpenter::sandbox::report::Observation;
+use karpenter::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
+use karpenter::workload::parse_yaml;
 use sandbox::registry::TypeKey;
 use serde_json::Value;
 
@@ -291,7 +291,7 @@ impl TestCluster {
             http::header::USER_AGENT,
             http::HeaderValue::from_str(user_agent).expect("a valid User-Agent"),
         ));
-        controller::operator::client(config).expect("kube client")
+        controller::runtime::client(config).expect("kube client")
     }
 
     /// Start a controller replica (an operator with its own caches) on this cluster's cloud and
@@ -302,14 +302,14 @@ impl TestCluster {
     pub fn start_replica(
         &self,
         user_agent: &str,
-        lease: Option<controller::operator::leader::LeaseConfig>,
+        lease: Option<controller::runtime::leader::LeaseConfig>,
     ) -> controller::operator::Operator {
         let elector = lease
-            .map(|cfg| controller::operator::leader::Elector::new(self.client_as(user_agent), cfg));
+            .map(|cfg| controller::runtime::leader::Elector::new(self.client_as(user_agent), cfg));
         controller::operator::start_operator(
             self.client_as(user_agent),
             std::sync::Arc::clone(&self.cluster.cloud),
-            std::sync::Arc::new(controller::clock::SystemClock),
+            std::sync::Arc::new(karpenter_core::clock::SystemClock),
             self.cluster.settings.clone(),
             elector,
         )

@@ -15,15 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use controller::clock::SystemClock;
-use controller::operator::cloud::CloudOptions;
-use controller::operator::leader::{self, LeaseConfig};
-use controller::operator::options::RunOptions;
-use controller::operator::workload::parse_yaml;
-use controller::operator::{
-    ControllerOptions, Operator, Settings, Stopped, USER_AGENT, start_operator,
-};
+use controller::cloudprovider::build::CloudOptions;
+use controller::operator::{Operator, Stopped, start_operator};
+use controller::runtime::leader::{self, LeaseConfig};
+use controller::runtime::options::RunOptions;
+use controller::runtime::{ControllerOptions, Settings, USER_AGENT};
 use crds::{EC2NodeClass, NodeClaim};
+use karpenter::workload::parse_yaml;
+use karpenter_core::clock::SystemClock;
 use rbac::Authorizer;
 use sandbox::audit::RequestAttributes;
 use serde_json::Value;
@@ -233,8 +232,8 @@ async fn apply_k(c: &TestCluster) -> String {
 /// leads.
 async fn run_operator(c: &TestCluster) -> Operator {
     let config = kube::Config::new(c.cluster.sandbox.url().parse().expect("sandbox URL"));
-    let lease_client = controller::operator::client(config.clone()).expect("client");
-    let client = controller::operator::rate_limited_client(config, 200, 300).expect("client");
+    let lease_client = controller::runtime::client(config.clone()).expect("client");
+    let client = controller::runtime::rate_limited_client(config, 200, 300).expect("client");
     client.apiserver_version().await.expect("GET /version");
     let lease = LeaseConfig::new(
         "karpenter-leader-election",

@@ -7,13 +7,13 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use controller::disruption::drift::HashVersions;
-use controller::operator::Settings;
+use controller::runtime::Settings;
 use crds::hash::{EC2NODECLASS_HASH_FIELDS_ANNOTATION, NODEPOOL_HASH_FIELDS_ANNOTATION};
 use crds::labels::{
     EC2NODECLASS_HASH_ANNOTATION, EC2NODECLASS_HASH_VERSION_ANNOTATION, NODEPOOL_HASH_ANNOTATION,
     NODEPOOL_HASH_VERSION_ANNOTATION,
 };
+use karpenter_core::lifecycle::drift::HashVersions;
 use serde_json::{Value, json};
 use tests::{Options, TestCluster, condition, workspace_binary};
 

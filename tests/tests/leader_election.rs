@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use controller::operator::http as endpoints;
-use controller::operator::leader::{Elector, LeaseConfig, Lost};
 use controller::operator::{Operator, Stopped};
+use controller::runtime::http as endpoints;
+use controller::runtime::leader::{Elector, LeaseConfig, Lost};
 use http::Method;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -326,7 +326,7 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_expires() {
     let mut a = controller::operator::start_operator(
         client.clone(),
         Arc::clone(&tc.cluster.cloud),
-        Arc::new(controller::clock::SystemClock),
+        Arc::new(karpenter_core::clock::SystemClock),
         tc.cluster.settings.clone(),
         Some(Elector::new(client, lease("replica-a"))),
     );

@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use controller::cloudprovider::{
-    CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
-};
-use controller::operator::Settings;
+use controller::cloudprovider::CloudProvider;
+use controller::runtime::Settings;
 use crds::{EC2NodeClass, NodeClaim};
+use karpenter_core::capacity::InstanceType;
+use karpenter_core::cloud::CloudError;
+use karpenter_core::cloud::Instance;
+use karpenter_core::cloud::Launched;
+use karpenter_core::cloud::NodeClassResolution;
 use serde_json::Value;
 use tests::{Options, TestCluster, condition, deployment};
 

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use controller::operator::Context;
-use controller::operator::metrics::{Sample, parse_samples};
-use controller::scheduling::resources::parse_milli;
+use controller::runtime::Context;
+use controller::runtime::metrics::{Sample, parse_samples};
+use karpenter_core::scheduling::resources::parse_milli;
 use serde_json::Value;
 use tests::{Options, TestCluster, condition, deployment, http_get};
 
@@ -21,7 +21,7 @@ async fn serve(ctx: Arc<Context>) -> std::net::SocketAddr {
         .await
         .expect("bind a loopback port");
     let addr = listener.local_addr().expect("bound address");
-    tokio::spawn(controller::operator::http::serve_metrics(
+    tokio::spawn(controller::runtime::http::serve_metrics(
         listener,
         ctx,
         tokio::sync::watch::channel(true).1,

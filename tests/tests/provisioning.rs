@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use controller::scheduling::resources::Resources;
+use karpenter_core::scheduling::resources::Resources;
 use serde_json::Value;
 use tests::{Options, TestCluster, condition, deployment};
 
@@ -188,7 +188,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_invalid_nodepool_is_not_ready_and_launches_nothing() {
-    let ec2nodeclass = controller::operator::workload::DEFAULT_NODEPOOL
+    let ec2nodeclass = karpenter::workload::DEFAULT_NODEPOOL
         .split("---")
         .nth(1)
         .expect("node class document");

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use controller::operator::Settings;
-use controller::operator::workload::ONLINE_BOUTIQUE;
+use controller::runtime::Settings;
+use karpenter::workload::ONLINE_BOUTIQUE;
 use serde_json::{Value, json};
 use tests::{Options, TestCluster, condition, workspace_binary};
 

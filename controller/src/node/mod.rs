@@ -1,5 +1,4 @@
 //! Node controllers: the termination finalizer that drains a Karpenter node before its instance
-//! goes away, and the drain decisions it executes.
+//! goes away, executing the drain decisions of `karpenter_core::lifecycle::drain`.
 
-pub mod drain;
 pub mod termination;

@@ -23,13 +23,14 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::drain::{self, Blocker, Step};
-use crate::cloudprovider::{CloudError, claim_for_instance};
-use crate::nodeclaim::lifecycle::set_condition;
 use crate::nodeclaim::termination::INSTANCE_POLL;
-use crate::operator::Context;
-use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
-use crate::operator::reconcile::{ReconcileError, drive};
+use crate::nodeclaim::writes::set_condition;
+use crate::runtime::Context;
+use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use crate::runtime::reconcile::{ReconcileError, drive};
+use karpenter_core::cloud::CloudError;
+use karpenter_core::cloud::claim_for_instance;
+use karpenter_core::lifecycle::drain::{self, Blocker, Step};
 
 /// The least time between a drain starting and `Drained=True` (upstream `MinDrainTime`), so
 /// that pods evicted in the same instant are seen gone by every watcher first.
@@ -89,7 +90,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
         .as_ref()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
     {
-        crate::nodeclaim::lifecycle::delete_claim(&ctx, c.metadata.name.as_deref().unwrap_or(""))
+        crate::nodeclaim::writes::delete_claim(&ctx, c.metadata.name.as_deref().unwrap_or(""))
             .await?;
     }
     // A node that is not ready and whose instance is already gone has nothing left to drain.

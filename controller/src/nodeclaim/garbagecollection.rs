@@ -27,9 +27,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::DeleteParams;
 
-use crate::cloudprovider::{CloudError, Instance};
-use crate::operator::Context;
-use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use crate::runtime::Context;
+use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use karpenter_core::cloud::CloudError;
+use karpenter_core::cloud::Instance;
 
 /// Instances and NodeClaims younger than this are never collected: a launch may not have
 /// written its providerID yet, and a list may lag a launch (upstream: 30 s).
@@ -228,9 +229,9 @@ async fn pass(ctx: &Context, sightings: &mut Sightings) -> Result<Collection, Cl
         };
         // Counted only when this call started the deletion (not when the NodeClaim was
         // already deleting, or changed since it was read).
-        match super::lifecycle::delete_claim_as_read(&ctx.client, claim).await {
+        match super::writes::delete_claim_as_read(&ctx.client, claim).await {
             Ok(true) => {
-                let gc = crate::operator::metrics::reason::GARBAGE_COLLECTED;
+                let gc = crate::runtime::metrics::reason::GARBAGE_COLLECTED;
                 ctx.metrics.nodeclaim_disrupted(claim, gc, &ctx.state);
             }
             Ok(false) => {}

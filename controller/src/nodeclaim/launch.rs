@@ -6,12 +6,12 @@ use crds::conditions::LAUNCHED;
 use crds::{NodeClaim, StatusConditions};
 use serde_json::json;
 
-use super::lifecycle::{delete_claim, patch_metadata};
-use crate::cloudprovider::CloudError;
-use crate::disruption::hash::launch_stamp;
-use crate::operator::Context;
-use crate::operator::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
-use crate::operator::reconcile::ReconcileError;
+use super::writes::{delete_claim, patch_metadata};
+use crate::runtime::Context;
+use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
+use crate::runtime::reconcile::ReconcileError;
+use karpenter_core::cloud::CloudError;
+use karpenter_core::lifecycle::stamp::launch_stamp;
 
 /// What a launch attempt led to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,9 +152,9 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
 fn launch_failure_reason(e: &CloudError) -> &'static str {
     match e {
         CloudError::InsufficientCapacity(_) => {
-            crate::operator::metrics::reason::INSUFFICIENT_CAPACITY
+            crate::runtime::metrics::reason::INSUFFICIENT_CAPACITY
         }
-        _ => crate::operator::metrics::reason::NODECLASS_NOT_READY,
+        _ => crate::runtime::metrics::reason::NODECLASS_NOT_READY,
     }
 }
 

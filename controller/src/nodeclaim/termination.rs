@@ -8,33 +8,21 @@ use std::time::Duration;
 use crds::NodeClaim;
 use crds::conditions::INSTANCE_TERMINATING;
 use crds::labels::{NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION, TERMINATION_FINALIZER};
-use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use super::lifecycle::patch_metadata;
-use super::lifecycle::set_condition;
-use crate::cloudprovider::CloudError;
-use crate::operator::Context;
-use crate::operator::events::{EventType, reason};
-use crate::operator::reconcile::ReconcileError;
+use super::writes::{patch_metadata, set_condition};
+use crate::runtime::Context;
+use crate::runtime::events::{EventType, reason};
+use crate::runtime::reconcile::ReconcileError;
+use karpenter_core::cloud::CloudError;
+use karpenter_core::lifecycle::termination::termination_deadline;
 
 /// How often a terminating instance is polled until the cloud reports it gone.
 pub const INSTANCE_POLL: Duration = Duration::from_secs(2);
-
-/// When a deleting NodeClaim must be gone: its deletion time plus its `terminationGracePeriod`
-/// (upstream's `karpenter.sh/nodeclaim-termination-timestamp`). `None` without a grace period
-/// (the drain then waits for as long as PDBs and do-not-disrupt pods make it).
-pub fn termination_deadline(claim: &NodeClaim) -> Option<Timestamp> {
-    let deleted = claim.metadata.deletion_timestamp.as_ref()?.0;
-    let grace = claim.spec.termination_grace_period.as_ref()?.duration();
-    deleted
-        .checked_add(SignedDuration::try_from(grace).ok()?)
-        .ok()
-}
 
 /// Run the finalizer of a deleting NodeClaim.
 ///
@@ -116,26 +104,5 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, Reconc
             Ok(Action::await_change())
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_deadline_is_deletion_plus_the_grace_period() {
-        let mut claim: NodeClaim = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"requirements": [], "terminationGracePeriod": "1h30m",
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}))
-        .expect("claim");
-        assert_eq!(
-            termination_deadline(&claim),
-            Some("2026-01-01T01:30:00Z".parse().expect("timestamp"))
-        );
-        claim.spec.termination_grace_period = None;
-        assert_eq!(termination_deadline(&claim), None);
     }
 }

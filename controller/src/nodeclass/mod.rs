@@ -20,9 +20,9 @@ use kube::runtime::watcher;
 use serde_json::json;
 use tokio_stream::wrappers::WatchStream;
 
-use crate::operator::Context;
-use crate::operator::events::{EventSpec, EventType, reason, reference};
-use crate::operator::reconcile::{ReconcileError, drive};
+use crate::runtime::Context;
+use crate::runtime::events::{EventSpec, EventType, reason, reference};
+use crate::runtime::reconcile::{ReconcileError, drive};
 
 /// Selectors are re-resolved at least this often (upstream refreshes subnets every minute).
 const RESYNC: Duration = Duration::from_secs(60);
@@ -96,7 +96,7 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .await?;
         return Ok(Action::await_change());
     }
-    let restamp_pending = crate::disruption::hash::stamp_nodeclass(&ctx, &obj).await? > 0;
+    let restamp_pending = crate::drift::stamp::stamp_nodeclass(&ctx, &obj).await? > 0;
     let resolution = ctx.cloud.resolve_node_class(&obj).await;
     let mut nc = (*obj).clone();
     let mut status = resolution.status;
@@ -131,7 +131,7 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .await?;
     }
     Ok(Action::requeue(if restamp_pending {
-        crate::disruption::hash::RESTAMP_RETRY
+        crate::drift::stamp::RESTAMP_RETRY
     } else {
         RESYNC
     }))

@@ -9,39 +9,23 @@ use std::time::Duration;
 
 use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
 use crds::upgrade::UPGRADING_CONDITION;
-use crds::validation::{VALIDATION_FAILED_REASON, summarize, validate_nodepool};
+use crds::validation::VALIDATION_FAILED_REASON;
 use crds::{NodePool, StatusConditions};
+use karpenter_core::provisioning::template::validate;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use crate::disruption::upgrade::plan::Plan;
-use crate::operator::Context;
-use crate::operator::reconcile::{ReconcileError, affected_by, drive};
-use crate::scheduling::resources::Resources;
-use crate::state::snapshot::nodepool_of;
+use crate::runtime::Context;
+use crate::runtime::reconcile::{ReconcileError, affected_by, drive};
+use karpenter_core::disruption::upgrade::Plan;
+use karpenter_core::scheduling::resources::Resources;
+use karpenter_core::snapshot::nodepool_of;
 
 /// Counters are refreshed at least this often (upstream: every 5s).
 const RESYNC: Duration = Duration::from_secs(5);
-
-/// The validation verdict: every spec rule plus requirements the scheduler must be able to
-/// parse. `Err` holds the condition message.
-pub fn validate(pool: &NodePool) -> Result<(), String> {
-    let mut errors = validate_nodepool(pool);
-    if let Err(e) = crate::provisioning::template::pool_requirements(pool) {
-        errors.push(crds::validation::FieldError {
-            field: "spec.template.spec.requirements".into(),
-            message: e.to_string(),
-        });
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(summarize(&errors))
-    }
-}
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -110,7 +94,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
     let name = obj.metadata.name.clone().unwrap_or_default();
-    let restamp_pending = crate::disruption::hash::stamp_nodepool(&ctx, &obj).await? > 0;
+    let restamp_pending = crate::drift::stamp::stamp_nodepool(&ctx, &obj).await? > 0;
     let mut pool = (*obj).clone();
     let now = ctx.clock.now();
     let verdict = validate(&pool);
@@ -159,8 +143,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         };
     }
     {
-        let (status, reason, message) =
-            upgrading(&crate::disruption::upgrade::plan_for(&ctx, &pool));
+        let (status, reason, message) = upgrading(&crate::upgrade::plan_for(&ctx, &pool));
         let mut set = pool.condition_set(now);
         match status {
             true => set.set_true_with_reason(UPGRADING_CONDITION, reason, &message),
@@ -200,7 +183,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         .await?;
     }
     Ok(Action::requeue(if restamp_pending {
-        crate::disruption::hash::RESTAMP_RETRY
+        crate::drift::stamp::RESTAMP_RETRY
     } else {
         RESYNC
     }))

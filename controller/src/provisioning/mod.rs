@@ -3,8 +3,6 @@
 //! and one executor creates them and tells each pod where it will go (upstream
 //! `provisioning/provisioner.go`, `batcher.go`).
 
-pub mod template;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,18 +13,21 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::cloudprovider::InstanceType;
-use crate::operator::Context;
-use crate::operator::events::{self, EventSpec, EventType, reason, reference};
-use crate::scheduling::pod::{PodInfo, PodKey};
-use crate::scheduling::resources::Resources;
-use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, Output, within_limits};
-use crate::scheduling::volumes::VolumeIndex;
-use crate::state::Snapshot;
+use crate::runtime::Context;
+use crate::runtime::events::{self, EventSpec, EventType, reason, reference};
+use karpenter_core::capacity::InstanceType;
+use karpenter_core::provisioning::template;
+use karpenter_core::scheduling::pod::{PodInfo, PodKey};
+use karpenter_core::scheduling::resources::Resources;
+use karpenter_core::scheduling::solver::{
+    self, Input, LIMIT_NODES, NewClaim, Output, within_limits,
+};
+use karpenter_core::scheduling::volumes::VolumeIndex;
+use karpenter_core::snapshot::Snapshot;
 
 /// The message of a `Nominated` Event is this, then `nodeclaim/NAME` or `node/NAME` (upstream's
 /// wording; `kubectl karpenter why-pending` reads it back through
-/// [`explain::nominated_target`](crate::scheduling::explain::nominated_target)).
+/// [`explain::nominated_target`](karpenter_core::scheduling::explain::nominated_target)).
 pub const NOMINATION_PREFIX: &str = "Pod should schedule on: ";
 
 /// How often pods that are still pending are re-provisioned for without new events.
@@ -206,7 +207,7 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
         .await
         .map_err(|e| ProvisionError::Solver(e.to_string()))?;
     ctx.metrics
-        .scheduling_simulated(crate::operator::metrics::PROVISIONER, started.elapsed());
+        .scheduling_simulated(crate::runtime::metrics::PROVISIONER, started.elapsed());
     Ok(execute(ctx, &prepared, output).await)
 }
 
@@ -230,7 +231,7 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
         match api.create(&PostParams::default(), &claim).await {
             Ok(created) => {
                 ctx.metrics
-                    .nodeclaim_created(&created, crate::operator::metrics::reason::PROVISIONED);
+                    .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
                 let name = created.metadata.name.clone().unwrap_or_default();
                 let largest = decision
                     .instance_types

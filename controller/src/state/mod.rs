@@ -1,8 +1,6 @@
 //! Cluster state: reflector caches of the objects Karpenter decides from (pods, nodes,
 //! NodeClaims, NodePools, node classes, DaemonSets), fed by watches. Decision code never reads
-//! the API directly; it takes a [`snapshot`](ClusterState::snapshot).
-
-pub mod snapshot;
+//! the API directly; it takes a [`snapshot`](ClusterState::snapshot) (`karpenter_core::snapshot`).
 
 use std::sync::Arc;
 
@@ -21,9 +19,9 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
-pub use snapshot::Snapshot;
+use karpenter_core::snapshot::Snapshot;
 
-use crate::scheduling::pod::is_provisionable;
+use karpenter_core::scheduling::pod::is_provisionable;
 
 /// Read handles of every cache.
 #[derive(Clone)]

@@ -4,10 +4,10 @@
 
 use std::io::Write;
 
-use controller::disruption::drift::HashVersions;
 use crds::{EC2NodeClass, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
+use karpenter_core::lifecycle::drift::HashVersions;
 use kube::api::{Api, ListParams};
 
 use super::args::{ExplainArgs, ExplainOutput};

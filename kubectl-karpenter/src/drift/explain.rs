@@ -5,11 +5,13 @@
 
 use std::collections::BTreeSet;
 
-use controller::disruption::drift::{self, HashVersions, Inputs, Lookup, Verdict, split_message};
 use crds::conditions::{self, DRIFTED, LAUNCHED, reason as r};
 use crds::hash::{self, Stamp};
 use crds::labels::{AWS_GROUP, NODEPOOL_LABEL};
 use crds::{EC2NodeClass, NodeClaim, NodePool, StatusConditions};
+use karpenter_core::lifecycle::drift::{
+    self, HashVersions, Inputs, Lookup, Verdict, split_message,
+};
 
 use super::report::{ChangeLine, DriftedCondition, HashReport, Live, LiveVerdict, Report, Source};
 

@@ -1,9 +1,9 @@
 //! Test builders for `drift explain`: a NodePool, an EC2NodeClass with a resolved AMI, and
 //! launched NodeClaims stamped from them the way the controller stamps them.
 
-use controller::disruption::drift::{Finding, HashVersions, Verdict};
 use crds::hash::{nodeclass_fields, nodeclass_stamp, nodepool_fields, nodepool_stamp};
 use crds::{EC2NodeClass, NodeClaim, NodePool};
+use karpenter_core::lifecycle::drift::{Finding, HashVersions, Verdict};
 use serde_json::{Value, json};
 
 /// The AMI the node class resolves and NodeClaims were launched from.

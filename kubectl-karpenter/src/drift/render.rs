@@ -6,9 +6,9 @@
 use std::fmt::Display;
 use std::io::{self, Write};
 
-use controller::disruption::drift::HashComparison;
 use crossterm::style::{Color, Stylize};
 use jiff::Timestamp;
+use karpenter_core::lifecycle::drift::HashComparison;
 use serde::Serialize;
 
 use super::report::{HashReport, LiveVerdict, Report, Source};

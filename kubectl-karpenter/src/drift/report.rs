@@ -1,9 +1,9 @@
 //! What `drift explain` reports about one NodeClaim: the document printed as text, JSON and
 //! YAML (field names are stable), and how a stamp compares with the object it was taken from.
 
-use controller::disruption::drift::{self, HashComparison};
 use crds::hash::{HashedFields, Stamp};
 use jiff::Timestamp;
+use karpenter_core::lifecycle::drift::{self, HashComparison};
 use serde::Serialize;
 
 /// Everything `drift explain` says about one NodeClaim (the JSON and YAML document; field

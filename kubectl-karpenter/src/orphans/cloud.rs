@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use crds::sandbox as mirror;
 use jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
-use sandbox::actors::instances as mirror;
 use serde_json::Value;
 
 use super::CloudInstance;
@@ -39,7 +39,7 @@ pub enum CloudError {
     #[error(
         "instance {id} was not terminated within {}s: instance.{}/{id} still has finalizer {}; \
          check that the sandbox is still running",
-        SANDBOX_TERMINATE_WAIT.as_secs(), mirror::GROUP, mirror::FINALIZER
+        SANDBOX_TERMINATE_WAIT.as_secs(), mirror::GROUP, mirror::INSTANCE_FINALIZER
     )]
     SandboxTimeout {
         /// Instance id.
@@ -144,8 +144,8 @@ pub fn sandbox_resource() -> ApiResource {
         group: mirror::GROUP.to_owned(),
         version: mirror::VERSION.to_owned(),
         api_version: format!("{}/{}", mirror::GROUP, mirror::VERSION),
-        kind: mirror::KIND.to_owned(),
-        plural: mirror::PLURAL.to_owned(),
+        kind: mirror::INSTANCE_KIND.to_owned(),
+        plural: mirror::INSTANCE_PLURAL.to_owned(),
     }
 }
 

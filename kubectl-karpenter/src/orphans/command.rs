@@ -73,11 +73,7 @@ async fn choose_cloud(
         .list_api_groups()
         .await
         .map_err(|e| conn.list_error("API groups", e))?;
-    if groups
-        .groups
-        .iter()
-        .any(|g| g.name == sandbox::actors::instances::GROUP)
-    {
+    if groups.groups.iter().any(|g| g.name == crds::sandbox::GROUP) {
         return Ok(Ok(Cloud::sandbox(conn.client.clone())));
     }
     ec2(conn, args).await

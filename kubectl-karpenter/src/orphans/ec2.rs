@@ -1,14 +1,13 @@
 //! EC2 for `orphans` (cargo feature `aws`): instances tagged `kubernetes.io/cluster/<name>=owned`
-//! through the controller's [`Ec2`] trait over aws-sdk-ec2, with the user's credentials and
+//! through the [`Ec2`] trait the controller's AWS provider uses, over aws-sdk-ec2, with the user's credentials and
 //! region from the standard AWS chain (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, ...).
 //! Prices come from the embedded catalog.
 
-use controller::cloudprovider::aws::ec2::{Ec2, Filter, InstanceInfo, SdkEc2};
-use controller::cloudprovider::aws::{loader, provider_id};
 use crds::labels::{
     CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, CLUSTER_TAG_KEY_PREFIX, NODECLAIM_TAG_KEY,
     NODEPOOL_TAG_KEY,
 };
+use ec2api::{Ec2, Filter, InstanceInfo, SdkEc2, loader, provider_id};
 
 use super::CloudInstance;
 use super::cloud::CloudError;

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use controller::scheduling::resources::{CPU, MEMORY, parse_milli, parse_units};
-use controller::state::snapshot::nodepool_of;
 use crds::conditions;
 use crds::upgrade::{Phase, UPGRADING_CONDITION};
 use crds::{NodeClaim, NodePool, StatusConditions};
 use jiff::Timestamp;
+use karpenter_core::scheduling::resources::{CPU, MEMORY, parse_milli, parse_units};
+use karpenter_core::snapshot::nodepool_of;
 use serde::Serialize;
 
 use super::rows::State;

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use controller::disruption::upgrade::plan::{Plan, View, plan};
-use controller::state::snapshot::nodepool_of;
 use crds::upgrade::{HISTORY_ANNOTATION, Outcome, StepRecord, read_history};
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_core::disruption::upgrade::{Plan, View, plan};
+use karpenter_core::snapshot::nodepool_of;
 use serde::Serialize;
 
 /// Everything `upgrade status` says about one NodePool (the JSON and YAML document: the plan's
@@ -96,7 +96,7 @@ impl PoolStatus {
             pods,
             pdbs,
             now,
-            budget_active: &|b| controller::disruption::upgrade::plan::budget_active(b, now),
+            budget_active: &|b| karpenter_core::disruption::budgets::budget_active(b, now),
         });
         let reason = plan.paused_reason.as_deref().is_some_and(|r| !r.is_empty());
         let state = match (plan.paused, reason) {

@@ -7,16 +7,15 @@ use std::fmt::Debug;
 use std::io::Write;
 use std::sync::Arc;
 
-use controller::cloudprovider::InstanceType;
-use controller::cloudprovider::sim::catalog::Catalog;
-use controller::scheduling::explain;
-use controller::state::Snapshot;
 use crds::{EC2NodeClass, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
+use karpenter_core::capacity::InstanceType;
+use karpenter_core::capacity::catalog::Catalog;
+use karpenter_core::snapshot::Snapshot;
 use kube::api::{Api, ListParams};
 use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
@@ -116,7 +115,10 @@ async fn read_world(
     }
     // Only Karpenter's nominations matter; the server filters them (Events support a field
     // selector on `reason`).
-    let nominated = ListParams::default().fields(&format!("reason={}", explain::NOMINATED_REASON));
+    let nominated = ListParams::default().fields(&format!(
+        "reason={}",
+        karpenter_core::provisioning::NOMINATED_REASON
+    ));
     let events = list_in::<Event>(conn, ns, &nominated, "Events").await?;
     let nodeclaims = conn
         .nodeclaims(&ListParams::default())

@@ -5,7 +5,7 @@
 //! reached, minValues not satisfiable.
 //!
 //! The verdicts come from the controller's own scheduling core
-//! ([`controller::scheduling::explain`]); instance types are the simulated cloud's embedded
+//! ([`karpenter_core::scheduling::explain`]); instance types are the simulated cloud's embedded
 //! us-east-1 catalog in the zones of each EC2NodeClass's resolved subnets. [`args`] is the
 //! command line, [`report`] the pure core, [`render`] the text output, [`command`] reads the
 //! cluster.

@@ -5,8 +5,8 @@
 
 use std::io::{self, Write};
 
-use controller::scheduling::explain::Verdict;
 use crossterm::style::{Color, Stylize};
+use karpenter_core::scheduling::explain::Verdict;
 
 use super::report::{PodReport, PodState};
 
@@ -73,7 +73,7 @@ pub fn summary(reports: &[PodReport]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use controller::scheduling::explain::{PoolVerdict, Reason};
+    use karpenter_core::scheduling::explain::{PoolVerdict, Reason};
 
     use super::super::report::PoolLine;
     use super::*;

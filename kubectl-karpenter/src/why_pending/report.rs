@@ -1,17 +1,17 @@
 //! The pure core of `why-pending`: which pods are pending, what each one waits for (the
 //! NodeClaim or node Karpenter nominated it to), and otherwise every NodePool's verdict from
-//! the controller's [`explain`](controller::scheduling::explain). Everything comes in as
+//! the controller's [`explain`](karpenter_core::scheduling::explain). Everything comes in as
 //! arguments: the objects read from the cluster and the instance types of a node class.
 
 use std::sync::Arc;
 
-use controller::cloudprovider::InstanceType;
-use controller::scheduling::explain::{self, PoolCandidate, PoolVerdict, Verdict};
-use controller::scheduling::pod::{PodInfo, is_owned_by, is_provisionable, is_terminal};
-use controller::scheduling::volumes::VolumeIndex;
-use controller::state::Snapshot;
 use crds::EC2NodeClass;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use karpenter_core::capacity::InstanceType;
+use karpenter_core::scheduling::explain::{self, PoolCandidate, PoolVerdict, Verdict};
+use karpenter_core::scheduling::pod::{PodInfo, is_owned_by, is_provisionable, is_terminal};
+use karpenter_core::scheduling::volumes::VolumeIndex;
+use karpenter_core::snapshot::Snapshot;
 use serde::Serialize;
 
 use crate::render::format_price;
@@ -228,7 +228,7 @@ fn waiting(pod: &Pod, world: &World, report: &mut PodReport) -> bool {
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// Fills in a pending pod Karpenter does not consider (see
-/// [`is_provisionable`](controller::scheduling::pod::is_provisionable)): gated, for another
+/// [`is_provisionable`](karpenter_core::scheduling::pod::is_provisionable)): gated, for another
 /// scheduler, or not yet marked unschedulable; false when Karpenter considers it.
 fn not_considered(pod: &Pod, report: &mut PodReport) -> bool {
     if is_provisionable(pod) {
@@ -303,7 +303,7 @@ fn latest_nomination<'a>(pod: &Pod, events: &'a [Event]) -> Option<(&'a str, &'a
         .iter()
         .filter(|e| {
             let o = &e.involved_object;
-            e.reason.as_deref() == Some(explain::NOMINATED_REASON)
+            e.reason.as_deref() == Some(karpenter_core::provisioning::NOMINATED_REASON)
                 && o.kind.as_deref() == Some("Pod")
                 && o.namespace == pod.metadata.namespace
                 && o.name == pod.metadata.name

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use controller::cloudprovider::sim::catalog::Catalog;
 use crds::NodeClaim;
+use karpenter_core::capacity::catalog::Catalog;
 use serde_json::{Value, json};
 
 use super::*;

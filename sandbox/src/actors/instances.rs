@@ -15,21 +15,11 @@ use super::{ActorConfig, BootRecord, InstanceSource, key, wait_for_change};
 use crate::error::Reason;
 use crate::store::{DeleteOptions, Store, Subresource};
 
-/// API group of the mirror objects.
-pub const GROUP: &str = "sandbox.karpenter.sh";
-/// API version of the mirror objects.
-pub const VERSION: &str = "v1";
-/// Kind of the mirror objects.
-pub const KIND: &str = "Instance";
-/// Resource (plural) name of the mirror objects.
-pub const PLURAL: &str = "instances";
-/// Finalizer on every mirror object: removed once its instance is terminated.
-pub const FINALIZER: &str = "sandbox.karpenter.sh/terminate";
-
-/// Tag naming the NodeClaim an instance was launched for.
-const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
-/// Tag naming the NodePool an instance was launched for.
-const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
+use crds::labels::{NODECLAIM_TAG_KEY as NODECLAIM_TAG, NODEPOOL_TAG_KEY as NODEPOOL_TAG};
+pub use crds::sandbox::{
+    GROUP, INSTANCE_FINALIZER as FINALIZER, INSTANCE_KIND as KIND, INSTANCE_PLURAL as PLURAL,
+    VERSION,
+};
 
 /// The CustomResourceDefinition of `instances.sandbox.karpenter.sh`, with printer columns for
 /// `kubectl get instances` (`-o wide` adds the provider id, image and state).

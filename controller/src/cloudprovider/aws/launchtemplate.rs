@@ -20,8 +20,8 @@ use crds::ec2nodeclass::{AmiFamily, HttpTokens, Toggle};
 use crds::{EC2NodeClass, NodeClaim};
 use k8s_openapi::api::core::v1::Taint;
 
-use super::ec2::{BlockDevice, LaunchTemplateData, MetadataOptions};
 use crate::cloudprovider::sim::network::DISCOVERY_TAG;
+use ec2api::{BlockDevice, LaunchTemplateData, MetadataOptions};
 
 /// Tag key on launch templates naming the cluster they belong to.
 pub const CLUSTER_TAG: &str = "karpenter.k8s.aws/cluster";
@@ -283,7 +283,7 @@ fn default_block_devices(family: AmiFamily) -> Vec<BlockDevice> {
 }
 
 fn gib(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i32> {
-    let bytes = crate::scheduling::resources::parse_units(&q.0).ok()?;
+    let bytes = karpenter_core::scheduling::resources::parse_units(&q.0).ok()?;
     i32::try_from((bytes + (1 << 30) - 1) >> 30).ok()
 }
 

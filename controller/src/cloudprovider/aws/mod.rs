@@ -1,5 +1,5 @@
 //! The AWS cloud provider (upstream `aws:pkg/cloudprovider`, `aws:pkg/providers/instance`):
-//! NodeClaims become EC2 instances through CreateFleet, behind the narrow [`ec2::Ec2`] trait.
+//! NodeClaims become EC2 instances through CreateFleet, behind the narrow [`ec2api::Ec2`] trait.
 //!
 //! - **Instance types**: DescribeInstanceTypes + DescribeInstanceTypeOfferings, refreshed every
 //!   5 minutes, with upstream's labels, capacity and overhead (shared with the simulated cloud);
@@ -17,11 +17,7 @@
 //! - **Get / list / delete** by providerID and by the cluster's tags, in batches of at most
 //!   [`BATCH`] ids.
 
-pub mod ec2;
-pub mod fault;
-pub mod kubelet;
 pub mod launchtemplate;
-pub mod moto;
 pub mod nodeclass;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,18 +28,22 @@ use crds::labels as l;
 use crds::{EC2NodeClass, NodeClaim};
 use jiff::{SignedDuration, Timestamp};
 
-use self::ec2::{Ec2, Ec2Error, Filter, FleetConfig, FleetOverride, FleetRequest, InstanceInfo};
-use self::launchtemplate::ClusterInfo;
-use super::instancetype::launch_offerings;
-use super::sim::catalog::{self, Catalog, CatalogEntry, TypeSpec};
-use super::{
-    CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
-    ordered_type_names,
+use ec2api::{
+    self as ec2, Ec2, Ec2Error, Filter, FleetConfig, FleetOverride, FleetRequest, InstanceInfo,
+    instance_id, provider_id,
 };
-use crate::clock::Clock;
-use crate::cloudprovider::compatible_ami;
-use crate::scheduling::requirements::Requirements;
-use crate::scheduling::resources::Resources;
+
+use self::launchtemplate::ClusterInfo;
+use super::CloudProvider;
+use karpenter_core::capacity::catalog::{self, Catalog, CatalogEntry, TypeSpec};
+use karpenter_core::capacity::{InstanceType, launch_offerings};
+use karpenter_core::clock::Clock;
+use karpenter_core::cloud::compatible_ami;
+use karpenter_core::cloud::{
+    CloudError, Instance, Launched, NodeClassResolution, ordered_type_names,
+};
+use karpenter_core::scheduling::requirements::Requirements;
+use karpenter_core::scheduling::resources::Resources;
 
 /// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache, 3m).
 pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
@@ -95,30 +95,6 @@ pub struct AwsCloud {
     clock: Arc<dyn Clock>,
     catalog: Arc<Catalog>,
     state: Mutex<State>,
-}
-
-/// Load the AWS configuration from the standard chain (environment, profile, web identity,
-/// container and instance metadata), with `endpoint_url` overriding every service's endpoint.
-pub async fn load_config(endpoint_url: Option<&str>) -> aws_config::SdkConfig {
-    loader(endpoint_url).await.load().await
-}
-
-/// The configuration loader [`load_config`] uses, for callers that set more (tests give
-/// explicit region and credentials).
-pub async fn loader(endpoint_url: Option<&str>) -> aws_config::ConfigLoader {
-    // rustls with ring, as kube uses: no second TLS stack to build.
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(http)
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5));
-    if let Some(url) = endpoint_url {
-        loader = loader.endpoint_url(url);
-    }
-    loader
 }
 
 impl AwsCloud {
@@ -271,7 +247,11 @@ impl AwsCloud {
         Ok(data)
     }
 
-    async fn types_in(
+    /// The instance types offered in `zones` (cached per zone set), as
+    /// [`CloudProvider::instance_types`] lists them for a node class in those zones.
+    ///
+    /// Errors: DescribeInstanceTypes or the offerings calls failed.
+    pub async fn types_in(
         &self,
         zones: &BTreeSet<String>,
     ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
@@ -358,7 +338,9 @@ impl AwsCloud {
         Ok(name)
     }
 
-    fn price_of(&self, instance_type: &str, zone: &str, spot: bool) -> f64 {
+    /// The hourly price (USD) of `instance_type` in `zone`, spot or on-demand, from the cached
+    /// offerings or else the embedded catalog; 0 when neither knows it.
+    pub fn price_of(&self, instance_type: &str, zone: &str, spot: bool) -> f64 {
         let data = self.lock().types.clone();
         let on_demand = self
             .catalog
@@ -440,19 +422,6 @@ impl AwsCloud {
             warnings,
         })
     }
-}
-
-/// `aws:///<zone>/<instance-id>`.
-pub fn provider_id(zone: &str, id: &str) -> String {
-    format!("aws:///{zone}/{id}")
-}
-
-/// The instance id in a providerID, if it is an AWS one.
-pub fn instance_id(provider_id: &str) -> Option<&str> {
-    provider_id
-        .strip_prefix("aws:///")
-        .and_then(|rest| rest.rsplit('/').next())
-        .filter(|id| id.starts_with("i-"))
 }
 
 fn other(e: Ec2Error) -> CloudError {

@@ -24,9 +24,9 @@ use crds::{EC2NodeClass, EC2NodeClassStatus};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
-use super::ec2::{Ec2, Ec2Error, Filter, ImageInfo, ImageQuery};
 use super::launchtemplate::fnv;
-use crate::cloudprovider::NodeClassResolution;
+use ec2api::{Ec2, Ec2Error, Filter, ImageInfo, ImageQuery};
+use karpenter_core::cloud::NodeClassResolution;
 
 fn tag_filters(tags: &std::collections::BTreeMap<String, String>) -> Vec<Filter> {
     tags.iter()

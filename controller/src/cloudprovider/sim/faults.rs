@@ -5,17 +5,17 @@
 //!
 //! Off until [`SimFaults::configure`] and [`SimFaults::enable`]; decisions come from a seeded
 //! ChaCha RNG and an optional budget bounds how many faults are injected in all. Counting,
-//! rolling and configuration parsing are shared with the sandbox's API faults
-//! ([`sandbox::faults`]).
+//! rolling and configuration parsing are shared with the sandbox's API faults (the `faults`
+//! crate).
 
 use std::fmt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sandbox::faults::{Counters, Dice, FaultKindName, Tally, parse_settings};
+use faults::{Counters, Dice, FaultKindName, Tally, parse_settings};
 
-use crate::cloudprovider::CloudError;
+use karpenter_core::cloud::CloudError;
 
 /// A kind of injected cloud fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

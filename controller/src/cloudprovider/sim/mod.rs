@@ -5,7 +5,6 @@
 //! and keeps what each instance's kubelet will register with (labels, taints, capacity) as
 //! user data would.
 
-pub mod catalog;
 pub mod faults;
 pub mod network;
 pub mod release;
@@ -20,18 +19,18 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Taint;
 use rand::Rng;
 
-use self::catalog::{Catalog, REGION};
 use self::network::{SimAmi, SimNetwork};
 use self::release::{ImageHealth, PublishError};
-use super::instancetype::launch_offerings;
-use super::{
-    CloudError, CloudProvider, Instance, InstanceType, Launched, NodeClassResolution,
-    ordered_type_names,
+use super::CloudProvider;
+use karpenter_core::capacity::catalog::{Catalog, REGION};
+use karpenter_core::capacity::{InstanceType, launch_offerings};
+use karpenter_core::clock::Clock;
+use karpenter_core::cloud::compatible_ami;
+use karpenter_core::cloud::{
+    CloudError, Instance, Launched, NodeClassResolution, ordered_type_names,
 };
-use crate::clock::Clock;
-use crate::cloudprovider::compatible_ami;
-use crate::scheduling::requirements::Requirements;
-use crate::scheduling::resources::Resources;
+use karpenter_core::scheduling::requirements::Requirements;
+use karpenter_core::scheduling::resources::Resources;
 
 /// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache TTL).
 pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
@@ -142,7 +141,7 @@ impl SimCloud {
     pub fn new(
         cluster_name: &str,
         clock: Arc<dyn Clock>,
-    ) -> Result<SimCloud, Arc<catalog::CatalogError>> {
+    ) -> Result<SimCloud, Arc<karpenter_core::capacity::catalog::CatalogError>> {
         Ok(SimCloud {
             cluster_name: cluster_name.to_string(),
             catalog: Catalog::embedded()?,

@@ -11,8 +11,8 @@ use crds::ec2nodeclass::{
 use crds::{EC2NodeClass, EC2NodeClassStatus};
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
-use super::catalog::REGION;
-use crate::cloudprovider::NodeClassResolution;
+use karpenter_core::capacity::catalog::REGION;
+use karpenter_core::cloud::NodeClassResolution;
 
 /// Tag key subnets and security groups carry for Karpenter's discovery.
 pub const DISCOVERY_TAG: &str = "karpenter.sh/discovery";

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
-use crate::clock::{FakeClock, SystemClock};
+use karpenter_core::clock::{FakeClock, SystemClock};
 
 fn cloud() -> SimCloud {
     SimCloud::new("demo", Arc::new(SystemClock)).expect("catalog")
@@ -65,7 +65,7 @@ async fn launches_the_cheapest_spot_offering_with_kubelet_config() {
             .get("m5.large")
             .is_some_and(|e| e.zones.contains(**z))
     })
-    .map(|z| catalog::spot_price(0.096, "m5.large", z))
+    .map(|z| karpenter_core::capacity::catalog::spot_price(0.096, "m5.large", z))
     .fold(f64::MAX, f64::min);
     assert_eq!(inst.price, cheapest_spot);
     assert_eq!(inst.node_labels[l::NODEPOOL_LABEL], "default");
@@ -258,74 +258,6 @@ async fn publishing_a_release_moves_latest_and_signals_a_change() {
         c.broken_images().is_empty(),
         "a refused release marks nothing broken"
     );
-}
-
-#[tokio::test]
-async fn instances_of_a_broken_release_run_but_their_kubelet_never_starts() {
-    use sandbox::actors::InstanceSource;
-
-    use crate::operator::sandbox::SimInstances;
-
-    let c = Arc::new(cloud());
-    let kubelets = SimInstances(Arc::clone(&c));
-    let mut nc = node_class(&c);
-    let good = c
-        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
-        .await
-        .expect("launch");
-    let broken = c
-        .publish_release("al2023", None, &[], ImageHealth::Broken)
-        .expect("published");
-    assert_eq!(
-        c.broken_images(),
-        broken.iter().map(|a| a.id.clone()).collect()
-    );
-    nc.status = Some(c.resolve_node_class(&nc).await.status);
-    let mut second = claim(&["m5.large"], &["on-demand"]);
-    second.metadata.name = Some("default-fghij".into());
-    let bad = c.create(&second, &nc).await.expect("launch");
-    assert!(
-        broken.iter().any(|a| a.id == bad.image_id),
-        "launched from the broken release: {}",
-        bad.image_id
-    );
-    assert!(!c.broken_images().contains(&good.image_id));
-
-    // EC2 lists both; the kubelets see only the healthy one.
-    let listed: Vec<String> = c
-        .list()
-        .await
-        .expect("list")
-        .into_iter()
-        .map(|i| i.provider_id)
-        .collect();
-    assert_eq!(listed.len(), 2);
-    assert!(listed.contains(&bad.provider_id) && listed.contains(&good.provider_id));
-    assert_eq!(c.instances().len(), 2);
-    let booted: Vec<String> = kubelets
-        .running()
-        .await
-        .expect("running")
-        .into_iter()
-        .map(|r| r.provider_id)
-        .collect();
-    assert_eq!(booted, std::slice::from_ref(&good.provider_id));
-
-    // Termination works as for any instance.
-    c.delete(&second).await.expect("terminating");
-    assert!(
-        c.list()
-            .await
-            .expect("list")
-            .iter()
-            .all(|i| i.provider_id != bad.provider_id)
-    );
-    kubelets
-        .terminate(&good.provider_id)
-        .await
-        .expect("terminated");
-    assert!(c.instances().is_empty());
-    assert!(kubelets.running().await.expect("running").is_empty());
 }
 
 fn faulty(cloud: &SimCloud, config: faults::SimFaultConfig) {

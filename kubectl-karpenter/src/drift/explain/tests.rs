@@ -1,4 +1,4 @@
-use controller::disruption::drift::{Finding, HashComparison};
+use karpenter_core::lifecycle::drift::{Finding, HashComparison};
 use serde_json::{Value, json};
 
 use super::*;

@@ -1,5 +1,5 @@
-use controller::disruption::drift::{Finding, HashVersions};
 use crds::conditions::reason as r;
+use karpenter_core::lifecycle::drift::{Finding, HashVersions};
 use serde_json::{Value, json};
 
 use super::*;

@@ -1,0 +1,202 @@
+//! Choosing and building the cloud provider for `karpenter run` and `karpenter sandbox`:
+//! `sim` (the simulated EC2 cloud over real data, the default) or `aws` (EC2 through
+//! aws-sdk-ec2, in builds with the `aws` feature; region and credentials from the standard AWS
+//! chain).
+
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::cloudprovider::CloudProvider;
+use crate::cloudprovider::sim::SimCloud;
+use karpenter_core::clock::Clock;
+
+/// Cloud flags shared by `karpenter run` and `karpenter sandbox`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct CloudOptions {
+    /// Cloud provider: `sim` (simulated EC2 over real instance data) or `aws` (EC2 through
+    /// aws-sdk-ec2; needs a binary built with `--features aws`).
+    #[arg(long, env = "CLOUD_PROVIDER", default_value = "sim",
+          value_parser = ["sim", "aws"])]
+    pub cloud_provider: String,
+    /// EC2 and SSM endpoint URL, e.g. a local moto server (default: AWS's endpoints for the
+    /// region).
+    #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
+    pub aws_endpoint_url: Option<String>,
+    /// API server URL written into nodes' user data (default: the URL the controller uses).
+    #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "URL")]
+    pub cluster_endpoint: Option<String>,
+}
+
+impl CloudOptions {
+    /// The simulated cloud (what `--cloud-provider` defaults to).
+    pub fn default_sim() -> CloudOptions {
+        CloudOptions {
+            cloud_provider: "sim".into(),
+            ..CloudOptions::default()
+        }
+    }
+}
+
+/// A built cloud: the provider the controller uses and, for the sandbox's simulated kubelets
+/// and tests, the concrete provider behind it.
+pub struct Cloud {
+    /// The provider the controller uses.
+    pub provider: Arc<dyn CloudProvider>,
+    /// The simulated cloud, when `--cloud-provider sim`.
+    pub sim: Option<Arc<SimCloud>>,
+    /// The AWS provider, when `--cloud-provider aws`.
+    #[cfg(feature = "aws")]
+    pub aws: Option<Arc<crate::cloudprovider::aws::AwsCloud>>,
+}
+
+/// The API server nodes join: its URL (used when `--cluster-endpoint` does not set one) and CA
+/// bundle (base64 of PEM; empty for the sandbox's plain HTTP).
+#[derive(Clone, Debug, Default)]
+pub struct ApiServer {
+    /// URL.
+    pub endpoint: String,
+    /// CA bundle, base64 of PEM.
+    pub ca_bundle: String,
+}
+
+impl ApiServer {
+    /// From a kube client configuration: its URL and root certificates (DER, turned into PEM).
+    pub fn from_config(config: &kube::Config) -> ApiServer {
+        let pem: String = config
+            .root_cert
+            .iter()
+            .flatten()
+            .map(|der| {
+                let body = base64_std(der);
+                let lines: Vec<&str> = body
+                    .as_bytes()
+                    .chunks(64)
+                    .filter_map(|c| std::str::from_utf8(c).ok())
+                    .collect();
+                format!(
+                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                    lines.join("\n")
+                )
+            })
+            .collect();
+        ApiServer {
+            endpoint: config.cluster_url.to_string(),
+            ca_bundle: if pem.is_empty() {
+                String::new()
+            } else {
+                base64_std(pem.as_bytes())
+            },
+        }
+    }
+}
+
+fn base64_std(bytes: &[u8]) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, bytes)
+}
+
+/// Build the cloud for nodes that join `api_server`; `kubernetes_version` is the cluster's
+/// `major.minor` (AMI aliases).
+///
+/// Errors: an unknown provider, `aws` in a build without the feature, bad embedded data.
+pub async fn build(
+    opts: &CloudOptions,
+    cluster_name: &str,
+    api_server: &ApiServer,
+    kubernetes_version: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Cloud, String> {
+    match opts.cloud_provider.as_str() {
+        "sim" => {
+            let sim = Arc::new(SimCloud::new(cluster_name, clock).map_err(|e| e.to_string())?);
+            Ok(Cloud {
+                provider: Arc::clone(&sim) as Arc<dyn CloudProvider>,
+                sim: Some(sim),
+                #[cfg(feature = "aws")]
+                aws: None,
+            })
+        }
+        "aws" => build_aws(opts, cluster_name, api_server, kubernetes_version, clock).await,
+        other => Err(format!(
+            "unknown --cloud-provider {other:?} (supported: sim, aws)"
+        )),
+    }
+}
+
+#[cfg(feature = "aws")]
+async fn build_aws(
+    opts: &CloudOptions,
+    cluster_name: &str,
+    api_server: &ApiServer,
+    kubernetes_version: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Cloud, String> {
+    use crate::cloudprovider::aws::{self, AwsCloud, AwsSettings};
+    let config = ec2api::load_config(opts.aws_endpoint_url.as_deref()).await;
+    let region = config
+        .region()
+        .map(|r| r.to_string())
+        .ok_or("no AWS region: set AWS_REGION (or a profile's region)")?;
+    let settings = AwsSettings {
+        cluster_name: cluster_name.to_string(),
+        cluster: aws::launchtemplate::ClusterInfo {
+            name: cluster_name.to_string(),
+            endpoint: opts
+                .cluster_endpoint
+                .clone()
+                .unwrap_or_else(|| api_server.endpoint.clone()),
+            ca_bundle: api_server.ca_bundle.clone(),
+        },
+        region,
+        kubernetes_version: kubernetes_version.to_string(),
+    };
+    let cloud = Arc::new(
+        AwsCloud::new(Arc::new(ec2api::SdkEc2::new(&config)), settings, clock)
+            .map_err(|e| e.to_string())?,
+    );
+    Ok(Cloud {
+        provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
+        sim: None,
+        aws: Some(cloud),
+    })
+}
+
+#[cfg(not(feature = "aws"))]
+async fn build_aws(
+    _opts: &CloudOptions,
+    _cluster_name: &str,
+    _api_server: &ApiServer,
+    _kubernetes_version: &str,
+    _clock: Arc<dyn Clock>,
+) -> Result<Cloud, String> {
+    Err(
+        "this karpenter was built without the AWS provider; rebuild with \
+         `cargo build --features aws` (or `cargo run -p karpenter --features aws ...`)"
+            .into(),
+    )
+}
+
+/// `major.minor` of a Kubernetes version string such as `v1.32.0` or `1.32.0-eks-abc`.
+pub fn minor_version(version: &str) -> String {
+    let v = version.trim_start_matches('v');
+    let mut parts = v.split(['.', '-', '+']);
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => {
+            let minor: String = minor.chars().take_while(char::is_ascii_digit).collect();
+            format!("{major}.{minor}")
+        }
+        _ => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minor_versions_parse_from_server_versions() {
+        assert_eq!(minor_version("v1.32.0"), "1.32");
+        assert_eq!(minor_version("v1.31.4-eks-2d5f260"), "1.31");
+        assert_eq!(minor_version("1.30+"), "1.30");
+    }
+}

@@ -1,0 +1,93 @@
+//! Where every controller is started (upstream `pkg/controllers/controllers.go`): the caches and
+//! the [`Context`], then provisioning, the NodeClaim lifecycle, node termination, NodePools, node
+//! classes, drift, serial upgrades and garbage collection, each as a task in a span named as
+//! upstream's logs name it. This is the one module that knows every controller; the controllers
+//! know only `crate::runtime` and the caches.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use karpenter_core::clock::Clock;
+use kube::Client;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::cloudprovider::CloudProvider;
+use crate::runtime::{Context, Settings, events, metered, metrics};
+use crate::state::ClusterState;
+
+/// Start the watches and every controller. The returned handles stop them when aborted.
+pub fn start(
+    client: Client,
+    cloud: Arc<dyn CloudProvider>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+) -> (Arc<Context>, Vec<JoinHandle<()>>) {
+    let (ctx, mut tasks) = start_caches(client, cloud, clock, settings);
+    tasks.extend(start_controllers(&ctx).into_iter().map(|(_, t)| t));
+    (ctx, tasks)
+}
+
+/// Start the watches (the cluster-state caches) and build the context, without any
+/// controller: what a standby replica runs. The handles end the watches when aborted.
+pub fn start_caches(
+    client: Client,
+    cloud: Arc<dyn CloudProvider>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+) -> (Arc<Context>, Vec<JoinHandle<()>>) {
+    let (state, tasks) = ClusterState::start(&client);
+    let metrics = Arc::new(metrics::Metrics::new());
+    let ctx = Arc::new(Context {
+        recorder: events::Recorder::new(client.clone()),
+        client,
+        cloud: metered::MeteredCloud::wrap(cloud, Arc::clone(&metrics)),
+        state,
+        clock,
+        settings,
+        evictions: Default::default(),
+        metrics,
+    });
+    (ctx, tasks)
+}
+
+type Controller = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Every controller, named as upstream's logs name them (the `controller` log field).
+fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
+    let c = || Arc::clone(ctx);
+    vec![
+        ("provisioner", Box::pin(crate::provisioning::run(c()))),
+        (
+            "nodeclaim.lifecycle",
+            Box::pin(crate::nodeclaim::lifecycle::run(c())),
+        ),
+        (
+            "node.termination",
+            Box::pin(crate::node::termination::run(c())),
+        ),
+        ("nodepool", Box::pin(crate::nodepool::run(c()))),
+        ("nodeclass", Box::pin(crate::nodeclass::run(c()))),
+        ("disruption", Box::pin(crate::drift::run(c()))),
+        ("disruption.upgrade", Box::pin(crate::upgrade::run(c()))),
+        (
+            "nodeclaim.garbagecollection",
+            Box::pin(crate::nodeclaim::garbagecollection::run(c())),
+        ),
+    ]
+}
+
+/// Spawn every controller (provisioning, NodeClaim lifecycle, termination, NodePool, node
+/// class, disruption, upgrades, garbage collection) on `ctx`, each in a span carrying its
+/// `controller` name. The handles stop them when aborted.
+pub fn start_controllers(ctx: &Arc<Context>) -> Vec<(&'static str, JoinHandle<()>)> {
+    controllers(ctx)
+        .into_iter()
+        .map(|(name, run)| {
+            let span = tracing::info_span!("controller", controller = name);
+            let run = metered::in_controller(name, run);
+            (name, tokio::spawn(run.instrument(span)))
+        })
+        .collect()
+}

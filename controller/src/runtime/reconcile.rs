@@ -1,0 +1,101 @@
+//! What every controller shares: one reconcile error type and one requeue policy (conflicts
+//! retry at once with the fresh object; other failures back off), and the loop that drives a
+//! kube-runtime controller until its task is aborted.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Resource;
+use kube::runtime::controller::{Action, Controller};
+use serde::de::DeserializeOwned;
+
+use super::Context;
+use karpenter_core::cloud::CloudError;
+
+/// How long a failed reconcile waits before it is retried.
+pub const ERROR_REQUEUE: Duration = Duration::from_secs(5);
+/// How long a reconcile that hit a write conflict waits before it is retried.
+pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);
+
+/// A reconcile failure; every kind is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// An API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A cloud call failed in a way that needs a retry.
+    #[error("cloud provider: {0}")]
+    Cloud(#[from] CloudError),
+}
+
+impl ReconcileError {
+    /// Whether the object changed under the write (HTTP 409).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ReconcileError::Kube(kube::Error::Api(e)) if e.code == 409)
+    }
+}
+
+/// The shared requeue policy.
+pub fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    err: &ReconcileError,
+    _ctx: Arc<Context>,
+) -> Action {
+    let kind = K::kind(&());
+    let name = obj.meta().name.clone().unwrap_or_default();
+    if err.is_conflict() {
+        tracing::debug!(kind = %kind, name = %name, error = %err, "conflict; retrying");
+        return Action::requeue(CONFLICT_REQUEUE);
+    }
+    tracing::warn!(kind = %kind, name = %name, error = %err, "reconcile failed; retrying");
+    Action::requeue(ERROR_REQUEUE)
+}
+
+/// Triggers for [`Controller::reconcile_on`]: each changed object (from
+/// [`crate::state::Changes::subscribe`]) mapped to the objects of `store` that `affected` picks.
+/// `store` should be the controller's own ([`Controller::store`]): an object it does not hold
+/// yet gets its own reconcile when its watch event arrives, which reads the caches as they are
+/// then (kube-runtime's exception: an object first seen in a relist of the controller's watch is
+/// triggered before its store holds it and waits for its next change or requeue).
+pub fn affected_by<C, K>(
+    changes: impl futures::Stream<Item = Arc<C>> + Send + 'static,
+    store: kube::runtime::reflector::Store<K>,
+    affected: impl Fn(&C, &K) -> bool + Send + 'static,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static
+where
+    C: Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    changes.flat_map(move |changed| {
+        let refs: Vec<_> = store
+            .state()
+            .into_iter()
+            .filter(|o| affected(&changed, o))
+            .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    })
+}
+
+/// Run a controller with the shared policy until its task is aborted.
+pub async fn drive<K, F, Fut>(controller: Controller<K>, reconcile: F, ctx: Arc<Context>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, ReconcileError>> + Send + 'static,
+    (): Eq + Hash + Clone + Debug + Unpin,
+{
+    // Reconciles run outside this task: carry the controller name (cloud call metrics) along.
+    let name = crate::runtime::metered::current_controller();
+    let mut reconcile = reconcile;
+    let reconcile =
+        move |obj, ctx| crate::runtime::metered::in_controller(name, reconcile(obj, ctx));
+    controller
+        .run(reconcile, error_policy::<K>, ctx)
+        .for_each(|_| async {})
+        .await;
+}

@@ -1,0 +1,508 @@
+//! The simulated cloud's instance-type catalog: real EC2 data (vendored under `data/ec2/`,
+//! embedded at compile time) turned into instance types with upstream AWS labels, capacity and
+//! overhead, and priced zonal offerings in us-east-1.
+//!
+//! Spot prices are not in the data. They are derived deterministically per instance type and
+//! zone as a fraction between 0.35 and 0.70 of the on-demand price (real spot discounts vary by
+//! type and zone in a similar range; upstream's kwok provider uses a flat 0.7).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use crds::labels as l;
+use serde::Deserialize;
+
+use crate::capacity::{
+    InstanceType, Offering, default_overhead, eni_limited_pods, vm_memory_overhead_mib,
+};
+use crate::scheduling::resources::{NVIDIA_GPU, Resources};
+
+/// Region the vendored prices and zone offerings describe.
+pub const REGION: &str = "us-east-1";
+/// Root volume size of the default (AL2023) block device mapping, in bytes: 20 GiB.
+pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
+/// Upstream's default `VM_MEMORY_OVERHEAD_PERCENT`.
+pub const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.075;
+/// Resource name Neuron accelerators (Inferentia, Trainium) register as.
+pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
+
+const INSTANCE_TYPES_CSV: &str = include_str!("../../data/ec2/ec2-instance-types.csv");
+const PRICES_CSV: &str = include_str!("../../data/ec2/ec2-on-demand-prices.csv");
+const ENI_LIMITS_CSV: &str = include_str!("../../data/ec2/ec2-eni-limits.csv");
+const ZONE_OFFERINGS_CSV: &str = include_str!("../../data/ec2/ec2-zone-offerings-us-east-1.csv");
+
+/// Provider labels a type may lack; a type without one gets `DoesNotExist` for it, so that a
+/// NodePool requiring, say, a GPU name never matches CPU-only types.
+pub const OPTIONAL_LABELS: &[&str] = &[
+    l::INSTANCE_GPU_NAME_LABEL,
+    l::INSTANCE_GPU_MANUFACTURER_LABEL,
+    l::INSTANCE_GPU_COUNT_LABEL,
+    l::INSTANCE_GPU_MEMORY_LABEL,
+    l::INSTANCE_ACCELERATOR_NAME_LABEL,
+    l::INSTANCE_ACCELERATOR_MANUFACTURER_LABEL,
+    l::INSTANCE_ACCELERATOR_COUNT_LABEL,
+    l::INSTANCE_LOCAL_NVME_LABEL,
+    l::INSTANCE_HYPERVISOR_LABEL,
+];
+
+/// One instance type's hardware, as the vendored CSV (and DescribeInstanceTypes) describe it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct TypeSpec {
+    /// Name, e.g. `m5.large`.
+    pub instance_type: String,
+    /// Default vCPUs.
+    pub vcpus: i64,
+    /// Memory, MiB.
+    pub memory_mib: i64,
+    /// Space-separated architectures (`x86_64`, `arm64`, `i386`, ...).
+    pub architectures: String,
+    /// `nitro`, `xen` or empty.
+    pub hypervisor: String,
+    /// Total GPUs.
+    pub gpu_count: i64,
+    /// GPU manufacturer, e.g. `NVIDIA`.
+    pub gpu_manufacturer: String,
+    /// GPU name, e.g. `T4`.
+    pub gpu_name: String,
+    /// Total GPU memory, MiB.
+    pub gpu_memory_mib: Option<i64>,
+    /// Total Neuron accelerators.
+    pub accelerator_count: i64,
+    /// Accelerator name, e.g. `Inferentia2`.
+    pub accelerator_name: String,
+    /// Local instance storage, GB.
+    pub instance_storage_gb: Option<i64>,
+    /// `ssd`, `nvme` or `hdd`.
+    pub instance_storage_type: String,
+    /// Maximum network interfaces.
+    pub max_network_interfaces: i64,
+    /// IPv4 addresses per interface.
+    pub ipv4_per_interface: i64,
+    /// Baseline network bandwidth, Gbit/s.
+    pub baseline_bandwidth_gbps: Option<f64>,
+    /// Space-separated usage classes (`on-demand spot`).
+    pub usage_classes: String,
+}
+
+#[derive(Deserialize)]
+struct PriceRow {
+    region: String,
+    instance_type: String,
+    usd_per_hour: f64,
+}
+
+#[derive(Deserialize)]
+struct EniRow {
+    instance_type: String,
+    max_network_interfaces: i64,
+    ipv4_per_interface: i64,
+}
+
+#[derive(Deserialize)]
+struct ZoneRow {
+    zone: String,
+    instance_type: String,
+}
+
+/// One catalog entry before zones and availability are applied.
+#[derive(Clone, Debug)]
+pub struct CatalogEntry {
+    /// Instance type name.
+    pub name: String,
+    /// Labels a node of this type carries (instance type, arch, os, region, provider labels).
+    pub labels: BTreeMap<String, String>,
+    /// Capacity.
+    pub capacity: Resources,
+    /// Default overhead (kube-reserved + eviction).
+    pub overhead: Resources,
+    /// On-demand price, USD/hour.
+    pub on_demand_price: f64,
+    /// Whether on-demand and spot are sold.
+    pub sells: Vec<&'static str>,
+    /// Zones the type is offered in.
+    pub zones: BTreeSet<String>,
+}
+
+/// Why the embedded data could not be read (a build defect, reported rather than panicking).
+#[derive(Debug, thiserror::Error)]
+#[error("embedded EC2 data {file}: {message}")]
+pub struct CatalogError {
+    /// Which file.
+    pub file: &'static str,
+    /// What failed.
+    pub message: String,
+}
+
+/// All instance types the simulated cloud sells in us-east-1.
+#[derive(Debug)]
+pub struct Catalog {
+    entries: Vec<CatalogEntry>,
+    by_name: HashMap<String, usize>,
+}
+
+fn rows<T: for<'de> Deserialize<'de>>(
+    file: &'static str,
+    data: &str,
+) -> Result<Vec<T>, CatalogError> {
+    csv::Reader::from_reader(data.as_bytes())
+        .deserialize()
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(|e| CatalogError {
+            file,
+            message: e.to_string(),
+        })
+}
+
+/// A stable pseudo-random fraction in [0, 1) for a key (FNV-1a), for derived spot prices.
+fn stable_fraction(key: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % 10_000) as f64 / 10_000.0
+}
+
+/// Derived spot price (USD/hour) of a type in a zone: 35%–70% of on-demand, stable per pair.
+pub fn spot_price(on_demand: f64, instance_type: &str, zone: &str) -> f64 {
+    let factor = 0.35 + 0.35 * stable_fraction(&format!("{instance_type}/{zone}"));
+    (on_demand * factor * 10_000.0).round() / 10_000.0
+}
+
+impl Catalog {
+    /// The catalog parsed from the embedded data (parsed once per process).
+    ///
+    /// Errors: the embedded CSVs are malformed (a build defect).
+    pub fn embedded() -> Result<Arc<Catalog>, Arc<CatalogError>> {
+        static CATALOG: OnceLock<Result<Arc<Catalog>, Arc<CatalogError>>> = OnceLock::new();
+        CATALOG
+            .get_or_init(|| Catalog::parse().map(Arc::new).map_err(Arc::new))
+            .clone()
+    }
+
+    fn parse() -> Result<Catalog, CatalogError> {
+        let prices: HashMap<String, f64> =
+            rows::<PriceRow>("ec2-on-demand-prices.csv", PRICES_CSV)?
+                .into_iter()
+                .filter(|r| r.region == REGION)
+                .map(|r| (r.instance_type, r.usd_per_hour))
+                .collect();
+        let enis: HashMap<String, (i64, i64)> =
+            rows::<EniRow>("ec2-eni-limits.csv", ENI_LIMITS_CSV)?
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.instance_type,
+                        (r.max_network_interfaces, r.ipv4_per_interface),
+                    )
+                })
+                .collect();
+        let mut zones: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for r in rows::<ZoneRow>("ec2-zone-offerings-us-east-1.csv", ZONE_OFFERINGS_CSV)? {
+            zones.entry(r.instance_type).or_default().insert(r.zone);
+        }
+        let mut entries = Vec::new();
+        for row in rows::<TypeSpec>("ec2-instance-types.csv", INSTANCE_TYPES_CSV)? {
+            let (Some(&price), Some(type_zones)) = (
+                prices.get(&row.instance_type),
+                zones.get(&row.instance_type),
+            ) else {
+                continue;
+            };
+            let eni = enis.get(&row.instance_type).copied();
+            entries.extend(entry(&row, price, eni, type_zones.clone()));
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), i))
+            .collect();
+        Ok(Catalog { entries, by_name })
+    }
+
+    /// Every entry, sorted by name.
+    pub fn entries(&self) -> &[CatalogEntry] {
+        &self.entries
+    }
+
+    /// One entry by instance type name.
+    pub fn get(&self, name: &str) -> Option<&CatalogEntry> {
+        self.by_name.get(name).map(|&i| &self.entries[i])
+    }
+
+    /// Instance types offered in `zones`, with `unavailable(type, zone, capacity_type)`
+    /// offerings marked unavailable and spot priced by [`spot_price`]. Types with no offering in
+    /// those zones are left out.
+    pub fn instance_types(
+        &self,
+        zones: &BTreeSet<String>,
+        unavailable: impl Fn(&str, &str, &str) -> bool,
+    ) -> Vec<Arc<InstanceType>> {
+        instance_types(
+            &self.entries,
+            zones,
+            |e, zone| spot_price(e.on_demand_price, &e.name, zone),
+            unavailable,
+        )
+    }
+}
+
+/// Instance types from catalog entries, with offerings for each zone in `zones` the type is
+/// sold in and each capacity type it is sold as: on-demand at the entry's price, spot at
+/// `spot(entry, zone)` (USD/hour), unavailable where `unavailable(type, zone, capacity_type)`.
+/// Types with no offering in those zones are left out.
+pub fn instance_types(
+    entries: &[CatalogEntry],
+    zones: &BTreeSet<String>,
+    spot: impl Fn(&CatalogEntry, &str) -> f64,
+    unavailable: impl Fn(&str, &str, &str) -> bool,
+) -> Vec<Arc<InstanceType>> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let mut offerings = Vec::new();
+            for zone in e.zones.intersection(zones) {
+                for &ct in &e.sells {
+                    let price = if ct == l::CAPACITY_TYPE_SPOT {
+                        spot(e, zone)
+                    } else {
+                        e.on_demand_price
+                    };
+                    offerings.push(Offering {
+                        zone: zone.clone(),
+                        capacity_type: ct.to_string(),
+                        price,
+                        available: !unavailable(&e.name, zone, ct),
+                    });
+                }
+            }
+            (!offerings.is_empty()).then(|| {
+                Arc::new(InstanceType::new(
+                    e.name.clone(),
+                    e.labels.clone(),
+                    OPTIONAL_LABELS,
+                    e.capacity.clone(),
+                    e.overhead.clone(),
+                    offerings,
+                ))
+            })
+        })
+        .collect()
+}
+
+/// A catalog entry for one instance type: upstream AWS's labels, capacity (VM memory overhead
+/// taken off, ENI-limited max pods, GPUs and Neuron devices) and overhead, with its on-demand
+/// price (USD/hour) and zones. `eni_limits` (interfaces, IPv4 per interface) overrides the
+/// spec's when known (upstream's vendored ENI table). `None` for types that run no Linux
+/// kubelet (mac, 32-bit only), have no vCPUs or memory, or are sold neither on-demand nor spot.
+pub fn entry(
+    row: &TypeSpec,
+    price: f64,
+    eni_limits: Option<(i64, i64)>,
+    zones: BTreeSet<String>,
+) -> Option<CatalogEntry> {
+    let arch = match row
+        .architectures
+        .split(' ')
+        .find(|a| *a == "x86_64" || *a == "arm64")
+    {
+        Some("x86_64") => l::ARCH_AMD64,
+        Some(_) => l::ARCH_ARM64,
+        None => return None, // mac and 32-bit-only types run no Linux kubelet
+    };
+    if row.vcpus <= 0 || row.memory_mib <= 0 {
+        return None;
+    }
+    let mut sells = Vec::new();
+    for class in row.usage_classes.split(' ') {
+        match class {
+            "on-demand" => sells.push(l::CAPACITY_TYPE_ON_DEMAND),
+            "spot" => sells.push(l::CAPACITY_TYPE_SPOT),
+            _ => {}
+        }
+    }
+    if sells.is_empty() {
+        return None;
+    }
+    let (eni, ipv4) = eni_limits.unwrap_or((row.max_network_interfaces, row.ipv4_per_interface));
+    let max_pods = eni_limited_pods(eni, ipv4).max(1);
+    let vm_overhead = vm_memory_overhead_mib(row.memory_mib, VM_MEMORY_OVERHEAD_PERCENT);
+    let mut capacity = Resources {
+        cpu: row.vcpus * 1000,
+        memory: (row.memory_mib - vm_overhead) << 20,
+        pods: max_pods,
+        ephemeral: DEFAULT_ROOT_VOLUME_BYTES,
+        ..Resources::default()
+    };
+    if row.gpu_count > 0 && row.gpu_manufacturer.eq_ignore_ascii_case("nvidia") {
+        capacity.set(NVIDIA_GPU, row.gpu_count);
+    }
+    let neuron = row.accelerator_name.starts_with("Inferentia")
+        || row.accelerator_name.starts_with("Trainium");
+    if row.accelerator_count > 0 && neuron {
+        capacity.set(AWS_NEURON, row.accelerator_count);
+    }
+    let overhead = default_overhead(row.vcpus, max_pods, DEFAULT_ROOT_VOLUME_BYTES);
+    Some(CatalogEntry {
+        labels: labels_for(row, arch),
+        name: row.instance_type.clone(),
+        capacity,
+        overhead,
+        on_demand_price: price,
+        sells,
+        zones,
+    })
+}
+
+/// Upstream AWS's instance labels, derived from the type's data and name.
+fn labels_for(row: &TypeSpec, arch: &str) -> BTreeMap<String, String> {
+    let (family, size) = row
+        .instance_type
+        .split_once('.')
+        .unwrap_or((&row.instance_type, ""));
+    let category: String = family
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    let after_category = &family[category.len()..];
+    let generation: String = after_category
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    let suffix: String = after_category
+        .chars()
+        .skip_while(|c| !c.is_ascii_alphabetic())
+        .collect();
+    let cpu_manufacturer = if arch == l::ARCH_ARM64 {
+        "aws"
+    } else if suffix.starts_with('a') {
+        "amd"
+    } else {
+        "intel"
+    };
+    let mut labels: BTreeMap<String, String> = [
+        (l::INSTANCE_TYPE_LABEL, row.instance_type.clone()),
+        (l::ARCH_LABEL, arch.to_string()),
+        (l::OS_LABEL, l::OS_LINUX.to_string()),
+        (l::TOPOLOGY_REGION_LABEL, REGION.to_string()),
+        (l::INSTANCE_CATEGORY_LABEL, category.clone()),
+        (l::INSTANCE_FAMILY_LABEL, family.to_string()),
+        (l::INSTANCE_SIZE_LABEL, size.to_string()),
+        (l::INSTANCE_CPU_LABEL, row.vcpus.to_string()),
+        (
+            l::INSTANCE_CPU_MANUFACTURER_LABEL,
+            cpu_manufacturer.to_string(),
+        ),
+        (l::INSTANCE_MEMORY_LABEL, row.memory_mib.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut put = |k: &str, v: String| {
+        if !v.is_empty() {
+            labels.insert(k.to_string(), v);
+        }
+    };
+    put(l::INSTANCE_GENERATION_LABEL, generation);
+    put(l::INSTANCE_HYPERVISOR_LABEL, row.hypervisor.clone());
+    if let Some(gbps) = row.baseline_bandwidth_gbps {
+        put(
+            l::INSTANCE_NETWORK_BANDWIDTH_LABEL,
+            ((gbps * 1000.0).round() as i64).to_string(),
+        );
+    }
+    if row.gpu_count > 0 {
+        put(
+            l::INSTANCE_GPU_NAME_LABEL,
+            row.gpu_name.to_ascii_lowercase().replace(' ', "-"),
+        );
+        put(
+            l::INSTANCE_GPU_MANUFACTURER_LABEL,
+            row.gpu_manufacturer.to_ascii_lowercase(),
+        );
+        put(l::INSTANCE_GPU_COUNT_LABEL, row.gpu_count.to_string());
+        if let Some(mem) = row.gpu_memory_mib {
+            put(l::INSTANCE_GPU_MEMORY_LABEL, mem.to_string());
+        }
+    }
+    if row.accelerator_count > 0 && !row.accelerator_name.is_empty() {
+        put(
+            l::INSTANCE_ACCELERATOR_NAME_LABEL,
+            row.accelerator_name.to_ascii_lowercase(),
+        );
+        put(
+            l::INSTANCE_ACCELERATOR_MANUFACTURER_LABEL,
+            "aws".to_string(),
+        );
+        put(
+            l::INSTANCE_ACCELERATOR_COUNT_LABEL,
+            row.accelerator_count.to_string(),
+        );
+    }
+    if let Some(gb) = row
+        .instance_storage_gb
+        .filter(|_| matches!(row.instance_storage_type.as_str(), "ssd" | "nvme"))
+    {
+        put(l::INSTANCE_LOCAL_NVME_LABEL, gb.to_string());
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog() -> Arc<Catalog> {
+        Catalog::embedded().expect("embedded data parses")
+    }
+
+    #[test]
+    fn catalog_has_real_types_with_upstream_labels() {
+        let c = catalog();
+        assert!(c.entries().len() > 700, "{} types", c.entries().len());
+        let m5 = c.get("m5.large").expect("m5.large");
+        assert_eq!(m5.on_demand_price, 0.096);
+        assert_eq!(m5.capacity.cpu, 2000);
+        assert_eq!(m5.capacity.pods, 29);
+        assert_eq!(m5.capacity.memory, (8192 - 615) << 20);
+        assert_eq!(m5.labels[l::INSTANCE_FAMILY_LABEL], "m5");
+        assert_eq!(m5.labels[l::INSTANCE_GENERATION_LABEL], "5");
+        assert_eq!(m5.labels[l::INSTANCE_CATEGORY_LABEL], "m");
+        let g4 = c.get("g4dn.xlarge").expect("g4dn.xlarge");
+        assert_eq!(g4.capacity.get(NVIDIA_GPU), 1);
+        assert_eq!(g4.labels[l::INSTANCE_GPU_NAME_LABEL], "t4");
+        assert_eq!(
+            c.get("m7g.large").map(|e| e.labels[l::ARCH_LABEL].as_str()),
+            Some("arm64")
+        );
+        assert!(c.get("mac1.metal").is_none());
+    }
+
+    #[test]
+    fn spot_is_cheaper_and_stable() {
+        let p = spot_price(1.0, "m5.large", "us-east-1a");
+        assert!((0.35..0.70).contains(&p));
+        assert_eq!(p, spot_price(1.0, "m5.large", "us-east-1a"));
+    }
+
+    #[test]
+    fn zones_and_availability_shape_offerings() {
+        let c = catalog();
+        let zones: BTreeSet<String> = ["us-east-1a".to_string()].into();
+        let types = c.instance_types(&zones, |t, _, ct| t == "m5.large" && ct == "spot");
+        let m5 = types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .expect("offered in 1a");
+        assert!(m5.offerings.iter().all(|o| o.zone == "us-east-1a"));
+        let spot = m5
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == "spot")
+            .expect("spot offering");
+        assert!(!spot.available);
+        assert!(m5.allocatable.cpu < m5.capacity.cpu);
+    }
+}

@@ -1,0 +1,261 @@
+//! Instance types and offerings as the scheduler sees them: requirements (labels), capacity,
+//! overhead and allocatable, and priced zonal offerings; plus upstream AWS's overhead math
+//! (`aws:pkg/providers/instancetype/types.go`). [`catalog`] builds them from the embedded EC2
+//! data.
+
+pub mod catalog;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, TOPOLOGY_ZONE_LABEL,
+};
+
+use crate::scheduling::requirements::{Requirement, Requirements};
+use crate::scheduling::resources::Resources;
+
+/// Where and how an instance type can be bought.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    /// Availability zone, e.g. `us-east-1a`.
+    pub zone: String,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    /// USD per hour.
+    pub price: f64,
+    /// False while the offering is out of capacity (insufficient-capacity cache).
+    pub available: bool,
+}
+
+impl Offering {
+    /// Whether zone and capacity type satisfy the requirements.
+    pub fn compatible(&self, reqs: &Requirements) -> bool {
+        reqs.get(TOPOLOGY_ZONE_LABEL)
+            .is_none_or(|r| r.has(&self.zone))
+            && reqs
+                .get(CAPACITY_TYPE_LABEL)
+                .is_none_or(|r| r.has(&self.capacity_type))
+    }
+}
+
+/// One launchable instance type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceType {
+    /// Name, e.g. `m5.large`.
+    pub name: String,
+    /// Well-known labels as requirements: single-valued `In` for the type's own labels,
+    /// `DoesNotExist` for provider labels it lacks, and `In` over the zones and capacity types of
+    /// its offerings.
+    pub requirements: Requirements,
+    /// The type's own labels (without zone and capacity type), as a node of this type gets them.
+    pub labels: BTreeMap<String, String>,
+    /// Capacity (cpu in millicores, memory in bytes after VM overhead, pods, ephemeral storage,
+    /// GPUs).
+    pub capacity: Resources,
+    /// kube-reserved + system-reserved + eviction thresholds.
+    pub overhead: Resources,
+    /// `capacity - overhead`.
+    pub allocatable: Resources,
+    /// Priced offerings.
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// Build an instance type: derives `allocatable` and adds the zone and capacity-type
+    /// requirements from the offerings.
+    pub fn new(
+        name: String,
+        labels: BTreeMap<String, String>,
+        absent_labels: &[&str],
+        capacity: Resources,
+        overhead: Resources,
+        offerings: Vec<Offering>,
+    ) -> InstanceType {
+        let mut requirements = Requirements::from_labels(&labels);
+        for key in absent_labels {
+            if !labels.contains_key(*key) {
+                requirements.add(Requirement::does_not_exist(key));
+            }
+        }
+        let zones: Vec<String> = dedup(offerings.iter().map(|o| o.zone.clone()));
+        let capacity_types: Vec<String> = dedup(offerings.iter().map(|o| o.capacity_type.clone()));
+        requirements.add(Requirement::is_in(TOPOLOGY_ZONE_LABEL, zones));
+        requirements.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
+        let mut allocatable = capacity.clone();
+        allocatable.sub(&overhead);
+        InstanceType {
+            name,
+            requirements,
+            labels,
+            capacity,
+            overhead,
+            allocatable,
+            offerings,
+        }
+    }
+
+    /// The cheapest available offering compatible with the requirements.
+    pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
+        self.offerings
+            .iter()
+            .filter(|o| o.available && o.compatible(reqs))
+            .min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+
+    /// Whether the type can serve the requirements: labels intersect and some available
+    /// offering is compatible.
+    pub fn compatible(&self, reqs: &Requirements) -> bool {
+        self.requirements.intersects(reqs).is_ok() && self.cheapest_offering(reqs).is_some()
+    }
+}
+
+/// An offering a launch may try: price (USD/hour), instance type, zone, capacity type.
+pub type LaunchOffering<'a> = (f64, &'a Arc<InstanceType>, String, String);
+
+/// The offerings a launch tries, cheapest first (ties by type name, then zone), all of one
+/// capacity type chosen by upstream's priority: spot when the requirements allow it and some
+/// candidate has an available compatible spot offering, else on-demand. `skip(type, zone,
+/// capacity type)` leaves offerings out (e.g. ones a launch already tried).
+pub fn launch_offerings<'a>(
+    candidates: &[&'a Arc<InstanceType>],
+    reqs: &Requirements,
+    skip: impl Fn(&str, &str, &str) -> bool,
+) -> Vec<LaunchOffering<'a>> {
+    let wants = |ct: &str| reqs.get(CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
+    let mut offerings: Vec<LaunchOffering<'a>> = Vec::new();
+    for ct in [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND] {
+        if !wants(ct) {
+            continue;
+        }
+        for t in candidates {
+            for o in t.offerings.iter().filter(|o| {
+                o.available
+                    && o.capacity_type == ct
+                    && o.compatible(reqs)
+                    && !skip(&t.name, &o.zone, ct)
+            }) {
+                offerings.push((o.price, *t, o.zone.clone(), ct.to_string()));
+            }
+        }
+        if !offerings.is_empty() {
+            break;
+        }
+    }
+    offerings.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then(a.1.name.cmp(&b.1.name))
+            .then(a.2.cmp(&b.2))
+    });
+    offerings
+}
+
+fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = items.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Pods an instance type supports under the VPC CNI without prefix delegation:
+/// `ENIs × (IPv4 addresses per ENI − 1) + 2` (EKS `max-pods-calculator.sh`).
+pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
+    enis * (ipv4_per_eni - 1) + 2
+}
+
+/// Memory the hypervisor keeps, in MiB: upstream's `VM_MEMORY_OVERHEAD_PERCENT` (default 7.5%)
+/// of the advertised MiB, rounded up.
+pub fn vm_memory_overhead_mib(memory_mib: i64, percent: f64) -> i64 {
+    (memory_mib as f64 * percent).ceil() as i64
+}
+
+/// kube-reserved CPU in millicores for a core count (EKS AMI formula upstream uses): 6% of the
+/// first core, 1% of the second, 0.5% of the third and fourth, 0.25% of every further core.
+pub fn kube_reserved_cpu_milli(vcpus: i64) -> i64 {
+    let mut tenths_of_milli: i64 = 0; // work in 1/10 millicores to stay exact
+    for core in 1..=vcpus {
+        tenths_of_milli += match core {
+            1 => 600,
+            2 => 100,
+            3 | 4 => 50,
+            _ => 25,
+        };
+    }
+    (tenths_of_milli + 9) / 10
+}
+
+/// kube-reserved memory in MiB: `11 MiB × maxPods + 255 MiB`.
+pub fn kube_reserved_memory_mib(max_pods: i64) -> i64 {
+    11 * max_pods + 255
+}
+
+/// Upstream AWS's default overhead for a node: kube-reserved (cpu, memory, 1 GiB ephemeral
+/// storage) plus the hard eviction thresholds (100 MiB memory, 10% of nodefs).
+pub fn default_overhead(vcpus: i64, max_pods: i64, ephemeral_bytes: i64) -> Resources {
+    Resources {
+        cpu: kube_reserved_cpu_milli(vcpus),
+        memory: (kube_reserved_memory_mib(max_pods) + 100) << 20,
+        ephemeral: (1 << 30) + ephemeral_bytes / 10,
+        ..Resources::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overhead_matches_upstream_formulas() {
+        assert_eq!(kube_reserved_cpu_milli(1), 60);
+        assert_eq!(kube_reserved_cpu_milli(2), 70);
+        assert_eq!(kube_reserved_cpu_milli(4), 80);
+        assert_eq!(kube_reserved_cpu_milli(8), 90);
+        assert_eq!(kube_reserved_cpu_milli(96), 310);
+        // m5.large: 3 ENIs x 10 IPv4 -> 29 pods, 574 MiB kube-reserved memory.
+        assert_eq!(eni_limited_pods(3, 10), 29);
+        assert_eq!(kube_reserved_memory_mib(29), 574);
+        assert_eq!(vm_memory_overhead_mib(8192, 0.075), 615);
+    }
+
+    #[test]
+    fn offerings_filter_by_zone_and_capacity_type() {
+        let offerings = vec![
+            Offering {
+                zone: "a".into(),
+                capacity_type: "spot".into(),
+                price: 0.03,
+                available: false,
+            },
+            Offering {
+                zone: "a".into(),
+                capacity_type: "on-demand".into(),
+                price: 0.10,
+                available: true,
+            },
+            Offering {
+                zone: "b".into(),
+                capacity_type: "spot".into(),
+                price: 0.04,
+                available: true,
+            },
+        ];
+        let it = InstanceType::new(
+            "t".into(),
+            BTreeMap::new(),
+            &[],
+            Resources::default(),
+            Resources::default(),
+            offerings,
+        );
+        let mut reqs = Requirements::new();
+        assert_eq!(it.cheapest_offering(&reqs).map(|o| o.price), Some(0.04));
+        reqs.add(Requirement::is_in(TOPOLOGY_ZONE_LABEL, ["a"]));
+        assert_eq!(
+            it.cheapest_offering(&reqs)
+                .map(|o| o.capacity_type.as_str()),
+            Some("on-demand")
+        );
+        reqs.add(Requirement::is_in(CAPACITY_TYPE_LABEL, ["spot"]));
+        assert!(!it.compatible(&reqs));
+    }
+}

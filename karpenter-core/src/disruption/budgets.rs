@@ -1,0 +1,33 @@
+//! Disruption budgets (upstream `pkg/apis/v1/nodepool.go` `Budget.IsActive` and
+//! `GetAllowedDisruptionsByReason`): when a scheduled budget's window is open. How many nodes a
+//! NodePool's budgets allow is `NodePool::allowed_disruptions` in `crds`, given this test.
+
+use crds::Budget;
+use jiff::Timestamp;
+
+/// Whether a budget is active at `now` (upstream `Budget.IsActive`): a budget without a
+/// schedule always is; a scheduled one is for `duration` after each time its cron schedule
+/// (UTC; five fields or a macro such as `@daily`) fires. A schedule that does not parse counts
+/// as active, so a malformed budget restricts rather than frees.
+pub fn budget_active(budget: &Budget, now: Timestamp) -> bool {
+    let (Some(schedule), Some(duration)) = (&budget.schedule, &budget.duration) else {
+        return true;
+    };
+    let Ok(cron) = croner::Cron::new(schedule).parse() else {
+        return true;
+    };
+    let window = jiff::SignedDuration::try_from(duration.duration()).unwrap_or_default();
+    let Ok(from) = now.checked_sub(window) else {
+        return true;
+    };
+    let Some(from) =
+        chrono::DateTime::from_timestamp(from.as_second(), from.subsec_nanosecond().max(0) as u32)
+    else {
+        return true;
+    };
+    // Active iff the schedule fires somewhere in (now - duration, now].
+    match cron.find_next_occurrence(&from, false) {
+        Ok(hit) => hit.timestamp() <= now.as_second(),
+        Err(_) => true,
+    }
+}

@@ -1,0 +1,340 @@
+//! From a NodePool to what the solver needs (upstream `nodeclaimtemplate.go`): its requirements
+//! (pool requirements, template labels, the nodepool label), DaemonSet overhead, remaining
+//! limits; which NodePools the provisioner uses at all ([`node_class_of`],
+//! [`usable_requirements`], [`pool_template`], shared with `why-pending`'s explanation); and
+//! from a solver decision back to a NodeClaim object.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crds::conditions::{self, READY};
+use crds::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, WELL_KNOWN_LABELS, node_class_label_key};
+use crds::nodeclaim::ResourceRequirements;
+use crds::{
+    EC2NodeClass, NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues,
+    Operator,
+};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::capacity::InstanceType;
+use crate::lifecycle::drift::HashVersions;
+use crate::scheduling::pod::PodInfo;
+use crate::scheduling::requirements::{Requirement, RequirementError, Requirements};
+use crate::scheduling::resources::Resources;
+use crate::scheduling::solver::{LIMIT_NODES, NewClaim, NodePoolTemplate};
+use crate::scheduling::taints::untolerated;
+use crate::snapshot::Snapshot;
+
+/// Why the provisioner leaves a NodePool out of a pass (upstream: the NodePool is not Ready,
+/// or `NoCompatibleInstanceTypes`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    /// `metadata.deletionTimestamp` is set.
+    #[error("the NodePool is being deleted")]
+    Deleting,
+    /// `spec.replicas` is set: a static NodePool, which the provisioner never scales for pods.
+    #[error("static NodePool (spec.replicas): Karpenter does not provision for pods on it")]
+    Static,
+    /// Its `Ready` condition is not `True`: `None` without one, else `(status, reason,
+    /// message)`.
+    #[error("{}", match .0 {
+        None => "no Ready condition yet".to_owned(),
+        Some((status, reason, message)) => format!("Ready={status} {reason}: {message}"),
+    })]
+    NotReady(Option<(String, String, String)>),
+    /// `spec.template.spec.nodeClassRef` names no EC2NodeClass of the snapshot.
+    #[error("EC2NodeClass {0:?} not found")]
+    NodeClassMissing(String),
+    /// A requirement does not parse.
+    #[error("invalid requirement: {0}")]
+    InvalidRequirement(String),
+    /// The node class's instance types could not be listed.
+    #[error("listing instance types: {0}")]
+    InstanceTypes(String),
+    /// The NodePool's requirements leave none of the node class's instance types.
+    #[error("NodePool requirements filtered out all compatible available instance types")]
+    NoCompatibleInstanceTypes,
+}
+
+/// The checks before a NodePool's instance types are listed: not being deleted, not static,
+/// `Ready=True`, and its node class in `snap`, which is returned.
+///
+/// Errors: the first check that fails.
+pub fn node_class_of<'a>(
+    pool: &NodePool,
+    snap: &'a Snapshot,
+) -> Result<&'a Arc<EC2NodeClass>, SkipReason> {
+    if pool.metadata.deletion_timestamp.is_some() {
+        return Err(SkipReason::Deleting);
+    }
+    if pool.is_static() {
+        return Err(SkipReason::Static);
+    }
+    let conds = pool
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if !conditions::is_true(conds, READY) {
+        return Err(SkipReason::NotReady(
+            conditions::get(conds, READY)
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
+        ));
+    }
+    let class = &pool.spec.template.spec.node_class_ref.name;
+    snap.nodeclass(class)
+        .ok_or_else(|| SkipReason::NodeClassMissing(class.clone()))
+}
+
+/// Adds `types` to `by_name` (the first NodePool listing a name wins): the index
+/// [`Snapshot::pool_usage`] prices existing NodeClaims with. Every NodePool whose instance
+/// types were listed contributes, usable or not.
+pub fn index_types(by_name: &mut HashMap<String, Arc<InstanceType>>, types: &[Arc<InstanceType>]) {
+    for t in types {
+        by_name
+            .entry(t.name.clone())
+            .or_insert_with(|| Arc::clone(t));
+    }
+}
+
+/// The checks after the instance types are listed: the requirements parse
+/// ([`pool_requirements`]) and leave at least one of `types`.
+///
+/// Errors: [`SkipReason::InvalidRequirement`], [`SkipReason::NoCompatibleInstanceTypes`].
+pub fn usable_requirements(
+    pool: &NodePool,
+    types: &[Arc<InstanceType>],
+) -> Result<Requirements, SkipReason> {
+    let reqs =
+        pool_requirements(pool).map_err(|e| SkipReason::InvalidRequirement(e.to_string()))?;
+    if !types.iter().any(|t| t.compatible(&reqs)) {
+        return Err(SkipReason::NoCompatibleInstanceTypes);
+    }
+    Ok(reqs)
+}
+
+/// A usable NodePool as the solver's template, and its DaemonSet overhead: the overhead of
+/// `snap`'s DaemonSets ([`daemon_overhead`]), and the limits left after what its NodeClaims
+/// and nodes use ([`Snapshot::pool_usage`] over `types_by_name`, see [`index_types`];
+/// [`remaining_limits`]).
+pub fn pool_template(
+    pool: &NodePool,
+    requirements: Requirements,
+    types: &[Arc<InstanceType>],
+    snap: &Snapshot,
+    types_by_name: &HashMap<String, Arc<InstanceType>>,
+) -> (NodePoolTemplate, Resources) {
+    let allow = |k: &str| WELL_KNOWN_LABELS.contains(&k);
+    let overhead = daemon_overhead(&requirements, pool, &snap.daemonsets, &allow);
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let (used, count) = snap.pool_usage(&name, types_by_name);
+    let remaining = remaining_limits(pool, &used, count);
+    (
+        template(pool, requirements, types, overhead.clone(), remaining),
+        overhead,
+    )
+}
+
+/// A NodePool's requirements: its spec requirements (with minValues), its template labels as
+/// `In`, and `karpenter.sh/nodepool In [name]`.
+///
+/// Errors: a requirement that does not parse (the NodePool is then not Ready).
+pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, RequirementError> {
+    let mut reqs = Requirements::new();
+    for r in &pool.spec.template.spec.requirements {
+        let mut req = Requirement::parse(&r.key, r.operator.as_str(), &r.values)?;
+        req.min_values = r.min_values.and_then(|m| usize::try_from(m).ok());
+        reqs.add(req);
+    }
+    for (k, v) in &pool.spec.template.metadata.labels {
+        reqs.add(Requirement::is_in(k, [v.clone()]));
+    }
+    reqs.add(Requirement::is_in(
+        NODEPOOL_LABEL,
+        [pool.metadata.name.clone().unwrap_or_default()],
+    ));
+    Ok(reqs)
+}
+
+/// Requests of the DaemonSets whose pods would run on this pool's nodes: they tolerate the
+/// template's taints and their node requirements are compatible with the pool's.
+pub fn daemon_overhead(
+    requirements: &Requirements,
+    pool: &NodePool,
+    daemonsets: &[Arc<DaemonSet>],
+    well_known: &dyn Fn(&str) -> bool,
+) -> Resources {
+    let taints: Vec<_> = pool
+        .spec
+        .template
+        .spec
+        .taints
+        .iter()
+        .chain(pool.spec.template.spec.startup_taints.iter())
+        .cloned()
+        .collect();
+    let mut total = Resources::default();
+    for ds in daemonsets {
+        let pod = Pod {
+            metadata: ObjectMeta::default(),
+            spec: ds.spec.template.spec.clone(),
+            status: None,
+        };
+        let Ok(info) = PodInfo::from_pod(&pod) else {
+            continue;
+        };
+        let tolerated = untolerated(&taints, &info.tolerations).is_none();
+        let compatible = info
+            .requirement_terms
+            .iter()
+            .any(|t| requirements.compatible(t, well_known).is_ok());
+        if tolerated && compatible {
+            let mut r = info.requests.clone();
+            r.pods = 1;
+            total.add(&r);
+        }
+    }
+    total
+}
+
+/// What the pool's limits still allow given its current usage (cpu in millicores, memory in
+/// bytes, `nodes` as a count). Unparseable limits are treated as zero: launch nothing rather
+/// than exceed a limit the user meant to set.
+pub fn remaining_limits(
+    pool: &NodePool,
+    used: &Resources,
+    node_count: i64,
+) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (name, q) in &pool.spec.limits {
+        let limit = if name == LIMIT_NODES {
+            crate::scheduling::resources::parse_units(&q.0).unwrap_or(0) - node_count
+        } else {
+            let mut r = Resources::default();
+            match r.set_parsed(name, &q.0) {
+                Ok(()) => r.get(name) - used.get(name),
+                Err(_) => 0,
+            }
+        };
+        out.insert(name.clone(), limit);
+    }
+    out
+}
+
+/// The solver's view of a ready NodePool.
+pub fn template(
+    pool: &NodePool,
+    requirements: Requirements,
+    instance_types: &[Arc<InstanceType>],
+    daemon_overhead: Resources,
+    remaining: BTreeMap<String, i64>,
+) -> NodePoolTemplate {
+    NodePoolTemplate {
+        name: pool.metadata.name.clone().unwrap_or_default(),
+        weight: pool.spec.weight.unwrap_or(0),
+        requirements,
+        taints: pool.spec.template.spec.taints.clone(),
+        instance_types: instance_types.to_vec(),
+        daemon_overhead,
+        remaining,
+    }
+}
+
+/// The NodeClaim object for a solver decision: `generateName: <pool>-`, owned by the NodePool,
+/// labelled with the pool's template labels, the nodepool and node-class labels and the
+/// claim's single-valued requirements; requirements list instance types cheapest first.
+/// Annotated with the pool's template annotations and the NodePool drift stamp (hash, hash
+/// version and field snapshot, see [`crds::hash`]) under `versions`.
+pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) -> NodeClaim {
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let spec = &pool.spec.template.spec;
+    let mut labels: BTreeMap<String, String> = decision
+        .requirements
+        .labels()
+        .into_iter()
+        .filter(|(k, _)| k != INSTANCE_TYPE_LABEL)
+        .collect();
+    labels.extend(pool.spec.template.metadata.labels.clone());
+    labels.insert(NODEPOOL_LABEL.into(), pool_name.clone());
+    labels.insert(
+        node_class_label_key(&spec.node_class_ref.group, &spec.node_class_ref.kind),
+        spec.node_class_ref.name.clone(),
+    );
+    let min_values: HashMap<&str, i64> = spec
+        .requirements
+        .iter()
+        .filter_map(|r| r.min_values.map(|m| (r.key.as_str(), m)))
+        .collect();
+    let requirements = decision
+        .requirements
+        .to_node_selector()
+        .into_iter()
+        .map(|r| {
+            let values = if r.key == INSTANCE_TYPE_LABEL {
+                decision
+                    .instance_types
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .collect()
+            } else {
+                r.values.unwrap_or_default()
+            };
+            let operator = r.operator.parse().unwrap_or(Operator::In);
+            let mut out = NodeSelectorRequirementWithMinValues::new(&r.key, operator, values);
+            out.min_values = min_values.get(r.key.as_str()).copied();
+            out
+        })
+        .collect();
+    let mut annotations = pool.spec.template.metadata.annotations.clone();
+    annotations.extend(crds::hash::nodepool_stamp(
+        &crds::hash::nodepool_fields(pool),
+        &versions.nodepool,
+    ));
+    NodeClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{pool_name}-")),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "karpenter.sh/v1".into(),
+                kind: "NodePool".into(),
+                name: pool_name,
+                uid: pool.metadata.uid.clone().unwrap_or_default(),
+                block_owner_deletion: Some(true),
+                controller: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: NodeClaimSpec {
+            taints: spec.taints.clone(),
+            startup_taints: spec.startup_taints.clone(),
+            requirements,
+            resources: ResourceRequirements {
+                requests: decision.requests.to_list(),
+            },
+            node_class_ref: spec.node_class_ref.clone(),
+            termination_grace_period: spec.termination_grace_period.clone(),
+            expire_after: spec.expire_after.clone(),
+        },
+        status: None,
+    }
+}
+
+/// The validation verdict: every spec rule plus requirements the scheduler must be able to
+/// parse. `Err` holds the condition message.
+pub fn validate(pool: &NodePool) -> Result<(), String> {
+    let mut errors = crds::validation::validate_nodepool(pool);
+    if let Err(e) = pool_requirements(pool) {
+        errors.push(crds::validation::FieldError {
+            field: "spec.template.spec.requirements".into(),
+            message: e.to_string(),
+        });
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(crds::validation::summarize(&errors))
+    }
+}

@@ -1,0 +1,1220 @@
+//! The provisioning solver (upstream `provisioning/scheduling/scheduler.go`): pods in first-fit-
+//! decreasing order go to existing nodes and in-flight NodeClaims first, then to NodeClaims
+//! opened earlier in this run, then to a new NodeClaim from the first NodePool (by weight) that
+//! admits them. Topology spread, pod (anti-)affinity, host ports and minValues are honoured;
+//! preferences are treated as required and relaxed one at a time when a pod cannot otherwise
+//! schedule. Each new NodeClaim keeps every instance type that still fits, cheapest first.
+//! Pure: no I/O, no clock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+
+use super::constraints::{HostPort, Relaxation, node_requirements};
+use super::pod::{PodInfo, PodKey, queue_order};
+use super::requirements::{Incompatible, Requirement, Requirements};
+use super::resources::Resources;
+use super::taints::{taint_string, untolerated};
+use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
+use crate::capacity::InstanceType;
+use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
+
+/// Upper bound on instance types written into one NodeClaim (upstream `MaxInstanceTypes`).
+pub const MAX_INSTANCE_TYPES: usize = 600;
+/// Why a pod fails when no NodePool is ready (a verdict that may change once one is).
+pub const NO_READY_NODEPOOL: &str = "no ready NodePool can launch capacity";
+/// The `nodes` key of NodePool limits (a node count).
+pub const LIMIT_NODES: &str = "nodes";
+
+/// A NodePool as the solver uses it.
+#[derive(Clone, Debug)]
+pub struct NodePoolTemplate {
+    /// NodePool name.
+    pub name: String,
+    /// Higher weights are tried first.
+    pub weight: i32,
+    /// Pool requirements (with minValues), its template labels (as `In`) and
+    /// `karpenter.sh/nodepool In [name]`.
+    pub requirements: Requirements,
+    /// Template taints pods must tolerate (startup taints are not considered, as upstream).
+    pub taints: Vec<Taint>,
+    /// Instance types of the pool's node class.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Requests of the DaemonSet pods every new node of this pool will run.
+    pub daemon_overhead: Resources,
+    /// What `spec.limits` still allows, per limited resource (cpu in millicores, memory in
+    /// bytes, `nodes` as a count); resources not listed are unlimited.
+    pub remaining: BTreeMap<String, i64>,
+}
+
+/// How an existing node or in-flight NodeClaim constrains which pods it accepts.
+#[derive(Clone, Debug)]
+pub enum NodeLabels {
+    /// A registered node: its actual labels.
+    Known(BTreeMap<String, String>),
+    /// An in-flight NodeClaim not yet launched or registered: its requirements.
+    Pending(Requirements),
+}
+
+/// Capacity that exists or is in flight.
+#[derive(Clone, Debug)]
+pub struct ExistingNode {
+    /// Node name, or the NodeClaim name while no node exists.
+    pub name: String,
+    /// Labels or requirements.
+    pub labels: NodeLabels,
+    /// Taints pods must tolerate.
+    pub taints: Vec<Taint>,
+    /// Allocatable minus the requests of pods bound (or about to be bound) there.
+    pub available: Resources,
+    /// Initialized nodes are tried first.
+    pub initialized: bool,
+}
+
+/// A pod already running on an existing node: it counts for topology and holds host ports.
+#[derive(Clone, Debug)]
+pub struct BoundPod {
+    /// The pod.
+    pub pod: PodInfo,
+    /// The existing node's name.
+    pub node: String,
+}
+
+/// Everything one solve needs.
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    /// Pods to place (order does not matter; the solver sorts).
+    pub pods: Vec<PodInfo>,
+    /// Existing nodes and in-flight NodeClaims.
+    pub existing: Vec<ExistingNode>,
+    /// Pods running on existing nodes.
+    pub bound_pods: Vec<BoundPod>,
+    /// Ready NodePools.
+    pub nodepools: Vec<NodePoolTemplate>,
+    /// Label keys a pod may require without the pool defining them (well-known labels).
+    pub well_known_labels: Vec<String>,
+    /// Namespaces and their labels (for affinity terms' namespace selectors).
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Run the cost re-pack after first fit ([`super::repack`]). `karpenter simulate` does; the
+    /// live provisioner does not yet, because kube-scheduler binds pods without regard to the
+    /// plan and tightly packed NodeClaims then leave pods pending for more rounds.
+    pub repack: bool,
+}
+
+/// A NodeClaim to create.
+#[derive(Clone, Debug)]
+pub struct NewClaim {
+    /// The NodePool it belongs to.
+    pub nodepool: String,
+    /// Requirements including `node.kubernetes.io/instance-type In [options]` and the capacity
+    /// types those options offer.
+    pub requirements: Requirements,
+    /// Instance-type options, cheapest available compatible offering first.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Requests of its pods plus daemon overhead.
+    pub requests: Resources,
+    /// Pods planned onto it.
+    pub pods: Vec<PodKey>,
+}
+
+impl NewClaim {
+    /// Price of the cheapest compatible offering, USD/hour.
+    pub fn cheapest_price(&self) -> Option<f64> {
+        self.instance_types
+            .first()
+            .and_then(|it| it.cheapest_offering(&self.requirements))
+            .map(|o| o.price)
+    }
+}
+
+/// Why one NodePool cannot take a pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rejection {
+    /// A template taint the pod does not tolerate.
+    Taint(String),
+    /// Pod and pool requirements conflict.
+    Requirements(Incompatible),
+    /// A topology spread or pod (anti-)affinity constraint leaves no domain.
+    Topology(TopologyError),
+    /// No instance type satisfies both requirements and resources.
+    NoInstanceType {
+        /// Pod requests plus daemon overhead.
+        requests: Resources,
+        /// Combined requirements.
+        requirements: String,
+        /// Which check eliminated the last candidates.
+        detail: &'static str,
+    },
+    /// The pool's limits leave no room.
+    Limits(String),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Taint(t) => write!(f, "did not tolerate taint {t}"),
+            Rejection::Requirements(i) => write!(f, "{i}"),
+            Rejection::Topology(t) => write!(f, "{t}"),
+            Rejection::NoInstanceType {
+                requests,
+                requirements,
+                detail,
+            } => write!(
+                f,
+                "no instance type satisfied resources {requests} and requirements {requirements} ({detail})"
+            ),
+            Rejection::Limits(l) => write!(
+                f,
+                "all available instance types exceed limits for nodepool: {l}"
+            ),
+        }
+    }
+}
+
+/// Why a pod could not be placed at all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodError {
+    /// The pod.
+    pub pod: PodKey,
+    /// One entry per NodePool tried (empty when there are no ready NodePools).
+    pub rejections: Vec<(String, Rejection)>,
+}
+
+impl fmt::Display for PodError {
+    /// Upstream-style: `incompatible with nodepool "a", <why>; incompatible with nodepool "b", ...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rejections.is_empty() {
+            return write!(f, "{NO_READY_NODEPOOL}");
+        }
+        let parts: Vec<String> = self
+            .rejections
+            .iter()
+            .map(|(pool, r)| format!("incompatible with nodepool \"{pool}\", {r}"))
+            .collect();
+        write!(f, "{}", parts.join("; "))
+    }
+}
+
+/// What the solve decided.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    /// NodeClaims to create.
+    pub new_claims: Vec<NewClaim>,
+    /// Pods that fit existing capacity, by the existing node's name.
+    pub existing: BTreeMap<String, Vec<PodKey>>,
+    /// Pods that fit nowhere, with the reason per NodePool.
+    pub errors: Vec<PodError>,
+}
+
+/// Whether a node of this capacity fits what the limits still allow: every limited resource
+/// (and one more node, when `nodes` is limited).
+pub fn within_limits(capacity: &Resources, remaining: &BTreeMap<String, i64>) -> bool {
+    remaining.iter().all(|(name, left)| {
+        if name == LIMIT_NODES {
+            *left >= 1
+        } else {
+            capacity.get(name) <= *left
+        }
+    })
+}
+
+/// A re-pack shape's identity: dense requests, class, hostname repellers.
+type ShapeKey = (Vec<i64>, Option<usize>, Vec<usize>);
+
+struct OpenClaim {
+    pool: usize,
+    requirements: Requirements,
+    requests: Resources,
+    /// Indexes into the pool's instance types that still fit.
+    options: Vec<usize>,
+    /// Component-wise max allocatable over `options` (quick reject).
+    max_allocatable: Resources,
+    /// Indexes into the input pods.
+    pods: Vec<usize>,
+    host_ports: Vec<HostPort>,
+}
+
+struct Pool<'a> {
+    t: &'a NodePoolTemplate,
+    /// Instance types compatible with the pool's own requirements.
+    base: Vec<usize>,
+    remaining: BTreeMap<String, i64>,
+}
+
+struct Existing {
+    available: Resources,
+    host_ports: Vec<HostPort>,
+}
+
+struct Solver<'a> {
+    input: &'a Input,
+    pools: Vec<Pool<'a>>,
+    order: Vec<usize>,
+    existing: Vec<Existing>,
+    claims: Vec<OpenClaim>,
+    topology: Topology,
+    well_known: HashSet<&'a str>,
+    prefer_no_schedule: bool,
+    /// Per NodePool and requirement set: which of the pool's instance types are compatible.
+    compat: HashMap<(usize, Requirements), Rc<[bool]>>,
+    out: Output,
+}
+
+/// Run one scheduling simulation.
+pub fn solve(input: &Input) -> Output {
+    let mut templates: Vec<&NodePoolTemplate> = input.nodepools.iter().collect();
+    templates.sort_by(|a, b| b.weight.cmp(&a.weight).then(b.name.cmp(&a.name)));
+    let pools: Vec<Pool> = templates
+        .into_iter()
+        .map(|t| Pool {
+            base: (0..t.instance_types.len())
+                .filter(|&i| t.instance_types[i].compatible(&t.requirements))
+                .collect(),
+            remaining: t.remaining.clone(),
+            t,
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..input.existing.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&input.existing[a], &input.existing[b]);
+        y.initialized.cmp(&x.initialized).then(x.name.cmp(&y.name))
+    });
+    let node_index: HashMap<&str, usize> = input
+        .existing
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.name.as_str(), i))
+        .collect();
+    let mut existing: Vec<Existing> = input
+        .existing
+        .iter()
+        .map(|e| Existing {
+            available: e.available.clone(),
+            host_ports: Vec::new(),
+        })
+        .collect();
+    for b in &input.bound_pods {
+        if let Some(&i) = node_index.get(b.node.as_str()) {
+            existing[i]
+                .host_ports
+                .extend(b.pod.constraints.host_ports.iter().cloned());
+        }
+    }
+    let topology = build_topology(input, &pools, &node_index);
+    let mut solver = Solver {
+        input,
+        prefer_no_schedule: pools
+            .iter()
+            .any(|p| p.t.taints.iter().any(|t| t.effect == "PreferNoSchedule")),
+        pools,
+        order,
+        existing,
+        claims: Vec::new(),
+        topology,
+        well_known: input.well_known_labels.iter().map(String::as_str).collect(),
+        compat: HashMap::new(),
+        out: Output::default(),
+    };
+    solver.run();
+    let mut prices = Prices::default();
+    if input.repack {
+        solver.repack(&mut prices);
+    }
+    let Solver {
+        claims,
+        pools,
+        mut out,
+        ..
+    } = solver;
+    out.new_claims = claims
+        .into_iter()
+        .map(|c| finish(c, &pools, &input.pods, &mut prices))
+        .collect();
+    out
+}
+
+fn pod_ref(p: &PodInfo) -> PodRef<'_> {
+    PodRef {
+        namespace: &p.key.namespace,
+        labels: &p.labels,
+        constraints: &p.constraints,
+        node_terms: &p.requirement_terms,
+        tolerations: &p.tolerations,
+    }
+}
+
+/// Domains of every topology key in play: values from the pools' requirements and instance
+/// types (with the pool's taints) and from existing nodes' labels.
+fn build_topology(input: &Input, pools: &[Pool], node_index: &HashMap<&str, usize>) -> Topology {
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    for p in input
+        .pods
+        .iter()
+        .chain(input.bound_pods.iter().map(|b| &b.pod))
+    {
+        let c = &p.constraints;
+        keys.extend(c.spread.iter().map(|s| s.key.as_str()));
+        for t in c
+            .affinity
+            .iter()
+            .chain(&c.anti_affinity)
+            .chain(&c.preferred_affinity)
+            .chain(&c.preferred_anti_affinity)
+        {
+            keys.insert(t.key.as_str());
+        }
+    }
+    keys.remove(HOSTNAME_LABEL);
+    let mut universe: Universe = BTreeMap::new();
+    for key in keys {
+        let mut values: BTreeSet<(String, Vec<String>)> = BTreeSet::new();
+        let mut entries = Vec::new();
+        let mut push = |v: &str, taints: &[Taint]| {
+            let id = (
+                v.to_string(),
+                taints.iter().map(taint_string).collect::<Vec<_>>(),
+            );
+            if values.insert(id) {
+                entries.push((v.to_string(), taints.to_vec()));
+            }
+        };
+        for pool in pools {
+            let pool_req = pool.t.requirements.get(key);
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            for &i in &pool.base {
+                if let Some(vals) = pool.t.instance_types[i]
+                    .requirements
+                    .get(key)
+                    .and_then(|r| r.values())
+                {
+                    for v in vals {
+                        if pool_req.is_none_or(|r| r.has(v)) {
+                            seen.insert(v);
+                        }
+                    }
+                }
+            }
+            if let Some(vals) = pool_req.and_then(|r| r.values()) {
+                seen.extend(vals.iter().map(String::as_str));
+            }
+            for v in seen {
+                push(v, &pool.t.taints);
+            }
+        }
+        for e in &input.existing {
+            if let NodeLabels::Known(labels) = &e.labels
+                && let Some(v) = labels.get(key)
+            {
+                push(v, &e.taints);
+            }
+        }
+        universe.insert(key.to_string(), entries);
+    }
+    let pods: Vec<PodRef> = input.pods.iter().map(pod_ref).collect();
+    let existing: Vec<(PodRef, Target)> = input
+        .bound_pods
+        .iter()
+        .filter_map(|b| {
+            let &i = node_index.get(b.node.as_str())?;
+            let e = &input.existing[i];
+            let target = match &e.labels {
+                NodeLabels::Known(labels) => Target::Node {
+                    id: i,
+                    labels,
+                    taints: &e.taints,
+                },
+                NodeLabels::Pending(reqs) => Target::Claim {
+                    id: i,
+                    requirements: reqs,
+                    taints: &e.taints,
+                },
+            };
+            Some((pod_ref(&b.pod), target))
+        })
+        .collect();
+    Topology::new(
+        Mode::Provisioning,
+        &pods,
+        &existing,
+        universe,
+        &input.namespaces,
+        input.existing.len(),
+    )
+}
+
+/// The pod's tolerations at a relaxation level (plus `PreferNoSchedule` once relaxed).
+fn tolerations(pod: &PodInfo, r: &Relaxation) -> Vec<Toleration> {
+    let mut t = pod.tolerations.clone();
+    if r.tolerate_prefer_no_schedule {
+        t.push(Toleration {
+            operator: Some("Exists".into()),
+            effect: Some("PreferNoSchedule".into()),
+            ..Toleration::default()
+        });
+    }
+    t
+}
+
+fn ports_conflict(used: &[HostPort], wanted: &[HostPort]) -> bool {
+    wanted.iter().any(|w| used.iter().any(|u| u.conflicts(w)))
+}
+
+/// Whether the instance types keep at least `minValues` distinct values for every requirement
+/// that sets it.
+fn min_values_ok(reqs: &Requirements, types: &[Arc<InstanceType>], options: &[usize]) -> bool {
+    reqs.iter().filter(|r| r.min_values.is_some()).all(|r| {
+        let distinct: BTreeSet<&str> = options
+            .iter()
+            .filter_map(|&i| {
+                let it = &types[i];
+                if r.key == INSTANCE_TYPE_LABEL {
+                    Some(it.name.as_str())
+                } else {
+                    it.labels.get(&r.key).map(String::as_str)
+                }
+            })
+            .collect();
+        distinct.len() >= r.min_values.unwrap_or(0)
+    })
+}
+
+impl Solver<'_> {
+    /// Which of a pool's instance types can serve `requirements` (memoized: claims share a few
+    /// requirement sets).
+    fn compatible_types(&mut self, pool: usize, requirements: &Requirements) -> Rc<[bool]> {
+        let key = (pool, requirements.clone());
+        if let Some(c) = self.compat.get(&key) {
+            return Rc::clone(c);
+        }
+        let p = &self.pools[pool];
+        let mut c = vec![false; p.t.instance_types.len()];
+        for &o in &p.base {
+            c[o] = p.t.instance_types[o].compatible(requirements);
+        }
+        let c: Rc<[bool]> = c.into();
+        self.compat.insert(key, Rc::clone(&c));
+        c
+    }
+
+    fn run(&mut self) {
+        let mut queue: VecDeque<(usize, Relaxation)> = {
+            let mut idx: Vec<usize> = (0..self.input.pods.len()).collect();
+            idx.sort_by(|&a, &b| queue_order(&self.input.pods[a], &self.input.pods[b]));
+            idx.into_iter()
+                .map(|i| (i, Relaxation::default()))
+                .collect()
+        };
+        // Upstream's queue: a failed pod is retried after relaxing, or after other pods made
+        // progress since its last failure; otherwise it fails for good.
+        let mut placed = 0usize;
+        let mut failed_at: HashMap<usize, usize> = HashMap::new();
+        while let Some((i, relax)) = queue.pop_front() {
+            match self.place(i, &relax) {
+                Ok(()) => placed += 1,
+                Err(rejections) => {
+                    let pod = &self.input.pods[i];
+                    if let Some(next) = relax.next(
+                        pod.requirement_terms.len(),
+                        &pod.constraints,
+                        self.prefer_no_schedule,
+                    ) {
+                        queue.push_back((i, next));
+                    } else if failed_at.get(&i) != Some(&placed) && !queue.is_empty() {
+                        failed_at.insert(i, placed);
+                        queue.push_back((i, relax));
+                    } else {
+                        self.out.errors.push(PodError {
+                            pod: pod.key.clone(),
+                            rejections,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn place(&mut self, i: usize, relax: &Relaxation) -> Result<(), Vec<(String, Rejection)>> {
+        let input = self.input;
+        let pod = &input.pods[i];
+        let reqs = node_requirements(&pod.requirement_terms, &pod.constraints, relax);
+        let tols = tolerations(pod, relax);
+        if self.place_existing(i, pod, relax, &reqs, &tols)
+            || self.place_open_claim(i, pod, relax, &reqs, &tols)
+        {
+            return Ok(());
+        }
+        let mut rejections = Vec::new();
+        for pi in 0..self.pools.len() {
+            match self.open_claim(i, pi, pod, relax, &reqs, &tols) {
+                Ok(claim) => {
+                    let id = input.existing.len() + self.claims.len();
+                    let taints = &self.pools[claim.pool].t.taints;
+                    let target = Target::Claim {
+                        id,
+                        requirements: &claim.requirements,
+                        taints,
+                    };
+                    self.topology.record(i, &target);
+                    self.claims.push(claim);
+                    return Ok(());
+                }
+                Err(r) => rejections.push((self.pools[pi].t.name.clone(), r)),
+            }
+        }
+        Err(rejections)
+    }
+
+    fn place_existing(
+        &mut self,
+        i: usize,
+        pod: &PodInfo,
+        relax: &Relaxation,
+        reqs: &Requirements,
+        tols: &[Toleration],
+    ) -> bool {
+        let involves = self.topology.involves(i);
+        for &n in &self.order {
+            let node = &self.input.existing[n];
+            let state = &self.existing[n];
+            if !pod.requests.fits_in(&state.available) || untolerated(&node.taints, tols).is_some()
+            {
+                continue;
+            }
+            let target = match &node.labels {
+                NodeLabels::Known(labels) => {
+                    if reqs.matches_labels(labels).is_err() {
+                        continue;
+                    }
+                    Target::Node {
+                        id: n,
+                        labels,
+                        taints: &node.taints,
+                    }
+                }
+                NodeLabels::Pending(claim_reqs) => {
+                    if claim_reqs
+                        .compatible(reqs, |k| self.well_known.contains(k))
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    Target::Claim {
+                        id: n,
+                        requirements: claim_reqs,
+                        taints: &node.taints,
+                    }
+                }
+            };
+            if ports_conflict(&state.host_ports, &pod.constraints.host_ports) {
+                continue;
+            }
+            if involves
+                && self
+                    .topology
+                    .requirements(i, &pod_ref(pod), relax, reqs, &target)
+                    .is_err()
+            {
+                continue;
+            }
+            self.topology.record(i, &target);
+            let state = &mut self.existing[n];
+            state.available.sub(&pod.requests);
+            state
+                .host_ports
+                .extend(pod.constraints.host_ports.iter().cloned());
+            self.out
+                .existing
+                .entry(node.name.clone())
+                .or_default()
+                .push(pod.key.clone());
+            return true;
+        }
+        false
+    }
+
+    fn place_open_claim(
+        &mut self,
+        i: usize,
+        pod: &PodInfo,
+        relax: &Relaxation,
+        reqs: &Requirements,
+        tols: &[Toleration],
+    ) -> bool {
+        let involves = self.topology.involves(i);
+        let base_id = self.input.existing.len();
+        for ci in 0..self.claims.len() {
+            let claim = &self.claims[ci];
+            let total = claim.requests.plus(&pod.requests);
+            if !total.fits_in(&claim.max_allocatable) {
+                continue;
+            }
+            let pool = self.pools[claim.pool].t;
+            if untolerated(&pool.taints, tols).is_some()
+                || ports_conflict(&claim.host_ports, &pod.constraints.host_ports)
+            {
+                continue;
+            }
+            if !reqs.is_empty()
+                && claim
+                    .requirements
+                    .compatible(reqs, |k| self.well_known.contains(k))
+                    .is_err()
+            {
+                continue;
+            }
+            let extra = if involves {
+                let target = Target::Claim {
+                    id: base_id + ci,
+                    requirements: &claim.requirements,
+                    taints: &pool.taints,
+                };
+                match self
+                    .topology
+                    .requirements(i, &pod_ref(pod), relax, reqs, &target)
+                {
+                    Ok(extra) => extra,
+                    Err(_) => continue,
+                }
+            } else {
+                Requirements::new()
+            };
+            let merged = if reqs.is_empty() && extra.is_empty() {
+                None
+            } else {
+                let mut m = claim.requirements.clone();
+                m.add_all(reqs);
+                m.add_all(&extra);
+                (m != claim.requirements).then_some(m)
+            };
+            let pool_index = claim.pool;
+            let compat = merged
+                .as_ref()
+                .map(|m| self.compatible_types(pool_index, m));
+            let claim = &self.claims[ci];
+            let check = merged.as_ref().unwrap_or(&claim.requirements);
+            let options: Vec<usize> = claim
+                .options
+                .iter()
+                .copied()
+                .filter(|&o| {
+                    total.fits_in(&pool.instance_types[o].allocatable)
+                        && compat.as_ref().is_none_or(|c| c[o])
+                })
+                .collect();
+            if options.is_empty() || !min_values_ok(check, &pool.instance_types, &options) {
+                continue;
+            }
+            let claim = &mut self.claims[ci];
+            claim.max_allocatable = max_allocatable(pool, &options);
+            claim.options = options;
+            claim.requests = total;
+            if let Some(m) = merged {
+                claim.requirements = m;
+            }
+            claim.pods.push(i);
+            claim
+                .host_ports
+                .extend(pod.constraints.host_ports.iter().cloned());
+            let target = Target::Claim {
+                id: base_id + ci,
+                requirements: &claim.requirements,
+                taints: &pool.taints,
+            };
+            self.topology.record(i, &target);
+            return true;
+        }
+        false
+    }
+
+    fn open_claim(
+        &mut self,
+        i: usize,
+        pi: usize,
+        pod: &PodInfo,
+        relax: &Relaxation,
+        reqs: &Requirements,
+        tols: &[Toleration],
+    ) -> Result<OpenClaim, Rejection> {
+        let pool = &self.pools[pi];
+        let t = pool.t;
+        if let Some(taint) = untolerated(&t.taints, tols) {
+            return Err(Rejection::Taint(taint_string(taint)));
+        }
+        t.requirements
+            .compatible(reqs, |k| self.well_known.contains(k))
+            .map_err(Rejection::Requirements)?;
+        let mut requirements = t.requirements.clone();
+        requirements.add_all(reqs);
+        if self.topology.involves(i) {
+            let id = self.input.existing.len() + self.claims.len();
+            let target = Target::Claim {
+                id,
+                requirements: &requirements,
+                taints: &t.taints,
+            };
+            let extra = self
+                .topology
+                .requirements(i, &pod_ref(pod), relax, reqs, &target)
+                .map_err(Rejection::Topology)?;
+            requirements.add_all(&extra);
+        }
+        let compatible: Vec<usize> = if reqs.is_empty() && !self.topology.involves(i) {
+            pool.base.clone()
+        } else {
+            let compat = self.compatible_types(pi, &requirements);
+            self.pools[pi]
+                .base
+                .iter()
+                .copied()
+                .filter(|&o| compat[o])
+                .collect()
+        };
+        let requests = pod.requests.plus(&t.daemon_overhead);
+        let no_type = |detail| Rejection::NoInstanceType {
+            requests: requests.clone(),
+            requirements: requirements.to_string(),
+            detail,
+        };
+        if compatible.is_empty() {
+            return Err(no_type(
+                "no instance type met the scheduling requirements or had a required offering",
+            ));
+        }
+        let fitting: Vec<usize> = compatible
+            .iter()
+            .copied()
+            .filter(|&o| requests.fits_in(&t.instance_types[o].allocatable))
+            .collect();
+        if fitting.is_empty() {
+            return Err(no_type("no instance type has enough resources"));
+        }
+        let pool = &mut self.pools[pi];
+        let options: Vec<usize> = fitting
+            .into_iter()
+            .filter(|&o| within_limits(&t.instance_types[o].capacity, &pool.remaining))
+            .collect();
+        if options.is_empty() {
+            let limits: Vec<String> = pool
+                .remaining
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            return Err(Rejection::Limits(format!(
+                "remaining {{{}}}",
+                limits.join(", ")
+            )));
+        }
+        if !min_values_ok(&requirements, &t.instance_types, &options) {
+            return Err(no_type("minValues requirement is not met"));
+        }
+        // Reserve the largest option's capacity against the limits, as upstream does, so that
+        // whichever option launches the pool stays within its limits.
+        reserve(&mut pool.remaining, t, &options, -1);
+        Ok(OpenClaim {
+            pool: pi,
+            max_allocatable: max_allocatable(t, &options),
+            requirements,
+            requests,
+            options,
+            pods: vec![i],
+            host_ports: pod.constraints.host_ports.clone(),
+        })
+    }
+}
+
+impl Solver<'_> {
+    /// The cost re-pack of each NodePool's new NodeClaims ([`super::repack`]), kept for a pool
+    /// only when it is cheaper and stays within the pool's limits and minValues.
+    fn repack(&mut self, prices: &mut Prices) {
+        for pi in 0..self.pools.len() {
+            let Some((claims, remaining)) = self.repack_pool(pi, prices) else {
+                continue;
+            };
+            let mut claims = claims.into_iter();
+            let old = std::mem::take(&mut self.claims);
+            // The pool's claims are replaced where its first one was, so output order stays
+            // grouped as before.
+            let mut inserted = false;
+            for c in old {
+                if c.pool != pi {
+                    self.claims.push(c);
+                } else if !inserted {
+                    inserted = true;
+                    self.claims.extend(claims.by_ref());
+                }
+            }
+            self.pools[pi].remaining = remaining;
+        }
+    }
+
+    /// The re-packed claims of pool `pi` and the limits they leave, or `None` to keep the
+    /// first-fit claims.
+    fn repack_pool(
+        &mut self,
+        pi: usize,
+        prices: &mut Prices,
+    ) -> Option<(Vec<OpenClaim>, BTreeMap<String, i64>)> {
+        use super::repack::{Bin, Candidate, Dims, Shape, non_dominated, pack, worths};
+        let input = self.input;
+        let t = self.pools[pi].t;
+        let mine: Vec<usize> = (0..self.claims.len())
+            .filter(|&c| self.claims[c].pool == pi)
+            .collect();
+        if mine.is_empty() {
+            return None;
+        }
+        let dims = Dims::of(
+            mine.iter()
+                .map(|&c| &self.claims[c].requests)
+                .chain([&t.daemon_overhead]),
+        );
+        let overhead = dims.dense(&t.daemon_overhead);
+        // Classes: distinct claim requirements, the pool's own first (for unrestricted pods).
+        let mut class_reqs: Vec<Requirements> = vec![t.requirements.clone()];
+        let mut class_of = |reqs: &Requirements| match class_reqs.iter().position(|r| r == reqs) {
+            Some(c) => c,
+            None => {
+                class_reqs.push(reqs.clone());
+                class_reqs.len() - 1
+            }
+        };
+        let claim_class: Vec<usize> = mine
+            .iter()
+            .map(|&c| class_of(&self.claims[c].requirements))
+            .collect();
+        let mut bins: Vec<Bin> = Vec::new();
+        let mut shapes: Vec<Shape> = Vec::new();
+        let mut shape_index: HashMap<ShapeKey, usize> = HashMap::new();
+        let mut any_movable = false;
+        for (k, &c) in mine.iter().enumerate() {
+            let mut fixed = Bin {
+                class: claim_class[k],
+                used: vec![0; dims.len()],
+                repels: Vec::new(),
+                pods: Vec::new(),
+            };
+            for &i in &self.claims[c].pods {
+                let pod = &input.pods[i];
+                let request = dims.dense(&pod.requests);
+                let mobility = if pod.constraints.host_ports.is_empty() {
+                    self.topology.mobility(i)
+                } else {
+                    None
+                };
+                match mobility {
+                    None => {
+                        for (u, r) in fixed.used.iter_mut().zip(&request) {
+                            *u += r;
+                        }
+                        fixed.repels.extend(self.topology.hostname_repels(i));
+                        fixed.pods.push(i);
+                    }
+                    Some(pinned) => {
+                        any_movable = true;
+                        let unrestricted = !pinned
+                            && pod.requirement_terms.iter().all(Requirements::is_empty)
+                            && pod.constraints.preferred_node.is_empty();
+                        let class = (!unrestricted).then_some(claim_class[k]);
+                        let repellers = self.topology.hostname_repellers(i);
+                        let key = (request, class, repellers);
+                        let s = match shape_index.get(&key) {
+                            Some(&s) => s,
+                            None => {
+                                shapes.push(Shape {
+                                    request: key.0.clone(),
+                                    worth: 0.0,
+                                    class,
+                                    repellers: key.2.clone(),
+                                    pods: Vec::new(),
+                                });
+                                shape_index.insert(key, shapes.len() - 1);
+                                shapes.len() - 1
+                            }
+                        };
+                        shapes[s].pods.push(i);
+                    }
+                }
+            }
+            if !fixed.pods.is_empty() {
+                fixed.repels.sort_unstable();
+                fixed.repels.dedup();
+                bins.push(fixed);
+            }
+        }
+        if !any_movable {
+            return None;
+        }
+        // Candidate types per class, cheapest first.
+        let mut classes: Vec<Vec<Candidate>> = Vec::with_capacity(class_reqs.len());
+        for reqs in &class_reqs {
+            let compat = self.compatible_types(pi, reqs);
+            let offers = prices.get(pi, t, reqs);
+            let candidates: Vec<Candidate> = self.pools[pi]
+                .base
+                .iter()
+                .filter(|&&o| compat[o])
+                .filter_map(|&o| {
+                    let price = offers.price[o]?;
+                    let room: Vec<i64> = dims
+                        .dense(&t.instance_types[o].allocatable)
+                        .iter()
+                        .zip(&overhead)
+                        .map(|(a, h)| a - h)
+                        .collect();
+                    room.iter().all(|r| *r >= 0).then_some(Candidate {
+                        index: o,
+                        price,
+                        room,
+                        order: Vec::new(),
+                    })
+                })
+                .collect();
+            classes.push(non_dominated(candidates));
+        }
+        let work = shapes.len() * classes.iter().map(Vec::len).sum::<usize>();
+        if work > super::repack::MAX_WORK {
+            return None;
+        }
+        // Worth: against the pool's own candidates, counting every pod of the pool's claims
+        // (fixed ones too: they use the same capacity).
+        let mut counted: BTreeMap<&[i64], usize> = BTreeMap::new();
+        let fixed_requests: Vec<Vec<i64>> = bins
+            .iter()
+            .flat_map(|b| b.pods.iter().map(|&i| dims.dense(&input.pods[i].requests)))
+            .collect();
+        for r in &fixed_requests {
+            *counted.entry(r.as_slice()).or_default() += 1;
+        }
+        for s in &shapes {
+            *counted.entry(s.request.as_slice()).or_default() += s.pods.len();
+        }
+        let counted: Vec<(&[i64], usize)> = counted.into_iter().collect();
+        let worth = worths(&dims, &classes[0], &counted)?;
+        let by_request: HashMap<&[i64], f64> = counted.iter().map(|(r, _)| *r).zip(worth).collect();
+        let worth_of: Vec<f64> = shapes
+            .iter()
+            .map(|s| by_request.get(s.request.as_slice()).copied().unwrap_or(0.0))
+            .collect();
+        for (s, w) in shapes.iter_mut().zip(worth_of) {
+            s.worth = w;
+        }
+        for s in &mut shapes {
+            // Pods popped from the end: keep the first-fit order within a shape.
+            s.pods.reverse();
+        }
+        let bins = pack(bins, &mut shapes, classes.clone(), 0, dims.len())?;
+        let cheapest = |class: usize, used: &[i64]| {
+            classes[class]
+                .iter()
+                .find(|c| c.room.iter().zip(used).all(|(r, u)| r >= u))
+                .map(|c| c.price)
+        };
+        let mut new_cost = 0.0;
+        for b in &bins {
+            new_cost += cheapest(b.class, &b.used)?;
+        }
+        let mut old_cost = 0.0;
+        for &c in &mine {
+            let claim = &self.claims[c];
+            let offers = prices.get(pi, t, &claim.requirements);
+            old_cost += claim
+                .options
+                .iter()
+                .filter_map(|&o| offers.price[o])
+                .min_by(f64::total_cmp)?;
+        }
+        if new_cost >= old_cost - 1e-9 {
+            return None;
+        }
+        // Limits: give back what the first-fit claims reserved, then reserve for the new ones.
+        let mut remaining = self.pools[pi].remaining.clone();
+        for &c in &mine {
+            reserve(&mut remaining, t, &self.claims[c].options, 1);
+        }
+        let mut claims = Vec::with_capacity(bins.len());
+        for b in bins {
+            let requirements = class_reqs[b.class].clone();
+            let mut requests = t.daemon_overhead.clone();
+            let mut host_ports = Vec::new();
+            for &i in &b.pods {
+                requests.add(&input.pods[i].requests);
+                host_ports.extend(input.pods[i].constraints.host_ports.iter().cloned());
+            }
+            let compat = self.compatible_types(pi, &requirements);
+            let options: Vec<usize> = self.pools[pi]
+                .base
+                .iter()
+                .copied()
+                .filter(|&o| {
+                    let it = &t.instance_types[o];
+                    compat[o]
+                        && requests.fits_in(&it.allocatable)
+                        && within_limits(&it.capacity, &remaining)
+                })
+                .collect();
+            if options.is_empty() || !min_values_ok(&requirements, &t.instance_types, &options) {
+                return None;
+            }
+            reserve(&mut remaining, t, &options, -1);
+            claims.push(OpenClaim {
+                pool: pi,
+                max_allocatable: max_allocatable(t, &options),
+                requirements,
+                requests,
+                options,
+                pods: b.pods,
+                host_ports,
+            });
+        }
+        Some((claims, remaining))
+    }
+}
+
+/// Reserve (`sign` -1) or give back (+1) one node and the largest option's capacity against a
+/// pool's remaining limits, as upstream does, so whichever option launches stays within them.
+fn reserve(
+    remaining: &mut BTreeMap<String, i64>,
+    pool: &NodePoolTemplate,
+    options: &[usize],
+    sign: i64,
+) {
+    let largest = options.iter().fold(Resources::default(), |acc, &o| {
+        acc.max(&pool.instance_types[o].capacity)
+    });
+    for (name, left) in remaining.iter_mut() {
+        let amount = if name == LIMIT_NODES {
+            1
+        } else {
+            largest.get(name)
+        };
+        *left += sign * amount;
+    }
+}
+
+fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
+    options.iter().fold(Resources::default(), |acc, &i| {
+        acc.max(&pool.instance_types[i].allocatable)
+    })
+}
+
+/// Per instance type of a pool: the cheapest compatible available offering's price (USD/hour)
+/// and the capacity types of its compatible available offerings (bits into `capacity_types`).
+struct Offers {
+    price: Vec<Option<f64>>,
+    capacity_type_bits: Vec<u64>,
+    capacity_types: Vec<String>,
+}
+
+/// [`Offers`] per pool and the requirements offerings depend on (zone and capacity type); many
+/// claims share these.
+#[derive(Default)]
+struct Prices(HashMap<(usize, Option<Requirement>, Option<Requirement>), Rc<Offers>>);
+
+impl Prices {
+    fn get(
+        &mut self,
+        pool_index: usize,
+        pool: &NodePoolTemplate,
+        reqs: &Requirements,
+    ) -> Rc<Offers> {
+        let zone = reqs.get(TOPOLOGY_ZONE_LABEL).cloned();
+        let capacity_type = reqs.get(CAPACITY_TYPE_LABEL).cloned();
+        let key = (pool_index, zone, capacity_type);
+        if let Some(p) = self.0.get(&key) {
+            return Rc::clone(p);
+        }
+        let mut offering_reqs = Requirements::new();
+        for r in key.1.iter().chain(key.2.iter()) {
+            offering_reqs.add(r.clone());
+        }
+        let mut offers = Offers {
+            price: Vec::with_capacity(pool.instance_types.len()),
+            capacity_type_bits: Vec::with_capacity(pool.instance_types.len()),
+            capacity_types: Vec::new(),
+        };
+        for it in &pool.instance_types {
+            offers
+                .price
+                .push(it.cheapest_offering(&offering_reqs).map(|o| o.price));
+            let mut bits = 0u64;
+            for o in &it.offerings {
+                if o.available && o.compatible(&offering_reqs) {
+                    let known = offers
+                        .capacity_types
+                        .iter()
+                        .position(|c| *c == o.capacity_type);
+                    let bit = known.unwrap_or_else(|| {
+                        offers.capacity_types.push(o.capacity_type.clone());
+                        offers.capacity_types.len() - 1
+                    });
+                    bits |= 1 << bit.min(63);
+                }
+            }
+            offers.capacity_type_bits.push(bits);
+        }
+        let offers = Rc::new(offers);
+        self.0.insert(key, Rc::clone(&offers));
+        offers
+    }
+}
+fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Prices) -> NewClaim {
+    let pool = pools[claim.pool].t;
+    let offers = prices.get(claim.pool, pool, &claim.requirements);
+    let mut priced: Vec<(f64, usize)> = claim
+        .options
+        .iter()
+        .filter_map(|&i| offers.price[i].map(|p| (p, i)))
+        .collect();
+    priced.sort_by(|a, b| {
+        a.0.total_cmp(&b.0).then(
+            pool.instance_types[a.1]
+                .name
+                .cmp(&pool.instance_types[b.1].name),
+        )
+    });
+    let mut kept: Vec<usize> = priced.iter().map(|(_, i)| *i).collect();
+    if kept.len() > MAX_INSTANCE_TYPES {
+        let truncated: Vec<usize> = kept[..MAX_INSTANCE_TYPES].to_vec();
+        // Truncation must not break minValues (upstream fails the pod; keeping every option is
+        // the safe equivalent here).
+        if min_values_ok(&claim.requirements, &pool.instance_types, &truncated) {
+            kept = truncated;
+        }
+    }
+    let instance_types: Vec<Arc<InstanceType>> = kept
+        .iter()
+        .map(|&i| Arc::clone(&pool.instance_types[i]))
+        .collect();
+    let mut requirements = claim.requirements;
+    let bits = kept
+        .iter()
+        .fold(0u64, |acc, &i| acc | offers.capacity_type_bits[i]);
+    let capacity_types: Vec<&String> = offers
+        .capacity_types
+        .iter()
+        .enumerate()
+        .filter(|(b, _)| bits & (1 << (*b).min(63)) != 0)
+        .map(|(_, c)| c)
+        .collect();
+    requirements.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
+    let min_values = requirements
+        .get(INSTANCE_TYPE_LABEL)
+        .and_then(|r| r.min_values);
+    requirements.remove(INSTANCE_TYPE_LABEL);
+    let mut it_req = Requirement::is_in(
+        INSTANCE_TYPE_LABEL,
+        instance_types.iter().map(|it| it.name.clone()),
+    );
+    it_req.min_values = min_values;
+    requirements.add(it_req);
+    NewClaim {
+        nodepool: pool.name.clone(),
+        requirements,
+        instance_types,
+        requests: claim.requests,
+        pods: claim.pods.iter().map(|&i| pods[i].key.clone()).collect(),
+    }
+}

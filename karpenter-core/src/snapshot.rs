@@ -1,0 +1,319 @@
+//! One copy of the cluster state and the pure derivations decisions need from it: pending pods,
+//! requests per node, existing and in-flight capacity, and NodePool usage.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crds::conditions::{self, INITIALIZED, LAUNCHED};
+use crds::labels::{NODEPOOL_LABEL, is_known_ephemeral_taint};
+use crds::{EC2NodeClass, NodeClaim, NodePool};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use crate::capacity::InstanceType;
+use crate::scheduling::pod::{PodInfo, is_provisionable, is_terminal};
+use crate::scheduling::requirements::{Requirement, Requirements};
+use crate::scheduling::resources::Resources;
+use crate::scheduling::solver::{ExistingNode, NodeLabels};
+
+/// Copies of every cache at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Pods.
+    pub pods: Vec<Arc<Pod>>,
+    /// Nodes.
+    pub nodes: Vec<Arc<Node>>,
+    /// NodeClaims.
+    pub nodeclaims: Vec<Arc<NodeClaim>>,
+    /// NodePools.
+    pub nodepools: Vec<Arc<NodePool>>,
+    /// EC2NodeClasses.
+    pub nodeclasses: Vec<Arc<EC2NodeClass>>,
+    /// DaemonSets.
+    pub daemonsets: Vec<Arc<DaemonSet>>,
+    /// Namespaces.
+    pub namespaces: Vec<Arc<Namespace>>,
+    /// PersistentVolumeClaims.
+    pub pvcs: Vec<Arc<PersistentVolumeClaim>>,
+    /// PersistentVolumes.
+    pub pvs: Vec<Arc<PersistentVolume>>,
+    /// StorageClasses.
+    pub storage_classes: Vec<Arc<StorageClass>>,
+}
+
+/// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).
+pub fn nodepool_of(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
+    labels
+        .and_then(|l| l.get(NODEPOOL_LABEL))
+        .map(String::as_str)
+}
+
+impl Snapshot {
+    /// Pods Karpenter should provision for.
+    pub fn provisionable_pods(&self) -> Vec<Arc<Pod>> {
+        self.pods
+            .iter()
+            .filter(|p| is_provisionable(p))
+            .cloned()
+            .collect()
+    }
+
+    /// Namespaces with their labels.
+    pub fn namespace_labels(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.namespaces
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    n.metadata.name.clone()?,
+                    n.metadata.labels.clone().unwrap_or_default(),
+                ))
+            })
+            .collect()
+    }
+
+    /// Active pods bound to one of `nodes`, compiled (pods that do not compile are skipped).
+    pub fn bound_pods(
+        &self,
+        nodes: &std::collections::HashSet<String>,
+    ) -> Vec<crate::scheduling::solver::BoundPod> {
+        self.pods
+            .iter()
+            .filter(|p| !is_terminal(p))
+            .filter_map(|p| {
+                let node = p
+                    .spec
+                    .as_ref()?
+                    .node_name
+                    .clone()
+                    .filter(|n| nodes.contains(n))?;
+                Some(crate::scheduling::solver::BoundPod {
+                    pod: PodInfo::from_pod(p).ok()?,
+                    node,
+                })
+            })
+            .collect()
+    }
+
+    /// The node class a NodePool references, if it exists.
+    pub fn nodeclass(&self, name: &str) -> Option<&Arc<EC2NodeClass>> {
+        self.nodeclasses
+            .iter()
+            .find(|nc| nc.metadata.name.as_deref() == Some(name))
+    }
+
+    /// Requests of the active pods bound to each node.
+    pub fn requests_by_node(&self) -> HashMap<String, Resources> {
+        let mut out: HashMap<String, Resources> = HashMap::new();
+        for p in &self.pods {
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+                continue;
+            };
+            if is_terminal(p) {
+                continue;
+            }
+            if let Ok(info) = PodInfo::from_pod(p) {
+                out.entry(node.to_string()).or_default().add(&info.requests);
+            }
+        }
+        out
+    }
+
+    /// Existing nodes and in-flight NodeClaims as capacity the solver fills before launching.
+    ///
+    /// `daemon_overhead` is each NodePool's DaemonSet overhead, subtracted from NodeClaims whose
+    /// nodes do not run those pods yet; `types` resolves an unlaunched claim's options.
+    pub fn existing_capacity(
+        &self,
+        daemon_overhead: &HashMap<String, Resources>,
+        types: &HashMap<String, Arc<InstanceType>>,
+    ) -> Vec<ExistingNode> {
+        let used = self.requests_by_node();
+        let nodes_by_provider: HashMap<&str, &Arc<Node>> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
+            .collect();
+        let mut out = Vec::new();
+        let mut claimed_nodes = std::collections::HashSet::new();
+        for claim in &self.nodeclaims {
+            if claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            let status = claim.status.as_ref();
+            let conds = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
+            let pool = nodepool_of(claim.metadata.labels.as_ref()).unwrap_or_default();
+            let overhead = daemon_overhead.get(pool).cloned().unwrap_or_default();
+            let node = status
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|p| nodes_by_provider.get(p));
+            if let Some(node) = node {
+                claimed_nodes.insert(node.metadata.name.clone().unwrap_or_default());
+                if let Some(e) = node_capacity(
+                    node,
+                    &used,
+                    !conditions::is_true(conds, INITIALIZED),
+                    &claim.spec.startup_taints,
+                ) {
+                    out.push(e);
+                }
+                continue;
+            }
+            let mut available = match status.filter(|_| conditions::is_true(conds, LAUNCHED)) {
+                Some(s) => Resources::from_list(&s.allocatable).unwrap_or_default(),
+                None => smallest_option(claim, types),
+            };
+            available.sub(&overhead);
+            let mut reqs = Requirements::from_api(&claim.spec.requirements);
+            for (k, v) in claim.metadata.labels.iter().flatten() {
+                reqs.add(Requirement::is_in(k, [v.clone()]));
+            }
+            out.push(ExistingNode {
+                name,
+                labels: NodeLabels::Pending(reqs),
+                taints: claim.spec.taints.clone(),
+                available,
+                initialized: false,
+            });
+        }
+        for node in &self.nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            if claimed_nodes.contains(&name) {
+                continue;
+            }
+            // A Karpenter node whose NodeClaim is gone is being removed; others are capacity.
+            if nodepool_of(node.metadata.labels.as_ref()).is_some() && !self.has_claim_for(node) {
+                continue;
+            }
+            if let Some(e) = node_capacity(node, &used, false, &[]) {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    fn has_claim_for(&self, node: &Node) -> bool {
+        let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        pid.is_some()
+            && self
+                .nodeclaims
+                .iter()
+                .any(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid)
+    }
+
+    /// Capacity of a NodePool's nodes and in-flight NodeClaims (cpu, memory, ... and the
+    /// `nodes` count), for limits: launched claims count their capacity, unlaunched ones their
+    /// largest option.
+    pub fn pool_usage(
+        &self,
+        pool: &str,
+        types: &HashMap<String, Arc<InstanceType>>,
+    ) -> (Resources, i64) {
+        let mut used = Resources::default();
+        let mut count = 0;
+        for claim in &self.nodeclaims {
+            if nodepool_of(claim.metadata.labels.as_ref()) != Some(pool) {
+                continue;
+            }
+            count += 1;
+            let capacity = claim
+                .status
+                .as_ref()
+                .filter(|s| !s.capacity.is_empty())
+                .and_then(|s| Resources::from_list(&s.capacity).ok())
+                .unwrap_or_else(|| largest_option(claim, types));
+            used.add(&capacity);
+        }
+        (used, count)
+    }
+}
+
+fn option_types<'a>(
+    claim: &NodeClaim,
+    types: &'a HashMap<String, Arc<InstanceType>>,
+) -> Vec<&'a Arc<InstanceType>> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
+        .flat_map(|r| r.values.iter())
+        .filter_map(|n| types.get(n))
+        .collect()
+}
+
+fn smallest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> Resources {
+    let options = option_types(claim, types);
+    let mut it = options.iter();
+    let Some(first) = it.next() else {
+        // Unknown options: assume exactly what was planned fits.
+        return Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    };
+    it.fold(first.allocatable.clone(), |acc, t| {
+        let a = &t.allocatable;
+        let mut m = acc.clone();
+        m.cpu = m.cpu.min(a.cpu);
+        m.memory = m.memory.min(a.memory);
+        m.pods = m.pods.min(a.pods);
+        m.ephemeral = m.ephemeral.min(a.ephemeral);
+        for (k, v) in m.extended.iter_mut() {
+            *v = (*v).min(a.get(k));
+        }
+        m
+    })
+}
+
+fn largest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> Resources {
+    option_types(claim, types)
+        .iter()
+        .fold(Resources::default(), |acc, t| acc.max(&t.capacity))
+}
+
+/// A registered node as solver capacity; cordoned and deleting nodes offer none.
+fn node_capacity(
+    node: &Node,
+    used: &HashMap<String, Resources>,
+    initializing: bool,
+    startup_taints: &[Taint],
+) -> Option<ExistingNode> {
+    if node.metadata.deletion_timestamp.is_some()
+        || node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+    {
+        return None;
+    }
+    let name = node.metadata.name.clone()?;
+    let mut available = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| Resources::from_list(a).ok())
+        .unwrap_or_default();
+    if let Some(u) = used.get(&name) {
+        available.sub(u);
+    }
+    let taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        // While a node initializes, its ephemeral and startup taints are expected to go away.
+        .filter(|t| {
+            let expected_to_clear = is_known_ephemeral_taint(t)
+                || startup_taints
+                    .iter()
+                    .any(|s| s.key == t.key && s.effect == t.effect);
+            !(initializing && expected_to_clear)
+        })
+        .collect();
+    Some(ExistingNode {
+        name,
+        labels: NodeLabels::Known(node.metadata.labels.clone().unwrap_or_default()),
+        taints,
+        available,
+        initialized: !initializing,
+    })
+}

@@ -1,0 +1,136 @@
+//! `karpenter run`: the operator against a real cluster. Validates its settings, connects,
+//! builds the cloud provider, serves `/metrics`, `/healthz` and `/readyz`, runs the controllers
+//! while this replica leads (`controller::operator`), and stops on SIGTERM, releasing the Lease.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use controller::cloudprovider::build::{self as cloud, CloudOptions};
+use controller::runtime::{self, ControllerOptions, RunOptions, RunSettings, Settings, http};
+use karpenter_core::clock::SystemClock;
+use tokio::net::TcpListener;
+
+/// Flags of `karpenter run`: the cloud provider, the controller settings shared with the
+/// sandbox, and the operator's own (ports, leader election, client rate limits, log format).
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Cloud provider flags.
+    #[command(flatten)]
+    pub cloud: CloudOptions,
+    /// Controller settings.
+    #[command(flatten)]
+    pub controller: ControllerOptions,
+    /// Operator settings.
+    #[command(flatten)]
+    pub run: RunOptions,
+}
+
+/// The `CLUSTER_NAME` placeholder `deploy/`'s Deployment ships; `karpenter run` warns when
+/// it was left unchanged.
+const DEPLOYMENT_CLUSTER_NAME: &str = "my-cluster";
+
+/// SIGTERM (what the kubelet sends to stop a pod) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `karpenter run`: validate, connect, build the cloud, serve `/metrics`, `/healthz` and
+/// `/readyz`, run the controllers while leading, and stop on SIGTERM (releasing the Lease).
+/// Exit codes: 0 stopped by a signal, 1 leadership lost or a server failed, 2 bad settings or
+/// startup failure.
+pub async fn run(args: RunArgs, settings: Settings, run: RunSettings) -> Result<ExitCode, String> {
+    if settings.cluster_name == DEPLOYMENT_CLUSTER_NAME {
+        tracing::warn!(
+            cluster_name = %settings.cluster_name,
+            "CLUSTER_NAME is still the deployment's placeholder; set it to this cluster's name \
+             (instances are tagged with it and discovery matches it)"
+        );
+    }
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| format!("reading the kubeconfig: {e}"))?;
+    let api_server = cloud::ApiServer::from_config(&config);
+    // The elector gets a client of its own, outside the rate limit, so controller bursts
+    // cannot delay Lease renewals past the renew deadline.
+    let lease_client =
+        runtime::client(config.clone()).map_err(|e| format!("connecting to the cluster: {e}"))?;
+    let client = runtime::rate_limited_client(config, run.qps, run.burst)
+        .map_err(|e| format!("connecting to the cluster: {e}"))?;
+    let version = match client.apiserver_version().await {
+        Ok(v) => cloud::minor_version(&v.git_version),
+        Err(e) => return Err(format!("reading the cluster's version: {e}")),
+    };
+    let clock = Arc::new(SystemClock);
+    let cloud = cloud::build(
+        &args.cloud,
+        &settings.cluster_name,
+        &api_server,
+        &version,
+        clock.clone(),
+    )
+    .await?
+    .provider;
+    let bind = |addr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listening on {addr}: {e}"))
+    };
+    let (metrics, probes) = (bind(run.metrics_addr).await?, bind(run.health_addr).await?);
+    if let Some(le) = &run.leader_election {
+        tracing::info!(lease = %format!("{}/{}", le.namespace, le.name), identity = %le.identity, "starting leader election");
+    }
+    let elector = run
+        .leader_election
+        .map(|cfg| runtime::leader::Elector::new(lease_client, cfg));
+    let mut op = controller::operator::start_operator(client, cloud, clock, settings, elector);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopping = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let mut servers = tokio::task::JoinSet::new();
+    servers.spawn(http::serve_metrics(
+        metrics,
+        Arc::clone(&op.ctx),
+        op.leading(),
+        stopping(),
+    ));
+    servers.spawn(http::serve_probes(
+        probes,
+        Arc::clone(&op.probes),
+        op.ctx.state.clone(),
+        stopping(),
+    ));
+    let code = tokio::select! {
+        () = shutdown_signal() => {
+            tracing::info!("shutting down");
+            op.shutdown().await;
+            ExitCode::SUCCESS
+        }
+        stopped = op.stopped() => {
+            tracing::error!(reason = ?stopped, "controllers stopped; exiting");
+            ExitCode::from(1)
+        }
+        Some(served) = servers.join_next() => {
+            tracing::error!(result = ?served, "an HTTP server stopped; exiting");
+            op.shutdown().await;
+            ExitCode::from(1)
+        }
+    };
+    let _ = stop_tx.send(true);
+    while servers.join_next().await.is_some() {}
+    Ok(code)
+}

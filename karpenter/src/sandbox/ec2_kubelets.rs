@@ -1,0 +1,145 @@
+//! What the sandbox's simulated kubelets see of EC2 when the sandbox runs on the AWS provider:
+//! each running instance tagged for the cluster boots a kubelet that registers with the labels
+//! and taints its user data names (parsed as the real bootstrap does), the instance's own
+//! well-known labels, and the capacity of its instance type.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use crds::labels as l;
+use sandbox::actors::{BootRecord, InstanceSource};
+
+use controller::cloudprovider::aws::{AwsCloud, launchtemplate};
+use ec2api::{Filter, instance_id, provider_id};
+
+/// An [`InstanceSource`] over EC2, caching each instance's boot record (its user data is read
+/// once).
+pub struct Ec2Kubelets {
+    cloud: Arc<AwsCloud>,
+    booted: Mutex<HashMap<String, BootRecord>>,
+}
+
+impl Ec2Kubelets {
+    /// Kubelets for the instances `cloud` can see.
+    pub fn new(cloud: Arc<AwsCloud>) -> Ec2Kubelets {
+        Ec2Kubelets {
+            cloud,
+            booted: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl InstanceSource for Ec2Kubelets {
+    async fn running(&self) -> Result<Vec<BootRecord>, String> {
+        let ec2 = self.cloud.ec2();
+        let cluster_tag = format!(
+            "tag:{}{}",
+            l::CLUSTER_TAG_KEY_PREFIX,
+            self.cloud.settings().cluster_name
+        );
+        let instances = ec2
+            .describe_instances(
+                &[],
+                vec![
+                    Filter::new(cluster_tag, "owned"),
+                    Filter::new("instance-state-name", "running"),
+                ],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for i in instances.iter().filter(|i| i.state == "running") {
+            let cached = self
+                .booted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&i.id)
+                .cloned();
+            if let Some(record) = cached {
+                out.push(record);
+                continue;
+            }
+            let user_data = ec2
+                .user_data(&i.id)
+                .await
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
+            let (mut labels, taints) = launchtemplate::parse_registration(&user_data);
+            let zones = [i.zone.clone()].into();
+            let types = self
+                .cloud
+                .types_in(&zones)
+                .await
+                .map_err(|e| e.to_string())?;
+            let Some(it) = types.iter().find(|t| t.name == i.instance_type) else {
+                tracing::warn!(instance = %i.id, instance_type = %i.instance_type,
+                    "sandbox kubelet: unknown instance type; not registering");
+                continue;
+            };
+            let arch = it.labels.get(l::ARCH_LABEL).cloned().unwrap_or_default();
+            let hostname = if i.private_dns.is_empty() {
+                i.id.clone()
+            } else {
+                i.private_dns.clone()
+            };
+            labels.insert(l::INSTANCE_TYPE_LABEL.into(), i.instance_type.clone());
+            labels.insert(l::TOPOLOGY_ZONE_LABEL.into(), i.zone.clone());
+            labels.insert(
+                l::TOPOLOGY_REGION_LABEL.into(),
+                self.cloud.settings().region.clone(),
+            );
+            labels.insert(l::ARCH_LABEL.into(), arch.clone());
+            labels.insert(l::OS_LABEL.into(), l::OS_LINUX.into());
+            labels.insert(l::HOSTNAME_LABEL.into(), hostname.clone());
+            let capacity_type = if i.spot {
+                l::CAPACITY_TYPE_SPOT
+            } else {
+                l::CAPACITY_TYPE_ON_DEMAND
+            };
+            let record = BootRecord {
+                provider_id: provider_id(&i.zone, &i.id),
+                hostname,
+                private_ip: i.private_ip.clone(),
+                launched_at: i.launched_at,
+                labels,
+                taints,
+                capacity: it.capacity.to_list(),
+                allocatable: it.allocatable.to_list(),
+                architecture: arch,
+                image_id: i.image_id.clone(),
+                instance_type: i.instance_type.clone(),
+                zone: i.zone.clone(),
+                capacity_type: capacity_type.into(),
+                price: Some(self.cloud.price_of(&i.instance_type, &i.zone, i.spot))
+                    .filter(|p| *p > 0.0),
+                tags: i.tags.clone(),
+            };
+            self.booted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(i.id.clone(), record.clone());
+            out.push(record);
+        }
+        Ok(out)
+    }
+
+    /// TerminateInstances for the instance id in `provider_id`; an id EC2 no longer knows is
+    /// not an error.
+    async fn terminate(&self, provider_id: &str) -> Result<(), String> {
+        let Some(id) = instance_id(provider_id) else {
+            return Err(format!("{provider_id:?} is not an AWS providerID"));
+        };
+        match self.cloud.ec2().terminate_instances(&[id.to_owned()]).await {
+            Ok(()) => {}
+            Err(e) if e.code == "InvalidInstanceID.NotFound" => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        self.booted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        Ok(())
+    }
+}

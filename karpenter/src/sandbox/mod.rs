@@ -1,0 +1,642 @@
+//! `karpenter sandbox`: in one process, the in-memory API server, the simulated kube-scheduler,
+//! kubelets and workload controllers, the simulated EC2 cloud, and the controller itself; applies
+//! a workload, shows progress, and reports what was launched and what it costs; and
+//! `karpenter sandbox publish-ami`, which publishes a new AMI release into a running sandbox.
+
+pub mod amirelease;
+#[cfg(feature = "aws")]
+pub mod ec2_kubelets;
+pub mod kube_scheduler;
+#[cfg(test)]
+mod kube_scheduler_tests;
+pub mod kubelets;
+pub mod publish;
+pub mod report;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand, ValueEnum};
+use sandbox::actors::ActorConfig;
+use sandbox::registry::TypeKey;
+use sandbox::{Sandbox, Store};
+use serde_json::{Value, json};
+
+use crate::workload::{self, DEFAULT_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
+use controller::cloudprovider::CloudProvider;
+use controller::cloudprovider::build::{self as cloud, CloudOptions};
+use controller::cloudprovider::sim::SimCloud;
+use controller::runtime::options::{ControllerOptions, parse_duration};
+use controller::runtime::{Context, Settings};
+use karpenter_core::clock::{Clock, SystemClock};
+use kube_scheduler::KubeScheduler;
+use report::{Observation, Report, observe};
+
+/// Report formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Human-readable summary.
+    Text,
+    /// One JSON document on stdout (logs stay on stderr).
+    Json,
+}
+
+/// Flags of `karpenter sandbox`.
+#[derive(Args, Clone, Debug)]
+pub struct SandboxArgs {
+    /// A workload: multi-document Kubernetes YAML or an Alibaba openb_pod_list CSV. Repeatable.
+    /// Without one, the bundled Online Boutique is applied.
+    #[arg(long = "workload", value_name = "FILE")]
+    pub workloads: Vec<PathBuf>,
+    /// Multiply the replicas of every Deployment, ReplicaSet and StatefulSet.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub scale: u32,
+    /// Where to write the kubeconfig (default: a file in the system temp directory).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// API server port on 127.0.0.1 (0 picks a free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Exit 0 once every pod is bound (or reported unschedulable by Karpenter) and every
+    /// NodeClaim is initialized.
+    #[arg(long)]
+    pub until_settled: bool,
+    /// With --until-settled, give up after this long and exit 1 listing what is pending.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Print a report on exit.
+    #[arg(long, value_enum)]
+    pub report: Option<ReportFormat>,
+    /// How long after launch a simulated kubelet registers its node.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub registration_delay: Duration,
+    /// Controller settings.
+    #[command(flatten)]
+    pub controller: ControllerOptions,
+    /// Cloud provider settings.
+    #[command(flatten)]
+    pub cloud: CloudOptions,
+    /// Inject API faults into clients' requests (comma-separated `key=value`: `all=<‰>` or a
+    /// kind `conflict|too-many-requests|internal-error|slow|drop-watch|expired|lost-response=<‰>`,
+    /// `seed=`, `budget=`, `slow-max-ms=`, `drop-watch-max-ms=`, `except-agent=<prefix>`,
+    /// `only-agent=<prefix>`), e.g. `all=20,seed=7,budget=300,except-agent=kubectl`.
+    #[arg(long, value_name = "SPEC", value_parser = sandbox::faults::FaultConfig::parse)]
+    pub api_faults: Option<sandbox::faults::FaultConfig>,
+    /// Inject faults into the simulated cloud (comma-separated `key=value`: `all=<‰>`,
+    /// `throttle=`, `capacity=`, `slow-launch=` in ‰, `slow-launch-max-ms=`, `budget=`,
+    /// `seed=`), e.g. `throttle=100,capacity=200,seed=7`.
+    #[arg(long, value_name = "SPEC", value_parser = controller::cloudprovider::sim::faults::SimFaultConfig::parse)]
+    pub cloud_faults: Option<controller::cloudprovider::sim::faults::SimFaultConfig>,
+}
+
+/// `karpenter sandbox [FLAGS]` starts a sandbox; `karpenter sandbox publish-ami ...` acts on a
+/// running one (the flags of the first and the subcommand exclude each other).
+#[derive(Args, Clone, Debug)]
+pub struct SandboxCommand {
+    /// What to do with a running sandbox, instead of starting one.
+    #[command(subcommand)]
+    pub action: Option<SandboxAction>,
+    /// Flags of the sandbox to start.
+    #[command(flatten)]
+    pub start: SandboxArgs,
+}
+
+/// Subcommands of `karpenter sandbox`.
+#[derive(Subcommand, Clone, Debug)]
+pub enum SandboxAction {
+    /// Publish a new AMI release into a running sandbox's simulated cloud (an AMIRelease object
+    /// the sandbox fulfils) and print its images: `<family>@latest` aliases move to them.
+    PublishAmi(publish::PublishAmiArgs),
+}
+
+/// A sandbox that cannot start or apply its workload.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Bad workload input.
+    #[error(transparent)]
+    Workload(#[from] workload::WorkloadError),
+    /// A manifest the API server rejected.
+    #[error("{location}: {message}")]
+    Apply {
+        /// `<file>: document <n>`.
+        location: String,
+        /// Why.
+        message: String,
+    },
+    /// Startup failed.
+    #[error("{0}")]
+    Startup(String),
+}
+
+/// The manifests a sandbox run applies: its workloads (or Online Boutique), scaled, plus the
+/// default NodePool and EC2NodeClass when the workloads bring none.
+///
+/// Errors: unreadable or malformed workload files.
+pub fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError> {
+    let mut manifests = Vec::new();
+    if args.workloads.is_empty() {
+        manifests.extend(workload::parse_yaml(
+            &PathBuf::from("<bundled online-boutique.yaml>"),
+            ONLINE_BOUTIQUE,
+        )?);
+    }
+    for path in &args.workloads {
+        manifests.extend(workload::load(path)?);
+    }
+    workload::scale(&mut manifests, args.scale);
+    with_defaults(manifests, &args.controller.cluster_name)
+}
+
+/// Add the default NodePool and EC2NodeClass when the manifests bring none (the node class's
+/// discovery tags point at `cluster_name`), and order Namespaces first as kubectl apply does.
+///
+/// Errors: the bundled defaults are missing (a build defect).
+pub fn with_defaults(
+    mut manifests: Vec<Manifest>,
+    cluster_name: &str,
+) -> Result<Vec<Manifest>, SandboxError> {
+    let source = PathBuf::from("<default nodepool>");
+    let defaults = workload::parse_yaml(&source, DEFAULT_NODEPOOL)?;
+    for kind in ["NodePool", "EC2NodeClass"] {
+        if !manifests.iter().any(|m| m.kind() == kind) {
+            let mut m = defaults
+                .iter()
+                .find(|d| d.kind() == kind)
+                .cloned()
+                .ok_or_else(|| SandboxError::Startup(format!("bundled default {kind} missing")))?;
+            retag_discovery(&mut m.object, cluster_name);
+            manifests.push(m);
+        }
+    }
+    manifests.sort_by_key(|m| m.kind() != "Namespace");
+    Ok(manifests)
+}
+
+/// Point the default EC2NodeClass's discovery selectors at this cluster's name.
+fn retag_discovery(obj: &mut Value, cluster: &str) {
+    for terms in ["subnetSelectorTerms", "securityGroupSelectorTerms"] {
+        if let Some(list) = obj
+            .pointer_mut(&format!("/spec/{terms}"))
+            .and_then(Value::as_array_mut)
+        {
+            for t in list {
+                if t.pointer("/tags/karpenter.sh~1discovery").is_some() {
+                    t["tags"]["karpenter.sh/discovery"] = json!(cluster);
+                }
+            }
+        }
+    }
+    if obj.pointer("/spec/role").is_some() {
+        obj["spec"]["role"] = json!(format!("KarpenterNodeRole-{cluster}"));
+    }
+}
+
+fn apply(store: &Store, manifests: &[Manifest]) -> Result<(), SandboxError> {
+    for crd in crds::generate::crds() {
+        let rt = store
+            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .ok_or_else(|| SandboxError::Startup("CRDs are not served".into()))?;
+        let value = serde_json::to_value(&crd).map_err(|e| SandboxError::Startup(e.to_string()))?;
+        store
+            .create(&rt, "", value)
+            .map_err(|e| SandboxError::Startup(format!("installing CRD: {e}")))?;
+    }
+    for m in manifests {
+        let rt = store
+            .resource_for_kind(m.api_version(), m.kind())
+            .ok_or_else(|| SandboxError::Apply {
+                location: m.location(),
+                message: format!(
+                    "no resource type {} {} is served by the sandbox",
+                    m.api_version(),
+                    m.kind()
+                ),
+            })?;
+        let ns = m
+            .object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        if let Err(e) = store.create(&rt, ns, m.object.clone()) {
+            return Err(SandboxError::Apply {
+                location: m.location(),
+                message: e.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn read(store: &Store, group: &str, plural: &str) -> Vec<Value> {
+    let key = TypeKey {
+        group: group.into(),
+        plural: plural.into(),
+    };
+    store
+        .snapshot(|r| r(&key))
+        .iter()
+        .map(|v| (**v).clone())
+        .collect()
+}
+
+async fn observe_now(
+    store: &Store,
+    cloud: &dyn CloudProvider,
+    sim: Option<&SimCloud>,
+) -> Observation {
+    let listed = match sim {
+        // The simulated account is read directly: its API may be injecting faults into calls.
+        Some(sim) => Ok(sim
+            .instances()
+            .into_iter()
+            .map(|i| (i.instance_type, i.price))
+            .collect()),
+        None => cloud.list().await.map(|list| {
+            list.into_iter()
+                .map(|i| (i.instance_type, i.price))
+                .collect()
+        }),
+    };
+    let instances: Vec<(String, f64)> = match listed {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing instances for the report");
+            vec![]
+        }
+    };
+    observe(
+        &read(store, "", "pods"),
+        &read(store, "", "events"),
+        &read(store, "karpenter.sh", "nodeclaims"),
+        &instances,
+    )
+}
+
+/// Run the sandbox command. Exit code: 0 settled (or stopped by Ctrl-C without
+/// --until-settled), 1 not settled before the timeout, 2 bad input or startup failure.
+pub async fn run(args: SandboxArgs) -> ExitCode {
+    match run_inner(&args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Everything a local cluster needs besides its workload.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// API server port (0 = any free port).
+    pub port: u16,
+    /// Kubelet registration delay.
+    pub registration_delay: Duration,
+    /// Controller settings.
+    pub settings: Settings,
+    /// Where to write the kubeconfig (default: the system temp directory).
+    pub kubeconfig: Option<PathBuf>,
+    /// Which cloud the controller launches into.
+    pub cloud: CloudOptions,
+    /// Start the controller with the cluster (tests that stage a world by hand turn it off and
+    /// start it later with [`LocalCluster::start_controller`]).
+    pub controller: bool,
+}
+
+/// A running local cluster: API server and actors, simulated cloud, and the controller.
+/// Dropping it stops everything.
+pub struct LocalCluster {
+    /// The API server and actors.
+    pub sandbox: Sandbox,
+    /// The cloud provider the controller launches into.
+    pub cloud: Arc<dyn CloudProvider>,
+    /// The simulated cloud, when the sandbox runs on it (the default).
+    pub sim: Option<Arc<SimCloud>>,
+    /// The context of the controller started last (its client stays usable after a stop).
+    pub ctx: Arc<Context>,
+    /// The kubeconfig written for clients.
+    pub kubeconfig: PathBuf,
+    client: kube::Client,
+    clock: Arc<dyn Clock>,
+    /// The settings the next [`LocalCluster::start_controller`] uses (tests change them between
+    /// restarts, e.g. the drift hash versions).
+    pub settings: Settings,
+    controller: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop_controller();
+    }
+}
+
+impl LocalCluster {
+    /// What the cluster looks like now (the instances of the simulated cloud are read directly,
+    /// past any injected faults; another cloud is listed through its provider).
+    pub async fn observe(&self) -> Observation {
+        observe_now(
+            self.sandbox.store(),
+            self.cloud.as_ref(),
+            self.sim.as_deref(),
+        )
+        .await
+    }
+
+    /// A client for the API server.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Stop the controller at once, as a killed process stops: its tasks are aborted wherever
+    /// they are, and nothing it held in memory survives. The API server, actors and cloud keep
+    /// running.
+    pub fn stop_controller(&mut self) {
+        for task in self.controller.drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Start a fresh controller (new caches, new context) on `cloud`, stopping any running one
+    /// first: a restart after [`LocalCluster::stop_controller`]. Tests pass a wrapper of
+    /// [`LocalCluster::cloud`] to inject faults.
+    pub fn start_controller(&mut self, cloud: Arc<dyn CloudProvider>) {
+        self.start_controller_with(cloud, self.client());
+    }
+
+    /// [`LocalCluster::start_controller`] with the API client the controller uses (tests pass
+    /// one with a fault-injecting layer).
+    pub fn start_controller_with(&mut self, cloud: Arc<dyn CloudProvider>, client: kube::Client) {
+        self.stop_controller();
+        let (ctx, tasks) = controller::controllers::start(
+            client,
+            cloud,
+            Arc::clone(&self.clock),
+            self.settings.clone(),
+        );
+        self.ctx = ctx;
+        self.controller = tasks;
+    }
+}
+
+/// Start the API server, install the CRDs, apply `manifests`, and start the actors and the
+/// controller on the cloud `cfg.cloud` names.
+///
+/// Errors: the port cannot be bound, the kubeconfig cannot be written, the cloud cannot be
+/// built, or a manifest is refused.
+pub async fn start_cluster(
+    cfg: &ClusterConfig,
+    manifests: &[Manifest],
+) -> Result<LocalCluster, SandboxError> {
+    start_cluster_with(cfg, manifests, |endpoint, clock| async move {
+        cloud::build(
+            &cfg.cloud,
+            &cfg.settings.cluster_name,
+            &cloud::ApiServer {
+                endpoint,
+                ca_bundle: String::new(),
+            },
+            &cloud::minor_version(sandbox::server::KUBERNETES_VERSION),
+            clock,
+        )
+        .await
+    })
+    .await
+}
+
+/// [`start_cluster`] with a cloud the caller builds, given the API server URL nodes join and
+/// the clock (tests use it to run the AWS provider with explicit credentials).
+///
+/// Errors: as [`start_cluster`].
+pub async fn start_cluster_with<F, Fut>(
+    cfg: &ClusterConfig,
+    manifests: &[Manifest],
+    make_cloud: F,
+) -> Result<LocalCluster, SandboxError>
+where
+    F: FnOnce(String, Arc<dyn Clock>) -> Fut,
+    Fut: std::future::Future<Output = Result<cloud::Cloud, String>>,
+{
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut sb = Sandbox::start(cfg.port)
+        .await
+        .map_err(|e| SandboxError::Startup(format!("starting the API server: {e}")))?;
+    let kubeconfig = cfg.kubeconfig.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("karpenter-sandbox-{}.kubeconfig", sb.addr().port()))
+    });
+    sb.write_kubeconfig(&kubeconfig)
+        .map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
+    let built = make_cloud(sb.url(), Arc::clone(&clock))
+        .await
+        .map_err(SandboxError::Startup)?;
+    if let Some(sim) = &built.sim {
+        let releases = amirelease::start(sb.store(), Arc::clone(sim), Arc::clone(&clock))
+            .map_err(|e| SandboxError::Startup(format!("installing the AMIRelease CRD: {e}")))?;
+        sb.adopt(releases);
+    }
+    apply(sb.store(), manifests)?;
+    let actors = ActorConfig {
+        registration_delay: cfg.registration_delay,
+        ..ActorConfig::default()
+    };
+    let instances = kubelets::for_cloud(&built).map_err(SandboxError::Startup)?;
+    for task in sandbox::actors::spawn_all(
+        sb.store(),
+        &actors,
+        Arc::new(KubeScheduler::new()),
+        instances,
+    ) {
+        sb.adopt(task);
+    }
+    let uri = sb
+        .url()
+        .parse()
+        .map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
+    let client = controller::runtime::client(kube::Config::new(uri))
+        .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
+    let (ctx, tasks) = controller::controllers::start(
+        client.clone(),
+        Arc::clone(&built.provider),
+        Arc::clone(&clock),
+        cfg.settings.clone(),
+    );
+    let mut cluster = LocalCluster {
+        sandbox: sb,
+        cloud: built.provider,
+        sim: built.sim,
+        ctx,
+        kubeconfig,
+        client,
+        clock,
+        settings: cfg.settings.clone(),
+        controller: tasks,
+    };
+    if !cfg.controller {
+        cluster.stop_controller();
+    }
+    Ok(cluster)
+}
+
+async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
+    let settings = args
+        .controller
+        .settings()
+        .map_err(|e| SandboxError::Startup(e.to_string()))?;
+    let manifests = load_manifests(args)?;
+    let cfg = ClusterConfig {
+        port: args.port,
+        registration_delay: args.registration_delay,
+        settings,
+        kubeconfig: args.kubeconfig_out.clone(),
+        cloud: args.cloud.clone(),
+        controller: true,
+    };
+    let cluster = start_cluster(&cfg, &manifests).await?;
+    if let Some(faults) = &args.api_faults {
+        cluster.sandbox.faults().configure(faults.clone());
+        cluster.sandbox.faults().enable();
+    }
+    if let Some(faults) = &args.cloud_faults {
+        let sim = cluster.sim.as_ref().ok_or_else(|| {
+            SandboxError::Startup("--cloud-faults needs the simulated cloud".into())
+        })?;
+        sim.faults().configure(faults.clone());
+        sim.faults().enable();
+    }
+    eprintln!(
+        "karpenter sandbox: API server at {}; kubeconfig written to {}",
+        cluster.sandbox.url(),
+        cluster.kubeconfig.display()
+    );
+    eprintln!("  export KUBECONFIG={}", cluster.kubeconfig.display());
+    let (settled, elapsed, last) = watch_progress(args, &cluster).await;
+    if args.api_faults.is_some() {
+        eprintln!("{}", cluster.sandbox.faults().counts());
+    }
+    if let (Some(_), Some(sim)) = (&args.cloud_faults, &cluster.sim) {
+        eprintln!("{}", sim.faults().counts());
+    }
+    if let Some(format) = args.report {
+        let report = Report::new(&last, elapsed.as_secs_f64(), settled);
+        match format {
+            ReportFormat::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            ),
+            ReportFormat::Text => print!("{}", report.text()),
+        }
+    }
+    if args.until_settled && !settled {
+        eprintln!("error: not settled after {:?}", args.timeout);
+        for p in last.pending.iter().take(20) {
+            eprintln!("  pending {}: {}", p.name, p.reason);
+        }
+        if last.claims_total > last.claims_initialized {
+            eprintln!(
+                "  {} of {} nodeclaims not initialized",
+                last.claims_total - last.claims_initialized,
+                last.claims_total
+            );
+        }
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Show progress until settled (with --until-settled), the timeout, or Ctrl-C. Returns whether
+/// it settled, when, and the last observation.
+async fn watch_progress(
+    args: &SandboxArgs,
+    cluster: &LocalCluster,
+) -> (bool, Duration, Observation) {
+    let start = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut last_line = Instant::now();
+    let mut stable = 0;
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    loop {
+        let o = cluster.observe().await;
+        let elapsed = start.elapsed();
+        let line = o.progress_line(elapsed.as_secs());
+        if tty {
+            let mut err = std::io::stderr();
+            let _ = crossterm::execute!(
+                err,
+                crossterm::cursor::MoveToColumn(0),
+                crossterm::terminal::Clear(crossterm::terminal::ClearType::CurrentLine)
+            );
+            let _ = write!(err, "{line}");
+            let _ = err.flush();
+        } else if last_line.elapsed() >= Duration::from_secs(5) {
+            eprintln!("{line}");
+            last_line = Instant::now();
+        }
+        stable = if o.settled() && o.pods_total > 0 {
+            stable + 1
+        } else {
+            0
+        };
+        if args.until_settled && stable >= 3 {
+            if tty {
+                eprintln!();
+            }
+            return (true, elapsed.saturating_sub(Duration::from_secs(2)), o);
+        }
+        if args.until_settled && elapsed >= args.timeout {
+            if tty {
+                eprintln!();
+            }
+            return (false, elapsed, o);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = &mut ctrl_c => {
+                if tty {
+                    eprintln!();
+                }
+                return (o.settled(), elapsed, o);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use controller::cloudprovider::sim::faults::SimFaultConfig;
+    use sandbox::faults::{FaultConfig, FaultKind};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SandboxArgs,
+    }
+
+    #[test]
+    fn fault_flags_parse_into_configs_and_bad_specs_are_refused() {
+        let cli = Cli::try_parse_from([
+            "sandbox",
+            "--api-faults",
+            "all=20,slow=50,seed=7",
+            "--cloud-faults",
+            "capacity=200,seed=3",
+        ])
+        .expect("flags parse");
+        let api = cli.args.api_faults.expect("api faults");
+        assert_eq!(api.rate(FaultKind::Conflict), 20);
+        assert_eq!(api.rate(FaultKind::Slow), 50);
+        assert_eq!(api.seed, 7);
+        let cloud = cli.args.cloud_faults.expect("cloud faults");
+        assert_eq!(
+            cloud,
+            SimFaultConfig::parse("capacity=200,seed=3").expect("spec")
+        );
+        assert!(Cli::try_parse_from(["sandbox", "--api-faults", "conflict=2000"]).is_err());
+        assert!(Cli::try_parse_from(["sandbox", "--cloud-faults", "quota=1"]).is_err());
+        let none = Cli::try_parse_from(["sandbox"]).expect("no faults");
+        assert_eq!(none.args.api_faults, None::<FaultConfig>);
+    }
+}

@@ -1,0 +1,337 @@
+//! What `karpenter sandbox` observes and reports: pods bound, pods Karpenter cannot serve (with
+//! its reason), NodeClaims by phase and instance type, fleet cost per hour; when the cluster has
+//! settled; and the progress line shown while it runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use karpenter_core::scheduling::solver::NO_READY_NODEPOOL;
+
+/// A pod that is not bound.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PendingPod {
+    /// `namespace/name`.
+    pub name: String,
+    /// Karpenter's FailedScheduling message, else kube-scheduler's condition message.
+    pub reason: String,
+    /// Whether Karpenter's latest word on the pod is that no NodePool can serve it.
+    #[serde(skip)]
+    pub karpenter_unschedulable: bool,
+}
+
+/// One observation of the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observation {
+    /// Pods that are not terminal.
+    pub pods_total: usize,
+    /// Of those, bound to a node.
+    pub pods_bound: usize,
+    /// The rest.
+    pub pending: Vec<PendingPod>,
+    /// NodeClaims.
+    pub claims_total: usize,
+    /// NodeClaims with `Launched=True`.
+    pub claims_launched: usize,
+    /// NodeClaims with `Registered=True`.
+    pub claims_registered: usize,
+    /// NodeClaims with `Initialized=True`.
+    pub claims_initialized: usize,
+    /// NodeClaims being deleted.
+    pub claims_deleting: usize,
+    /// Running instances by type.
+    pub by_instance_type: BTreeMap<String, usize>,
+    /// Sum of the running instances' offering prices, USD/hour.
+    pub cost_per_hour: f64,
+}
+
+fn condition_true(obj: &Value, type_: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        })
+}
+
+/// Build an observation from the sandbox's objects and the cloud's running instances
+/// (instance type, price).
+pub fn observe(
+    pods: &[Value],
+    events: &[Value],
+    nodeclaims: &[Value],
+    instances: &[(String, f64)],
+) -> Observation {
+    // Karpenter's latest scheduling verdict per pod uid: (time, reason, message).
+    let mut verdicts: HashMap<&str, (&str, &str, &str)> = HashMap::new();
+    for e in events {
+        if e.pointer("/source/component").and_then(Value::as_str) != Some("karpenter") {
+            continue;
+        }
+        let reason = e["reason"].as_str().unwrap_or("");
+        if reason != "FailedScheduling" && reason != "Nominated" {
+            continue;
+        }
+        let Some(uid) = e.pointer("/involvedObject/uid").and_then(Value::as_str) else {
+            continue;
+        };
+        let at = e["eventTime"]
+            .as_str()
+            .or_else(|| e["lastTimestamp"].as_str())
+            .unwrap_or("");
+        let message = e["message"].as_str().unwrap_or("");
+        if verdicts.get(uid).is_none_or(|(t, _, _)| at >= *t) {
+            verdicts.insert(uid, (at, reason, message));
+        }
+    }
+    let mut o = Observation::default();
+    for p in pods {
+        let phase = p
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending");
+        if phase == "Succeeded" || phase == "Failed" {
+            continue;
+        }
+        o.pods_total += 1;
+        if p.pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty())
+        {
+            o.pods_bound += 1;
+            continue;
+        }
+        let name = format!(
+            "{}/{}",
+            p.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            p.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        );
+        let uid = p
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let scheduler_message = p
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or("waiting for the scheduler");
+        let (reason, karpenter_unschedulable) = match verdicts.get(uid) {
+            // Without a ready NodePool the verdict is provisional: NodePools (and their node
+            // classes) may still be becoming ready, and the provisioner will try again.
+            Some((_, "FailedScheduling", m)) => (m.to_string(), !m.contains(NO_READY_NODEPOOL)),
+            Some((_, _, m)) => (m.to_string(), false),
+            None => (scheduler_message.to_string(), false),
+        };
+        o.pending.push(PendingPod {
+            name,
+            reason,
+            karpenter_unschedulable,
+        });
+    }
+    for c in nodeclaims {
+        o.claims_total += 1;
+        o.claims_launched += usize::from(condition_true(c, "Launched"));
+        o.claims_registered += usize::from(condition_true(c, "Registered"));
+        o.claims_initialized += usize::from(condition_true(c, "Initialized"));
+        o.claims_deleting += usize::from(c.pointer("/metadata/deletionTimestamp").is_some());
+    }
+    for (instance_type, price) in instances {
+        *o.by_instance_type.entry(instance_type.clone()).or_default() += 1;
+        o.cost_per_hour += price;
+    }
+    o
+}
+
+impl Observation {
+    /// Settled: every pod is bound or Karpenter reported that no NodePool can serve it, and every
+    /// NodeClaim is initialized with none being deleted.
+    pub fn settled(&self) -> bool {
+        self.pending.iter().all(|p| p.karpenter_unschedulable)
+            && self.claims_total == self.claims_initialized
+            && self.claims_deleting == 0
+    }
+
+    /// One line of progress: `pods 118/120 bound | nodeclaims 5 (5 launched, 5 registered, 4 initialized) | $1.2345/hour`.
+    pub fn progress_line(&self, elapsed_secs: u64) -> String {
+        format!(
+            "[{elapsed_secs:>4}s] pods {}/{} bound | nodeclaims {} ({} launched, {} registered, {} initialized) | ${:.4}/hour",
+            self.pods_bound,
+            self.pods_total,
+            self.claims_total,
+            self.claims_launched,
+            self.claims_registered,
+            self.claims_initialized,
+            self.cost_per_hour
+        )
+    }
+}
+
+/// The `--report` document.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Pod counts.
+    pub pods: PodReport,
+    /// NodeClaim counts.
+    pub nodeclaims: ClaimReport,
+    /// Sum of the launched offerings' prices, USD/hour.
+    pub cost_per_hour_usd: f64,
+    /// Seconds from start until settled (or until exit when it never settled).
+    pub settle_seconds: f64,
+    /// Whether the cluster settled.
+    pub settled: bool,
+}
+
+/// Pods in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct PodReport {
+    /// Pods that are not terminal.
+    pub total: usize,
+    /// Pods bound to a node.
+    pub bound: usize,
+    /// Pods not bound, with why.
+    pub unschedulable: Vec<PendingPod>,
+}
+
+/// NodeClaims in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClaimReport {
+    /// All NodeClaims.
+    pub total: usize,
+    /// Initialized NodeClaims.
+    pub initialized: usize,
+    /// Running instances per instance type.
+    pub by_instance_type: BTreeMap<String, usize>,
+}
+
+impl Report {
+    /// The report of a final observation.
+    pub fn new(o: &Observation, settle_seconds: f64, settled: bool) -> Report {
+        Report {
+            pods: PodReport {
+                total: o.pods_total,
+                bound: o.pods_bound,
+                unschedulable: o.pending.clone(),
+            },
+            nodeclaims: ClaimReport {
+                total: o.claims_total,
+                initialized: o.claims_initialized,
+                by_instance_type: o.by_instance_type.clone(),
+            },
+            cost_per_hour_usd: (o.cost_per_hour * 10_000.0).round() / 10_000.0,
+            settle_seconds: (settle_seconds * 10.0).round() / 10.0,
+            settled,
+        }
+    }
+
+    /// Human-readable report.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{} after {:.1}s",
+            if self.settled {
+                "Settled"
+            } else {
+                "Not settled"
+            },
+            self.settle_seconds
+        );
+        let _ = writeln!(
+            s,
+            "Pods: {} bound of {}; {} not bound",
+            self.pods.bound,
+            self.pods.total,
+            self.pods.unschedulable.len()
+        );
+        let _ = writeln!(
+            s,
+            "NodeClaims: {} ({} initialized)",
+            self.nodeclaims.total, self.nodeclaims.initialized
+        );
+        let _ = writeln!(
+            s,
+            "Cost: ${:.4}/hour (${:.2}/month)",
+            self.cost_per_hour_usd,
+            self.cost_per_hour_usd * 730.0
+        );
+        if !self.nodeclaims.by_instance_type.is_empty() {
+            let _ = writeln!(s, "Instance types:");
+            let mut types: Vec<(&String, &usize)> =
+                self.nodeclaims.by_instance_type.iter().collect();
+            types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            for (t, n) in types {
+                let _ = writeln!(s, "  {n:>5}  {t}");
+            }
+        }
+        let mut reasons: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for p in &self.pods.unschedulable {
+            reasons
+                .entry(p.reason.as_str())
+                .or_default()
+                .push(p.name.as_str());
+        }
+        if !reasons.is_empty() {
+            let _ = writeln!(s, "Pods not bound:");
+            for (reason, names) in reasons {
+                let shown: Vec<&str> = names.iter().take(5).copied().collect();
+                let more = if names.len() > 5 {
+                    format!(" and {} more", names.len() - 5)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(s, "  {}{more}: {reason}", shown.join(", "));
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settles_only_when_pending_pods_are_karpenter_unschedulable() {
+        let pods = vec![
+            json!({"metadata": {"name": "a", "namespace": "default", "uid": "1"}, "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}),
+            json!({"metadata": {"name": "b", "namespace": "default", "uid": "2"}, "spec": {}, "status": {"phase": "Pending"}}),
+        ];
+        let claims = vec![json!({"metadata": {"name": "c"}, "status": {"conditions": [
+            {"type": "Launched", "status": "True"}, {"type": "Registered", "status": "True"}, {"type": "Initialized", "status": "True"}]}})];
+        let instances = vec![("m5.large".to_string(), 0.096)];
+        let o = observe(&pods, &[], &claims, &instances);
+        assert!(!o.settled(), "b has no verdict yet");
+        let failed = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling", "message": "Failed to schedule pod, too big",
+            "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
+        let o = observe(&pods, std::slice::from_ref(&failed), &claims, &instances);
+        assert!(o.settled());
+        assert_eq!(o.pending[0].reason, "Failed to schedule pod, too big");
+        let early = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling",
+            "message": format!("Failed to schedule pod, {NO_READY_NODEPOOL}"),
+            "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
+        assert!(
+            !observe(&pods, &[early], &claims, &instances).settled(),
+            "no ready NodePool yet is not a final verdict"
+        );
+        let later = json!({"source": {"component": "karpenter"}, "reason": "Nominated", "message": "Pod should schedule on: nodeclaim/x",
+            "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:02.000000Z"});
+        assert!(
+            !observe(&pods, &[failed, later], &claims, &instances).settled(),
+            "a later nomination supersedes"
+        );
+        let r = Report::new(&o, 12.34, true);
+        let v = serde_json::to_value(&r).expect("serializes");
+        assert_eq!(v["pods"]["unschedulable"][0]["name"], "default/b");
+        assert_eq!(v["nodeclaims"]["by_instance_type"]["m5.large"], 1);
+        assert_eq!(v["cost_per_hour_usd"], 0.096);
+        assert!(r.text().contains("m5.large"));
+    }
+}

@@ -1,0 +1,240 @@
+//! A lower bound on the hourly cost of any fleet that holds a set of pods: the optimum of a
+//! linear program over instance-type counts (continuous, so the bound is the LP relaxation of
+//! the real integer problem).
+//!
+//! Variables: `x_t ≥ 0`, how many nodes of type `t`; minimise `Σ price_t x_t` with each type at
+//! its cheapest offering. Constraints, for every resource `r` (cpu, memory, pods and extended
+//! resources such as GPUs):
+//! - all pods: `Σ_t allocatable_{t,r} x_t ≥ Σ_p request_{p,r}`;
+//! - for every distinct *admissible set* A (the types a pod's requirements admit and whose
+//!   allocatable holds its requests): the pods whose admissible set lies within A must be covered
+//!   by the types in A, since each of them runs on a node of such a type. E.g. a GPU pod needing
+//!   10 cores cannot use the GPU of a 4-core GPU node, so its GPU, CPU and memory must all come
+//!   from GPU nodes with at least 10 cores.
+//!
+//! Any real fleet gives a feasible solution (count its nodes by type), so the optimum is a valid
+//! lower bound. It ignores per-node DaemonSet overhead and integrality, both of which only raise
+//! a real fleet's cost.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use microlp::{ComparisonOp, OptimizationDirection, Problem};
+
+use karpenter_core::capacity::InstanceType;
+use karpenter_core::scheduling::pod::PodInfo;
+use karpenter_core::scheduling::requirements::Requirements;
+use karpenter_core::scheduling::resources::Resources;
+
+/// Why no bound could be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum BoundError {
+    /// Some class of pods fits no instance type (those pods cannot be held at any price).
+    #[error("pods of class {0} fit no instance type")]
+    Infeasible(String),
+    /// The LP solver failed.
+    #[error("LP solver: {0}")]
+    Solver(String),
+}
+
+/// Resource units used in the LP (kept near 1 for numerical stability): cores, GiB, pods, units.
+fn scaled(r: &Resources) -> BTreeMap<String, f64> {
+    r.iter()
+        .map(|(name, v)| {
+            let x = match name {
+                "cpu" => v as f64 / 1000.0,
+                "memory" | "ephemeral-storage" => v as f64 / (1u64 << 30) as f64,
+                _ => v as f64,
+            };
+            (name.to_string(), x)
+        })
+        .collect()
+}
+
+struct Class {
+    /// Indexes of the types any pod of the class could use.
+    types: Vec<usize>,
+    demand: BTreeMap<String, f64>,
+}
+
+/// An instance type as a NodePool can launch it: under the pool's requirements.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// The type.
+    pub instance_type: Arc<InstanceType>,
+    /// The pool's requirements (they decide the admissible offerings and pods).
+    pub requirements: Requirements,
+}
+
+/// The bound for `pods` over `candidates` (each at its cheapest available offering under its
+/// pool's requirements). Ephemeral storage is left out, as the simulated pods rarely request it.
+///
+/// Errors: a class fits no type, or the solver fails.
+pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, BoundError> {
+    let types: Vec<&Arc<InstanceType>> = candidates.iter().map(|c| &c.instance_type).collect();
+    let prices: Vec<Option<f64>> = candidates
+        .iter()
+        .map(|c| {
+            c.instance_type
+                .cheapest_offering(&c.requirements)
+                .map(|o| o.price)
+        })
+        .collect();
+    // Pods with the same requirements and requests have the same admissible types.
+    let mut shapes: BTreeMap<String, (Vec<bool>, BTreeMap<String, f64>)> = BTreeMap::new();
+    for p in pods {
+        let terms: Vec<String> = p
+            .requirement_terms
+            .iter()
+            .map(Requirements::to_string)
+            .collect();
+        let mut request = p.requests.clone();
+        request.ephemeral = 0;
+        let key = format!("[{}] {request}", terms.join(" | "));
+        let entry = shapes.entry(key.clone()).or_insert_with(|| {
+            let admissible: Vec<bool> = (0..types.len())
+                .map(|t| {
+                    let it = &types[t];
+                    prices[t].is_some()
+                        && request.fits_in(&it.allocatable)
+                        && (p.requirement_terms.is_empty()
+                            || p.requirement_terms.iter().any(|term| {
+                                let mut reqs = candidates[t].requirements.clone();
+                                reqs.add_all(term);
+                                it.compatible(&reqs)
+                            }))
+                })
+                .collect();
+            (admissible, BTreeMap::new())
+        });
+        if !entry.0.iter().any(|a| *a) {
+            return Err(BoundError::Infeasible(key));
+        }
+        for (k, v) in scaled(&request) {
+            *entry.1.entry(k).or_default() += v;
+        }
+    }
+    // One class per distinct admissible set A: every pod whose admissible set lies within A.
+    let mut sets: Vec<&Vec<bool>> = shapes.values().map(|(a, _)| a).collect();
+    sets.sort();
+    sets.dedup();
+    let subset = |a: &[bool], b: &[bool]| a.iter().zip(b).all(|(x, y)| !*x || *y);
+    let built: Vec<Class> = sets
+        .iter()
+        .map(|set| {
+            let mut demand: BTreeMap<String, f64> = BTreeMap::new();
+            for (admissible, d) in shapes.values() {
+                if subset(admissible, set) {
+                    for (k, v) in d {
+                        *demand.entry(k.clone()).or_default() += v;
+                    }
+                }
+            }
+            Class {
+                types: (0..set.len()).filter(|&t| set[t]).collect(),
+                demand,
+            }
+        })
+        .collect();
+    let mut problem = Problem::new(OptimizationDirection::Minimize);
+    let vars: Vec<Option<microlp::Variable>> = prices
+        .iter()
+        .map(|p| p.map(|price| problem.add_var(price, (0.0, f64::INFINITY))))
+        .collect();
+    let capacities: Vec<BTreeMap<String, f64>> =
+        types.iter().map(|t| scaled(&t.allocatable)).collect();
+    let mut total: BTreeMap<String, f64> = BTreeMap::new();
+    for (_, demand) in shapes.values() {
+        for (k, v) in demand {
+            *total.entry(k.clone()).or_default() += v;
+        }
+    }
+    let mut add = |type_set: &[usize], demand: &BTreeMap<String, f64>| {
+        for (resource, need) in demand {
+            if *need <= 0.0 {
+                continue;
+            }
+            let terms: Vec<(microlp::Variable, f64)> = type_set
+                .iter()
+                .filter_map(|&t| {
+                    let cap = capacities[t].get(resource).copied().unwrap_or(0.0);
+                    (cap > 0.0).then(|| vars[t].map(|v| (v, cap))).flatten()
+                })
+                .collect();
+            problem.add_constraint(terms.as_slice(), ComparisonOp::Ge, *need);
+        }
+    };
+    let all: Vec<usize> = (0..types.len()).filter(|&t| vars[t].is_some()).collect();
+    add(&all, &total);
+    for c in &built {
+        add(&c.types, &c.demand);
+    }
+    match problem.solve() {
+        Ok(solution) => Ok(solution.objective()),
+        Err(microlp::Error::Infeasible) => Err(BoundError::Infeasible("all pods".into())),
+        Err(e) => Err(BoundError::Solver(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karpenter_core::scheduling::testing::{instance_type, pod};
+    use serde_json::json;
+
+    fn candidates(types: Vec<Arc<InstanceType>>) -> Vec<Candidate> {
+        types
+            .into_iter()
+            .map(|t| Candidate {
+                instance_type: t,
+                requirements: Requirements::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bound_is_the_fluid_optimum_for_one_resource() {
+        // Two types with the same price per core: the bound is exactly price per core x cores.
+        let types = vec![
+            instance_type("two", 2, 64, 0.2),
+            instance_type("four", 4, 64, 0.4),
+        ];
+        let pods: Vec<PodInfo> = (0..10)
+            .map(|i| pod(&format!("p{i}"), 1000, 100, json!({})))
+            .collect();
+        let refs: Vec<&PodInfo> = pods.iter().collect();
+        // Spot at 0.6x is the cheapest offering of the test types.
+        let b = lower_bound(&refs, &candidates(types)).expect("bound");
+        assert!((b - 10.0 * 0.1 * 0.6).abs() < 1e-6, "{b}");
+    }
+
+    #[test]
+    fn class_constraints_tighten_the_bound() {
+        // GPU pods need the GPU type; CPU pods could use the cheap CPU type.
+        let cpu = instance_type("cpu", 4, 16, 0.1);
+        let mut gpu = (*instance_type("gpu", 4, 16, 1.0)).clone();
+        gpu.capacity.set("nvidia.com/gpu", 1);
+        gpu.allocatable.set("nvidia.com/gpu", 1);
+        let types = vec![cpu, Arc::new(gpu)];
+        let gpu_pod = |n: &str| {
+            pod(
+                n,
+                3000,
+                1024,
+                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "nvidia.com/gpu": "1"}}}]}),
+            )
+        };
+        let pods = [gpu_pod("g1"), gpu_pod("g2")];
+        let refs: Vec<&PodInfo> = pods.iter().collect();
+        let b = lower_bound(&refs, &candidates(types.clone())).expect("bound");
+        assert!(
+            (b - 2.0 * 0.6).abs() < 1e-6,
+            "two GPU nodes at spot price: {b}"
+        );
+        let huge = pod("huge", 64_000, 1024, json!({}));
+        assert!(matches!(
+            lower_bound(&[&huge], &candidates(types)),
+            Err(BoundError::Infeasible(_))
+        ));
+    }
+}

@@ -1,0 +1,794 @@
+//! The AWS provider on aws-sdk-ec2 against moto's EC2 and SSM server on loopback (PyPI
+//! `moto[server]`; `./scripts/test.sh` installs it). Each test starts its own `moto_server`,
+//! seeded with EKS-optimized AL2023 images (through `MOTO_AMIS_PATH`), subnets in three zones
+//! and a security group tagged `karpenter.sh/discovery=<cluster>`; the server stops with the
+//! test.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::types as t;
+use controller::cloudprovider::CloudProvider;
+use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
+use controller::cloudprovider::aws::{AwsCloud, AwsSettings};
+use controller::cloudprovider::build::{Cloud, CloudOptions};
+use controller::runtime::Settings;
+use crds::{EC2NodeClass, NodeClaim};
+use ec2api::fault::FaultyEc2;
+use ec2api::instance_id;
+use ec2api::moto::MotoServer;
+use ec2api::{Ec2, Filter, SdkEc2};
+use jiff::{SignedDuration, Timestamp};
+use karpenter::sandbox::{ClusterConfig, LocalCluster, start_cluster_with, with_defaults};
+use karpenter::workload::{self, ONLINE_BOUTIQUE};
+use karpenter_core::clock::{Clock, FakeClock, SystemClock};
+use karpenter_core::cloud::CloudError;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::json;
+
+const CLUSTER: &str = "moto-demo";
+const OLD_AMD64: &str = "ami-0a11023000000001";
+const NEW_AMD64: &str = "ami-0a11023000000002";
+const NEW_ARM64: &str = "ami-0a11023000000004";
+
+/// A moto server on a free loopback port, killed on drop.
+struct Moto {
+    _server: MotoServer,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
+    json!({
+        "ami_id": id, "state": "available", "public": true, "owner_id": "602401143452",
+        "image_location": format!("amazon/amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
+        "sriov": "simple", "root_device_type": "ebs", "root_device_name": "/dev/xvda",
+        "description": format!("EKS-optimized AL2023 node image {version}"),
+        "image_type": "machine", "architecture": arch,
+        "name": format!("amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
+        "virtualization_type": "hvm", "hypervisor": "xen", "creation_date": date,
+    })
+}
+
+impl Moto {
+    fn start() -> Moto {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let amis = dir.path().join("amis.json");
+        let images = json!([
+            image(OLD_AMD64, "x86_64", "v20260101", "2026-01-01T00:00:00.000Z"),
+            image(NEW_AMD64, "x86_64", "v20260301", "2026-03-01T00:00:00.000Z"),
+            image(
+                "ami-0a11023000000003",
+                "arm64",
+                "v20260101",
+                "2026-01-01T00:00:00.000Z"
+            ),
+            image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
+        ]);
+        std::fs::write(&amis, images.to_string()).expect("write amis");
+        let server = MotoServer::start([("MOTO_AMIS_PATH", &amis)])
+            .expect("moto_server starts (./scripts/test.sh installs it)");
+        Moto {
+            url: server.url.clone(),
+            _server: server,
+            _dir: dir,
+        }
+    }
+
+    async fn config(&self) -> aws_config::SdkConfig {
+        ec2api::loader(Some(&self.url))
+            .await
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await
+    }
+
+    async fn client(&self) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.config().await)
+    }
+
+    /// A VPC with a subnet in each of three zones and a security group, tagged for discovery by
+    /// `cluster`, and the node role `KarpenterNodeRole-<cluster>` in IAM.
+    async fn seed_network(&self, cluster: &str) {
+        aws_sdk_iam::Client::new(&self.config().await)
+            .create_role()
+            .role_name(format!("KarpenterNodeRole-{cluster}"))
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .expect("node role");
+        let ec2 = self.client().await;
+        let vpc = ec2
+            .create_vpc()
+            .cidr_block("10.0.0.0/16")
+            .send()
+            .await
+            .expect("vpc");
+        let vpc_id = vpc
+            .vpc()
+            .and_then(|v| v.vpc_id())
+            .expect("vpc id")
+            .to_string();
+        let tag = t::Tag::builder()
+            .key("karpenter.sh/discovery")
+            .value(cluster)
+            .build();
+        for (i, zone) in ["us-east-1a", "us-east-1b", "us-east-1c"]
+            .iter()
+            .enumerate()
+        {
+            ec2.create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(format!("10.0.{}.0/20", i * 16))
+                .availability_zone(*zone)
+                .tag_specifications(
+                    t::TagSpecification::builder()
+                        .resource_type(t::ResourceType::Subnet)
+                        .tags(tag.clone())
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("subnet");
+        }
+        ec2.create_security_group()
+            .group_name(format!("{cluster}-node"))
+            .description("nodes")
+            .vpc_id(&vpc_id)
+            .tag_specifications(
+                t::TagSpecification::builder()
+                    .resource_type(t::ResourceType::SecurityGroup)
+                    .tags(tag)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("security group");
+    }
+
+    async fn cloud(&self, clock: Arc<dyn Clock>) -> (Arc<AwsCloud>, Arc<FaultyEc2>) {
+        let faulty = Arc::new(FaultyEc2::new(Arc::new(SdkEc2::new(&self.config().await))));
+        let cloud = AwsCloud::new(
+            Arc::clone(&faulty) as Arc<dyn Ec2>,
+            AwsSettings {
+                cluster_name: CLUSTER.into(),
+                cluster: ClusterInfo {
+                    name: CLUSTER.into(),
+                    endpoint: "https://127.0.0.1:6443".into(),
+                    ca_bundle: String::new(),
+                },
+                region: "us-east-1".into(),
+                kubernetes_version: "1.32".into(),
+            },
+            clock,
+        )
+        .expect("embedded data");
+        (Arc::new(cloud), faulty)
+    }
+
+    /// The instance's state name (`running`, `shutting-down`, `terminated`, ...).
+    async fn state(&self, id: &str) -> String {
+        self.instance(id)
+            .await
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Poll until the instance is shutting down or terminated, or panic after `timeout`.
+    async fn wait_terminating(&self, id: &str, timeout: Duration) {
+        let begin = Instant::now();
+        loop {
+            let s = self.state(id).await;
+            if s == "terminated" || s == "shutting-down" {
+                return;
+            }
+            assert!(begin.elapsed() < timeout, "instance {id} still {s}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    async fn instance(&self, id: &str) -> t::Instance {
+        let out = self
+            .client()
+            .await
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .expect("describe instance");
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .next()
+            .cloned()
+            .expect("instance exists")
+    }
+}
+
+fn node_class(subnet_discovery: &str) -> EC2NodeClass {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": format!("KarpenterNodeRole-{CLUSTER}"),
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": subnet_discovery}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+        }
+    }))
+    .expect("valid EC2NodeClass")
+}
+
+async fn resolved(cloud: &AwsCloud, mut nc: EC2NodeClass) -> EC2NodeClass {
+    let r = cloud.resolve_node_class(&nc).await;
+    assert_eq!(r.not_ready, None, "node class resolves");
+    nc.status = Some(r.status);
+    nc
+}
+
+fn claim(name: &str, types: &[&str], zones: &[&str]) -> NodeClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones},
+            ],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        }
+    }))
+    .expect("valid NodeClaim")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_class_resolves_subnets_groups_and_the_newest_alias_images() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, _) = moto.cloud(Arc::new(SystemClock)).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let status = nc.status.expect("status");
+    assert_eq!(status.subnets.len(), 3);
+    assert_eq!(status.security_groups.len(), 1);
+    let ids: Vec<&str> = status.amis.iter().map(|a| a.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "newest image per architecture: {ids:?}");
+    assert!(
+        ids.contains(&NEW_AMD64) && ids.contains(&NEW_ARM64),
+        "{ids:?}"
+    );
+    let profile = status.instance_profile.expect("instance profile");
+    let iam = aws_sdk_iam::Client::new(&moto.config().await);
+    let got = iam
+        .get_instance_profile()
+        .instance_profile_name(&profile)
+        .send()
+        .await
+        .expect("the instance profile exists in IAM");
+    let roles: Vec<&str> = got
+        .instance_profile()
+        .map(|p| p.roles().iter().map(|r| r.role_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(roles, vec![format!("KarpenterNodeRole-{CLUSTER}").as_str()]);
+    // A role that does not exist makes the class not ready, with the reason.
+    let mut missing = node_class(CLUSTER);
+    missing.spec.role = Some("NoSuchRole".into());
+    let r = cloud.resolve_node_class(&missing).await;
+    let (condition, reason, _) = r.not_ready.expect("not ready");
+    assert_eq!(
+        (condition.as_str(), reason.as_str()),
+        ("InstanceProfileReady", "InstanceProfileCreationFailed")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_class_matching_nothing_is_not_ready_and_launches_nothing() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, faulty) = moto.cloud(Arc::new(SystemClock)).await;
+    let mut nc = node_class("no-such-cluster");
+    let r = cloud.resolve_node_class(&nc).await;
+    let (condition, reason, _) = r.not_ready.clone().expect("not ready");
+    assert_eq!(
+        (condition.as_str(), reason.as_str()),
+        ("SubnetsReady", "SubnetsNotFound")
+    );
+    nc.status = Some(r.status);
+    let err = cloud
+        .create(
+            &claim("default-nomatch", &["m5.large"], &["us-east-1a"]),
+            &nc,
+        )
+        .await
+        .expect_err("no launch");
+    assert!(matches!(err, CloudError::NodeClassNotReady(_)), "{err:?}");
+    assert_eq!(faulty.calls("CreateFleet"), 0);
+    assert_eq!(faulty.calls("CreateLaunchTemplate"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaunching_the_same_nodeclaim_creates_no_second_instance() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, faulty) = moto.cloud(Arc::new(SystemClock)).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let c = claim(
+        "default-once",
+        &["m5.large", "c5.large"],
+        &["us-east-1a", "us-east-1b"],
+    );
+    let first = cloud.create(&c, &nc).await.expect("launch");
+    let second = cloud.create(&c, &nc).await.expect("relaunch");
+    assert_eq!(first.provider_id, second.provider_id);
+    assert_eq!(faulty.calls("CreateFleet"), 1);
+    // The instance reports the subnet and security groups EC2 says it runs with (drift
+    // compares them with the node class's). moto's CreateFleet leaves the launch template's
+    // groups off the instance, so the groups are compared with DescribeInstances' only.
+    let status = nc.status.as_ref().expect("resolved");
+    let running = cloud.get(&first.provider_id).await.expect("get");
+    assert!(
+        status.subnets.iter().any(|s| s.id == running.subnet_id),
+        "{} is one of the node class's subnets",
+        running.subnet_id
+    );
+    let described = moto.instance(&running.id).await;
+    assert_eq!(Some(running.subnet_id.as_str()), described.subnet_id());
+    let groups: Vec<&str> = described
+        .security_groups()
+        .iter()
+        .filter_map(|g| g.group_id())
+        .collect();
+    assert_eq!(running.security_group_ids, groups);
+    let tagged = faulty
+        .describe_instances(
+            &[],
+            vec![Filter::new("tag:karpenter.sh/nodeclaim", "default-once")],
+        )
+        .await
+        .expect("describe");
+    assert_eq!(tagged.len(), 1);
+    let i = &tagged[0];
+    assert_eq!(i.image_id, NEW_AMD64);
+    for (k, v) in [
+        ("kubernetes.io/cluster/moto-demo", "owned"),
+        ("karpenter.sh/nodepool", "default"),
+        ("karpenter.sh/nodeclaim", "default-once"),
+        ("karpenter.k8s.aws/ec2nodeclass", "default"),
+        ("Name", "default-once"),
+        ("eks:eks-cluster-name", CLUSTER),
+    ] {
+        assert_eq!(i.tags.get(k).map(String::as_str), Some(v), "tag {k}");
+    }
+    // One launch template, reused; deleting the node class removes it.
+    assert_eq!(faulty.calls("CreateLaunchTemplate"), 1);
+    cloud.node_class_deleted(&nc).await.expect("cleanup");
+    let profile = nc
+        .status
+        .as_ref()
+        .and_then(|s| s.instance_profile.clone())
+        .expect("instance profile");
+    assert_eq!(
+        faulty.instance_profile_roles(&profile).await.expect("iam"),
+        None,
+        "the instance profile goes with its node class"
+    );
+    let left = faulty
+        .describe_launch_templates(vec![Filter::new("tag:karpenter.k8s.aws/cluster", CLUSTER)])
+        .await
+        .expect("describe templates");
+    assert!(left.is_empty(), "{left:?}");
+    // Deleting terminates; once gone the provider says so.
+    let gone = c.clone();
+    let mut gone = gone;
+    gone.status = Some(crds::NodeClaimStatus {
+        provider_id: Some(first.provider_id.clone()),
+        ..Default::default()
+    });
+    cloud.delete(&gone).await.expect("terminate");
+    assert!(matches!(
+        cloud.delete(&gone).await,
+        Err(CloudError::NodeClaimNotFound(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_error_falls_back_and_the_offering_is_skipped_until_the_cache_expires() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let clock = Arc::new(FakeClock::new(Timestamp::now()));
+    let (cloud, faulty) = moto.cloud(Arc::clone(&clock) as Arc<dyn Clock>).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let zones = ["us-east-1a", "us-east-1b"];
+    let c = claim("default-ice", &["m5.large", "m5.xlarge"], &zones);
+    // The cheapest offering this NodeClaim allows.
+    let types = cloud.instance_types(&nc).await.expect("types");
+    let m5 = types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    let cheapest = m5
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == "on-demand" && zones.contains(&o.zone.as_str()))
+        .min_by(|a, b| a.price.total_cmp(&b.price).then(a.zone.cmp(&b.zone)))
+        .expect("offering")
+        .zone
+        .clone();
+    faulty.add_capacity_shortage("m5.large", &cheapest);
+    let launched = cloud.create(&c, &nc).await.expect("falls back");
+    let (ty, zone) = (
+        launched.labels["node.kubernetes.io/instance-type"].clone(),
+        launched.labels["topology.kubernetes.io/zone"].clone(),
+    );
+    assert_ne!(
+        (ty.as_str(), zone.as_str()),
+        ("m5.large", cheapest.as_str())
+    );
+    assert!(
+        launched
+            .warnings
+            .iter()
+            .any(|w| w.contains("InsufficientInstanceCapacity")),
+        "the partial fleet error is reported: {:?}",
+        launched.warnings
+    );
+    let offering_available = |types: &[Arc<karpenter_core::capacity::InstanceType>]| {
+        types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .and_then(|t| {
+                t.offerings
+                    .iter()
+                    .find(|o| o.zone == cheapest && o.capacity_type == "on-demand")
+            })
+            .map(|o| o.available)
+    };
+    assert!(cloud.is_unavailable("m5.large", &cheapest, "on-demand"));
+    let types = cloud.instance_types(&nc).await.expect("types");
+    assert_eq!(offering_available(&types), Some(false));
+    clock.advance(SignedDuration::from_secs(181));
+    assert!(!cloud.is_unavailable("m5.large", &cheapest, "on-demand"));
+    let types = cloud.instance_types(&nc).await.expect("types");
+    assert_eq!(offering_available(&types), Some(true));
+}
+
+fn cluster_config(dir: &std::path::Path) -> ClusterConfig {
+    ClusterConfig {
+        port: 0,
+        registration_delay: Duration::from_secs(1),
+        settings: Settings {
+            cluster_name: CLUSTER.into(),
+            batch_idle: Duration::from_secs(1),
+            ..Settings::default()
+        },
+        kubeconfig: Some(dir.join("kubeconfig")),
+        cloud: CloudOptions::default(),
+        controller: true,
+    }
+}
+
+async fn start(
+    moto: &Moto,
+    manifests: &[workload::Manifest],
+    dir: &std::path::Path,
+) -> LocalCluster {
+    let config = moto.config().await;
+    start_cluster_with(
+        &cluster_config(dir),
+        manifests,
+        |endpoint, clock| async move {
+            let cloud = Arc::new(
+                AwsCloud::new(
+                    Arc::new(SdkEc2::new(&config)),
+                    AwsSettings {
+                        cluster_name: CLUSTER.into(),
+                        cluster: ClusterInfo {
+                            name: CLUSTER.into(),
+                            endpoint,
+                            ca_bundle: String::new(),
+                        },
+                        region: "us-east-1".into(),
+                        kubernetes_version: "1.32".into(),
+                    },
+                    clock,
+                )
+                .map_err(|e| e.to_string())?,
+            );
+            Ok(Cloud {
+                provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
+                sim: None,
+                aws: Some(cloud),
+            })
+        },
+    )
+    .await
+    .expect("cluster starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn online_boutique_x10_provisions_through_create_fleet() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut manifests = workload::parse_yaml(
+        std::path::Path::new("online-boutique.yaml"),
+        ONLINE_BOUTIQUE,
+    )
+    .expect("bundled workload");
+    workload::scale(&mut manifests, 10);
+    let manifests = with_defaults(manifests, CLUSTER).expect("defaults");
+    let cluster = start(&moto, &manifests, dir.path()).await;
+    let begin = Instant::now();
+    let observed = loop {
+        let o = cluster.observe().await;
+        if o.settled() && o.pods_total > 0 {
+            break o;
+        }
+        assert!(
+            begin.elapsed() < Duration::from_secs(480),
+            "not settled: {} of {} pods bound, {} of {} nodeclaims initialized",
+            o.pods_bound,
+            o.pods_total,
+            o.claims_initialized,
+            o.claims_total
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert!(observed.claims_total >= 1, "{observed:?}");
+    let claims: Api<NodeClaim> = Api::all(cluster.client());
+    let list = claims.list(&Default::default()).await.expect("nodeclaims");
+    assert_eq!(list.items.len(), observed.claims_total);
+    for c in &list.items {
+        let name = c.metadata.name.clone().expect("name");
+        let labels = c.metadata.labels.clone().unwrap_or_default();
+        let status = c.status.clone().expect("status");
+        let pid = status.provider_id.clone().expect("providerID");
+        let i = moto
+            .instance(instance_id(&pid).expect("aws providerID"))
+            .await;
+        assert_eq!(
+            i.instance_type().map(|t| t.as_str()),
+            labels
+                .get("node.kubernetes.io/instance-type")
+                .map(String::as_str),
+            "{name}: instance type"
+        );
+        assert_eq!(
+            i.placement().and_then(|p| p.availability_zone()),
+            labels
+                .get("topology.kubernetes.io/zone")
+                .map(String::as_str),
+            "{name}: zone"
+        );
+        let expected_ami = if labels.get("kubernetes.io/arch").map(String::as_str) == Some("arm64")
+        {
+            NEW_ARM64
+        } else {
+            NEW_AMD64
+        };
+        assert_eq!(i.image_id(), Some(expected_ami), "{name}: AMI");
+        assert_eq!(status.image_id.as_deref(), Some(expected_ami));
+        let tags: BTreeMap<&str, &str> = i
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?, t.value()?)))
+            .collect();
+        assert_eq!(
+            tags.get("kubernetes.io/cluster/moto-demo"),
+            Some(&"owned"),
+            "{name}"
+        );
+        assert_eq!(
+            tags.get("karpenter.sh/nodepool"),
+            Some(&"default"),
+            "{name}"
+        );
+        assert_eq!(tags.get("karpenter.sh/nodeclaim"), Some(&name.as_str()));
+        assert_eq!(tags.get("karpenter.k8s.aws/ec2nodeclass"), Some(&"default"));
+        assert_eq!(tags.get("Name"), Some(&name.as_str()));
+    }
+    // Deleting a NodeClaim terminates its instance.
+    let victim = list.items[0].clone();
+    let victim_name = victim.metadata.name.clone().expect("name");
+    let pid = victim
+        .status
+        .and_then(|s| s.provider_id)
+        .expect("providerID");
+    let id = instance_id(&pid).expect("instance id").to_string();
+    claims
+        .delete(&victim_name, &DeleteParams::default())
+        .await
+        .expect("delete nodeclaim");
+    moto.wait_terminating(&id, Duration::from_secs(120)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_collection_terminates_this_clusters_orphans_only() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifests = with_defaults(vec![], CLUSTER).expect("defaults");
+    let mut cluster = start(&moto, &manifests, dir.path()).await;
+    let ec2 = moto.client().await;
+    let run = |cluster_name: &'static str| {
+        let ec2 = ec2.clone();
+        async move {
+            let tags = [
+                (format!("kubernetes.io/cluster/{cluster_name}"), "owned"),
+                ("karpenter.sh/nodepool".to_string(), "default"),
+            ];
+            let mut spec = t::TagSpecification::builder().resource_type(t::ResourceType::Instance);
+            for (k, v) in tags {
+                spec = spec.tags(t::Tag::builder().key(k).value(v).build());
+            }
+            let out = ec2
+                .run_instances()
+                .image_id(NEW_AMD64)
+                .instance_type(t::InstanceType::M5Large)
+                .min_count(1)
+                .max_count(1)
+                .tag_specifications(spec.build())
+                .send()
+                .await
+                .expect("run instance");
+            out.instances()[0].instance_id().expect("id").to_string()
+        }
+    };
+    let ours = run(CLUSTER).await;
+    let theirs = run("someone-else").await;
+    // The node class that matches nothing says why.
+    let classes: Api<EC2NodeClass> = Api::all(cluster.client());
+    let mut bad = node_class("no-such-cluster");
+    bad.metadata.name = Some("nomatch".into());
+    classes
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect("create node class");
+    moto.wait_terminating(&ours, Duration::from_secs(90)).await;
+    assert_eq!(
+        moto.state(&theirs).await,
+        "running",
+        "another cluster's instance is left alone"
+    );
+    let nc = classes.get("nomatch").await.expect("node class");
+    let condition = |t: &str| {
+        nc.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == t))
+            .cloned()
+            .unwrap_or_else(|| panic!("{t} condition"))
+    };
+    assert_eq!(condition("Ready").status, "False");
+    let subnets = condition("SubnetsReady");
+    assert_eq!(
+        (subnets.status.as_str(), subnets.reason.as_str()),
+        ("False", "SubnetsNotFound")
+    );
+    // The sandbox mirrors this cluster's instances as Instance objects; deleting one terminates
+    // the instance through EC2 (the controller is stopped, so its GC cannot be the one).
+    cluster.stop_controller();
+    let mirrored = run(CLUSTER).await;
+    let instances: Api<kube::api::DynamicObject> = Api::all_with(
+        cluster.client(),
+        &kube::api::ApiResource {
+            group: "sandbox.karpenter.sh".into(),
+            version: "v1".into(),
+            api_version: "sandbox.karpenter.sh/v1".into(),
+            kind: "Instance".into(),
+            plural: "instances".into(),
+        },
+    );
+    let begin = Instant::now();
+    while instances.get_opt(&mirrored).await.expect("get").is_none() {
+        assert!(
+            begin.elapsed() < Duration::from_secs(30),
+            "{mirrored} never mirrored"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    instances
+        .delete(&mirrored, &DeleteParams::default())
+        .await
+        .expect("delete Instance object");
+    moto.wait_terminating(
+        &mirrored,
+        Duration::from_secs(60).saturating_sub(begin.elapsed()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    // moto's CreateFleet gives instances the VPC's default security group instead of the launch
+    // template's, so every node would be SecurityGroupDrifted at once and serially replaced for
+    // as long as the sandbox runs. This test is about launching on EC2, not drift: the default
+    // NodePool comes in with its upgrades paused (its first document; the sandbox adds the
+    // default EC2NodeClass, with discovery tags for this cluster, as the workload has none).
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    let defaults = std::fs::read_to_string(format!("{examples}/nodepools/default.yaml"))
+        .expect("default NodePool");
+    let default_pool = defaults.split("\n---\n").next().expect("a first document");
+    let paused = default_pool.replacen(
+        "metadata:\n  name: default\n",
+        "metadata:\n  name: default\n  annotations:\n    upgrades.karpenter.sh/paused: \"true\"\n",
+        1,
+    );
+    assert_ne!(
+        paused, default_pool,
+        "the default NodePool's metadata moved"
+    );
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let pool_file = dir.path().join("nodepool.yaml");
+    std::fs::write(&pool_file, paused).expect("write the NodePool");
+    let boutique = format!("{examples}/workloads/online-boutique.yaml");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args([
+            "sandbox",
+            "--workload",
+            pool_file.to_str().expect("UTF-8 path"),
+            "--workload",
+            &boutique,
+            "--cloud-provider",
+            "aws",
+            "--aws-endpoint-url",
+            &moto.url,
+            "--cluster-name",
+            CLUSTER,
+            "--until-settled",
+            "--timeout",
+            "4m",
+            "--report",
+            "json",
+            "--registration-delay",
+            "1s",
+        ])
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env_remove("AWS_PROFILE")
+        .env("LOG_LEVEL", "warn")
+        .output()
+        .await
+        .expect("karpenter runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["settled"], true);
+    let claims = report["nodeclaims"]["total"]
+        .as_u64()
+        .expect("nodeclaim count");
+    assert!(claims >= 1);
+    // The instances it launched are in EC2, tagged for the cluster, after the sandbox is gone.
+    let running = moto
+        .client()
+        .await
+        .describe_instances()
+        .filters(
+            t::Filter::builder()
+                .name("tag:kubernetes.io/cluster/moto-demo")
+                .values("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("describe");
+    let count = running
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| i.state().and_then(|s| s.name()) == Some(&t::InstanceStateName::Running))
+        .count();
+    assert_eq!(count as u64, claims, "one instance per NodeClaim");
+}
