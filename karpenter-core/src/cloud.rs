@@ -102,7 +102,7 @@ pub fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
         .spec
         .requirements
         .iter()
-        .find(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
+        .find(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator == crds::Operator::In)
         .map(|r| r.values.clone())
         .unwrap_or_default()
 }

@@ -239,7 +239,7 @@ fn option_types<'a>(
         .spec
         .requirements
         .iter()
-        .filter(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator.as_str() == "In")
+        .filter(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator == crds::Operator::In)
         .flat_map(|r| r.values.iter())
         .filter_map(|n| types.get(n))
         .collect()

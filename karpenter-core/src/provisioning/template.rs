@@ -12,7 +12,6 @@ use crds::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, WELL_KNOWN_LABELS, node_
 use crds::nodeclaim::ResourceRequirements;
 use crds::{
     EC2NodeClass, NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues,
-    Operator,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -144,7 +143,7 @@ pub fn pool_template(
 pub fn pool_requirements(pool: &NodePool) -> Result<Requirements, RequirementError> {
     let mut reqs = Requirements::new();
     for r in &pool.spec.template.spec.requirements {
-        let mut req = Requirement::parse(&r.key, r.operator.as_str(), &r.values)?;
+        let mut req = Requirement::new(&r.key, r.operator, &r.values)?;
         req.min_values = r.min_values.and_then(|m| usize::try_from(m).ok());
         reqs.add(req);
     }
@@ -269,21 +268,19 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
         .collect();
     let requirements = decision
         .requirements
-        .to_node_selector()
-        .into_iter()
-        .map(|r| {
-            let values = if r.key == INSTANCE_TYPE_LABEL {
+        .parts()
+        .map(|(key, operator, values)| {
+            let values = if key == INSTANCE_TYPE_LABEL {
                 decision
                     .instance_types
                     .iter()
                     .map(|t| t.name.clone())
                     .collect()
             } else {
-                r.values.unwrap_or_default()
+                values
             };
-            let operator = r.operator.parse().unwrap_or(Operator::In);
-            let mut out = NodeSelectorRequirementWithMinValues::new(&r.key, operator, values);
-            out.min_values = min_values.get(r.key.as_str()).copied();
+            let mut out = NodeSelectorRequirementWithMinValues::new(key, operator, values);
+            out.min_values = min_values.get(key).copied();
             out
         })
         .collect();

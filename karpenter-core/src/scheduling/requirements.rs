@@ -5,24 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crds::Operator;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
-
-/// An operator of a node selector requirement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operator {
-    /// The label has one of the values.
-    In,
-    /// The label is absent or has none of the values.
-    NotIn,
-    /// The label is present.
-    Exists,
-    /// The label is absent.
-    DoesNotExist,
-    /// The label is an integer greater than the value.
-    Gt,
-    /// The label is an integer less than the value.
-    Lt,
-}
 
 /// The values one label key may take.
 ///
@@ -56,14 +40,33 @@ pub struct RequirementError {
 }
 
 impl Requirement {
-    /// Build from an operator name as it appears in manifests (`In`, `NotIn`, `Exists`,
-    /// `DoesNotExist`, `Gt`, `Lt`, and Karpenter's `Gte`, `Lte`).
+    /// Build from an operator name as it appears in Kubernetes' own node selectors (`In`,
+    /// `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, and Karpenter's `Gte`, `Lte`).
     ///
-    /// Errors: an unknown operator, `In`/`NotIn` without values, or a bound that is not an
-    /// integer.
+    /// Errors: an unknown operator, and those of [`Requirement::new`].
     pub fn parse(
         key: &str,
         operator: &str,
+        values: &[String],
+    ) -> Result<Requirement, RequirementError> {
+        match operator.parse::<Operator>() {
+            Ok(op) => Requirement::new(key, op, values),
+            Err(_) => Err(RequirementError {
+                key: key.to_string(),
+                operator: operator.to_string(),
+                values: values.to_vec(),
+                reason: "unknown operator".to_string(),
+            }),
+        }
+    }
+
+    /// Build from an operator and its values, as a NodePool or NodeClaim requirement states
+    /// them (`Gte n` is kept as `Gt n-1`, `Lte n` as `Lt n+1`: the same set of integers).
+    ///
+    /// Errors: `In`/`NotIn` without values, or a bound that is not exactly one integer.
+    pub fn new(
+        key: &str,
+        operator: Operator,
         values: &[String],
     ) -> Result<Requirement, RequirementError> {
         let err = |reason: &str| RequirementError {
@@ -82,26 +85,25 @@ impl Requirement {
         };
         let mut r = Requirement::exists(key);
         match operator {
-            "In" => {
+            Operator::In => {
                 if values.is_empty() {
                     return Err(err("at least one value is required"));
                 }
                 r.complement = false;
                 r.values = values.iter().cloned().collect();
             }
-            "NotIn" => {
+            Operator::NotIn => {
                 if values.is_empty() {
                     return Err(err("at least one value is required"));
                 }
                 r.values = values.iter().cloned().collect();
             }
-            "Exists" => {}
-            "DoesNotExist" => r.complement = false,
-            "Gt" => r.greater_than = Some(bound()?),
-            "Gte" => r.greater_than = Some(bound()? - 1),
-            "Lt" => r.less_than = Some(bound()?),
-            "Lte" => r.less_than = Some(bound()? + 1),
-            _ => return Err(err("unknown operator")),
+            Operator::Exists => {}
+            Operator::DoesNotExist => r.complement = false,
+            Operator::Gt => r.greater_than = Some(bound()?),
+            Operator::Gte => r.greater_than = Some(bound()? - 1),
+            Operator::Lt => r.less_than = Some(bound()?),
+            Operator::Lte => r.less_than = Some(bound()? + 1),
         }
         Ok(r)
     }
@@ -144,7 +146,8 @@ impl Requirement {
         Requirement::parse(&r.key, &r.operator, r.values.as_deref().unwrap_or(&[]))
     }
 
-    /// The operator this set is equivalent to.
+    /// The operator this set is equivalent to (never `Gte` or `Lte`: bounds are kept as `Gt`
+    /// and `Lt`).
     pub fn operator(&self) -> Operator {
         match (self.complement, self.values.is_empty()) {
             (true, _) if self.greater_than.is_some() => Operator::Gt,
@@ -292,7 +295,7 @@ impl fmt::Display for Requirement {
             Operator::NotIn => write!(f, "{} NotIn [{}]", self.key, list()),
             Operator::Exists => write!(f, "{} Exists", self.key),
             Operator::DoesNotExist => write!(f, "{} DoesNotExist", self.key),
-            Operator::Gt | Operator::Lt => {
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
                 write!(f, "{}", self.key)?;
                 if let Some(g) = self.greater_than {
                     write!(f, " Gt {g}")?;
@@ -465,7 +468,7 @@ impl Requirements {
     pub fn from_api(list: &[crds::NodeSelectorRequirementWithMinValues]) -> Requirements {
         let mut reqs = Requirements::new();
         for r in list {
-            if let Ok(mut req) = Requirement::parse(&r.key, r.operator.as_str(), &r.values) {
+            if let Ok(mut req) = Requirement::new(&r.key, r.operator, &r.values) {
                 req.min_values = r.min_values.and_then(|m| usize::try_from(m).ok());
                 reqs.add(req);
             }
@@ -481,25 +484,31 @@ impl Requirements {
             .collect()
     }
 
-    /// As node selector requirements (for NodeClaim specs), `In` values in their set order.
-    pub fn to_node_selector(&self) -> Vec<NodeSelectorRequirement> {
-        self.0
-            .values()
-            .map(|r| {
-                let values: Vec<String> = r.values.iter().cloned().collect();
-                let (operator, values) = match r.operator() {
-                    Operator::In => ("In", values),
-                    Operator::NotIn => ("NotIn", values),
-                    Operator::Exists => ("Exists", vec![]),
-                    Operator::DoesNotExist => ("DoesNotExist", vec![]),
-                    Operator::Gt => ("Gt", vec![r.greater_than.unwrap_or_default().to_string()]),
-                    Operator::Lt => ("Lt", vec![r.less_than.unwrap_or_default().to_string()]),
-                };
-                NodeSelectorRequirement {
-                    key: r.key.clone(),
-                    operator: operator.to_string(),
-                    values: (!values.is_empty()).then_some(values),
+    /// Each requirement as a key, an operator and its values (`In` values in their set order;
+    /// one bound for `Gt`/`Lt`; none for `Exists`/`DoesNotExist`), the shape both Kubernetes'
+    /// node selectors and NodeClaim requirements are written in.
+    pub fn parts(&self) -> impl Iterator<Item = (&str, Operator, Vec<String>)> + '_ {
+        self.0.values().map(|r| {
+            let operator = r.operator();
+            let values = match operator {
+                Operator::In | Operator::NotIn => r.values.iter().cloned().collect(),
+                Operator::Gt | Operator::Gte => {
+                    vec![r.greater_than.unwrap_or_default().to_string()]
                 }
+                Operator::Lt | Operator::Lte => vec![r.less_than.unwrap_or_default().to_string()],
+                Operator::Exists | Operator::DoesNotExist => vec![],
+            };
+            (r.key.as_str(), operator, values)
+        })
+    }
+
+    /// As Kubernetes node selector requirements (see [`Requirements::parts`]).
+    pub fn to_node_selector(&self) -> Vec<NodeSelectorRequirement> {
+        self.parts()
+            .map(|(key, operator, values)| NodeSelectorRequirement {
+                key: key.to_string(),
+                operator: operator.to_string(),
+                values: (!values.is_empty()).then_some(values),
             })
             .collect()
     }
