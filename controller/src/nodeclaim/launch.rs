@@ -1,36 +1,51 @@
 //! Launch (upstream `lifecycle/launch.go`): ask the cloud for an instance, copy providerID,
-//! image, capacity and allocatable onto the NodeClaim and its resolved labels onto its metadata.
-//! Capacity and node-class errors delete the NodeClaim so its pods are provisioned again.
+//! image, capacity and allocatable onto the NodeClaim and its resolved labels onto its metadata
+//! (in memory: the lifecycle controller writes them). Capacity and node-class errors ask for the
+//! NodeClaim's deletion so its pods are provisioned again.
 
 use crds::conditions::LAUNCHED;
 use crds::{NodeClaim, StatusConditions};
-use serde_json::json;
 
-use super::writes::{delete_claim, patch_metadata};
 use crate::runtime::Context;
 use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
-use crate::runtime::reconcile::ReconcileError;
 use karpenter_core::cloud::CloudError;
 use karpenter_core::lifecycle::stamp::launch_stamp;
 
-/// What a launch attempt led to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a launch attempt led to. The launch only asks the cloud; the lifecycle controller
+/// writes what comes back, once: the NodeClaim's metadata and status, or its deletion.
+#[derive(Debug)]
 pub enum Outcome {
-    /// The instance exists; the NodeClaim's status now says so.
-    Launched,
-    /// The NodeClaim was deleted (capacity or node class problem).
-    Deleted,
-    /// Retry later; `Launched` is Unknown with the reason.
-    Retry,
+    /// The instance exists. `claim` now carries it in memory: labels resolved by the launch,
+    /// the node class's drift stamp in its annotations, providerID, image, capacity,
+    /// allocatable and `Launched=True`.
+    Launched {
+        /// Events to publish (the `Launched` Event, and warnings about offerings the launch
+        /// passed over).
+        events: Vec<EventSpec>,
+    },
+    /// The NodeClaim must be deleted so its pods are provisioned again: no offering had
+    /// capacity, or the node class is not ready.
+    Delete {
+        /// The `karpenter_nodeclaims_disrupted_total` reason (`insufficient_capacity`,
+        /// `nodeclass_not_ready`).
+        metric_reason: &'static str,
+        /// The Event that says why.
+        event: Box<EventSpec>,
+    },
+    /// Retry later; `Launched` is Unknown with the reason in `claim`'s conditions.
+    Retry {
+        /// Events to publish (`LaunchFailed`, for errors that are not the cloud's verdict on
+        /// the request).
+        events: Vec<EventSpec>,
+    },
 }
 
 /// Upstream truncates launch failure messages on the condition to this many characters.
 const MAX_MESSAGE: usize = 300;
 
-/// Launch the instance for a NodeClaim that is not Launched yet.
-///
-/// Errors: API failures writing labels or deleting the NodeClaim.
-pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, ReconcileError> {
+/// Launch the instance for a NodeClaim that is not Launched yet and record the result on the
+/// in-memory `claim`; nothing is written to the API here.
+pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Outcome {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let class_name = claim.spec.node_class_ref.name.clone();
     let node_class = ctx
@@ -51,21 +66,12 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
         Ok(launched) => {
             let mut labels = launched.labels.clone();
             labels.extend(claim.metadata.labels.clone().unwrap_or_default());
-            // Only the launch's own annotations are written (a merge patch), so a concurrent
-            // writer's annotations are kept.
             let stamp = node_class
                 .as_ref()
                 .map(|nc| launch_stamp(nc, &launched.image_id, &ctx.settings.hash_versions))
                 .unwrap_or_default();
             let mut annotations = claim.metadata.annotations.clone().unwrap_or_default();
-            annotations.extend(stamp.clone());
-            if claim.metadata.labels.as_ref() != Some(&labels)
-                || claim.metadata.annotations.as_ref() != Some(&annotations)
-            {
-                claim.metadata.resource_version =
-                    patch_metadata(ctx, &name, json!({"labels": labels, "annotations": stamp}))
-                        .await?;
-            }
+            annotations.extend(stamp);
             claim.metadata.labels = Some(labels);
             claim.metadata.annotations = Some(annotations);
             let status = claim.status.get_or_insert_with(Default::default);
@@ -75,33 +81,32 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             status.allocatable = launched.allocatable.to_list();
             claim.condition_set(now).set_true(LAUNCHED);
             let label = |k: &str| launched.labels.get(k).map(String::as_str).unwrap_or("");
-            ctx.recorder.about(
-                claim,
-                EventType::Normal,
-                reason::LAUNCHED,
-                format!(
+            let mut events = vec![EventSpec {
+                regarding: reference(claim),
+                type_: EventType::Normal,
+                reason: reason::LAUNCHED,
+                message: format!(
                     "Launched instance {}: {} {} in {}",
                     launched.provider_id,
                     label(crds::labels::INSTANCE_TYPE_LABEL),
                     label(crds::labels::CAPACITY_TYPE_LABEL),
                     label(crds::labels::TOPOLOGY_ZONE_LABEL)
                 ),
-            );
-            for warning in &launched.warnings {
-                ctx.recorder.publish(EventSpec {
-                    regarding: reference(claim),
-                    type_: EventType::Warning,
-                    reason: reason::LAUNCH_FAILED,
-                    message: truncate(&format!("launched after offering errors: {warning}")),
-                    dedupe: DEFAULT_DEDUPE,
-                });
-            }
+                dedupe: DEFAULT_DEDUPE,
+            }];
+            events.extend(launched.warnings.iter().map(|warning| EventSpec {
+                regarding: reference(claim),
+                type_: EventType::Warning,
+                reason: reason::LAUNCH_FAILED,
+                message: truncate(&format!("launched after offering errors: {warning}")),
+                dedupe: DEFAULT_DEDUPE,
+            }));
             tracing::info!(nodeclaim = %name, provider_id = %launched.provider_id,
-                instance_type = launched.labels.get(crds::labels::INSTANCE_TYPE_LABEL).map(String::as_str).unwrap_or(""),
-                zone = launched.labels.get(crds::labels::TOPOLOGY_ZONE_LABEL).map(String::as_str).unwrap_or(""),
-                capacity_type = launched.labels.get(crds::labels::CAPACITY_TYPE_LABEL).map(String::as_str).unwrap_or(""),
+                instance_type = label(crds::labels::INSTANCE_TYPE_LABEL),
+                zone = label(crds::labels::TOPOLOGY_ZONE_LABEL),
+                capacity_type = label(crds::labels::CAPACITY_TYPE_LABEL),
                 "launched nodeclaim");
-            Ok(Outcome::Launched)
+            Outcome::Launched { events }
         }
         Err(e @ (CloudError::InsufficientCapacity(_) | CloudError::NodeClassNotReady(_))) => {
             let reason = if matches!(e, CloudError::InsufficientCapacity(_)) {
@@ -109,18 +114,17 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
             } else {
                 reason::NODE_CLASS_NOT_READY
             };
-            ctx.recorder.publish(EventSpec {
-                regarding: reference(claim),
-                type_: EventType::Warning,
-                reason,
-                message: format!("NodeClaim {name} event: {e}"),
-                dedupe: DEFAULT_DEDUPE,
-            });
             tracing::info!(nodeclaim = %name, error = %e, "deleting nodeclaim that could not launch");
-            delete_claim(ctx, &name).await?;
-            ctx.metrics
-                .nodeclaim_disrupted(claim, launch_failure_reason(&e), &ctx.state);
-            Ok(Outcome::Deleted)
+            Outcome::Delete {
+                metric_reason: launch_failure_reason(&e),
+                event: Box::new(EventSpec {
+                    regarding: reference(claim),
+                    type_: EventType::Warning,
+                    reason,
+                    message: format!("NodeClaim {name} event: {e}"),
+                    dedupe: DEFAULT_DEDUPE,
+                }),
+            }
         }
         Err(CloudError::Create { reason, message }) => {
             claim.condition_set(now).set_unknown_with_reason(
@@ -128,22 +132,24 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Result<Outcome, Rec
                 &reason,
                 &truncate(&message),
             );
-            Ok(Outcome::Retry)
+            Outcome::Retry { events: Vec::new() }
         }
         Err(e) => {
-            ctx.recorder.publish(EventSpec {
+            let event = EventSpec {
                 regarding: reference(claim),
                 type_: EventType::Warning,
                 reason: reason::LAUNCH_FAILED,
                 message: truncate(&e.to_string()),
                 dedupe: DEFAULT_DEDUPE,
-            });
+            };
             claim.condition_set(now).set_unknown_with_reason(
                 LAUNCHED,
                 "LaunchFailed",
                 &truncate(&e.to_string()),
             );
-            Ok(Outcome::Retry)
+            Outcome::Retry {
+                events: vec![event],
+            }
         }
     }
 }

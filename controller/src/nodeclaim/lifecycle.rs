@@ -1,7 +1,8 @@
 //! The NodeClaim lifecycle controller (upstream `nodeclaim/lifecycle/controller.go`): adds the
-//! termination finalizer, then runs launch → registration → initialization → liveness on each
-//! reconcile, and the termination finalizer once the NodeClaim is deleted. One metadata patch and
-//! one status patch per reconcile.
+//! termination finalizer, then runs launch → registration → initialization → liveness →
+//! expiration on each reconcile, and the termination finalizer once the NodeClaim is deleted.
+//! The phases change a copy of the NodeClaim; this controller writes it: at most one metadata
+//! patch and one status patch per reconcile (or the delete a phase asked for).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,9 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::writes::{delete_claim_as_read, patch_metadata, write_status};
+use super::writes::{
+    delete_claim, delete_claim_as_read, patch_metadata, write_metadata, write_status,
+};
 use super::{initialization, launch, registration, termination};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
@@ -67,10 +70,29 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
     claim.condition_set(now);
     let mut requeue = Duration::from_secs(60);
     if !conditions::is_true(claim.status_conditions(), LAUNCHED) {
-        match launch::launch(&ctx, &mut claim).await? {
-            launch::Outcome::Launched => {}
-            launch::Outcome::Deleted => return Ok(Action::await_change()),
-            launch::Outcome::Retry => requeue = Duration::from_secs(5),
+        match launch::launch(&ctx, &mut claim).await {
+            launch::Outcome::Launched { events } => {
+                // Only the launch's own labels and annotations are written (a merge patch), so
+                // a concurrent writer's are kept.
+                if let Some(rv) = write_metadata(&ctx, &obj, &claim).await? {
+                    claim.metadata.resource_version = Some(rv);
+                }
+                events.into_iter().for_each(|e| ctx.recorder.publish(e));
+            }
+            launch::Outcome::Delete {
+                metric_reason,
+                event,
+            } => {
+                ctx.recorder.publish(*event);
+                delete_claim(&ctx, &name).await?;
+                ctx.metrics
+                    .nodeclaim_disrupted(&claim, metric_reason, &ctx.state);
+                return Ok(Action::await_change());
+            }
+            launch::Outcome::Retry { events } => {
+                events.into_iter().for_each(|e| ctx.recorder.publish(e));
+                requeue = Duration::from_secs(5);
+            }
         }
     }
     if conditions::is_true(claim.status_conditions(), LAUNCHED)

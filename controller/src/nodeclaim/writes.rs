@@ -5,6 +5,8 @@
 //! same everywhere: a write computed from a stale read answers 409 and the reconcile retries on
 //! the fresh object.
 
+use std::collections::BTreeMap;
+
 use crds::{NodeClaim, StatusConditions};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -125,6 +127,44 @@ pub async fn write_status(
         )
         .await?;
     Ok(written.metadata.resource_version)
+}
+
+/// Write the labels and annotations `after` adds or changes relative to `before` (a merge
+/// patch of only those keys, without a resourceVersion: keys others wrote meanwhile are kept).
+/// Returns the new resourceVersion, or `None` when nothing changed.
+///
+/// Errors: the patch failed.
+pub async fn write_metadata(
+    ctx: &Context,
+    before: &NodeClaim,
+    after: &NodeClaim,
+) -> Result<Option<String>, kube::Error> {
+    let changed = |b: Option<&BTreeMap<String, String>>, a: Option<&BTreeMap<String, String>>| {
+        let b = b.cloned().unwrap_or_default();
+        a.cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, v)| b.get(k) != Some(v))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let labels = changed(
+        before.metadata.labels.as_ref(),
+        after.metadata.labels.as_ref(),
+    );
+    let annotations = changed(
+        before.metadata.annotations.as_ref(),
+        after.metadata.annotations.as_ref(),
+    );
+    if labels.is_empty() && annotations.is_empty() {
+        return Ok(None);
+    }
+    let name = after.metadata.name.as_deref().unwrap_or_default();
+    patch_metadata(
+        ctx,
+        name,
+        json!({"labels": labels, "annotations": annotations}),
+    )
+    .await
 }
 
 #[cfg(test)]

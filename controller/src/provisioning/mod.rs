@@ -1,34 +1,27 @@
 //! Provisioning: pending pods open a batch window (closed after `BATCH_IDLE_DURATION` without new
-//! pods or `BATCH_MAX_DURATION` in all), then one solve over a state snapshot decides NodeClaims,
-//! and one executor creates them and tells each pod where it will go (upstream
+//! pods or `BATCH_MAX_DURATION` in all); then the instance types of each node class are listed,
+//! `karpenter_core::provisioning::plan` decides the pass over a state snapshot, and one executor
+//! ([`execute`]) creates the NodeClaims, re-checking NodePool limits against the latest state
+//! just before each create, and tells each pod where it will go (upstream
 //! `provisioning/provisioner.go`, `batcher.go`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crds::labels::WELL_KNOWN_LABELS;
-use crds::{NodeClaim, NodePool};
+use crds::NodeClaim;
 use k8s_openapi::api::core::v1::Pod;
+use karpenter_core::provisioning::NOMINATION_PREFIX;
+use karpenter_core::provisioning::plan::{self, Listing, Plan, PlannedNodeClaim};
+use karpenter_core::provisioning::template::{self, SkipReason};
+use karpenter_core::scheduling::pod::PodKey;
+use karpenter_core::scheduling::resources::Resources;
+use karpenter_core::snapshot::Snapshot;
 use kube::Api;
 use kube::api::PostParams;
 
 use crate::runtime::Context;
 use crate::runtime::events::{self, EventSpec, EventType, reason, reference};
-use karpenter_core::capacity::InstanceType;
-use karpenter_core::provisioning::template;
-use karpenter_core::scheduling::pod::{PodInfo, PodKey};
-use karpenter_core::scheduling::resources::Resources;
-use karpenter_core::scheduling::solver::{
-    self, Input, LIMIT_NODES, NewClaim, Output, within_limits,
-};
-use karpenter_core::scheduling::volumes::VolumeIndex;
-use karpenter_core::snapshot::Snapshot;
-
-/// The message of a `Nominated` Event is this, then `nodeclaim/NAME` or `node/NAME` (upstream's
-/// wording; `kubectl karpenter why-pending` reads it back through
-/// [`explain::nominated_target`](karpenter_core::scheduling::explain::nominated_target)).
-pub const NOMINATION_PREFIX: &str = "Pod should schedule on: ";
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
@@ -40,11 +33,11 @@ const OWN_WRITES_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PassResult {
     /// Pods considered.
     pub pods: usize,
-    /// NodeClaims created.
+    /// Names of the NodeClaims created.
     pub created: Vec<String>,
-    /// Pods that fit existing or in-flight capacity.
+    /// Pods that fit existing nodes or in-flight NodeClaims.
     pub placed_existing: usize,
-    /// Pods that could not be placed.
+    /// Pods that could not be placed (including those of NodeClaims that could not be created).
     pub failed: usize,
 }
 
@@ -98,154 +91,111 @@ async fn batch_window(ctx: &Context) {
 /// Why a provisioning pass failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum ProvisionError {
-    /// The solve task died.
-    #[error("solver task failed: {0}")]
-    Solver(String),
+    /// The planning task died.
+    #[error("planning task failed: {0}")]
+    Plan(String),
 }
 
-struct Prepared {
-    input: Input,
-    pools: HashMap<String, Arc<NodePool>>,
-    types: HashMap<String, Arc<InstanceType>>,
-    pods: HashMap<PodKey, Arc<Pod>>,
-}
-
-/// Ready NodePools with their node class's instance types, as solver templates.
-async fn prepare(ctx: &Context, snap: &Snapshot) -> Prepared {
-    let well_known: Vec<String> = WELL_KNOWN_LABELS.iter().map(|s| s.to_string()).collect();
-    let mut pools = HashMap::new();
-    let mut types_by_name: HashMap<String, Arc<InstanceType>> = HashMap::new();
-    let mut prepared_pools = Vec::new();
+/// The instance types of every node class a NodePool of `snap` uses, listed from the cloud
+/// (once per node class). A listing that fails is logged and kept as the reason its NodePools
+/// are left out of the pass.
+async fn list_instance_types(ctx: &Context, snap: &Snapshot) -> HashMap<String, Listing> {
+    let mut listings = HashMap::new();
     for pool in &snap.nodepools {
         let Ok(nc) = template::node_class_of(pool, snap) else {
             continue;
         };
-        let types = match ctx.cloud.instance_types(nc).await {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(nodepool = ?pool.metadata.name, error = %e, "listing instance types failed");
-                continue;
-            }
-        };
-        template::index_types(&mut types_by_name, &types);
-        let reqs = match template::usable_requirements(pool, &types) {
-            Ok(reqs) => reqs,
-            Err(e @ template::SkipReason::NoCompatibleInstanceTypes) => {
-                ctx.recorder.publish(EventSpec {
-                    regarding: reference(pool.as_ref()),
-                    type_: EventType::Warning,
-                    reason: reason::NO_COMPATIBLE_INSTANCE_TYPES,
-                    message: e.to_string(),
-                    dedupe: events::NODEPOOL_DEDUPE,
-                });
-                continue;
-            }
-            Err(_) => continue,
-        };
-        prepared_pools.push((Arc::clone(pool), reqs, types));
-    }
-    let mut overhead_by_pool = HashMap::new();
-    let mut templates = Vec::new();
-    for (pool, reqs, types) in prepared_pools {
-        let name = pool.metadata.name.clone().unwrap_or_default();
-        let (tmpl, overhead) = template::pool_template(&pool, reqs, &types, snap, &types_by_name);
-        templates.push(tmpl);
-        overhead_by_pool.insert(name.clone(), overhead);
-        pools.insert(name, pool);
-    }
-    let mut pods = HashMap::new();
-    let mut infos = Vec::new();
-    let volumes = VolumeIndex::new(&snap.pvcs, &snap.pvs, &snap.storage_classes);
-    for pod in snap.provisionable_pods() {
-        match PodInfo::from_pod(&pod) {
-            Ok(mut info) => {
-                info.add_volume_requirements(&volumes.requirements(&pod));
-                pods.insert(info.key.clone(), Arc::clone(&pod));
-                infos.push(info);
-            }
-            Err(e) => ctx.recorder.publish(EventSpec {
-                regarding: reference(pod.as_ref()),
-                type_: EventType::Warning,
-                reason: reason::FAILED_SCHEDULING,
-                message: format!("Failed to schedule pod, {e}"),
-                dedupe: events::FAILED_SCHEDULING_DEDUPE,
-            }),
+        let class = nc.metadata.name.clone().unwrap_or_default();
+        if listings.contains_key(&class) {
+            continue;
         }
+        let listing = ctx.cloud.instance_types(nc).await.map_err(|e| {
+            tracing::warn!(nodepool = ?pool.metadata.name, error = %e, "listing instance types failed");
+            e.to_string()
+        });
+        listings.insert(class, listing);
     }
-    let existing = snap.existing_capacity(&overhead_by_pool, &types_by_name);
-    let names: std::collections::HashSet<String> =
-        existing.iter().map(|e| e.name.clone()).collect();
-    Prepared {
-        input: Input {
-            pods: infos,
-            bound_pods: snap.bound_pods(&names),
-            existing,
-            nodepools: templates,
-            well_known_labels: well_known,
-            namespaces: snap.namespace_labels(),
-            repack: false,
-        },
-        pools,
-        types: types_by_name,
-        pods,
-    }
+    listings
 }
 
-/// One provisioning pass over the current state.
+/// One provisioning pass over the current state: list instance types, plan, execute.
 ///
-/// Errors: only when the solve itself could not run; per-pod and per-NodeClaim failures are
-/// reported as Events and in the result.
+/// Errors: only when the planning task itself could not run; per-pod and per-NodeClaim failures
+/// are reported as Events and in the result.
 pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
-    let snap = ctx.state.snapshot();
+    let snap = Arc::new(ctx.state.snapshot());
     if snap.provisionable_pods().is_empty() {
         return Ok(PassResult::default());
     }
-    let prepared = prepare(ctx, &snap).await;
-    let input = prepared.input.clone();
+    let listings = list_instance_types(ctx, &snap).await;
+    let settings = plan::Settings {
+        hash_versions: ctx.settings.hash_versions.clone(),
+        repack: false,
+    };
     let started = Instant::now();
-    let output = tokio::task::spawn_blocking(move || solver::solve(&input))
-        .await
-        .map_err(|e| ProvisionError::Solver(e.to_string()))?;
+    let planned = {
+        let snap = Arc::clone(&snap);
+        tokio::task::spawn_blocking(move || plan::plan(&snap, &listings, &settings))
+            .await
+            .map_err(|e| ProvisionError::Plan(e.to_string()))?
+    };
     ctx.metrics
         .scheduling_simulated(crate::runtime::metrics::PROVISIONER, started.elapsed());
-    Ok(execute(ctx, &prepared, output).await)
+    Ok(execute(ctx, &snap, planned).await)
 }
 
-async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResult {
+/// Apply a plan: Events for NodePools left out for lack of compatible instance types, create
+/// each NodeClaim unless the NodePool's limits no longer allow it, nominate pods, and report
+/// the pods that fit nowhere. Waits until the cache holds the NodeClaims created, so the next
+/// pass counts them as in-flight capacity.
+pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResult {
+    let pods: HashMap<PodKey, &Arc<Pod>> = snap.pods.iter().map(|p| (PodKey::of(p), p)).collect();
     let mut result = PassResult {
-        pods: prepared.input.pods.len(),
-        failed: output.errors.len(),
+        pods: planned.pods,
+        failed: planned.failures.len(),
         ..PassResult::default()
     };
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let mut created_usage: BTreeMap<String, (Resources, i64)> = BTreeMap::new();
-    for decision in &output.new_claims {
-        let Some(pool) = prepared.pools.get(&decision.nodepool) else {
-            continue;
-        };
-        if let Err(why) = recheck_limits(ctx, pool, decision, &prepared.types, &created_usage) {
-            fail_pods(ctx, prepared, &decision.pods, &why);
+    for (name, why) in &planned.skipped {
+        if !matches!(why, SkipReason::NoCompatibleInstanceTypes) {
             continue;
         }
-        let claim = template::nodeclaim(pool, decision, &ctx.settings.hash_versions);
-        match api.create(&PostParams::default(), &claim).await {
+        let pool = snap
+            .nodepools
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name));
+        if let Some(pool) = pool {
+            ctx.recorder.publish(EventSpec {
+                regarding: reference(pool.as_ref()),
+                type_: EventType::Warning,
+                reason: reason::NO_COMPATIBLE_INSTANCE_TYPES,
+                message: why.to_string(),
+                dedupe: events::NODEPOOL_DEDUPE,
+            });
+        }
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let mut created_usage: BTreeMap<String, (Resources, i64)> = BTreeMap::new();
+    for claim in &planned.nodeclaims {
+        let decision = &claim.decision;
+        if let Err(why) = recheck_limits(ctx, claim, &planned, &created_usage) {
+            result.failed += decision.pods.len();
+            fail_pods(ctx, &pods, &decision.pods, &why);
+            continue;
+        }
+        match api.create(&PostParams::default(), &claim.nodeclaim).await {
             Ok(created) => {
                 ctx.metrics
                     .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
                 let name = created.metadata.name.clone().unwrap_or_default();
-                let largest = decision
-                    .instance_types
-                    .iter()
-                    .fold(Resources::default(), |acc, t| acc.max(&t.capacity));
                 let entry = created_usage.entry(decision.nodepool.clone()).or_default();
-                entry.0.add(&largest);
+                entry.0.add(&claim.largest_capacity());
                 entry.1 += 1;
                 tracing::info!(nodeclaim = %name, nodepool = %decision.nodepool, requests = %decision.requests,
                     instance_types = decision.instance_types.len(), pods = decision.pods.len(), "created nodeclaim");
                 for key in &decision.pods {
                     pod_event(
                         ctx,
-                        prepared,
+                        &pods,
                         key,
                         EventType::Normal,
                         reason::NOMINATED,
@@ -256,90 +206,65 @@ async fn execute(ctx: &Context, prepared: &Prepared, output: Output) -> PassResu
             }
             Err(e) => {
                 tracing::warn!(nodepool = %decision.nodepool, error = %e, "creating nodeclaim failed");
+                result.failed += decision.pods.len();
                 fail_pods(
                     ctx,
-                    prepared,
+                    &pods,
                     &decision.pods,
                     &format!("creating nodeclaim: {e}"),
                 );
             }
         }
     }
-    for (target, keys) in &output.existing {
-        result.placed_existing += keys.len();
-        let kind = if ctx
-            .state
-            .nodes
-            .state()
-            .iter()
-            .any(|n| n.metadata.name.as_deref() == Some(target))
-        {
-            "node"
-        } else {
-            "nodeclaim"
-        };
-        for key in keys {
-            pod_event(
-                ctx,
-                prepared,
-                key,
-                EventType::Normal,
-                reason::NOMINATED,
-                format!("{NOMINATION_PREFIX}{kind}/{target}"),
-            );
-        }
+    for nomination in &planned.nominations {
+        result.placed_existing += 1;
+        pod_event(
+            ctx,
+            &pods,
+            &nomination.pod,
+            EventType::Normal,
+            reason::NOMINATED,
+            format!("{NOMINATION_PREFIX}{}", nomination.target),
+        );
     }
-    for err in &output.errors {
+    for failure in &planned.failures {
         fail_pods(
             ctx,
-            prepared,
-            std::slice::from_ref(&err.pod),
-            &err.to_string(),
+            &pods,
+            std::slice::from_ref(&failure.pod),
+            &failure.reason,
         );
     }
     wait_for_own_writes(ctx, &result.created).await;
     result
 }
 
-/// Limits re-checked just before create against the latest state plus this pass's creations.
+/// Limits re-checked just before create, against the latest state plus this pass's creations
+/// (another pass, or another replica, may have launched capacity since the plan was made).
+/// Errors: the message of the `NodePoolLimitExceeded` Event, which is published.
 fn recheck_limits(
     ctx: &Context,
-    pool: &NodePool,
-    decision: &NewClaim,
-    types: &HashMap<String, Arc<InstanceType>>,
+    claim: &PlannedNodeClaim,
+    planned: &Plan,
     created: &BTreeMap<String, (Resources, i64)>,
 ) -> Result<(), String> {
+    let pool = claim.nodepool.as_ref();
     if pool.spec.limits.is_empty() {
         return Ok(());
     }
-    let snap = ctx.state.snapshot();
-    let (mut used, mut count) = snap.pool_usage(&decision.nodepool, types);
-    if let Some((r, n)) = created.get(&decision.nodepool) {
+    let nodepool = &claim.decision.nodepool;
+    let (mut used, mut count) = ctx.state.snapshot().pool_usage(nodepool, &planned.types);
+    if let Some((r, n)) = created.get(nodepool) {
         used.add(r);
         count += n;
     }
-    let remaining = template::remaining_limits(pool, &used, count);
-    let largest = decision
-        .instance_types
-        .iter()
-        .fold(Resources::default(), |acc, t| acc.max(&t.capacity));
-    if within_limits(&largest, &remaining) {
+    let exceeded = plan::exceeded_limits(pool, &claim.largest_capacity(), &used, count);
+    if exceeded.is_empty() {
         return Ok(());
     }
-    let exceeded: Vec<&str> = remaining
-        .iter()
-        .filter(|(k, v)| {
-            if k.as_str() == LIMIT_NODES {
-                **v < 1
-            } else {
-                largest.get(k) > **v
-            }
-        })
-        .map(|(k, _)| k.as_str())
-        .collect();
     let message = format!(
         "nodepool {:?} limits exceeded for {}",
-        decision.nodepool,
+        nodepool,
         exceeded.join(", ")
     );
     ctx.recorder.publish(EventSpec {
@@ -354,13 +279,13 @@ fn recheck_limits(
 
 fn pod_event(
     ctx: &Context,
-    prepared: &Prepared,
+    pods: &HashMap<PodKey, &Arc<Pod>>,
     key: &PodKey,
     type_: EventType,
     reason: &'static str,
     message: String,
 ) {
-    let Some(pod) = prepared.pods.get(key) else {
+    let Some(pod) = pods.get(key) else {
         return;
     };
     let dedupe = if reason == reason::FAILED_SCHEDULING {
@@ -378,11 +303,11 @@ fn pod_event(
 }
 
 /// Tell pods why they were not provisioned for (`FailedScheduling`).
-fn fail_pods(ctx: &Context, prepared: &Prepared, pods: &[PodKey], why: &str) {
-    for key in pods {
+fn fail_pods(ctx: &Context, pods: &HashMap<PodKey, &Arc<Pod>>, keys: &[PodKey], why: &str) {
+    for key in keys {
         pod_event(
             ctx,
-            prepared,
+            pods,
             key,
             EventType::Warning,
             reason::FAILED_SCHEDULING,

@@ -1,7 +1,9 @@
 //! Provisioning decisions: from NodePools to the solver's templates and from its decisions back
-//! to NodeClaims ([`template`]). The batcher and the executor that creates NodeClaims live in
+//! to NodeClaims ([`template`]), and one pass over a snapshot as a [`plan::Plan`] (NodeClaims to
+//! create, nominations, failures). The batcher and the executor that creates NodeClaims live in
 //! `controller::provisioning`.
 
+pub mod plan;
 pub mod template;
 
 /// The reason of the Event that tells a pod where it will go (upstream's `Nominated`).

@@ -19,7 +19,18 @@ pub struct PodKey {
     pub name: String,
 }
 
+impl PodKey {
+    /// The key of `pod` (empty strings for a missing namespace or name).
+    pub fn of(pod: &Pod) -> PodKey {
+        PodKey {
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
 impl std::fmt::Display for PodKey {
+    /// `namespace/name`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
     }
@@ -105,10 +116,7 @@ impl PodInfo {
         let mut requests = requests.max(&init_max);
         requests.set(PODS, 1);
         Ok(PodInfo {
-            key: PodKey {
-                namespace: meta.namespace.clone().unwrap_or_default(),
-                name: meta.name.clone().unwrap_or_default(),
-            },
+            key: PodKey::of(pod),
             uid: meta.uid.clone().unwrap_or_default(),
             requests,
             requirement_terms: requirement_terms(pod)?,
