@@ -68,13 +68,13 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// The name of the kubeconfig context to use.
-    #[arg(long, global = true, value_name = "NAME", add = crate::completion::contexts())]
+    #[arg(long, global = true, value_name = "NAME", add = crate::kubeconfig_names::contexts())]
     pub context: Option<String>,
     /// The name of the kubeconfig cluster to use.
-    #[arg(long, global = true, value_name = "NAME", add = crate::completion::clusters())]
+    #[arg(long, global = true, value_name = "NAME", add = crate::kubeconfig_names::clusters())]
     pub cluster: Option<String>,
     /// The name of the kubeconfig user to use.
-    #[arg(long, global = true, value_name = "NAME", add = crate::completion::users())]
+    #[arg(long, global = true, value_name = "NAME", add = crate::kubeconfig_names::users())]
     pub user: Option<String>,
     /// The namespace for namespaced views such as the pods of `why-pending` (default: the
     /// kubeconfig context's namespace, else `default`). NodePools, NodeClaims and Nodes are

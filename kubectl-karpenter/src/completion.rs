@@ -3,17 +3,14 @@
 //! (kubectl 1.26+ runs `kubectl_complete-karpenter ARGS…` for `kubectl karpenter <TAB>` and reads
 //! cobra's `__complete` protocol: one candidate per line, `value<TAB>help`, then `:DIRECTIVE`).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::Path;
 
 use clap::CommandFactory;
 use clap_complete::Shell;
-use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
-use kube::config::Kubeconfig;
 
 use crate::cli::Cli;
-use crate::kubeconfig::{self, Selection};
 
 /// The executable name the scripts complete (what krew links on PATH).
 pub const BIN_NAME: &str = "kubectl-karpenter";
@@ -27,61 +24,6 @@ pub const KUBECTL_COMPLETE_PREFIX: &str = "kubectl_complete-";
 
 /// cobra's `ShellCompDirectiveNoFileComp`: the shell must not fall back to file names.
 const NO_FILE_COMPLETION: u8 = 4;
-
-/// Which names of the kubeconfig a flag's value is completed from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entry {
-    /// `--context`.
-    Context,
-    /// `--cluster`.
-    Cluster,
-    /// `--user`.
-    User,
-}
-
-/// The names of `entry` in `kc` that start with `prefix`, in file order.
-pub fn entry_names(kc: &Kubeconfig, entry: Entry, prefix: &str) -> Vec<String> {
-    let names: Vec<&str> = match entry {
-        Entry::Context => kc.contexts.iter().map(|c| c.name.as_str()).collect(),
-        Entry::Cluster => kc.clusters.iter().map(|c| c.name.as_str()).collect(),
-        Entry::User => kc.auth_infos.iter().map(|u| u.name.as_str()).collect(),
-    };
-    names
-        .into_iter()
-        .filter(|n| n.starts_with(prefix))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Candidates for `entry` from the kubeconfig `KUBECONFIG` or `~/.kube/config` names (a value
-/// completer sees only its own value, not a `--kubeconfig` typed on the same line); none when
-/// there is no readable kubeconfig.
-fn kubeconfig_candidates(entry: Entry, current: &OsStr) -> Vec<CompletionCandidate> {
-    let (Some(prefix), Ok(Some((kc, _)))) =
-        (current.to_str(), kubeconfig::read(&Selection::default()))
-    else {
-        return Vec::new();
-    };
-    entry_names(&kc, entry, prefix)
-        .into_iter()
-        .map(CompletionCandidate::new)
-        .collect()
-}
-
-/// `--context` values: the kubeconfig's contexts.
-pub fn contexts() -> ArgValueCompleter {
-    ArgValueCompleter::new(|current: &OsStr| kubeconfig_candidates(Entry::Context, current))
-}
-
-/// `--cluster` values: the kubeconfig's clusters.
-pub fn clusters() -> ArgValueCompleter {
-    ArgValueCompleter::new(|current: &OsStr| kubeconfig_candidates(Entry::Cluster, current))
-}
-
-/// `--user` values: the kubeconfig's users.
-pub fn users() -> ArgValueCompleter {
-    ArgValueCompleter::new(|current: &OsStr| kubeconfig_candidates(Entry::User, current))
-}
 
 /// Writes the completion script for `shell`.
 ///
@@ -182,29 +124,6 @@ mod tests {
             String::from_utf8(out).expect("utf-8"),
             "version\tPrint the plugin version (and the git commit it was built from, when known)\n:4\n"
         );
-    }
-
-    #[test]
-    fn kubeconfig_names_by_prefix() {
-        let kc = Kubeconfig::from_yaml(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: prod-eu\n  cluster: {server: \
-             'https://a'}\n- name: dev\n  cluster: {server: 'https://b'}\nusers:\n- name: \
-             admin\n  user: {}\ncontexts:\n- name: prod\n  context: {cluster: prod-eu, user: \
-             admin}\n- name: dev\n  context: {cluster: dev, user: admin}\n- name: prod-ro\n  \
-             context: {cluster: prod-eu, user: admin}\n",
-        )
-        .expect("kubeconfig");
-        assert_eq!(
-            entry_names(&kc, Entry::Context, "prod"),
-            ["prod", "prod-ro"]
-        );
-        assert_eq!(
-            entry_names(&kc, Entry::Context, ""),
-            ["prod", "dev", "prod-ro"]
-        );
-        assert_eq!(entry_names(&kc, Entry::Cluster, "d"), ["dev"]);
-        assert_eq!(entry_names(&kc, Entry::User, ""), ["admin"]);
-        assert!(entry_names(&kc, Entry::User, "x").is_empty());
     }
 
     #[test]

@@ -6,17 +6,20 @@
 //! completion instead.
 
 mod age;
+mod causes;
 mod cli;
 mod completion;
 mod drift;
 #[cfg(test)]
 mod fixtures;
 mod kubeconfig;
+mod kubeconfig_names;
 mod orphans;
 mod output;
 mod price;
 mod render;
 mod run;
+mod session;
 mod status;
 mod upgrade;
 mod version;
@@ -73,15 +76,15 @@ fn main() -> ExitCode {
         }
     };
     let (mut out, mut err) = (io::stdout().lock(), io::stderr());
-    let streams = run::Io {
+    let streams = session::Io {
         out: &mut out,
         err: &mut err,
         color,
     };
     let mut prompt = orphans::command::TerminalPrompt;
     match runtime.block_on(run::run(cli, streams, &mut prompt)) {
-        Ok(run::Outcome::Clean) => ExitCode::SUCCESS,
-        Ok(run::Outcome::Found) => ExitCode::from(EXIT_FOUND),
+        Ok(session::Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(session::Outcome::Found) => ExitCode::from(EXIT_FOUND),
         Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(io::stderr(), "error: {e}");

@@ -16,7 +16,7 @@ use super::render;
 use super::report::Report;
 use super::resolve::{self, Kind};
 use crate::cli::GlobalArgs;
-use crate::run::{Connection, Error, Io, Outcome};
+use crate::session::{Connection, Error, Io, Outcome};
 
 /// The Node `name` names, unless the name is qualified as a NodeClaim; `None` when there is
 /// no such Node.

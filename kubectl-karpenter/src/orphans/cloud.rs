@@ -12,73 +12,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use serde_json::Value;
 
 use super::CloudInstance;
-use crate::run::causes;
-
-/// How long `terminate` waits for a sandbox instance to be gone.
-pub const SANDBOX_TERMINATE_WAIT: Duration = Duration::from_secs(30);
-
-/// Why the cloud could not be read or changed.
-#[derive(Debug, thiserror::Error)]
-pub enum CloudError {
-    /// Listing the sandbox's Instance objects failed.
-    #[error("listing instances.{} from the sandbox: {}", mirror::GROUP, causes(.0))]
-    SandboxList(#[source] kube::Error),
-    /// Deleting a sandbox Instance object failed.
-    #[error(
-        "terminating instance {id} (deleting instance.{}/{id}): {}",
-        mirror::GROUP,
-        causes(source)
-    )]
-    SandboxDelete {
-        /// Instance id.
-        id: String,
-        /// What failed.
-        source: kube::Error,
-    },
-    /// The sandbox did not finish terminating in time.
-    #[error(
-        "instance {id} was not terminated within {}s: instance.{}/{id} still has finalizer {}; \
-         check that the sandbox is still running",
-        SANDBOX_TERMINATE_WAIT.as_secs(), mirror::GROUP, mirror::INSTANCE_FINALIZER
-    )]
-    SandboxTimeout {
-        /// Instance id.
-        id: String,
-    },
-    /// No cluster name for the EC2 tag filter.
-    #[error(
-        "no cluster name to find EC2 instances by (tag kubernetes.io/cluster/<name>): the \
-         kubeconfig cluster {kube_cluster:?} is not an EKS cluster ARN; pass --cluster-name NAME \
-         (or set CLUSTER_NAME), or --no-cloud to skip the cloud"
-    )]
-    NoClusterName {
-        /// The kubeconfig cluster entry that was looked at.
-        kube_cluster: String,
-    },
-    /// No AWS region.
-    #[cfg(feature = "aws")]
-    #[error(
-        "no AWS region for EC2: set AWS_REGION (or a profile's region), or pass --no-cloud to \
-         skip the cloud"
-    )]
-    NoRegion,
-    /// An EC2 call failed.
-    #[cfg(feature = "aws")]
-    #[error(
-        "{call} in {region} (cluster {cluster}): {message}; check the AWS credentials and region \
-             (AWS_PROFILE, AWS_REGION), or pass --no-cloud to skip the cloud"
-    )]
-    Ec2 {
-        /// The API call.
-        call: &'static str,
-        /// Region.
-        region: String,
-        /// Cluster name.
-        cluster: String,
-        /// The error.
-        message: String,
-    },
-}
+use super::cloud_error::{CloudError, SANDBOX_TERMINATE_WAIT};
 
 /// An EKS cluster named by its ARN, `arn:aws:eks:REGION:ACCOUNT:cluster/NAME`.
 #[derive(Clone, Debug, PartialEq, Eq)]

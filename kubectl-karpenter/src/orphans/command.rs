@@ -14,7 +14,7 @@ use super::plan::{plan, step_count, write_preview};
 use super::{CloudView, Orphan, table};
 use crate::cli::{DetectArgs, GlobalArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput};
 use crate::render::TableOptions;
-use crate::run::{Connection, Error, Io, Outcome};
+use crate::session::{Connection, Error, Io, Outcome};
 
 /// Asks the user to go ahead.
 pub trait Prompt {

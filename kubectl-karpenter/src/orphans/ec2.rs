@@ -10,7 +10,7 @@ use crds::labels::{
 use ec2api::{Ec2, Filter, InstanceInfo, SdkEc2, loader, provider_id};
 
 use super::CloudInstance;
-use super::cloud::CloudError;
+use super::cloud_error::CloudError;
 use crate::price::CatalogPrices;
 use crate::status::PriceBook;
 

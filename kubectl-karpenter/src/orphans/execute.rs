@@ -18,7 +18,7 @@ use serde_json::json;
 use super::Resource;
 use super::cloud::Cloud;
 use super::plan::{Plan, Step};
-use crate::run::causes;
+use crate::causes::causes;
 
 /// Attempts at a finalizer patch that keeps conflicting with concurrent writers.
 const PATCH_ATTEMPTS: usize = 5;

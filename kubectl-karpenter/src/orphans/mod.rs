@@ -4,12 +4,14 @@
 //! gone — and `orphans delete`, which cleans them up after a preview and a confirmation.
 //!
 //! The core is pure ([`classify`] finds orphans, [`plan`] turns them into steps, [`table`] prints
-//! them); [`args`] is the command line, [`cloud`] reads and terminates instances, [`execute`]
-//! applies steps, and [`command`] wires the two subcommands together.
+//! them); [`args`] is the command line, [`cloud`] reads and terminates instances (failing with a
+//! [`cloud_error::CloudError`]), [`execute`] applies steps, and [`command`] wires the two
+//! subcommands together.
 
 pub mod args;
 pub mod classify;
 pub mod cloud;
+pub mod cloud_error;
 pub mod command;
 #[cfg(feature = "aws")]
 pub mod ec2;

@@ -9,12 +9,13 @@ use crds::NodePool;
 use jiff::Timestamp;
 use kube::api::ListParams;
 
-use super::document::{Document, Print, Snapshot, View, silent_when_empty, write_document};
+use super::document::{Document, Snapshot, View};
+use super::print::{Print, silent_when_empty, write_document};
 use super::rows::{NoPrices, PriceBook};
 use super::watch::{AlternateScreen, Printer, Screen};
 use crate::cli::{GlobalArgs, StatusArgs};
 use crate::price::CatalogPrices;
-use crate::run::{Connection, Error, Io, Outcome};
+use crate::session::{Connection, Error, Io, Outcome};
 
 /// How often `--watch` reads the cluster again.
 pub const INTERVAL: Duration = Duration::from_secs(2);

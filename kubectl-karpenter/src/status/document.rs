@@ -1,9 +1,7 @@
 //! The one document `kubectl karpenter status` prints, whatever the format: `nodePools`,
 //! `nodeClaims` and `totals` (camelCase keys, every key always present, `null` for unknown
-//! values). Tables render it, `-o json|yaml` serialize it, `--watch` compares it. Pure apart
-//! from writing to a `Write`.
-
-use std::io::Write;
+//! values), built from a snapshot of NodePools and NodeClaims. Tables render it, `-o json|yaml`
+//! serialize it, `--watch` compares it. Pure: no I/O.
 
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
@@ -12,9 +10,6 @@ use serde::Serialize;
 use super::pools::{PoolRow, build_pool_rows};
 use super::rows::{PriceBook, Row, Totals, filter_nodepool};
 use super::sort::{SortBy, sort_rows};
-use crate::cli::OutputFormat;
-use crate::output::{self, OutputError};
-use crate::render::{self, TableOptions};
 
 /// What was read from the cluster.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -87,60 +82,6 @@ impl Document {
     }
 }
 
-/// How to print a document.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Print {
-    /// `-o`.
-    pub format: OutputFormat,
-    /// Header lines, the NodePool section and the totals line (off with `--no-headers`).
-    pub headers: bool,
-    /// Colour the tables.
-    pub color: bool,
-    /// JSON on one line (for `--watch` on a pipe: one document per line).
-    pub compact: bool,
-}
-
-/// Writes `doc` as `print` asks. Tables with no NodePool and no NodeClaim write nothing (the
-/// caller says "No resources found").
-///
-/// Errors: serializing or writing failed.
-pub fn write_document(
-    out: &mut impl Write,
-    doc: &Document,
-    print: Print,
-) -> Result<(), OutputError> {
-    match print.format {
-        OutputFormat::Table | OutputFormat::Wide => {
-            let opts = TableOptions {
-                wide: print.format == OutputFormat::Wide,
-                headers: print.headers,
-                color: print.color,
-            };
-            render::write_status(out, doc, opts)?;
-        }
-        OutputFormat::Json if print.compact => {
-            serde_json::to_writer(&mut *out, doc)?;
-            writeln!(out)?;
-        }
-        OutputFormat::Json => output::write_json_value(out, doc)?,
-        OutputFormat::Yaml => output::write_yaml_value(out, doc)?,
-        OutputFormat::Name => {
-            for row in &doc.node_claims {
-                writeln!(out, "nodeclaim.karpenter.sh/{}", row.name)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Whether `format` prints nothing for an empty document (so "No resources found" is said).
-pub fn silent_when_empty(format: OutputFormat) -> bool {
-    matches!(
-        format,
-        OutputFormat::Table | OutputFormat::Wide | OutputFormat::Name
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,27 +148,5 @@ mod tests {
             &fixtures::FixedPrices,
         );
         assert_ne!(a.without_ages(), c.without_ages());
-    }
-
-    #[test]
-    fn compact_json_is_one_line() {
-        let doc = Document::build(
-            &snapshot(),
-            &View::default(),
-            fixtures::now(),
-            &fixtures::FixedPrices,
-        );
-        let mut out = Vec::new();
-        let print = Print {
-            format: OutputFormat::Json,
-            headers: true,
-            color: false,
-            compact: true,
-        };
-        write_document(&mut out, &doc, print).expect("write");
-        let text = String::from_utf8(out).expect("utf-8");
-        assert_eq!(text.lines().count(), 1);
-        let back: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-        assert_eq!(back["totals"]["nodeClaims"], 7);
     }
 }

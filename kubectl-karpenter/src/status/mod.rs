@@ -4,16 +4,17 @@
 //! totals with the fleet's hourly cost. `--watch` keeps it on screen.
 //!
 //! The core is pure: [`rows`] derives NodeClaim rows and totals, [`sort`] orders them, [`pools`]
-//! the NodePool rows,
-//! [`document`] assembles and sorts the one document every output format prints, and
-//! [`crate::render`] lays out the tables. [`command`] reads the cluster and [`watch`] decides what
-//! to print as it changes.
+//! the NodePool rows, [`document`] assembles and sorts the one document every output format
+//! prints, [`table`] lays it out as kubectl-style tables and [`print`] picks the format for `-o`.
+//! [`command`] reads the cluster and [`watch`] decides what to print as it changes.
 
 pub mod command;
 pub mod document;
 pub mod pools;
+pub mod print;
 pub mod rows;
 pub mod sort;
+pub mod table;
 pub mod watch;
 
 #[cfg(test)]
@@ -21,4 +22,4 @@ pub mod fixtures;
 #[cfg(test)]
 mod snapshots;
 
-pub use rows::{PriceBook, Row, State, filter_nodepool};
+pub use rows::{PriceBook, filter_nodepool};

@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
-use super::document::{Document, Print, Snapshot, View, write_document};
+use super::document::{Document, Snapshot, View};
 use super::fixtures;
+use super::print::{Print, write_document};
 use super::sort::SortBy;
 use crate::cli::OutputFormat;
 

@@ -12,7 +12,8 @@ use crossterm::queue;
 use crossterm::terminal::{Clear, ClearType};
 use jiff::{Timestamp, Unit};
 
-use super::document::{Document, Print, write_document};
+use super::document::Document;
+use super::print::{Print, write_document};
 use crate::cli::OutputFormat;
 use crate::output::OutputError;
 

@@ -21,7 +21,7 @@ use super::control::{self, Action, ControlResult};
 use super::render;
 use super::report::{self, PoolStatus};
 use crate::cli::GlobalArgs;
-use crate::run::{Connection, Error, Io, Outcome};
+use crate::session::{Connection, Error, Io, Outcome};
 
 /// Writes of one `step` that may conflict with other writers before giving up.
 const ATTEMPTS: usize = 5;

@@ -17,7 +17,7 @@ pub mod report;
 #[cfg(test)]
 pub mod fixtures;
 
-use crate::run::causes;
+use crate::causes::causes;
 
 /// Why an `upgrade` command failed (exit code 2).
 #[derive(Debug, thiserror::Error)]

@@ -20,33 +20,13 @@ use kube::api::{Api, ListParams};
 use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 
+use super::WhyPendingError;
 use super::args::{WhyPendingArgs, WhyPendingOutput};
 use super::render;
 use super::report::{self, PodReport, World};
 use crate::cli::{GlobalArgs, Namespaces};
 use crate::output;
-use crate::run::{Connection, Error, Io, Outcome};
-
-/// Why `why-pending` could not look at the pod asked for.
-#[derive(Debug, thiserror::Error)]
-pub enum WhyPendingError {
-    /// The named pod does not exist.
-    #[error(
-        "pod {name:?} not found in namespace {namespace:?}; check the name with `kubectl get \
-         pods -n {namespace}`, or pass -n/--namespace"
-    )]
-    PodNotFound {
-        /// Pod name.
-        name: String,
-        /// Namespace searched.
-        namespace: String,
-    },
-    /// A pod name with `-A`, which names no namespace (kubectl refuses the same).
-    #[error(
-        "a pod cannot be looked up by name across all namespaces: pass -n NAMESPACE instead of -A"
-    )]
-    NameWithAllNamespaces,
-}
+use crate::session::{Connection, Error, Io, Outcome};
 
 /// Every object of a kind, shared ([`Connection::list_all`]).
 async fn list_all<K>(conn: &Connection, what: &'static str) -> Result<Vec<Arc<K>>, Error>

@@ -14,3 +14,24 @@ pub mod args;
 pub mod command;
 pub mod render;
 pub mod report;
+
+/// Why `why-pending` could not look at the pod asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum WhyPendingError {
+    /// The named pod does not exist.
+    #[error(
+        "pod {name:?} not found in namespace {namespace:?}; check the name with `kubectl get \
+         pods -n {namespace}`, or pass -n/--namespace"
+    )]
+    PodNotFound {
+        /// Pod name.
+        name: String,
+        /// Namespace searched.
+        namespace: String,
+    },
+    /// A pod name with `-A`, which names no namespace (kubectl refuses the same).
+    #[error(
+        "a pod cannot be looked up by name across all namespaces: pass -n NAMESPACE instead of -A"
+    )]
+    NameWithAllNamespaces,
+}

@@ -1,0 +1,350 @@
+//! What every command of the plugin runs with: the [`Connection`] to the cluster the global
+//! flags select (kubeconfig, context, API server, namespace) and its list helpers, the [`Io`]
+//! handles output goes to, the one [`Error`] a command fails with (exit code 2) and the
+//! [`Outcome`] it ends with (exit code 0 or 1). Commands build on this module; the dispatcher in
+//! `run` sits above them.
+
+use std::fmt::Debug;
+use std::io::{self, Write};
+
+use crds::NodeClaim;
+use kube::api::{Api, ListParams};
+use serde::de::DeserializeOwned;
+
+use crate::causes::causes;
+use crate::cli::{GlobalArgs, Namespaces};
+use crate::drift::resolve::ResolveError;
+use crate::kubeconfig::{self, Loaded};
+use crate::orphans::cloud_error::CloudError;
+use crate::output::OutputError;
+use crate::upgrade::UpgradeError;
+use crate::why_pending::WhyPendingError;
+
+/// Why a command failed (printed as `error: …`, exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No usable kubeconfig or context.
+    #[error(transparent)]
+    Kubeconfig(#[from] kubeconfig::Error),
+    /// The client could not be built from the configuration.
+    #[error("creating a client for context \"{context}\": {}", causes(source))]
+    Client {
+        /// The context.
+        context: String,
+        /// What failed.
+        source: kube::Error,
+    },
+    /// The server does not serve NodeClaims.
+    #[error(
+        "the server at {server} (context \"{context}\") does not serve nodeclaims.karpenter.sh/v1; \
+         install Karpenter's CRDs or pick the cluster that runs Karpenter with --context"
+    )]
+    NotInstalled {
+        /// API server URL.
+        server: String,
+        /// The context.
+        context: String,
+    },
+    /// Listing NodeClaims failed.
+    #[error(
+        "listing NodeClaims from {server} (context \"{context}\"): {}; check that the \
+         cluster is reachable and that --context/--kubeconfig name the right one",
+        causes(source)
+    )]
+    List {
+        /// API server URL.
+        server: String,
+        /// The context.
+        context: String,
+        /// What failed.
+        source: kube::Error,
+    },
+    /// Listing another kind of object failed.
+    #[error(
+        "listing {what} from {server} (context \"{context}\"): {}; check that the cluster is \
+         reachable and that --context/--kubeconfig name the right one",
+        causes(source.as_ref())
+    )]
+    ListOther {
+        /// What was listed, e.g. `Nodes`.
+        what: &'static str,
+        /// API server URL.
+        server: String,
+        /// The context.
+        context: String,
+        /// What failed.
+        source: Box<kube::Error>,
+    },
+    /// The cloud could not be read or changed.
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    /// `orphans delete NAME…` named something that is not an orphan.
+    #[error(
+        "not an orphan: {}; `kubectl karpenter orphans` lists them (NAME column){}",
+        names.join(", "),
+        if available.is_empty() { "; there are none now".to_owned() } else { format!(": {}", available.join(", ")) }
+    )]
+    UnknownOrphans {
+        /// The names that matched nothing.
+        names: Vec<String>,
+        /// The orphans' names.
+        available: Vec<String>,
+    },
+    /// `orphans delete` without a terminal to confirm on, and without `--yes`.
+    #[error(
+        "refusing to change the cluster without confirmation: not running on a terminal; pass \
+         --yes to go ahead, or --dry-run to only preview"
+    )]
+    NeedsConfirmation,
+    /// The confirmation prompt failed.
+    #[error("asking for confirmation: {0}")]
+    Prompt(io::Error),
+    /// Some changes of `orphans delete` failed.
+    #[error(
+        "{failed} of {total} changes failed (see the errors above); run `kubectl karpenter \
+         orphans` to see what is left"
+    )]
+    Incomplete {
+        /// Failed steps.
+        failed: usize,
+        /// Steps tried or skipped.
+        total: usize,
+    },
+    /// `drift explain NAME` named no NodeClaim.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// An `upgrade` command failed (no target, no such NodePool, a patch failed).
+    #[error(transparent)]
+    Upgrade(#[from] UpgradeError),
+    /// `--nodepool NAME` (of `status` or `upgrade`) named no NodePool.
+    #[error(
+        "no NodePool named \"{name}\" (context \"{context}\"); {}",
+        if available.is_empty() {
+            "the cluster has no NodePools".to_owned()
+        } else {
+            format!("NodePools: {}", available.join(", "))
+        }
+    )]
+    UnknownNodePool {
+        /// The name given.
+        name: String,
+        /// The kubeconfig context.
+        context: String,
+        /// The NodePools there are, in name order.
+        available: Vec<String>,
+    },
+    /// Writing output failed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// `why-pending POD` named no pod, or a pod with `-A`.
+    #[error(transparent)]
+    WhyPending(#[from] WhyPendingError),
+}
+
+/// How a command that ran to the end came out (exit codes 0 and 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to report (exit 0).
+    Clean,
+    /// Problems found, e.g. orphans (exit 1).
+    Found,
+}
+
+/// A client for the cluster the global flags select, and how to name it in errors.
+pub struct Connection {
+    /// The client.
+    pub client: kube::Client,
+    /// API server URL.
+    pub server: String,
+    /// kubeconfig context.
+    pub context: String,
+    /// kubeconfig cluster entry, when known (an EKS cluster ARN on EKS).
+    pub cluster: Option<String>,
+    /// The context's namespace (`default` when it names none; the pod's own namespace
+    /// in-cluster), which `-n` overrides: see [`Connection::namespaces`].
+    pub namespace: String,
+}
+
+impl Connection {
+    /// Loads the kubeconfig and builds the client.
+    ///
+    /// Errors: [`Error::Kubeconfig`], [`Error::Client`].
+    pub async fn open(global: &GlobalArgs) -> Result<Connection, Error> {
+        let Loaded {
+            config,
+            context,
+            cluster,
+        } = kubeconfig::load(&global.selection()).await?;
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
+        let namespace = config.default_namespace.clone();
+        let client = kube::Client::try_from(config).map_err(|source| Error::Client {
+            context: context.clone(),
+            source,
+        })?;
+        Ok(Connection {
+            client,
+            server,
+            context,
+            cluster,
+            namespace,
+        })
+    }
+
+    /// The namespaces a namespaced view lists, from `-n`/`-A` and the context's namespace.
+    pub fn namespaces(&self, global: &GlobalArgs) -> Namespaces {
+        global.namespaces(Some(&self.namespace))
+    }
+
+    /// Lists NodeClaims matching `params`.
+    ///
+    /// Errors: [`Error::NotInstalled`] when the server does not serve them, else [`Error::List`].
+    pub async fn nodeclaims(&self, params: &ListParams) -> Result<Vec<NodeClaim>, Error> {
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        match api.list(params).await {
+            Ok(list) => Ok(list.items),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NotInstalled {
+                server: self.server.clone(),
+                context: self.context.clone(),
+            }),
+            Err(source) => Err(Error::List {
+                server: self.server.clone(),
+                context: self.context.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Lists the objects of `api` matching `params`. A 404 for one of Karpenter's own kinds
+    /// (NodeClaim, NodePool, EC2NodeClass: any kind of the `karpenter.sh` or
+    /// `karpenter.k8s.aws` groups) means the server does not serve that CRD, and reads as an
+    /// empty list (e.g. EC2NodeClasses on a cluster without the AWS provider); for core kinds
+    /// a 404 is an error like any other.
+    ///
+    /// Errors: [`Error::ListOther`] naming `what`.
+    pub async fn list_or_empty<K>(
+        &self,
+        api: &Api<K>,
+        params: &ListParams,
+        what: &'static str,
+    ) -> Result<Vec<K>, Error>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        match api.list(params).await {
+            Ok(list) => Ok(list.items),
+            Err(kube::Error::Api(status)) if status.code == 404 && is_karpenter_kind::<K>() => {
+                Ok(Vec::new())
+            }
+            Err(e) => Err(self.list_error(what, e)),
+        }
+    }
+
+    /// [`Connection::list_or_empty`] of every object of a kind (namespaced kinds in every
+    /// namespace), without a selector.
+    ///
+    /// Errors: [`Error::ListOther`] naming `what`.
+    pub async fn list_all<K>(&self, what: &'static str) -> Result<Vec<K>, Error>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        self.list_or_empty(&api, &ListParams::default(), what).await
+    }
+
+    /// Checks that `name` is one of `pools` (the `--nodepool` of `status` and `upgrade`).
+    ///
+    /// Errors: [`Error::UnknownNodePool`] listing the NodePools there are.
+    pub fn require_nodepool(&self, pools: &[crds::NodePool], name: &str) -> Result<(), Error> {
+        if pools
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(name))
+        {
+            return Ok(());
+        }
+        let mut available: Vec<String> = pools
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        available.sort();
+        Err(Error::UnknownNodePool {
+            name: name.to_owned(),
+            context: self.context.clone(),
+            available,
+        })
+    }
+
+    /// [`Error::ListOther`] for `what`.
+    pub fn list_error(&self, what: &'static str, source: kube::Error) -> Error {
+        Error::ListOther {
+            what,
+            server: self.server.clone(),
+            context: self.context.clone(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// Whether `K` is one of Karpenter's CRD kinds (API group `karpenter.sh` or
+/// `karpenter.k8s.aws`), which a cluster may not serve.
+pub fn is_karpenter_kind<K: kube::Resource>() -> bool
+where
+    K::DynamicType: Default,
+{
+    matches!(
+        K::group(&K::DynamicType::default()).as_ref(),
+        "karpenter.sh" | "karpenter.k8s.aws"
+    )
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Output(OutputError::Io(e))
+    }
+}
+
+impl Error {
+    /// Whether the failure is only that the reader of stdout went away (`| head`): not an error.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Output(OutputError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// Where output goes and how the terminal looks.
+pub struct Io<'a, O: Write, E: Write> {
+    /// Data (tables, lists).
+    pub out: &'a mut O,
+    /// Notes such as "No resources found".
+    pub err: &'a mut E,
+    /// Whether tables may be coloured (decided from `--color`, the TTY and `NO_COLOR`).
+    pub color: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_karpenter_kinds_may_be_missing() {
+        assert!(is_karpenter_kind::<crds::NodePool>());
+        assert!(is_karpenter_kind::<NodeClaim>());
+        assert!(is_karpenter_kind::<crds::EC2NodeClass>());
+        assert!(!is_karpenter_kind::<k8s_openapi::api::core::v1::Pod>());
+        assert!(!is_karpenter_kind::<
+            k8s_openapi::api::policy::v1::PodDisruptionBudget,
+        >());
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised() {
+        let e = Error::from(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(e.is_broken_pipe());
+        let e = Error::from(io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(!e.is_broken_pipe());
+    }
+}
