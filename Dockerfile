@@ -19,7 +19,7 @@ ENV CARGO_PROFILE_RELEASE_STRIP=symbols \
     CARGO_PROFILE_RELEASE_LTO=thin
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p controller --features aws --bin karpenter \
+    cargo build --release --locked -p karpenter --features aws --bin karpenter \
     && cp target/release/karpenter /karpenter
 
 FROM scratch
