@@ -279,3 +279,6 @@ pub fn exceeded_limits(
         .map(|(k, _)| k.clone())
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! The provisioning plan over small snapshots: NodeClaims for pods nothing holds, nominations to
+//! nodes and in-flight NodeClaims, failures and skipped NodePools with their reasons, and the
+//! limit re-check.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crds::{EC2NodeClass, NodeClaim, NodePool};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::scheduling::testing::small_medium_large;
+
+fn nodepool(ready: &str, limits: Value) -> Arc<NodePool> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"limits": limits, "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []}}},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Ready",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .expect("valid NodePool"),
+    )
+}
+
+fn nodeclass() -> Arc<EC2NodeClass> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]},
+        }))
+        .expect("valid EC2NodeClass"),
+    )
+}
+
+/// A pod kube-scheduler marked unschedulable, asking `cpu` and `memory`.
+fn pending(name: &str, cpu: &str, memory: &str) -> Arc<Pod> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+        }))
+        .expect("valid Pod"),
+    )
+}
+
+fn listings() -> HashMap<String, Listing> {
+    HashMap::from([("default".to_string(), Ok(Arc::new(small_medium_large())))])
+}
+
+fn snapshot(pods: Vec<Arc<Pod>>) -> Snapshot {
+    Snapshot {
+        pods,
+        nodepools: vec![nodepool("True", json!({}))],
+        nodeclasses: vec![nodeclass()],
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn pending_pods_get_a_nodeclaim_of_their_nodepool() {
+    let snap = snapshot(vec![
+        pending("a", "500m", "512Mi"),
+        pending("b", "500m", "512Mi"),
+    ]);
+    let out = plan(&snap, &listings(), &Settings::default());
+    assert_eq!(out.pods, 2);
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert!(out.nominations.is_empty());
+    assert_eq!(out.nodeclaims.len(), 1);
+    let planned = &out.nodeclaims[0];
+    let claim: &NodeClaim = &planned.nodeclaim;
+    assert_eq!(claim.metadata.generate_name.as_deref(), Some("default-"));
+    assert_eq!(
+        claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("karpenter.sh/nodepool"))
+            .map(String::as_str),
+        Some("default")
+    );
+    let types: Vec<&str> = claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == "node.kubernetes.io/instance-type")
+        .map(|r| r.values.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        types[0], "gp.large",
+        "cheapest fitting type first: {types:?}"
+    );
+    let mut pods: Vec<String> = planned
+        .decision
+        .pods
+        .iter()
+        .map(|k| k.name.clone())
+        .collect();
+    pods.sort();
+    assert_eq!(pods, ["a", "b"]);
+    assert_eq!(planned.nodepool.metadata.name.as_deref(), Some("default"));
+    assert_eq!(
+        planned.largest_capacity().get("cpu"),
+        16_000,
+        "gp.4xlarge, the largest option (16 vCPU)"
+    );
+}
+
+#[test]
+fn pods_that_fit_existing_capacity_are_nominated_there() {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "ip-10-0-0-1.ec2.internal"},
+        "spec": {"providerID": "aws:///us-east-1a/i-1"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}]},
+    }))
+    .expect("valid Node");
+    let in_flight: NodeClaim = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["gp.large"]}],
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+    }))
+    .expect("valid NodeClaim");
+    let mut snap = snapshot(vec![pending("small", "500m", "512Mi")]);
+    snap.nodes = vec![Arc::new(node)];
+    let out = plan(&snap, &listings(), &Settings::default());
+    assert!(out.nodeclaims.is_empty());
+    assert_eq!(
+        out.nominations,
+        vec![Nomination {
+            pod: PodKey {
+                namespace: "default".into(),
+                name: "small".into()
+            },
+            target: Target::Node("ip-10-0-0-1.ec2.internal".into()),
+        }]
+    );
+    assert_eq!(
+        out.nominations[0].target.to_string(),
+        "node/ip-10-0-0-1.ec2.internal"
+    );
+    let mut snap = snapshot(vec![pending("small", "500m", "512Mi")]);
+    snap.nodeclaims = vec![Arc::new(in_flight)];
+    let out = plan(&snap, &listings(), &Settings::default());
+    assert!(out.nodeclaims.is_empty());
+    assert_eq!(
+        out.nominations[0].target,
+        Target::NodeClaim("default-abcde".into())
+    );
+}
+
+#[test]
+fn nodepools_left_out_say_why_and_their_pods_fail() {
+    let mut snap = snapshot(vec![pending("a", "500m", "512Mi")]);
+    snap.nodepools = vec![nodepool("False", json!({}))];
+    let out = plan(&snap, &listings(), &Settings::default());
+    assert!(out.nodeclaims.is_empty());
+    assert!(matches!(
+        out.skipped.as_slice(),
+        [(name, SkipReason::NotReady(Some(_)))] if name == "default"
+    ));
+    assert_eq!(out.failures.len(), 1);
+    assert_eq!(out.failures[0].reason, solver::NO_READY_NODEPOOL);
+
+    let snap = snapshot(vec![pending("a", "500m", "512Mi")]);
+    let broken = HashMap::from([(
+        "default".to_string(),
+        Err("DescribeInstanceTypes: throttled".to_string()),
+    )]);
+    let out = plan(&snap, &broken, &Settings::default());
+    assert_eq!(
+        out.skipped,
+        vec![(
+            "default".to_string(),
+            SkipReason::InstanceTypes("DescribeInstanceTypes: throttled".into())
+        )]
+    );
+}
+
+#[test]
+fn a_pod_too_large_for_every_type_fails_with_the_rejection() {
+    let snap = snapshot(vec![pending("huge", "64", "1Gi")]);
+    let out = plan(&snap, &listings(), &Settings::default());
+    assert!(out.nodeclaims.is_empty());
+    assert_eq!(out.failures.len(), 1);
+    assert!(
+        out.failures[0]
+            .reason
+            .starts_with("incompatible with nodepool \"default\""),
+        "{}",
+        out.failures[0].reason
+    );
+}
+
+#[test]
+fn limits_name_what_a_new_nodeclaim_would_exceed() {
+    let pool = nodepool("True", json!({"cpu": "10", "nodes": "3"}));
+    let mut largest = Resources::default();
+    largest.set("cpu", 4000);
+    let mut used = Resources::default();
+    used.set("cpu", 4000);
+    assert!(exceeded_limits(&pool, &largest, &used, 1).is_empty());
+    used.set("cpu", 7000);
+    assert_eq!(exceeded_limits(&pool, &largest, &used, 1), ["cpu"]);
+    used.set("cpu", 0);
+    assert_eq!(exceeded_limits(&pool, &largest, &used, 3), ["nodes"]);
+    let unlimited = nodepool("True", json!({}));
+    used.set("cpu", 1_000_000);
+    assert!(exceeded_limits(&unlimited, &largest, &used, 99).is_empty());
+}
