@@ -172,20 +172,20 @@ fn force_delete_grace(pod: &Pod, now: Timestamp, end: Timestamp) -> Option<i64> 
 mod tests {
     use super::*;
     use serde_json::json;
+    use testutil::{PodBuilder, T0};
 
     fn t(s: &str) -> Timestamp {
         s.parse().expect("timestamp")
     }
 
-    fn pod(name: &str, extra: serde_json::Value) -> Arc<Pod> {
-        let mut v = json!({
-            "metadata": {"name": name, "namespace": "default", "uid": name,
-                "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"nodeName": "n", "containers": [{"name": "c"}]},
-            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
-        });
-        json_patch::merge(&mut v, &extra);
-        Arc::new(serde_json::from_value(v).expect("pod"))
+    /// A running pod `name` (its uid too) on node `n`, created and started at [`T0`].
+    fn pod(name: &str) -> PodBuilder {
+        testutil::pod(name)
+            .uid(name)
+            .created(T0)
+            .on_node("n")
+            .phase("Running")
+            .merge(json!({"status": {"startTime": T0}}))
     }
 
     fn steps(plan: &Plan) -> Vec<(String, Step)> {
@@ -202,10 +202,10 @@ mod tests {
         let mut critical_ds = ds.clone();
         json_patch::merge(&mut critical_ds, &critical);
         let pods = vec![
-            pod("app", json!({})),
-            pod("logs", ds),
-            pod("dns", critical),
-            pod("cni", critical_ds),
+            pod("app").arc(),
+            pod("logs").merge(ds).arc(),
+            pod("dns").merge(critical).arc(),
+            pod("cni").merge(critical_ds).arc(),
         ];
         let now = t("2026-01-01T01:00:00Z");
         let groups: Vec<u8> = pods.iter().map(|p| group(p)).collect();
@@ -227,23 +227,11 @@ mod tests {
     fn finished_static_tolerating_and_stuck_pods_do_not_hold_the_node() {
         let now = t("2026-01-01T01:00:00Z");
         let pods = vec![
-            pod("done", json!({"status": {"phase": "Succeeded"}})),
-            pod(
-                "static",
-                json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "n", "controller": true}]}}),
-            ),
-            pod(
-                "tolerant",
-                json!({"spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}),
-            ),
-            pod(
-                "stuck",
-                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:58:00Z"}}),
-            ),
-            pod(
-                "leaving",
-                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:59:30Z"}}),
-            ),
+            pod("done").phase("Succeeded").arc(),
+            pod("static").owner("v1", "Node", "n", "n").arc(),
+            pod("tolerant").merge(json!({"spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}})).arc(),
+            pod("stuck").deleting("2026-01-01T00:58:00Z").arc(),
+            pod("leaving").deleting("2026-01-01T00:59:30Z").arc(),
         ];
         assert_eq!(
             steps(&plan(&pods, now, None)),
@@ -255,22 +243,16 @@ mod tests {
     #[test]
     fn do_not_disrupt_waits_until_its_window_ends_or_the_termination_time_nears() {
         let now = t("2026-01-01T01:00:00Z");
-        let pinned = pod(
-            "pinned",
-            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
-        );
-        let windowed = pod(
-            "batch",
-            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "2h"}}}),
-        );
-        let elapsed = pod(
-            "old",
-            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "30m"}}}),
-        );
-        let invalid = pod(
-            "typo",
-            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "yes"}}}),
-        );
+        let pinned = pod("pinned").do_not_disrupt().arc();
+        let windowed = pod("batch")
+            .annotation(DO_NOT_DISRUPT_ANNOTATION, "2h")
+            .arc();
+        let elapsed = pod("old")
+            .annotation(DO_NOT_DISRUPT_ANNOTATION, "30m")
+            .arc();
+        let invalid = pod("typo")
+            .annotation(DO_NOT_DISRUPT_ANNOTATION, "yes")
+            .arc();
         let pods = vec![pinned, windowed, elapsed, invalid];
         assert_eq!(
             steps(&plan(&pods, now, None)),
@@ -283,10 +265,7 @@ mod tests {
         );
         // 20s before the node's termination time, pods with the default 30s grace period are
         // deleted with the 20s that remain; a pod with a 10s grace period is still evicted.
-        let short = pod(
-            "short",
-            json!({"spec": {"terminationGracePeriodSeconds": 10}}),
-        );
+        let short = pod("short").grace_period(10).arc();
         let end = t("2026-01-01T01:00:20Z");
         assert_eq!(
             steps(&plan(&[Arc::clone(&pods[0]), short], now, Some(end))),

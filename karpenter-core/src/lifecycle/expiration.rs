@@ -16,14 +16,14 @@ pub fn expires_at(claim: &NodeClaim) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testutil::{T0, nodeclaim};
 
+    /// A NodeClaim created at [`T0`] that expires `expire_after` later.
     fn claim(expire_after: &str) -> NodeClaim {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "c", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"requirements": [], "expireAfter": expire_after,
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}))
-        .expect("claim")
+        nodeclaim("c")
+            .created(T0)
+            .expire_after(expire_after)
+            .build()
     }
 
     #[test]

@@ -65,58 +65,47 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use testutil::{NodeBuilder, nodeclaim};
 
+    /// A NodeClaim requesting a cpu and a GPU, with the startup taint `agent:NoSchedule`.
     fn claim() -> NodeClaim {
-        serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c"},
-            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "startupTaints": [{"key": "agent", "effect": "NoSchedule"}],
-                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}}))
-        .expect("claim")
+        nodeclaim("c")
+            .startup_taint("agent:NoSchedule")
+            .request("cpu", "1")
+            .request("nvidia.com/gpu", "1")
+            .build()
     }
 
-    fn node(ready: &str, taints: serde_json::Value, gpus: &str) -> Node {
-        serde_json::from_value(
-            json!({"metadata": {"name": "n"}, "spec": {"taints": taints},
-            "status": {"conditions": [{"type": "Ready", "status": ready}],
-                "allocatable": {"cpu": "4", "nvidia.com/gpu": gpus}}}),
-        )
-        .expect("node")
+    /// The Node `n`, `Ready` = `ready`, with 4 cpus and `gpus` GPUs allocatable.
+    fn node(ready: &str, gpus: &str) -> NodeBuilder {
+        testutil::node("n")
+            .ready(ready)
+            .allocatable("cpu", "4")
+            .allocatable("nvidia.com/gpu", gpus)
     }
 
     #[test]
     fn initialization_gates_in_upstream_order() {
         let c = claim();
         assert_eq!(
-            pending_reason(&c, &node("False", json!([]), "1")).map(|r| r.0),
+            pending_reason(&c, &node("False", "1").build()).map(|r| r.0),
             Some("NodeNotReady")
         );
         assert_eq!(
-            pending_reason(
-                &c,
-                &node(
-                    "True",
-                    json!([{"key": "agent", "effect": "NoSchedule"}]),
-                    "1"
-                )
-            )
-            .map(|r| r.0),
+            pending_reason(&c, &node("True", "1").taint("agent:NoSchedule").build()).map(|r| r.0),
             Some("StartupTaintsExist")
         );
         assert_eq!(
             pending_reason(
                 &c,
-                &node(
-                    "True",
-                    json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]),
-                    "1"
-                )
+                &node("True", "1")
+                    .taint("node.kubernetes.io/not-ready:NoSchedule")
+                    .build()
             )
             .map(|r| r.0),
             Some("KnownEphemeralTaintsExist")
         );
-        let missing_gpu =
-            pending_reason(&c, &node("True", json!([]), "0")).expect("not initialized");
+        let missing_gpu = pending_reason(&c, &node("True", "0").build()).expect("not initialized");
         assert_eq!(
             missing_gpu,
             (
@@ -124,6 +113,6 @@ mod tests {
                 "Resource \"nvidia.com/gpu\" was requested but not registered".into()
             )
         );
-        assert_eq!(pending_reason(&c, &node("True", json!([]), "1")), None);
+        assert_eq!(pending_reason(&c, &node("True", "1").build()), None);
     }
 }

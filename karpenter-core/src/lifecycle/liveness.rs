@@ -50,6 +50,7 @@ pub fn expired(claim: &NodeClaim, timeouts: Timeouts, now: Timestamp) -> Option<
 mod tests {
     use super::*;
     use std::time::Duration;
+    use testutil::{T0, condition, nodeclaim};
 
     fn settings() -> Timeouts {
         Timeouts {
@@ -58,19 +59,10 @@ mod tests {
         }
     }
 
-    fn claim(conditions: serde_json::Value) -> NodeClaim {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "c", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-            "status": {"conditions": conditions}}))
-        .expect("claim")
-    }
-
     #[test]
     fn launch_and_registration_timeouts() {
         let t = |s: &str| s.parse::<Timestamp>().expect("timestamp");
-        let unlaunched = claim(serde_json::json!([]));
+        let unlaunched = nodeclaim("c").created(T0).build();
         assert_eq!(
             expired(&unlaunched, settings(), t("2026-01-01T00:04:00Z")),
             None
@@ -79,9 +71,15 @@ mod tests {
             expired(&unlaunched, settings(), t("2026-01-01T00:06:00Z")),
             Some(LAUNCH_TIMEOUT)
         );
-        let launched = claim(serde_json::json!([
-            {"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"},
-            {"type": "Registered", "status": "Unknown", "reason": "NodeNotFound", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"}]));
+        let launched = nodeclaim("c")
+            .created(T0)
+            .with_condition(condition("Launched", "True").at("2026-01-01T00:01:00Z"))
+            .with_condition(
+                condition("Registered", "Unknown")
+                    .reason("NodeNotFound")
+                    .at("2026-01-01T00:01:00Z"),
+            )
+            .build();
         assert_eq!(
             expired(&launched, settings(), t("2026-01-01T00:15:00Z")),
             None

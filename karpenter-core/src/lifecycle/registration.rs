@@ -92,19 +92,22 @@ pub fn registration_patch(claim: &NodeClaim, node: &Node) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testutil::{node, nodeclaim};
 
     #[test]
     fn registration_syncs_labels_taints_finalizer_and_owner() {
-        let claim: NodeClaim = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "default-x", "uid": "u1", "labels": {"karpenter.sh/nodepool": "default", "team": "a"}},
-            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}}))
-        .expect("claim");
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": "ip-10-0-0-1.ec2.internal", "resourceVersion": "7", "labels": {"kubernetes.io/hostname": "ip"}},
-            "spec": {"providerID": "aws:///us-east-1a/i-1", "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]}}))
-        .expect("node");
+        let claim = nodeclaim("default-x")
+            .uid("u1")
+            .nodepool("default")
+            .label("team", "a")
+            .taint("dedicated=gpu:NoSchedule")
+            .build();
+        let node = node("ip-10-0-0-1.ec2.internal")
+            .resource_version("7")
+            .label("kubernetes.io/hostname", "ip")
+            .provider_id("aws:///us-east-1a/i-1")
+            .taint("karpenter.sh/unregistered:NoExecute")
+            .build();
         let patch = registration_patch(&claim, &node).expect("needs sync");
         assert_eq!(patch["metadata"]["resourceVersion"], "7");
         assert_eq!(patch["metadata"]["labels"]["team"], "a");

@@ -19,16 +19,14 @@ pub fn termination_deadline(claim: &NodeClaim) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use testutil::nodeclaim;
 
     #[test]
     fn the_deadline_is_deletion_plus_the_grace_period() {
-        let mut claim: NodeClaim = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"requirements": [], "terminationGracePeriod": "1h30m",
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}))
-        .expect("claim");
+        let mut claim = nodeclaim("c")
+            .deleting("2026-01-01T00:00:00Z")
+            .termination_grace_period("1h30m")
+            .build();
         assert_eq!(
             termination_deadline(&claim),
             Some("2026-01-01T01:30:00Z".parse().expect("timestamp"))

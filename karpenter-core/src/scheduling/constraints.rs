@@ -405,16 +405,14 @@ pub fn node_requirements(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns1", "labels": {"app": "web", "tier": "fe"}}, "spec": spec}))
-            .expect("pod")
-    }
+    use testutil::pod;
 
     #[test]
     fn spread_and_affinity_terms_compile_with_label_keys() {
-        let p = pod(
-            json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+        let p = pod("p")
+            .namespace("ns1")
+            .label("app", "web")
+            .label("tier", "fe").spec(json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}],
             "topologySpreadConstraints": [
                 {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
                  "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["tier"]},
@@ -424,8 +422,7 @@ mod tests {
                 "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}],
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {"weight": 1, "podAffinityTerm": {"topologyKey": "z", "labelSelector": {}}},
-                    {"weight": 50, "podAffinityTerm": {"topologyKey": "heavy", "labelSelector": {}, "namespaces": ["a", "b"]}}]}}}),
-        );
+                    {"weight": 50, "podAffinityTerm": {"topologyKey": "heavy", "labelSelector": {}, "namespaces": ["a", "b"]}}]}}})).build();
         let c = compile(&p).expect("compiles");
         assert_eq!(c.spread.len(), 2);
         assert!(c.spread[0].hard && !c.spread[1].hard);
@@ -465,11 +462,14 @@ mod tests {
 
     #[test]
     fn relaxation_follows_upstream_order() {
-        let p = pod(json!({"containers": [],
+        let p = pod("p")
+            .namespace("ns1")
+            .label("app", "web")
+            .label("tier", "fe").spec(json!({"containers": [],
             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "k", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}],
             "affinity": {
                 "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {"topologyKey": "k", "labelSelector": {}}}]},
-                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}}]}}}));
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}}]}}})).build();
         let c = compile(&p).expect("compiles");
         let mut r = Relaxation::default();
         let mut steps = Vec::new();

@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crds::{EC2NodeClass, NodePool};
+use crds::{EC2NodeClass, Operator};
 use serde_json::json;
+use testutil::{NodePoolBuilder, condition, ec2nodeclass, nodeclaim, nodepool};
 
 use super::*;
 use crate::scheduling::requirements::Requirement;
@@ -274,34 +275,22 @@ fn nominated_messages_parse() {
     assert_eq!(nominated_target("Pod should schedule on: nodeclaim/"), None);
 }
 
-fn nodepool(spec: serde_json::Value, ready_status: &str) -> Arc<NodePool> {
-    let mut np = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": []}}},
-        "status": {"conditions": [{"type": "Ready", "status": ready_status, "reason": "NodeClassNotReady",
-            "message": "EC2NodeClass not ready", "lastTransitionTime": "2025-01-01T00:00:00Z"}]},
-    });
-    if let (Some(s), Some(e)) = (np["spec"].as_object_mut(), spec.as_object()) {
-        for (k, v) in e {
-            s.insert(k.clone(), v.clone());
-        }
-    }
-    Arc::new(serde_json::from_value(np).expect("valid NodePool"))
+/// The NodePool `default` with condition `Ready` = `status`, reason `NodeClassNotReady`.
+fn nodepool_ready(status: &str) -> NodePoolBuilder {
+    nodepool("default").with_condition(
+        condition("Ready", status)
+            .reason("NodeClassNotReady")
+            .message("EC2NodeClass not ready")
+            .at("2025-01-01T00:00:00Z"),
+    )
 }
 
+/// The EC2NodeClass `default`, selecting subnet-1 and sg-1 by id.
 fn nodeclass() -> Arc<EC2NodeClass> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"},
-            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]},
-        }))
-        .expect("valid EC2NodeClass"),
-    )
+    ec2nodeclass("default")
+        .subnet_ids(["subnet-1"])
+        .security_group_ids(["sg-1"])
+        .arc()
 }
 
 #[test]
@@ -309,7 +298,7 @@ fn candidates_follow_the_provisioner_checks() {
     let types = |_: &EC2NodeClass| Ok(small_medium_large());
     // Not Ready: the condition's reason and message.
     let snap = Snapshot {
-        nodepools: vec![nodepool(json!({}), "False")],
+        nodepools: vec![nodepool_ready("False").arc()],
         nodeclasses: vec![nodeclass()],
         ..Snapshot::default()
     };
@@ -323,7 +312,7 @@ fn candidates_follow_the_provisioner_checks() {
     );
     // Ready with limits: the template carries the pool label and the limits parsed.
     let snap = Snapshot {
-        nodepools: vec![nodepool(json!({"limits": {"cpu": "4"}}), "True")],
+        nodepools: vec![nodepool_ready("True").limit("cpu", "4").arc()],
         nodeclasses: vec![nodeclass()],
         ..Snapshot::default()
     };
@@ -334,12 +323,11 @@ fn candidates_follow_the_provisioner_checks() {
     assert_eq!(c[0].limits.get("cpu"), Some(&4000));
     // Requirements no instance type meets.
     let snap = Snapshot {
-        nodepools: vec![nodepool(
-            json!({"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}}}),
-            "True",
-        )],
+        nodepools: vec![
+            nodepool_ready("True")
+                .requirement("kubernetes.io/arch", Operator::In, ["arm64"])
+                .arc(),
+        ],
         nodeclasses: vec![nodeclass()],
         ..Snapshot::default()
     };
@@ -349,7 +337,7 @@ fn candidates_follow_the_provisioner_checks() {
     );
     // A missing node class.
     let snap = Snapshot {
-        nodepools: vec![nodepool(json!({}), "True")],
+        nodepools: vec![nodepool_ready("True").arc()],
         ..Snapshot::default()
     };
     assert_eq!(
@@ -364,16 +352,12 @@ fn candidates_follow_the_provisioner_checks() {
 
 #[test]
 fn in_flight_nodeclaims_hold_pods_that_fit_them() {
-    let claim: crds::NodeClaim = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {
-            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["gp.large"]}],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-    }))
-    .expect("valid NodeClaim");
+    let claim = nodeclaim("default-abcde")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["gp.large"])
+        .arc();
     let snap = Snapshot {
-        nodeclaims: vec![Arc::new(claim)],
+        nodeclaims: vec![claim],
         ..Snapshot::default()
     };
     let pools = [ready(pool("default", small_medium_large()))];

@@ -267,22 +267,16 @@ pub fn queue_order(a: &PodInfo, b: &PodInfo) -> std::cmp::Ordering {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(
-            json!({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec}),
-        )
-        .expect("valid pod")
-    }
+    use testutil::pod;
 
     #[test]
     fn requests_take_the_larger_of_containers_and_init() {
-        let p = pod(json!({
+        let p = pod("p").uid("u").spec(json!({
             "containers": [
                 {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
                 {"name": "b", "resources": {"requests": {"cpu": "250m", "nvidia.com/gpu": "1"}}}],
             "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2", "memory": "1Mi"}}}],
-        }));
+        })).build();
         let info = PodInfo::from_pod(&p).expect("compiles");
         assert_eq!(info.requests.cpu, 2000);
         assert_eq!(info.requests.memory, 64 << 20);
@@ -292,13 +286,13 @@ mod tests {
 
     #[test]
     fn node_selector_is_anded_into_each_affinity_term() {
-        let p = pod(json!({
+        let p = pod("p").uid("u").spec(json!({
             "containers": [],
             "nodeSelector": {"kubernetes.io/os": "linux"},
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
                 {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}]}}},
-        }));
+        })).build();
         let info = PodInfo::from_pod(&p).expect("compiles");
         assert_eq!(info.requirement_terms.len(), 2);
         for t in &info.requirement_terms {
@@ -308,16 +302,18 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
-        let bad_q =
-            pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
+        let bad_q = pod("p")
+            .uid("u")
+            .spec(
+                json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}),
+            )
+            .build();
         assert!(matches!(
             PodInfo::from_pod(&bad_q),
             Err(PodError::Quantity { .. })
         ));
-        let fields = pod(
-            json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}}),
-        );
+        let fields = pod("p").uid("u").spec(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}})).build();
         assert_eq!(
             PodInfo::from_pod(&fields).err(),
             Some(PodError::MatchFields)
@@ -326,7 +322,7 @@ mod tests {
 
     #[test]
     fn provisionable_needs_unschedulable_condition() {
-        let mut p = pod(json!({"containers": []}));
+        let mut p = pod("p").uid("u").spec(json!({"containers": []})).build();
         assert!(!is_provisionable(&p));
         p.status = serde_json::from_value(json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})).ok();
         assert!(is_provisionable(&p));

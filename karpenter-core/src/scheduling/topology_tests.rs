@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::pod::PodInfo;
@@ -41,11 +40,12 @@ fn pod_in(namespace: &str, name: &str, cpu_milli: i64, labels: Value, spec: Valu
     } else {
         json!({})
     };
-    let p: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "labels": labels},
-        "spec": merge(json!({"containers": [{"name": "c", "resources": {"requests": requests}}]}), spec),
-    }))
-    .expect("test pod is valid");
+    let p = testutil::pod(name)
+        .namespace(namespace)
+        .uid(format!("uid-{name}"))
+        .requests(requests)
+        .merge(json!({"metadata": {"labels": labels}, "spec": spec}))
+        .build();
     PodInfo::from_pod(&p).expect("test pod compiles")
 }
 

@@ -1,79 +1,45 @@
-use serde_json::{Value, json};
+use serde_json::json;
+use testutil::{NodeClaimBuilder, PodBuilder, nodeclaim, nodepool, pod};
 
 use super::*;
 use crate::disruption::budgets::budget_active;
 
-fn pool(extra: Value) -> NodePool {
-    let mut v = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default", "annotations": {}},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [],
-        }}},
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).expect("valid NodePool")
+/// A NodeClaim of `default` on node `n-<name>`, created at minute `created`, without conditions.
+fn fresh(name: &str, created: u32) -> NodeClaimBuilder {
+    nodeclaim(name)
+        .nodepool("default")
+        .created(format!("2026-01-01T00:{created:02}:00Z"))
+        .node_name(format!("n-{name}"))
 }
 
-fn merge(a: &mut Value, b: Value) {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (a, b) => *a = b,
-    }
-}
-
-fn condition(t: &str) -> Value {
-    json!({"type": t, "status": "True", "reason": t, "message": "",
-           "lastTransitionTime": "2026-01-01T00:00:00Z"})
-}
-
-/// A NodeClaim on node `n-<name>`, created at minute `created`, drifted unless told.
-fn claim(name: &str, created: u32, drifted: bool, extra: Value) -> Arc<NodeClaim> {
-    let mut conds = vec![
-        condition("Launched"),
-        condition("Registered"),
-        condition("Initialized"),
-    ];
+/// [`fresh`], launched, registered and initialized, and `Drifted` when `drifted`.
+fn claim(name: &str, created: u32, drifted: bool) -> NodeClaimBuilder {
+    let c = fresh(name, created)
+        .condition("Launched", "True")
+        .condition("Registered", "True")
+        .condition("Initialized", "True");
     if drifted {
-        conds.push(condition("Drifted"));
+        c.condition("Drifted", "True")
+    } else {
+        c
     }
-    let mut v = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"},
-                     "creationTimestamp": format!("2026-01-01T00:{created:02}:00Z")},
-        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                 "requirements": []},
-        "status": {"nodeName": format!("n-{name}"), "conditions": conds},
-    });
-    merge(&mut v, extra);
-    Arc::new(serde_json::from_value(v).expect("valid NodeClaim"))
 }
 
-fn pod(name: &str, node: &str, extra: Value) -> Arc<Pod> {
-    let mut v = json!({
-        "metadata": {"name": name, "namespace": "shop", "labels": {"app": name}},
-        "spec": {"nodeName": node, "containers": []},
-        "status": {"phase": "Running"},
-    });
-    merge(&mut v, extra);
-    Arc::new(serde_json::from_value(v).expect("valid Pod"))
+/// A running pod of app `name` in namespace `shop` on `node`.
+fn running(name: &str, node: &str) -> PodBuilder {
+    pod(name)
+        .namespace("shop")
+        .label("app", name)
+        .on_node(node)
+        .phase("Running")
 }
 
+/// The PodDisruptionBudget `app` in `shop` over pods of app `app`, allowing `allowed` evictions.
 fn pdb(app: &str, allowed: i32) -> Arc<PodDisruptionBudget> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "metadata": {"name": app, "namespace": "shop"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
-            "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1,
-                       "expectedPods": 1},
-        }))
-        .expect("valid PDB"),
-    )
+    testutil::pdb(app)
+        .namespace("shop")
+        .disruptions_allowed(allowed)
+        .arc()
 }
 
 fn run(
@@ -99,25 +65,22 @@ fn names(queue: &[Candidate]) -> Vec<&str> {
 #[test]
 fn empty_nodes_first_then_fewest_pods_then_oldest() {
     let claims = vec![
-        claim("busy", 1, true, json!({})),
-        claim("light-new", 5, true, json!({})),
-        claim("light-old", 2, true, json!({})),
-        claim("empty", 9, true, json!({})),
-        claim("fine", 0, false, json!({})),
+        claim("busy", 1, true).arc(),
+        claim("light-new", 5, true).arc(),
+        claim("light-old", 2, true).arc(),
+        claim("empty", 9, true).arc(),
+        claim("fine", 0, false).arc(),
     ];
     let pods = vec![
-        pod("a", "n-busy", json!({})),
-        pod("b", "n-busy", json!({})),
-        pod("c", "n-light-new", json!({})),
-        pod("d", "n-light-old", json!({})),
-        pod(
-            "ds",
-            "n-empty",
-            json!({"metadata": {"ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}}),
-        ),
+        running("a", "n-busy").arc(),
+        running("b", "n-busy").arc(),
+        running("c", "n-light-new").arc(),
+        running("d", "n-light-old").arc(),
+        running("ds", "n-empty")
+            .owner("apps/v1", "DaemonSet", "ds", "u")
+            .arc(),
     ];
-    let p = run(&pool(json!({})), &claims, &pods, &[]);
+    let p = run(&nodepool("default").build(), &claims, &pods, &[]);
     assert_eq!(names(&p.queue), ["empty", "light-old", "light-new", "busy"]);
     assert_eq!(p.queue[0].pods, 0, "DaemonSet pods do not count");
     assert_eq!(
@@ -130,21 +93,17 @@ fn empty_nodes_first_then_fewest_pods_then_oldest() {
 #[test]
 fn do_not_disrupt_and_blocking_pdbs_are_skipped_with_why() {
     let claims = vec![
-        claim("pinned", 1, true, json!({})),
-        claim("guarded", 2, true, json!({})),
-        claim("ok", 3, true, json!({})),
+        claim("pinned", 1, true).arc(),
+        claim("guarded", 2, true).arc(),
+        claim("ok", 3, true).arc(),
     ];
     let pods = vec![
-        pod(
-            "db",
-            "n-pinned",
-            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
-        ),
-        pod("cart", "n-guarded", json!({})),
-        pod("web", "n-ok", json!({})),
+        running("db", "n-pinned").do_not_disrupt().arc(),
+        running("cart", "n-guarded").arc(),
+        running("web", "n-ok").arc(),
     ];
     let p = run(
-        &pool(json!({})),
+        &nodepool("default").build(),
         &claims,
         &pods,
         &[pdb("cart", 0), pdb("web", 1)],
@@ -170,23 +129,14 @@ fn do_not_disrupt_and_blocking_pdbs_are_skipped_with_why() {
 #[test]
 fn a_step_in_progress_holds_the_next_and_reports_its_phase() {
     let claims = vec![
-        claim(
-            "old",
-            1,
-            true,
-            json!({"metadata": {"annotations": {
-            "upgrades.karpenter.sh/replacement": "default-new",
-            "upgrades.karpenter.sh/step-started": "2026-01-01T00:59:00Z"}}}),
-        ),
-        claim(
-            "default-new",
-            59,
-            false,
-            json!({"status": {"conditions": [condition("Launched")]}}),
-        ),
-        claim("next", 2, true, json!({})),
+        claim("old", 1, true)
+            .annotation("upgrades.karpenter.sh/replacement", "default-new")
+            .annotation("upgrades.karpenter.sh/step-started", "2026-01-01T00:59:00Z")
+            .arc(),
+        fresh("default-new", 59).condition("Launched", "True").arc(),
+        claim("next", 2, true).arc(),
     ];
-    let p = run(&pool(json!({})), &claims, &[], &[]);
+    let p = run(&nodepool("default").build(), &claims, &[], &[]);
     assert_eq!(p.in_progress.len(), 1);
     assert_eq!(p.in_progress[0].phase, Phase::LaunchingReplacement);
     assert_eq!(p.in_progress[0].replacement.as_deref(), Some("default-new"));
@@ -195,28 +145,26 @@ fn a_step_in_progress_holds_the_next_and_reports_its_phase() {
 
     let registered = vec![
         claims[0].clone(),
-        claim(
-            "default-new",
-            59,
-            false,
-            json!({"status": {"conditions": [condition("Launched"), condition("Registered")]}}),
-        ),
+        fresh("default-new", 59)
+            .condition("Launched", "True")
+            .condition("Registered", "True")
+            .arc(),
     ];
-    let p = run(&pool(json!({})), &registered, &[], &[]);
+    let p = run(&nodepool("default").build(), &registered, &[], &[]);
     assert_eq!(p.in_progress[0].phase, Phase::WaitingForInitialization);
 }
 
 #[test]
 fn pause_and_step_allowance() {
-    let claims = vec![
-        claim("a", 1, true, json!({})),
-        claim("b", 2, true, json!({})),
-    ];
-    let paused =
-        pool(json!({"metadata": {"annotations": {"upgrades.karpenter.sh/paused": "true"}}}));
+    let claims = vec![claim("a", 1, true).arc(), claim("b", 2, true).arc()];
+    let paused = nodepool("default")
+        .annotation("upgrades.karpenter.sh/paused", "true")
+        .build();
     assert_eq!(run(&paused, &claims, &[], &[]).can_start, 0);
-    let stepped = pool(json!({"metadata": {"annotations": {
-        "upgrades.karpenter.sh/paused": "true", "upgrades.karpenter.sh/step-allowance": "1"}}}));
+    let stepped = nodepool("default")
+        .annotation("upgrades.karpenter.sh/paused", "true")
+        .annotation("upgrades.karpenter.sh/step-allowance", "1")
+        .build();
     let p = run(&stepped, &claims, &[], &[]);
     assert!(p.paused);
     assert_eq!((p.step_allowance, p.can_start), (1, 1));
@@ -225,17 +173,18 @@ fn pause_and_step_allowance() {
 #[test]
 fn drifted_budgets_widen_or_stop_the_rollout() {
     let claims: Vec<_> = (0..4)
-        .map(|i| claim(&format!("c{i}"), i, true, json!({})))
+        .map(|i| claim(&format!("c{i}"), i, true).arc())
         .collect();
-    let two = pool(
-        json!({"spec": {"disruption": {"budgets": [{"nodes": "2", "reasons": ["Drifted"]}]}}}),
-    );
+    let two = nodepool("default")
+        .budget(json!({"nodes": "2", "reasons": ["Drifted"]}))
+        .build();
     assert_eq!(run(&two, &claims, &[], &[]).can_start, 2);
-    let none = pool(json!({"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}));
+    let none = nodepool("default").budget(json!({"nodes": "0"})).build();
     assert_eq!(run(&none, &claims, &[], &[]).can_start, 0);
     // A budget naming Drifted outside its schedule window widens nothing: one at a time.
-    let windowed = pool(json!({"spec": {"disruption": {"budgets": [
-        {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 9 * * *", "duration": "8h"}]}}}));
+    let windowed = nodepool("default")
+        .budget(json!({"nodes": "0", "reasons": ["Drifted"], "schedule": "0 9 * * *", "duration": "8h"}))
+        .build();
     let evening: Timestamp = "2026-01-01T20:00:00Z".parse().expect("time");
     let p = plan(&View {
         pool: &windowed,
@@ -248,50 +197,34 @@ fn drifted_budgets_widen_or_stop_the_rollout() {
     assert_eq!((p.max_in_progress, p.can_start), (1, 1));
     // A deleting node counts against the budget.
     let mut busy = claims.clone();
-    busy.push(claim("leaving", 9, false, json!({"metadata": {"deletionTimestamp": "2026-01-01T00:30:00Z", "finalizers": ["karpenter.sh/termination"]}})));
+    busy.push(
+        claim("leaving", 9, false)
+            .deleting("2026-01-01T00:30:00Z")
+            .finalizer("karpenter.sh/termination")
+            .arc(),
+    );
     assert_eq!(run(&two, &busy, &[], &[]).can_start, 1);
 }
 
 #[test]
 fn drain_timeout_is_the_pods_grace_or_the_pools() {
-    let claims = vec![claim("a", 1, true, json!({}))];
+    let claims = vec![claim("a", 1, true).arc()];
     let pods = vec![
-        pod("x", "n-a", json!({})),
-        pod(
-            "y",
-            "n-a",
-            json!({"spec": {"terminationGracePeriodSeconds": 10}}),
-        ),
+        running("x", "n-a").arc(),
+        running("y", "n-a").grace_period(10).arc(),
     ];
-    let p = run(&pool(json!({})), &claims, &pods, &[]);
+    let p = run(&nodepool("default").build(), &claims, &pods, &[]);
     assert_eq!(p.queue[0].drain_timeout, Duration::from_secs(40));
     // The NodeClaim's own terminationGracePeriod (what its finalizer applies) wins.
-    let with_grace = vec![claim(
-        "a",
-        1,
-        true,
-        json!({"spec": {"terminationGracePeriod": "5m"}}),
-    )];
-    let p = run(&pool(json!({})), &with_grace, &pods, &[]);
+    let with_grace = vec![claim("a", 1, true).termination_grace_period("5m").arc()];
+    let p = run(&nodepool("default").build(), &with_grace, &pods, &[]);
     assert_eq!(p.queue[0].drain_timeout, Duration::from_secs(300));
     let huge = vec![
-        pod(
-            "x",
-            "n-a",
-            json!({"spec": {"terminationGracePeriodSeconds": i64::MAX}}),
-        ),
-        pod(
-            "y",
-            "n-a",
-            json!({"spec": {"terminationGracePeriodSeconds": i64::MAX}}),
-        ),
-        pod(
-            "z",
-            "n-a",
-            json!({"spec": {"terminationGracePeriodSeconds": i64::MAX}}),
-        ),
+        running("x", "n-a").grace_period(i64::MAX).arc(),
+        running("y", "n-a").grace_period(i64::MAX).arc(),
+        running("z", "n-a").grace_period(i64::MAX).arc(),
     ];
-    let p = run(&pool(json!({})), &claims, &huge, &[]);
+    let p = run(&nodepool("default").build(), &claims, &huge, &[]);
     assert_eq!(
         p.queue[0].drain_timeout,
         Duration::from_secs(u64::MAX),
@@ -324,9 +257,10 @@ fn scheduled_budgets_are_active_for_their_duration_after_each_hit() {
         "unscheduled"
     );
     // During the window a `nodes: 0` budget stops the rollout; outside it, it does not.
-    let claims = vec![claim("a", 1, true, json!({}))];
-    let p = pool(json!({"spec": {"disruption": {"budgets": [
-        {"nodes": "0", "schedule": "0 9 * * *", "duration": "8h"}]}}}));
+    let claims = vec![claim("a", 1, true).arc()];
+    let p = nodepool("default")
+        .budget(json!({"nodes": "0", "schedule": "0 9 * * *", "duration": "8h"}))
+        .build();
     for (time, can) in [("2026-01-01T10:00:00Z", 0), ("2026-01-01T20:00:00Z", 1)] {
         let now = at(time);
         let plan = plan(&View {

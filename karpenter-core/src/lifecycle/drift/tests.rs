@@ -1,4 +1,7 @@
-use serde_json::{Value, json};
+use crds::Operator;
+use crds::labels::CAPACITY_TYPE_LABEL;
+use serde_json::json;
+use testutil::{NodePoolBuilder, condition, ec2nodeclass, nodeclaim, nodepool};
 
 use super::*;
 use crate::scheduling::testing::instance_type;
@@ -6,38 +9,20 @@ use crate::scheduling::testing::instance_type;
 const OLD_AMI: &str = "ami-0aaa";
 const NEW_AMI: &str = "ami-0bbb";
 
-fn pool(template: Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default"},
-        "spec": {"template": template},
-    }))
-    .expect("valid NodePool")
+/// The NodePool `default`: template label `team: web`, capacity type spot or on-demand.
+fn pool() -> NodePoolBuilder {
+    nodepool("default")
+        .template_label("team", "web")
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["spot", "on-demand"])
 }
 
-fn template() -> Value {
-    json!({
-        "metadata": {"labels": {"team": "web"}},
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
-            ],
-        },
-    })
-}
-
+/// The resolved EC2NodeClass `default`: subnets a and b, one security group, and the al2023
+/// images for arm64 and (`ami`) amd64.
 fn class(ami: &str) -> EC2NodeClass {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-        },
-        "status": {
+    ec2nodeclass("default")
+        .role("KarpenterNodeRole")
+        .discovery("c")
+        .merge(json!({"status": {
             "subnets": [{"id": "subnet-a", "zone": "us-east-1a"}, {"id": "subnet-b", "zone": "us-east-1b"}],
             "securityGroups": [{"id": "sg-1"}],
             "amis": [
@@ -46,9 +31,8 @@ fn class(ami: &str) -> EC2NodeClass {
                 {"id": ami, "name": format!("al2023-x86_64-{ami}"),
                  "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
             ],
-        },
-    }))
-    .expect("valid EC2NodeClass")
+        }}))
+        .build()
 }
 
 /// A launched NodeClaim stamped from `pool` and `class` under the current versions.
@@ -58,29 +42,17 @@ fn claim(pool: &NodePool, class: &EC2NodeClass) -> NodeClaim {
     annotations.extend(crate::lifecycle::stamp::launch_stamp(
         class, OLD_AMI, &versions,
     ));
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {
-            "name": "default-abc",
-            "labels": {
-                "karpenter.sh/nodepool": "default", "team": "web",
-                "karpenter.sh/capacity-type": "on-demand",
-                "kubernetes.io/arch": "amd64",
-                "node.kubernetes.io/instance-type": "m5.large",
-            },
-            "annotations": annotations,
-        },
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [],
-        },
-        "status": {
-            "providerID": "aws:///us-east-1a/i-1", "imageID": OLD_AMI,
-            "conditions": [{"type": "Launched", "status": "True", "reason": "Launched",
-                            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        },
-    }))
-    .expect("valid NodeClaim")
+    nodeclaim("default-abc")
+        .nodepool("default")
+        .label("team", "web")
+        .label(CAPACITY_TYPE_LABEL, "on-demand")
+        .label("kubernetes.io/arch", "amd64")
+        .label("node.kubernetes.io/instance-type", "m5.large")
+        .annotations(annotations)
+        .provider_id("aws:///us-east-1a/i-1")
+        .image_id(OLD_AMI)
+        .condition("Launched", "True")
+        .build()
 }
 
 fn instance() -> Instance {
@@ -129,7 +101,7 @@ fn findings(v: Verdict) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn unchanged_nodeclaim_is_not_drifted() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     assert_eq!(
         check(&claim(&p, &c), &p, &c, Some(&instance())),
         Verdict::NotDrifted
@@ -138,7 +110,7 @@ fn unchanged_nodeclaim_is_not_drifted() {
 
 #[test]
 fn not_launched_nodeclaims_are_not_checked() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let mut nc = claim(&p, &c);
     nc.status = None;
     assert_eq!(check(&nc, &p, &c, None), Verdict::NotLaunched);
@@ -146,12 +118,12 @@ fn not_launched_nodeclaims_are_not_checked() {
 
 #[test]
 fn nodepool_label_and_taint_changes_are_named() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
-    let mut t = template();
-    t["metadata"]["labels"]["team"] = json!("db");
-    t["spec"]["taints"] = json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]);
-    let changed = pool(t);
+    let changed = pool()
+        .template_label("team", "db")
+        .taint("dedicated=gpu:NoSchedule")
+        .build();
     assert_eq!(
         findings(check(&nc, &changed, &c, Some(&instance()))),
         [(
@@ -166,7 +138,7 @@ fn nodepool_label_and_taint_changes_are_named() {
 
 #[test]
 fn other_hash_versions_are_not_compared() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let mut nc = claim(&p, &c);
     let a = nc.metadata.annotations.get_or_insert_with(Default::default);
     a.insert(
@@ -182,26 +154,26 @@ fn other_hash_versions_are_not_compared() {
         crds::labels::EC2NODECLASS_HASH_ANNOTATION.into(),
         "456".into(),
     );
-    let mut t = template();
-    t["metadata"]["labels"]["team"] = json!("db");
+    let relabelled = pool().template_label("team", "db").build();
     // The label change itself is not seen (version mismatch), but the label no longer matching
     // is not a requirement either: nothing is drifted.
     assert_eq!(
-        check(&nc, &pool(t), &c, Some(&instance())),
+        check(&nc, &relabelled, &c, Some(&instance())),
         Verdict::NotDrifted
     );
 }
 
 #[test]
 fn narrowed_requirement_is_requirements_drift() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
-    let mut t = template();
-    t["spec"]["requirements"] = json!([
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
-        {"key": "example.com/tier", "operator": "Exists"},
-    ]);
-    let f = findings(check(&nc, &pool(t), &c, Some(&instance())));
+    let narrowed = pool()
+        .merge(json!({"spec": {"template": {"spec": {"requirements": [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            {"key": "example.com/tier", "operator": "Exists"},
+        ]}}}}))
+        .build();
+    let f = findings(check(&nc, &narrowed, &c, Some(&instance())));
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].0, "RequirementsDrifted");
     assert_eq!(
@@ -215,7 +187,7 @@ fn narrowed_requirement_is_requirements_drift() {
 
 #[test]
 fn new_ami_for_the_architecture_is_ami_drift_with_names() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let f = findings(check(&nc, &p, &class(NEW_AMI), Some(&instance())));
     assert_eq!(
@@ -231,7 +203,7 @@ fn new_ami_for_the_architecture_is_ami_drift_with_names() {
 
 #[test]
 fn subnet_and_security_group_changes_are_named() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let mut moved = instance();
     moved.subnet_id = "subnet-z".into();
@@ -254,7 +226,7 @@ fn subnet_and_security_group_changes_are_named() {
 
 #[test]
 fn node_class_spec_change_is_node_class_drift() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let mut changed = c.clone();
     changed.spec.user_data = Some("echo hi".into());
@@ -270,7 +242,7 @@ fn node_class_spec_change_is_node_class_drift() {
 
 #[test]
 fn vanished_instance_type_is_instance_type_not_found() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let types = vec![instance_type("c5.large", 2, 4, 0.085)];
     let v = detect(&Inputs {
@@ -292,7 +264,7 @@ fn vanished_instance_type_is_instance_type_not_found() {
 
 #[test]
 fn unresolved_node_class_leaves_drift_unknown() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let mut empty = c.clone();
     if let Some(s) = empty.status.as_mut() {
@@ -324,7 +296,7 @@ fn findings_make_one_message_in_order() {
 
 #[test]
 fn drift_found_under_an_old_hash_version_is_kept() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let mut nc = claim(&p, &c);
     nc.metadata
         .annotations
@@ -333,14 +305,10 @@ fn drift_found_under_an_old_hash_version_is_kept() {
             crds::labels::NODEPOOL_HASH_VERSION_ANNOTATION.into(),
             "rs-v0".into(),
         );
-    let status = nc.status.get_or_insert_with(Default::default);
-    status.conditions.push(
-        serde_json::from_value(json!({
-            "type": "Drifted", "status": "True", "reason": "NodePoolDrifted",
-            "message": "NodePoolDrifted: spec.template.metadata.labels.tier: added gold",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }))
-        .expect("condition"),
+    let nc = with_condition(
+        nc,
+        "NodePoolDrifted",
+        "NodePoolDrifted: spec.template.metadata.labels.tier: added gold",
     );
     assert_eq!(
         findings(check(&nc, &p, &c, Some(&instance()))),
@@ -355,7 +323,7 @@ fn drift_found_under_an_old_hash_version_is_kept() {
 fn upstream_stamped_nodeclaim_is_not_drifted() {
     let fixture = include_str!("../../../../tests/fixtures/upstream/nodeclaim.yaml");
     let nc: NodeClaim = serde_saphyr::from_str(fixture).expect("upstream NodeClaim parses");
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let upstream = Stamp::nodepool(nc.metadata.annotations.as_ref());
     assert_eq!(upstream.version.as_deref(), Some("v3"));
     assert_eq!(
@@ -391,7 +359,7 @@ fn an_upstream_drifted_condition_reads_back_without_its_echo() {
     let fixture = include_str!("../../../../tests/fixtures/upstream/nodeclaim.yaml");
     let nc: NodeClaim = serde_saphyr::from_str(fixture).expect("upstream NodeClaim parses");
     let nc = with_condition(nc, "NodePoolDrifted", "NodePoolDrifted");
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let Verdict::Drifted(findings) = check(&nc, &p, &c, None) else {
         panic!("upstream's drift is kept")
     };
@@ -403,14 +371,16 @@ fn an_upstream_drifted_condition_reads_back_without_its_echo() {
 
     // Upstream's SubnetDrift while the instance cannot be described, and a requirements change
     // found now: both reasons stay.
-    let (p, c) = (pool(template()), class(OLD_AMI));
-    let mut narrowed = template();
-    narrowed["spec"]["requirements"][0]["values"] = json!(["on-demand"]);
+    let (p, c) = (pool().build(), class(OLD_AMI));
+    let narrowed = nodepool("default")
+        .template_label("team", "web")
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand"])
+        .build();
     let nc = with_condition(claim(&p, &c), "SubnetDrift", "SubnetDrift");
     let types = vec![instance_type("m5.large", 2, 8, 0.096)];
     let v = detect(&Inputs {
         claim: &nc,
-        pool: &pool(narrowed),
+        pool: &narrowed,
         node_class: Some(&c),
         instance: Lookup::Unavailable("throttled".into()),
         instance_types: Lookup::Found(&types),
@@ -433,10 +403,12 @@ fn with_condition(mut nc: NodeClaim, reason: &str, message: &str) -> NodeClaim {
         .get_or_insert_with(Default::default)
         .conditions
         .push(
-            serde_json::from_value(json!({
-                "type": "Drifted", "status": "True", "reason": reason, "message": message,
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }))
+            serde_json::from_value(
+                condition("Drifted", "True")
+                    .reason(reason)
+                    .message(message)
+                    .json(),
+            )
             .expect("condition"),
         );
     nc
@@ -444,7 +416,7 @@ fn with_condition(mut nc: NodeClaim, reason: &str, message: &str) -> NodeClaim {
 
 #[test]
 fn an_empty_instance_type_list_is_no_evidence() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let none: Vec<std::sync::Arc<InstanceType>> = vec![];
     let v = detect(&Inputs {
@@ -463,7 +435,7 @@ fn an_empty_instance_type_list_is_no_evidence() {
 
 #[test]
 fn a_failed_lookup_keeps_what_was_found_before() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let message = "SubnetDrift: subnet: subnet-z (us-east-1a) is no longer selected; selected now: subnet-a (us-east-1a)";
     let nc = with_condition(claim(&p, &c), "SubnetDrift", message);
     let types = vec![instance_type("m5.large", 2, 8, 0.096)];
@@ -494,7 +466,7 @@ fn a_failed_lookup_keeps_what_was_found_before() {
 
 #[test]
 fn a_missing_node_class_leaves_drift_unknown() {
-    let (p, c) = (pool(template()), class(OLD_AMI));
+    let (p, c) = (pool().build(), class(OLD_AMI));
     let nc = claim(&p, &c);
     let v = detect(&Inputs {
         claim: &nc,

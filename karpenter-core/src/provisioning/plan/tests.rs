@@ -5,51 +5,35 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crds::{EC2NodeClass, NodeClaim, NodePool};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use serde_json::{Value, json};
+use crds::labels::INSTANCE_TYPE_LABEL;
+use crds::{EC2NodeClass, NodeClaim, Operator};
+use k8s_openapi::api::core::v1::Pod;
+use testutil::{NodePoolBuilder, ec2nodeclass, node, nodeclaim, nodepool, pod};
 
 use super::*;
 use crate::scheduling::testing::small_medium_large;
 
-fn nodepool(ready: &str, limits: Value) -> Arc<NodePool> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {"limits": limits, "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": []}}},
-            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "Ready",
-                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-        }))
-        .expect("valid NodePool"),
-    )
+/// The NodePool `default` with condition `Ready` = `status`.
+fn nodepool_ready(status: &str) -> NodePoolBuilder {
+    nodepool("default").condition("Ready", status)
 }
 
+/// The EC2NodeClass `default`, selecting subnet-1 and sg-1 by id.
 fn nodeclass() -> Arc<EC2NodeClass> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"},
-            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]},
-        }))
-        .expect("valid EC2NodeClass"),
-    )
+    ec2nodeclass("default")
+        .subnet_ids(["subnet-1"])
+        .security_group_ids(["sg-1"])
+        .arc()
 }
 
 /// A pod kube-scheduler marked unschedulable, asking `cpu` and `memory`.
 fn pending(name: &str, cpu: &str, memory: &str) -> Arc<Pod> {
-    Arc::new(
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "default", "uid": name},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
-            "status": {"phase": "Pending", "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
-        }))
-        .expect("valid Pod"),
-    )
+    pod(name)
+        .uid(name)
+        .cpu(cpu)
+        .memory(memory)
+        .unschedulable()
+        .arc()
 }
 
 fn listings() -> HashMap<String, Listing> {
@@ -59,7 +43,7 @@ fn listings() -> HashMap<String, Listing> {
 fn snapshot(pods: Vec<Arc<Pod>>) -> Snapshot {
     Snapshot {
         pods,
-        nodepools: vec![nodepool("True", json!({}))],
+        nodepools: vec![nodepool_ready("True").arc()],
         nodeclasses: vec![nodeclass()],
         ..Snapshot::default()
     }
@@ -117,21 +101,17 @@ fn pending_pods_get_a_nodeclaim_of_their_nodepool() {
 
 #[test]
 fn pods_that_fit_existing_capacity_are_nominated_there() {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": "ip-10-0-0-1.ec2.internal"},
-        "spec": {"providerID": "aws:///us-east-1a/i-1"},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}]},
-    }))
-    .expect("valid Node");
-    let in_flight: NodeClaim = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {
-            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["gp.large"]}],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-    }))
-    .expect("valid NodeClaim");
+    let node = node("ip-10-0-0-1.ec2.internal")
+        .provider_id("aws:///us-east-1a/i-1")
+        .allocatable("cpu", "4")
+        .allocatable("memory", "8Gi")
+        .allocatable("pods", "110")
+        .ready("True")
+        .build();
+    let in_flight = nodeclaim("default-abcde")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["gp.large"])
+        .build();
     let mut snap = snapshot(vec![pending("small", "500m", "512Mi")]);
     snap.nodes = vec![Arc::new(node)];
     let out = plan(&snap, &listings(), &Settings::default());
@@ -163,7 +143,7 @@ fn pods_that_fit_existing_capacity_are_nominated_there() {
 #[test]
 fn nodepools_left_out_say_why_and_their_pods_fail() {
     let mut snap = snapshot(vec![pending("a", "500m", "512Mi")]);
-    snap.nodepools = vec![nodepool("False", json!({}))];
+    snap.nodepools = vec![nodepool_ready("False").arc()];
     let out = plan(&snap, &listings(), &Settings::default());
     assert!(out.nodeclaims.is_empty());
     assert!(matches!(
@@ -205,7 +185,10 @@ fn a_pod_too_large_for_every_type_fails_with_the_rejection() {
 
 #[test]
 fn limits_name_what_a_new_nodeclaim_would_exceed() {
-    let pool = nodepool("True", json!({"cpu": "10", "nodes": "3"}));
+    let pool = nodepool_ready("True")
+        .limit("cpu", "10")
+        .limit("nodes", "3")
+        .arc();
     let mut largest = Resources::default();
     largest.set("cpu", 4000);
     let mut used = Resources::default();
@@ -215,7 +198,7 @@ fn limits_name_what_a_new_nodeclaim_would_exceed() {
     assert_eq!(exceeded_limits(&pool, &largest, &used, 1), ["cpu"]);
     used.set("cpu", 0);
     assert_eq!(exceeded_limits(&pool, &largest, &used, 3), ["nodes"]);
-    let unlimited = nodepool("True", json!({}));
+    let unlimited = nodepool_ready("True").arc();
     used.set("cpu", 1_000_000);
     assert!(exceeded_limits(&unlimited, &largest, &used, 99).is_empty());
 }
