@@ -98,6 +98,18 @@ impl NodeClaimBuilder {
         self
     }
 
+    /// Sets `status.capacity` of `resource` to `quantity` (what the launched instance has).
+    pub fn capacity(mut self, resource: impl AsRef<str>, quantity: impl AsRef<str>) -> Self {
+        at(&mut self.0, &["status", "capacity"])[resource.as_ref()] = json!(quantity.as_ref());
+        self
+    }
+
+    /// Sets `status.allocatable` of `resource` to `quantity` (what pods may use of it).
+    pub fn allocatable(mut self, resource: impl AsRef<str>, quantity: impl AsRef<str>) -> Self {
+        at(&mut self.0, &["status", "allocatable"])[resource.as_ref()] = json!(quantity.as_ref());
+        self
+    }
+
     /// Appends the status condition `type_` = `status` with reason `type_` (see
     /// [`crate::condition`]).
     pub fn condition(self, type_: impl AsRef<str>, status: impl AsRef<str>) -> Self {

@@ -316,7 +316,7 @@ async fn collect_nodes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use testutil::{condition, nodeclaim};
 
     fn instance(id: &str, claim: Option<&str>, age_s: i64, now: Timestamp) -> Instance {
         Instance {
@@ -335,27 +335,22 @@ mod tests {
         }
     }
 
+    /// A NodeClaim launched as `provider_id` `launched_s_ago` seconds before `now`, or not
+    /// launched yet.
     fn claim(
         name: &str,
         provider_id: Option<&str>,
         launched_s_ago: i64,
         now: Timestamp,
     ) -> Arc<NodeClaim> {
-        let at = (now - SignedDuration::from_secs(launched_s_ago)).to_string();
-        let status = match provider_id {
-            Some(p) => json!({"providerID": p, "conditions": [
-                {"type": "Launched", "status": "True", "reason": "Launched", "message": "",
-                 "lastTransitionTime": at}]}),
-            None => json!({}),
-        };
-        Arc::new(
-            serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": name},
-                "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                         "requirements": []},
-                "status": status}))
-            .expect("valid nodeclaim"),
-        )
+        let c = nodeclaim(name);
+        match provider_id {
+            Some(p) => c.provider_id(p).with_condition(
+                condition("Launched", "True").at(now - SignedDuration::from_secs(launched_s_ago)),
+            ),
+            None => c,
+        }
+        .arc()
     }
 
     #[test]
@@ -377,17 +372,14 @@ mod tests {
         assert!(c.nodeclaims.is_empty());
     }
 
+    /// A Node with `provider_id`, labelled as the NodePool `default`'s when `nodepool`.
     fn node(name: &str, provider_id: &str, nodepool: bool) -> Arc<Node> {
-        let labels = if nodepool {
-            json!({"karpenter.sh/nodepool": "default"})
+        let n = testutil::node(name).provider_id(provider_id);
+        if nodepool {
+            n.label(NODEPOOL_LABEL, "default").arc()
         } else {
-            json!({})
-        };
-        Arc::new(
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels},
-                "spec": {"providerID": provider_id}}))
-            .expect("node"),
-        )
+            n.arc()
+        }
     }
 
     #[test]

@@ -171,6 +171,7 @@ pub async fn write_metadata(
 mod tests {
     use super::*;
     use crds::labels::TERMINATION_FINALIZER;
+    use testutil::nodeclaim;
 
     /// Against the sandbox API server: the first delete of a NodeClaim as read starts its
     /// deletion; repeating it with the same (now stale) read is refused with 409, and with a
@@ -189,13 +190,9 @@ mod tests {
         let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
         let client = kube::Client::try_from(config).expect("client");
         let api: Api<NodeClaim> = Api::all(client.clone());
-        let claim: NodeClaim = serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "default-x", "finalizers": [TERMINATION_FINALIZER]},
-            "spec": {"requirements": [], "nodeClassRef":
-                {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
-        }))
-        .expect("claim");
+        let claim = nodeclaim("default-x")
+            .finalizer(TERMINATION_FINALIZER)
+            .build();
         let read = api
             .create(&kube::api::PostParams::default(), &claim)
             .await

@@ -329,21 +329,7 @@ impl ClusterState {
 mod tests {
     use super::*;
     use kube::runtime::watcher::Event;
-
-    fn pool(name: &str, generation: i64) -> NodePool {
-        let mut p: NodePool = serde_json::from_value(serde_json::json!({
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": name},
-            "spec": {"template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": []
-            }}}
-        }))
-        .expect("a NodePool");
-        p.metadata.generation = Some(generation);
-        p
-    }
+    use testutil::nodepool;
 
     fn names(objs: &[Arc<NodePool>]) -> Vec<(String, i64)> {
         objs.iter()
@@ -380,18 +366,18 @@ mod tests {
             announce(&event, &store, &mut before, &on_event);
         };
         feed(Event::Init);
-        feed(Event::InitApply(pool("a", 1)));
-        feed(Event::InitApply(pool("b", 1)));
+        feed(Event::InitApply(nodepool("a").generation(1).build()));
+        feed(Event::InitApply(nodepool("b").generation(1).build()));
         assert!(
             heard.lock().expect("not poisoned").is_empty(),
             "nothing before the list ends"
         );
         feed(Event::InitDone);
-        feed(Event::Apply(pool("a", 2)));
+        feed(Event::Apply(nodepool("a").generation(2).build()));
         // A relist in which b is gone and c new.
         feed(Event::Init);
-        feed(Event::InitApply(pool("a", 2)));
-        feed(Event::InitApply(pool("c", 1)));
+        feed(Event::InitApply(nodepool("a").generation(2).build()));
+        feed(Event::InitApply(nodepool("c").generation(1).build()));
         feed(Event::InitDone);
         let mut heard = heard.into_inner().expect("not poisoned");
         heard[..2].sort();
@@ -419,7 +405,7 @@ mod tests {
             store,
         };
         // Nobody subscribes yet: nothing is queued.
-        Changes::publish(&tx, &pool("early", 1));
+        Changes::publish(&tx, &nodepool("early").generation(1).build());
         assert_eq!(tx.len(), 0);
 
         let mut stream = std::pin::pin!(changes.subscribe());
@@ -427,7 +413,7 @@ mod tests {
             writer.apply_watcher_event(&Event::Apply(p.clone()));
             Changes::publish(&tx, &p);
         };
-        apply(&mut writer, pool("a", 1));
+        apply(&mut writer, nodepool("a").generation(1).build());
         assert_eq!(
             names(&[stream.next().await.expect("a change")]),
             [("a".to_string(), 1)]
@@ -435,9 +421,9 @@ mod tests {
 
         // Five changes into a buffer of two: the subscriber gets the cache's current objects.
         for generation in 2..=6 {
-            apply(&mut writer, pool("a", generation));
+            apply(&mut writer, nodepool("a").generation(generation).build());
         }
-        apply(&mut writer, pool("b", 1));
+        apply(&mut writer, nodepool("b").generation(1).build());
         let mut resync = vec![
             stream.next().await.expect("resync"),
             stream.next().await.expect("resync"),

@@ -389,18 +389,7 @@ pub fn fnv(s: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn node_class() -> EC2NodeClass {
-        serde_json::from_value(
-            json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"},
-            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"tags": {"a": "b"}}],
-                "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}}),
-        )
-        .expect("valid node class")
-    }
+    use testutil::ec2nodeclass;
 
     fn cluster() -> ClusterInfo {
         ClusterInfo {
@@ -427,7 +416,13 @@ mod tests {
             crds::labels::unregistered_no_execute_taint(),
         ];
         for family in [AmiFamily::Al2023, AmiFamily::Al2, AmiFamily::Bottlerocket] {
-            let ud = user_data(family, &cluster(), &node_class(), &labels, &taints);
+            let ud = user_data(
+                family,
+                &cluster(),
+                &ec2nodeclass("default").build(),
+                &labels,
+                &taints,
+            );
             let (l, t) = parse_registration(&ud);
             assert_eq!(l, labels, "{family:?} labels:\n{ud}");
             assert_eq!(t, taints, "{family:?} taints:\n{ud}");
@@ -439,7 +434,7 @@ mod tests {
         let ud = user_data(
             AmiFamily::Al2023,
             &cluster(),
-            &node_class(),
+            &ec2nodeclass("default").build(),
             &BTreeMap::new(),
             &[],
         );
@@ -450,7 +445,7 @@ mod tests {
 
     #[test]
     fn equal_content_shares_a_name_and_any_change_makes_a_new_one() {
-        let nc = node_class();
+        let nc = ec2nodeclass("default").build();
         let a = data(&nc, AmiFamily::Al2023, "ami-1", "x");
         let b = data(&nc, AmiFamily::Al2023, "ami-1", "x");
         let c = data(&nc, AmiFamily::Al2023, "ami-2", "x");

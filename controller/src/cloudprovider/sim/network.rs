@@ -352,24 +352,14 @@ fn fnv(s: &str) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn node_class(spec: serde_json::Value) -> EC2NodeClass {
-        serde_json::from_value(
-            json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-            "metadata": {"name": "default"}, "spec": spec}),
-        )
-        .expect("valid EC2NodeClass")
-    }
+    use testutil::ec2nodeclass;
 
     #[test]
     fn discovery_tags_alias_and_role_resolve() {
         let net = SimNetwork::new("demo");
-        let nc = node_class(json!({
-            "role": "KarpenterNodeRole-demo",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-        }));
+        let nc = ec2nodeclass("default")
+            .role("KarpenterNodeRole-demo")
+            .build();
         let r = net.resolve("demo", &nc);
         assert_eq!(r.not_ready, None);
         assert_eq!(r.status.subnets.len(), 5);
@@ -386,11 +376,10 @@ mod tests {
     #[test]
     fn selectors_that_match_nothing_say_which() {
         let net = SimNetwork::new("demo");
-        let nc = node_class(json!({
-            "role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "${CLUSTER_NAME}"}}],
-            "securityGroupSelectorTerms": [{"id": "sg-0c0ffee0000000001"}],
-        }));
+        let nc = ec2nodeclass("default")
+            .subnet_discovery("${CLUSTER_NAME}")
+            .security_group_ids(["sg-0c0ffee0000000001"])
+            .build();
         let r = net.resolve("demo", &nc);
         assert_eq!(
             r.not_ready.map(|(_, reason, _)| reason),
@@ -402,10 +391,10 @@ mod tests {
     fn publishing_a_release_moves_latest_and_names_glob() {
         let mut net = SimNetwork::new("demo");
         let new = net.publish_ami("al2023", "v20260501", "amd64");
-        let nc = node_class(
-            json!({"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"id": "subnet-00000000005ab00000"}], "securityGroupSelectorTerms": [{"name": "demo-node"}]}),
-        );
+        let nc = ec2nodeclass("default")
+            .subnet_ids(["subnet-00000000005ab00000"])
+            .merge(json!({"spec": {"securityGroupSelectorTerms": [{"name": "demo-node"}]}}))
+            .build();
         let r = net.resolve("demo", &nc);
         assert!(r.status.amis.iter().any(|a| a.id == new.id));
         assert!(glob("amazon-eks-node-al2023-*-v2026*", &new.name));

@@ -1,9 +1,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use crds::{EC2NodeClass, NodeClaim, NodePool};
+use crds::labels::{
+    ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL,
+};
+use crds::{EC2NodeClass, NodeClaim};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use serde_json::json;
+use testutil::{NodeClaimBuilder, NodePoolBuilder, ec2nodeclass, nodeclaim, nodepool};
 
 use super::*;
 use crate::cloudprovider::CloudProvider;
@@ -14,52 +17,46 @@ use karpenter_core::cloud::Instance;
 use karpenter_core::cloud::Launched;
 use karpenter_core::cloud::NodeClassResolution;
 
-fn claim(name: &str, pool: &str, extra: serde_json::Value) -> NodeClaim {
-    let mut v = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {
-            "karpenter.sh/nodepool": pool,
-            "karpenter.sh/capacity-type": "on-demand",
-            "topology.kubernetes.io/zone": "us-west-2a"}},
-        "spec": {"requirements": [],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}});
-    json_patch::merge(&mut v, &extra);
-    serde_json::from_value(v).expect("claim")
+/// A NodeClaim of `pool`, on-demand in us-west-2a.
+fn claim(name: &str, pool: &str) -> NodeClaimBuilder {
+    nodeclaim(name)
+        .nodepool(pool)
+        .label(CAPACITY_TYPE_LABEL, "on-demand")
+        .label(TOPOLOGY_ZONE_LABEL, "us-west-2a")
 }
 
-fn pool(name: &str, limits: serde_json::Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"limits": limits, "disruption": {"consolidationPolicy": "WhenEmpty"},
-            "template": {"spec": {"requirements": [],
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}}))
-    .expect("nodepool")
+/// A NodePool `name` that consolidates `WhenEmpty`.
+fn pool(name: &str) -> NodePoolBuilder {
+    nodepool(name).consolidation_policy("WhenEmpty")
 }
 
+/// A node of `pool`: an arm64 spot m7g.large in us-west-2b, `Ready` = `ready`.
 fn node(name: &str, pool: &str, ready: &str) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {
-            "karpenter.sh/nodepool": pool, "karpenter.sh/capacity-type": "spot",
-            "topology.kubernetes.io/zone": "us-west-2b", "kubernetes.io/arch": "arm64",
-            "node.kubernetes.io/instance-type": "m7g.large"}},
-        "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
-            "conditions": [{"type": "Ready", "status": ready}]}}))
-    .expect("node")
+    testutil::node(name)
+        .label(NODEPOOL_LABEL, pool)
+        .label(CAPACITY_TYPE_LABEL, "spot")
+        .label(TOPOLOGY_ZONE_LABEL, "us-west-2b")
+        .label(ARCH_LABEL, "arm64")
+        .label(INSTANCE_TYPE_LABEL, "m7g.large")
+        .allocatable("cpu", "1930m")
+        .allocatable("memory", "7Gi")
+        .allocatable("pods", "29")
+        .ready(ready)
+        .build()
 }
 
+/// A pod of the `owner_kind` `web-1` asking `cpu` and 1Gi: pending, or running (and Ready) on
+/// `node`.
 fn pod(name: &str, node: Option<&str>, owner_kind: &str, cpu: &str) -> Pod {
-    let mut v = json!({
-        "metadata": {"name": name, "namespace": "default", "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": owner_kind, "name": "web-1", "uid": "u", "controller": true}]},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-        "status": {"phase": "Pending"}});
-    if let Some(node) = node {
-        v["spec"]["nodeName"] = json!(node);
-        v["status"] =
-            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+    let p = testutil::pod(name)
+        .owner("apps/v1", owner_kind, "web-1", "u")
+        .cpu(cpu)
+        .memory("1Gi");
+    match node {
+        Some(node) => p.on_node(node).phase("Running").condition("Ready", "True"),
+        None => p.phase("Pending"),
     }
-    serde_json::from_value(v).expect("pod")
+    .build()
 }
 
 /// The value of the one sample named `name` whose labels include every pair of `labels`.
@@ -76,21 +73,15 @@ fn scrape(m: &Metrics, o: &Observed) -> Vec<Sample> {
 #[test]
 fn decisions_are_counted_with_upstream_names_and_labels() {
     let m = Metrics::new();
-    let a = claim("a", "general", json!({}));
-    let relaxed = claim(
-        "b",
-        "general",
-        json!({"metadata": {"annotations": {"karpenter.sh/nodeclaim-min-values-relaxed": "true"}}}),
-    );
+    let a = claim("a", "general").build();
+    let relaxed = claim("b", "general")
+        .annotation("karpenter.sh/nodeclaim-min-values-relaxed", "true")
+        .build();
     m.nodeclaim_created(&a, reason::PROVISIONED);
     m.nodeclaim_created(&a, reason::PROVISIONED);
     m.nodeclaim_created(&relaxed, reason::DRIFTED);
     m.nodeclaim_terminated(&a);
-    let with_grace = claim(
-        "c",
-        "general",
-        json!({"spec": {"terminationGracePeriod": "1h"}}),
-    );
+    let with_grace = claim("c", "general").termination_grace_period("1h").build();
     m.nodeclaim_disrupted_with(
         &with_grace,
         reason::EXPIRED,
@@ -190,13 +181,12 @@ fn decisions_are_counted_with_upstream_names_and_labels() {
 fn state_gauges_follow_the_caches_and_drop_deleted_objects() {
     let m = Metrics::new();
     let with_capacity = |name: &str, cpu: &str, mem: &str| {
-        Arc::new(claim(
-            name,
-            "general",
-            json!({"status": {"capacity": {"cpu": cpu, "memory": mem, "pods": "29"},
-            "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
-                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
-        ))
+        claim(name, "general")
+            .capacity("cpu", cpu)
+            .capacity("memory", mem)
+            .capacity("pods", "29")
+            .condition("Launched", "True")
+            .arc()
     };
     let observed = Observed {
         pods: vec![
@@ -212,10 +202,12 @@ fn state_gauges_follow_the_caches_and_drop_deleted_objects() {
             with_capacity("a", "2", "8Gi"),
             with_capacity("b", "4", "16Gi"),
         ],
-        nodepools: vec![Arc::new(pool(
-            "general",
-            json!({"cpu": "100", "memory": "1000Gi"}),
-        ))],
+        nodepools: vec![
+            pool("general")
+                .limit("cpu", "100")
+                .limit("memory", "1000Gi")
+                .arc(),
+        ],
         synced: true,
     };
     let s = scrape(&m, &observed);
@@ -427,14 +419,8 @@ impl CloudProvider for FakeCloud {
 async fn cloud_calls_are_timed_and_errors_counted_per_controller() {
     let metrics = Arc::new(Metrics::new());
     let cloud = MeteredCloud::wrap(Arc::new(FakeCloud), Arc::clone(&metrics));
-    let class: EC2NodeClass = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"a": "b"}}],
-            "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}}))
-    .expect("node class");
-    let c = claim("a", "general", json!({}));
+    let class = ec2nodeclass("default").build();
+    let c = claim("a", "general").build();
     in_controller("nodeclaim.lifecycle", async {
         assert!(cloud.create(&c, &class).await.is_err());
         assert!(cloud.create(&c, &class).await.is_err());
@@ -519,11 +505,11 @@ fn a_standby_exports_counters_but_no_cluster_state() {
     let observed = Observed {
         pods: vec![Arc::new(pod("bound", Some("n1"), "ReplicaSet", "500m"))],
         nodes: vec![Arc::new(node("n1", "general", "True"))],
-        nodeclaims: vec![Arc::new(claim("a", "general", json!({})))],
-        nodepools: vec![Arc::new(pool("general", json!({"cpu": "100"})))],
+        nodeclaims: vec![claim("a", "general").arc()],
+        nodepools: vec![pool("general").limit("cpu", "100").arc()],
         synced: true,
     };
-    m.nodeclaim_created(&claim("a", "general", json!({})), reason::PROVISIONED);
+    m.nodeclaim_created(&claim("a", "general").build(), reason::PROVISIONED);
     let created = "karpenter_nodeclaims_created_total";
     let as_leader = scrape(&m, &observed);
     assert_eq!(
