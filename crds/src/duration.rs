@@ -44,9 +44,9 @@ pub enum DurationError {
     /// A unit other than ns, us, µs, ms, s, m, h.
     #[error("invalid duration {input:?}: unknown unit {unit:?}")]
     UnknownUnit {
-        /// The whole input.
+        /// The whole string as given, e.g. `10d`.
         input: String,
-        /// The offending unit.
+        /// The unit that is not a Go duration unit, e.g. `d`.
         unit: String,
     },
     /// A negative duration; Karpenter's durations are never negative.
@@ -212,7 +212,7 @@ impl GoDuration {
         })
     }
 
-    /// The duration.
+    /// The parsed length (nanosecond precision, as Go's `time.Duration`), whatever its spelling.
     pub fn duration(&self) -> Duration {
         self.duration
     }
@@ -291,7 +291,7 @@ pub struct NillableDuration {
 }
 
 impl NillableDuration {
-    /// The `Never` value.
+    /// `Never`: no duration; [`NillableDuration::duration`] is `None` and it serializes as `Never`.
     pub fn never() -> Self {
         Self::default()
     }

@@ -1,4 +1,4 @@
-//! Drift hashes, and the snapshots that explain them.
+//! Static drift hashes of NodePools and EC2NodeClasses, and the field snapshots that explain them.
 //!
 //! Static drift compares a hash of the fields a NodeClaim was launched from with the same hash
 //! of its NodePool (or node class) now. Upstream Karpenter stamps the hash and the version of
@@ -95,8 +95,9 @@ pub fn nodepool_fields(pool: &NodePool) -> HashedFields {
     }
 }
 
-/// The hashed fields of an EC2NodeClass: every spec field except the selector terms (see
-/// [`NODECLASS_UNHASHED`]), one group per field.
+/// The hashed fields of an EC2NodeClass: every spec field except the selectors (subnet,
+/// security group, AMI and capacity reservation terms, `placementGroupSelector`: drift checks
+/// what they resolved to instead), one group per field.
 pub fn nodeclass_fields(class: &EC2NodeClass) -> HashedFields {
     let mut groups = BTreeMap::new();
     if let Value::Object(spec) = to_value(&class.spec) {
@@ -198,24 +199,24 @@ pub struct FieldChange {
 pub enum Change {
     /// A key or set member that was not there.
     Added {
-        /// The new value.
+        /// The value now present, as text (strings raw, anything else as canonical JSON).
         value: String,
     },
     /// A key or set member that is gone.
     Removed {
-        /// The old value.
+        /// The value the stamped snapshot had, as text.
         value: String,
     },
     /// A value that changed.
     Changed {
-        /// The old value.
+        /// The value in the stamped snapshot, as text.
         old: String,
-        /// The new value.
+        /// The value in the object now, as text.
         new: String,
     },
     /// A group kept only as a digest (too large for the snapshot) whose digest changed.
     ChangedUnrecorded {
-        /// The new value, abbreviated.
+        /// The group's value now, cut to 100 characters (with its size in bytes) when longer.
         new: String,
     },
 }

@@ -235,14 +235,14 @@ pub const INSTANCE_GENERATION_LABEL: &str = "karpenter.k8s.aws/instance-generati
 pub const INSTANCE_LOCAL_NVME_LABEL: &str = "karpenter.k8s.aws/instance-local-nvme";
 /// Instance size, e.g. `2xlarge`.
 pub const INSTANCE_SIZE_LABEL: &str = "karpenter.k8s.aws/instance-size";
-/// Number of vCPUs.
+/// Number of vCPUs as an integer, e.g. `2` for `m5.large` (works with `Gt`/`Lt`).
 pub const INSTANCE_CPU_LABEL: &str = "karpenter.k8s.aws/instance-cpu";
 /// CPU manufacturer: `intel`, `amd`, `aws`.
 pub const INSTANCE_CPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
 /// Sustained clock speed in MHz.
 pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ_LABEL: &str =
     "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
-/// Memory in MiB.
+/// Memory in MiB as an integer, e.g. `8192` for `m5.large`.
 pub const INSTANCE_MEMORY_LABEL: &str = "karpenter.k8s.aws/instance-memory";
 /// EBS bandwidth in Mbps.
 pub const INSTANCE_EBS_BANDWIDTH_LABEL: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
@@ -252,20 +252,20 @@ pub const INSTANCE_NETWORK_BANDWIDTH_LABEL: &str = "karpenter.k8s.aws/instance-n
 pub const INSTANCE_GPU_NAME_LABEL: &str = "karpenter.k8s.aws/instance-gpu-name";
 /// GPU manufacturer, e.g. `nvidia`.
 pub const INSTANCE_GPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
-/// Number of GPUs.
+/// Number of GPUs, e.g. `1`; absent on instance types without GPUs.
 pub const INSTANCE_GPU_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-gpu-count";
 /// GPU memory in MiB.
 pub const INSTANCE_GPU_MEMORY_LABEL: &str = "karpenter.k8s.aws/instance-gpu-memory";
 /// Accelerator (e.g. Inferentia) name.
 pub const INSTANCE_ACCELERATOR_NAME_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-name";
-/// Accelerator manufacturer.
+/// Accelerator manufacturer, `aws` for Inferentia and Trainium; absent without accelerators.
 pub const INSTANCE_ACCELERATOR_MANUFACTURER_LABEL: &str =
     "karpenter.k8s.aws/instance-accelerator-manufacturer";
-/// Number of accelerators.
+/// Number of accelerator chips (Inferentia, Trainium); absent without accelerators.
 pub const INSTANCE_ACCELERATOR_COUNT_LABEL: &str = "karpenter.k8s.aws/instance-accelerator-count";
 /// Tenancy: `default` or `dedicated`.
 pub const INSTANCE_TENANCY_LABEL: &str = "karpenter.k8s.aws/instance-tenancy";
-/// Placement group id.
+/// Id of the placement group the instance launched into, e.g. `pg-0123456789abcdef0`.
 pub const PLACEMENT_GROUP_ID_LABEL: &str = "karpenter.k8s.aws/placement-group-id";
 /// Placement group partition number.
 pub const PLACEMENT_GROUP_PARTITION_LABEL: &str = "karpenter.k8s.aws/placement-group-partition";
@@ -281,13 +281,13 @@ pub const TOPOLOGY_ZONE_ID_LABEL: &str = "topology.k8s.aws/zone-id";
 pub const KWOK_GROUP: &str = "karpenter.kwok.sh";
 /// Node-class label of KWOK nodes (`<group>/<lowercase kind>`).
 pub const KWOK_NODECLASS_LABEL: &str = "karpenter.kwok.sh/kwoknodeclass";
-/// KWOK instance size.
+/// KWOK instance size, `<vCPUs>x`, e.g. `4x` for `c-4x-amd64-linux` (`kwok/cloudprovider`).
 pub const KWOK_INSTANCE_SIZE_LABEL: &str = "karpenter.kwok.sh/instance-size";
 /// KWOK instance family: `c`, `s` or `m`.
 pub const KWOK_INSTANCE_FAMILY_LABEL: &str = "karpenter.kwok.sh/instance-family";
-/// KWOK instance vCPUs.
+/// KWOK instance vCPUs: the type's cpu quantity as written, e.g. `4`.
 pub const KWOK_INSTANCE_CPU_LABEL: &str = "karpenter.kwok.sh/instance-cpu";
-/// KWOK instance memory.
+/// KWOK instance memory: the type's memory quantity as written, e.g. `8Gi`.
 pub const KWOK_INSTANCE_MEMORY_LABEL: &str = "karpenter.kwok.sh/instance-memory";
 
 // ---------------------------------------------------------------------------------------------
@@ -328,13 +328,13 @@ pub const CLUSTER_TAG_KEY_PREFIX: &str = "kubernetes.io/cluster/";
 
 /// Pseudo-resource in NodePool `limits` and `status.resources`: the node count.
 pub const RESOURCE_NODES: &str = "nodes";
-/// CPU, in cores.
+/// CPU, as a quantity of cores (`500m`, `2`); the scheduler counts it in millicores.
 pub const RESOURCE_CPU: &str = "cpu";
 /// Memory, in bytes.
 pub const RESOURCE_MEMORY: &str = "memory";
 /// Local ephemeral storage, in bytes.
 pub const RESOURCE_EPHEMERAL_STORAGE: &str = "ephemeral-storage";
-/// Number of pods.
+/// How many pods a node can run (kubelet `maxPods`); every pod requests one.
 pub const RESOURCE_PODS: &str = "pods";
 /// NVIDIA GPUs.
 pub const RESOURCE_NVIDIA_GPU: &str = "nvidia.com/gpu";

@@ -77,24 +77,26 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepRecord {
-    /// The drifted NodeClaim.
+    /// Name of the drifted NodeClaim the step replaced (or removed, for an empty node).
     pub nodeclaim: String,
-    /// Its node, if it had one.
+    /// Its node's name, when known as the step ended (`None` after a successful replacement,
+    /// whose old NodeClaim is gone by then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// The replacement NodeClaim, if one was launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement: Option<String>,
-    /// How it ended.
+    /// [`Outcome::Succeeded`] or [`Outcome::RolledBack`].
     pub outcome: Outcome,
-    /// Why, for a rollback.
+    /// Why it ended so: the failure for a rollback, or a note such as an empty node drained
+    /// without a replacement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// RFC 3339 start time.
+    /// RFC 3339 time the step started ([`STEP_STARTED_ANNOTATION`]); empty when unknown.
     pub started: String,
-    /// RFC 3339 end time.
+    /// RFC 3339 time the step ended.
     pub finished: String,
-    /// Duration in seconds.
+    /// Whole seconds from `started` to `finished`; 0 when `started` is unknown.
     pub seconds: u64,
 }
 

@@ -132,7 +132,8 @@ impl ConditionSet<'_> {
         get(self.conditions, type_)
     }
 
-    /// The root condition.
+    /// The root condition (`Ready`); always present once [`ConditionTypes::for_object`] has
+    /// opened the set.
     pub fn root(&self) -> Option<&Condition> {
         self.get(self.types.root)
     }
@@ -238,9 +239,10 @@ impl ConditionSet<'_> {
 
 /// A status object that carries a condition list.
 pub trait HasConditions {
-    /// The conditions.
+    /// The status's `conditions` list as stored (empty when none were ever set).
     fn conditions(&self) -> &[Condition];
-    /// The conditions, mutably.
+    /// The same list, for changing in place; go through a [`ConditionSet`] to keep `Ready` in
+    /// step with its dependents.
     fn conditions_mut(&mut self) -> &mut Vec<Condition>;
 }
 

@@ -130,7 +130,8 @@ pub struct BlockDevice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::volume_size")]
     pub volume_size: Option<Quantity>,
-    /// EBS volume type.
+    /// EBS volume type (`gp3`, `gp2`, `io1`, `io2`, `st1`, `sc1`, `standard`); unset leaves the
+    /// choice to EC2. Karpenter's default volumes (no `blockDeviceMappings`) are gp3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_type: Option<VolumeType>,
 }
@@ -139,7 +140,7 @@ pub struct BlockDevice {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum VolumeType {
-    /// Magnetic.
+    /// `standard`: previous-generation magnetic volumes.
     Standard,
     /// Provisioned IOPS SSD, first generation.
     Io1,
@@ -193,9 +194,9 @@ pub struct NetworkInterface {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Toggle {
-    /// On.
+    /// `enabled`: the setting is on.
     Enabled,
-    /// Off.
+    /// `disabled`: the setting is off.
     Disabled,
 }
 

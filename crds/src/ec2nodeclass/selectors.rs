@@ -67,7 +67,7 @@ pub struct CapacityReservationSelectorTerm {
     {"message": "'name' and 'id' are mutually exclusive", "rule": "!(has(self.name) && has(self.id))"}
 ]))]
 pub struct PlacementGroupSelector {
-    /// Placement group name.
+    /// Placement group name, as given when the group was created; exclusive with `id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub name: Option<String>,
@@ -180,7 +180,8 @@ impl fmt::Display for AmiFamily {
 /// A parsed `family@version` AMI alias.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Alias {
-    /// The AMI family.
+    /// The family the alias names, e.g. [`AmiFamily::Al2023`] for `al2023@latest` (aliases
+    /// exist for AL2, AL2023, Bottlerocket and Windows 2019/2022/2025, never Custom).
     pub family: AmiFamily,
     /// The version, e.g. `v20240625` or `latest`.
     pub version: String,
@@ -215,7 +216,7 @@ impl fmt::Display for Alias {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum InstanceMatchCriteria {
-    /// Any matching launch.
+    /// `open`: any launch with a matching instance type, zone and platform uses it.
     Open,
     /// Only launches that target the reservation.
     Targeted,

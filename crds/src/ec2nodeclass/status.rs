@@ -26,7 +26,7 @@ pub enum CapacityReservationType {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, JsonSchema, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum CapacityReservationState {
-    /// Usable.
+    /// `active`: instances can launch into the reservation now.
     #[default]
     Active,
     /// A capacity block inside EC2's reclamation window (its last 40 minutes).
@@ -63,7 +63,7 @@ pub struct EC2NodeClassStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Subnet {
-    /// Subnet id.
+    /// Subnet id, e.g. `subnet-0123456789abcdef0`.
     pub id: String,
     /// Availability zone, e.g. `us-west-2a`.
     pub zone: String,
@@ -75,9 +75,9 @@ pub struct Subnet {
 /// A resolved security group.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq, Eq)]
 pub struct SecurityGroup {
-    /// Security group id.
+    /// Security group id, e.g. `sg-0123456789abcdef0`.
     pub id: String,
-    /// Security group name.
+    /// The group's name as EC2 reports it (`GroupName`, not the `Name` tag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
@@ -85,9 +85,9 @@ pub struct SecurityGroup {
 /// A resolved AMI.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
 pub struct Ami {
-    /// AMI id.
+    /// AMI id, e.g. `ami-0123456789abcdef0`.
     pub id: String,
-    /// AMI name.
+    /// The image's name as EC2 reports it (not the `Name` tag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Whether the AMI is deprecated; deprecated AMIs are used only when nothing else matches.
@@ -107,12 +107,12 @@ pub struct CapacityReservation {
     /// When the reservation expires and its capacity is released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<Time>,
-    /// Reservation id.
+    /// Reservation id, e.g. `cr-0123456789abcdef0`.
     #[schemars(extend("pattern" = "^cr-[0-9a-z]+$"))]
     pub id: String,
     /// Which launches the reservation accepts.
     pub instance_match_criteria: InstanceMatchCriteria,
-    /// Instance type reserved.
+    /// The one instance type the reservation holds capacity for, e.g. `m5.large`.
     pub instance_type: String,
     /// 12-digit account id that owns the reservation.
     #[serde(rename = "ownerID")]

@@ -1,3 +1,6 @@
+//! Tests of the drift hashes: stable under reordering, changed by every hashed field, field
+//! diffs from stamped snapshots, and golden hashes pinned to the hash version.
+
 use serde_json::json;
 
 use super::*;

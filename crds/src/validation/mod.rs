@@ -33,7 +33,7 @@ pub const MAX_TEMPLATE_LABELS: usize = 100;
 pub struct FieldError {
     /// Path of the field, e.g. `spec.template.spec.requirements[0].values`.
     pub field: String,
-    /// Human-readable explanation.
+    /// What is wrong and what is allowed, e.g. `110 must be between 1 and 100` (`spec.weight`).
     pub message: String,
 }
 
