@@ -12,8 +12,12 @@ use sandbox::admission;
 use sandbox::registry::Registry;
 use serde_json::{Value, json};
 
-use super::SimulateError;
 use crate::workload::Manifest;
+
+/// A manifest that cannot be expanded: where it is (file and document) and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ManifestError(pub String);
 
 /// The simulation's view of a workload.
 #[derive(Clone, Debug, Default)]
@@ -30,9 +34,9 @@ pub struct Expanded {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-fn typed<T: serde::de::DeserializeOwned>(m: &Manifest) -> Result<T, SimulateError> {
+fn typed<T: serde::de::DeserializeOwned>(m: &Manifest) -> Result<T, ManifestError> {
     serde_json::from_value(m.object.clone())
-        .map_err(|e| SimulateError::Manifest(format!("{}: {e}", m.location())))
+        .map_err(|e| ManifestError(format!("{}: {e}", m.location())))
 }
 
 /// A pod from a template, named `<owner>-<i>`, with the API server's defaults.
@@ -42,7 +46,7 @@ fn pod_from(
     name: &str,
     uid: &str,
     registry: &Registry,
-) -> Result<Pod, SimulateError> {
+) -> Result<Pod, ManifestError> {
     let mut obj = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "uid": uid,
@@ -51,15 +55,15 @@ fn pod_from(
     });
     if let Some(rt) = registry.get("", "v1", "pods") {
         admission::on_create(rt, &mut obj)
-            .map_err(|e| SimulateError::Manifest(format!("pod {name}: {e}")))?;
+            .map_err(|e| ManifestError(format!("pod {name}: {e}")))?;
     }
-    serde_json::from_value(obj).map_err(|e| SimulateError::Manifest(format!("pod {name}: {e}")))
+    serde_json::from_value(obj).map_err(|e| ManifestError(format!("pod {name}: {e}")))
 }
 
 /// Expand manifests.
 ///
 /// Errors: a NodePool, EC2NodeClass, DaemonSet or pod that does not deserialize.
-pub fn expand(manifests: &[Manifest]) -> Result<Expanded, SimulateError> {
+pub fn expand(manifests: &[Manifest]) -> Result<Expanded, ManifestError> {
     let registry = Registry::default();
     let mut x = Expanded::default();
     x.namespaces.insert(

@@ -136,6 +136,12 @@ pub enum SimulateError {
     Bound(#[from] bound::BoundError),
 }
 
+impl From<expand::ManifestError> for SimulateError {
+    fn from(e: expand::ManifestError) -> Self {
+        SimulateError::Manifest(e.0)
+    }
+}
+
 /// A NodePool with the instance types it may launch.
 type PoolTypes = (Arc<crds::NodePool>, Vec<Arc<InstanceType>>);
 
