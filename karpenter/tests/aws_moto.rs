@@ -14,7 +14,8 @@ use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
 use controller::cloudprovider::aws::{AwsCloud, AwsSettings};
 use controller::cloudprovider::build::{Cloud, CloudOptions};
 use controller::runtime::Settings;
-use crds::{EC2NodeClass, NodeClaim};
+use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
+use crds::{EC2NodeClass, NodeClaim, Operator};
 use ec2api::fault::FaultyEc2;
 use ec2api::instance_id;
 use ec2api::moto::MotoServer;
@@ -27,6 +28,7 @@ use karpenter_core::cloud::CloudError;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
+use testutil::{ec2nodeclass, nodeclaim};
 
 const CLUSTER: &str = "moto-demo";
 const OLD_AMD64: &str = "ami-0a11023000000001";
@@ -214,18 +216,14 @@ impl Moto {
     }
 }
 
+/// The EC2NodeClass `default`: the cluster's role and security groups, subnets tagged
+/// `karpenter.sh/discovery: subnet_discovery`.
 fn node_class(subnet_discovery: &str) -> EC2NodeClass {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "role": format!("KarpenterNodeRole-{CLUSTER}"),
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": subnet_discovery}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
-        }
-    }))
-    .expect("valid EC2NodeClass")
+    ec2nodeclass("default")
+        .role(format!("KarpenterNodeRole-{CLUSTER}"))
+        .subnet_discovery(subnet_discovery)
+        .security_group_discovery(CLUSTER)
+        .build()
 }
 
 async fn resolved(cloud: &AwsCloud, mut nc: EC2NodeClass) -> EC2NodeClass {
@@ -235,21 +233,17 @@ async fn resolved(cloud: &AwsCloud, mut nc: EC2NodeClass) -> EC2NodeClass {
     nc
 }
 
+/// An on-demand NodeClaim of `default` for one of `types` in one of `zones`, asking a cpu and
+/// 1Gi.
 fn claim(name: &str, types: &[&str], zones: &[&str]) -> NodeClaim {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": zones},
-            ],
-            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-        }
-    }))
-    .expect("valid NodeClaim")
+    nodeclaim(name)
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, types)
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand"])
+        .requirement(TOPOLOGY_ZONE_LABEL, Operator::In, zones)
+        .request("cpu", "1")
+        .request("memory", "1Gi")
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,14 +32,13 @@ fn merge(mut base: Value, extra: Value) -> Value {
 
 /// A Ready node with exactly `labels`, room for 110 pods and plenty of cpu and memory.
 fn node(name: &str, labels: Value) -> Node {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
-        "status": {
-            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }))
-    .expect("test node is valid")
+    testutil::node(name)
+        .merge(json!({"metadata": {"labels": labels}}))
+        .allocatable("cpu", "16")
+        .allocatable("memory", "64Gi")
+        .allocatable("pods", "110")
+        .ready("True")
+        .build()
 }
 
 /// `node` with taints.
@@ -53,13 +52,13 @@ fn pod(name: &str, labels: Value, spec: Value) -> Pod {
     pod_in("default", name, labels, spec)
 }
 
+/// A pod in `namespace` (uid `uid-<namespace>-<name>`) with `labels` and extra spec fields.
 fn pod_in(namespace: &str, name: &str, labels: Value, spec: Value) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{namespace}-{name}"),
-                     "labels": labels},
-        "spec": merge(json!({"containers": [{"name": "c"}]}), spec),
-    }))
-    .expect("test pod is valid")
+    testutil::pod(name)
+        .namespace(namespace)
+        .uid(format!("uid-{namespace}-{name}"))
+        .merge(json!({"metadata": {"labels": labels}, "spec": spec}))
+        .build()
 }
 
 /// The pod bound to `node_name`.

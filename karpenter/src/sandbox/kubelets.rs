@@ -83,35 +83,30 @@ mod tests {
     use super::*;
     use controller::cloudprovider::CloudProvider;
     use controller::cloudprovider::sim::release::ImageHealth;
-    use crds::{EC2NodeClass, NodeClaim};
+    use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
+    use crds::{EC2NodeClass, NodeClaim, Operator};
     use karpenter_core::clock::SystemClock;
-    use serde_json::json;
+    use testutil::{ec2nodeclass, nodeclaim};
 
     fn cloud() -> SimCloud {
         SimCloud::new("demo", Arc::new(SystemClock)).expect("catalog")
     }
 
+    /// The EC2NodeClass `default` as `cloud` resolves it.
     fn node_class(cloud: &SimCloud) -> EC2NodeClass {
-        let mut nc: EC2NodeClass = serde_json::from_value(json!({
-            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}}))
-        .expect("node class");
+        let mut nc = ec2nodeclass("default").build();
         let r = cloud.with_network(|n| n.resolve("demo", &nc));
         nc.status = Some(r.status);
         nc
     }
 
+    /// The NodeClaim `default-abcde` of `default` for one of `types` and `capacity_types`.
     fn claim(types: &[&str], capacity_types: &[&str]) -> NodeClaim {
-        serde_json::from_value(json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
-            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types}]}}))
-        .expect("claim")
+        nodeclaim("default-abcde")
+            .nodepool("default")
+            .requirement(INSTANCE_TYPE_LABEL, Operator::In, types)
+            .requirement(CAPACITY_TYPE_LABEL, Operator::In, capacity_types)
+            .build()
     }
 
     #[tokio::test]

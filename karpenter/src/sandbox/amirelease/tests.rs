@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crds::EC2NodeClass;
+use testutil::ec2nodeclass;
 
 use super::*;
 use controller::cloudprovider::CloudProvider;
@@ -76,15 +76,6 @@ fn status_lists_the_images_or_the_refusal() {
     assert!(s.get("amis").is_none());
 }
 
-fn node_class() -> EC2NodeClass {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]}}))
-    .expect("node class")
-}
-
 async fn status_of(store: &Store, name: &str) -> Value {
     let rt = store.resource(GROUP, VERSION, PLURAL).expect("served");
     for _ in 0..200 {
@@ -104,7 +95,8 @@ async fn creating_a_release_publishes_it_and_signals_re_resolution() {
     let sim = Arc::new(SimCloud::new("demo", Arc::new(SystemClock)).expect("catalog"));
     let task = start(&store, Arc::clone(&sim), Arc::new(SystemClock)).expect("starts");
     let mut changes = sim.resolution_changes().expect("the sim signals changes");
-    let before = sim.resolve_node_class(&node_class()).await.status.amis;
+    let class = ec2nodeclass("default").build();
+    let before = sim.resolve_node_class(&class).await.status.amis;
     let rt = store
         .resource(GROUP, VERSION, PLURAL)
         .expect("CRD installed");
@@ -123,7 +115,7 @@ async fn creating_a_release_publishes_it_and_signals_re_resolution() {
         .await
         .expect("a change is signalled")
         .expect("sender alive");
-    let after = sim.resolve_node_class(&node_class()).await.status.amis;
+    let after = sim.resolve_node_class(&class).await.status.amis;
     let ids: Vec<&str> = after.iter().map(|a| a.id.as_str()).collect();
     let published: Vec<&str> = s["amis"]
         .as_array()
@@ -144,10 +136,7 @@ async fn creating_a_release_publishes_it_and_signals_re_resolution() {
     store.create(&rt, "", (*twice).clone()).expect("created");
     let s = status_of(&store, "again").await;
     assert_eq!(s["conditions"][0]["reason"], "AlreadyPublished", "{s}");
-    assert_eq!(
-        sim.resolve_node_class(&node_class()).await.status.amis,
-        after
-    );
+    assert_eq!(sim.resolve_node_class(&class).await.status.amis, after);
     task.abort();
 }
 
