@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::capacity::InstanceType;
@@ -22,26 +23,32 @@ use crate::scheduling::solver::{ExistingNode, NodeLabels};
 /// Copies of every cache at one moment.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// Pods.
+    /// Every pod in every namespace, in any phase: pending ones are provisioned for, bound
+    /// active ones fill their node's capacity.
     pub pods: Vec<Arc<Pod>>,
-    /// Nodes.
+    /// Every Node, Karpenter's or not: capacity the solver fills before launching (except a
+    /// Karpenter node whose NodeClaim is gone).
     pub nodes: Vec<Arc<Node>>,
-    /// NodeClaims.
+    /// Every NodeClaim; deleting ones count toward NodePool limits but offer no capacity.
     pub nodeclaims: Vec<Arc<NodeClaim>>,
-    /// NodePools.
+    /// Every NodePool, whatever its readiness.
     pub nodepools: Vec<Arc<NodePool>>,
-    /// EC2NodeClasses.
+    /// Every EC2NodeClass, found by name from a NodePool's `nodeClassRef`
+    /// ([`Snapshot::nodeclass`]).
     pub nodeclasses: Vec<Arc<EC2NodeClass>>,
-    /// DaemonSets.
+    /// Every DaemonSet: their pods' requests are each NodePool's overhead on a new node.
     pub daemonsets: Vec<Arc<DaemonSet>>,
-    /// Namespaces.
+    /// Every Namespace: their labels resolve pod-affinity `namespaceSelector`s.
     pub namespaces: Vec<Arc<Namespace>>,
-    /// PersistentVolumeClaims.
+    /// Every PersistentVolumeClaim: with PVs and StorageClasses, a pod's volume zones.
     pub pvcs: Vec<Arc<PersistentVolumeClaim>>,
-    /// PersistentVolumes.
+    /// Every PersistentVolume: a bound volume's node affinity confines its pods' zone.
     pub pvs: Vec<Arc<PersistentVolume>>,
-    /// StorageClasses.
+    /// Every StorageClass: an unbound claim's class `allowedTopologies` confine its pod.
     pub storage_classes: Vec<Arc<StorageClass>>,
+    /// PodDisruptionBudgets (with their `status.disruptionsAllowed`), which decide whether a
+    /// node's pods may be evicted now.
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
 }
 
 /// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).

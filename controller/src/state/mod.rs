@@ -303,6 +303,7 @@ impl ClusterState {
             pvcs: self.pvcs.state(),
             pvs: self.pvs.state(),
             storage_classes: self.storage_classes.state(),
+            pdbs: self.pdbs.state(),
         }
     }
 

@@ -2,5 +2,6 @@
 //! drifted NodeClaims to replace next ([`upgrade`]). The controller that executes the plans is
 //! `controller::upgrade`.
 
+pub mod blockers;
 pub mod budgets;
 pub mod upgrade;

@@ -17,8 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use crate::lifecycle::drain::do_not_disrupt;
-use crate::scheduling::constraints::PodSelector;
+use super::blockers::{Blocker, opts_out, pod_blocker};
 use crate::scheduling::pod::is_owned_by;
 
 /// A pod's termination grace period when it sets none (Kubernetes' default), seconds.
@@ -26,15 +25,16 @@ const DEFAULT_POD_GRACE: i64 = 30;
 
 /// What the planner reads, for one NodePool.
 pub struct View<'a> {
-    /// The NodePool.
+    /// The NodePool rolled out: its upgrade controls (annotations) and disruption budgets.
     pub pool: &'a NodePool,
     /// Its NodeClaims (deleting ones included).
     pub claims: &'a [Arc<NodeClaim>],
     /// Every pod (only those bound to the pool's nodes matter).
     pub pods: &'a [Arc<Pod>],
-    /// Every PodDisruptionBudget.
+    /// Every PodDisruptionBudget; one that selects a pod of a drifted node and allows no
+    /// disruption (`status.disruptionsAllowed` < 1) skips that NodeClaim.
     pub pdbs: &'a [Arc<PodDisruptionBudget>],
-    /// Now.
+    /// The time pods' `karpenter.sh/do-not-disrupt` durations are judged at.
     pub now: Timestamp,
     /// Whether a scheduled budget's window is open now.
     pub budget_active: &'a dyn Fn(&Budget) -> bool,
@@ -45,31 +45,33 @@ pub struct View<'a> {
 pub struct StepInProgress {
     /// The drifted NodeClaim being replaced.
     pub nodeclaim: String,
-    /// Its node.
+    /// Its node's name (`status.nodeName`); `None` before registration.
     pub node: Option<String>,
     /// The replacement NodeClaim (none for an empty node).
     pub replacement: Option<String>,
-    /// Where the step is.
+    /// Where the step is: from the old NodeClaim's deletion and `Drained` condition and the
+    /// replacement's `Registered`.
     pub phase: Phase,
-    /// When it started.
+    /// When it started (`upgrades.karpenter.sh/step-started`); `None` when missing or
+    /// unparseable.
     pub started: Option<Timestamp>,
 }
 
 /// A drifted NodeClaim waiting for its step, in queue order.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Candidate {
-    /// The NodeClaim.
+    /// Name of the drifted, initialized NodeClaim.
     pub nodeclaim: String,
-    /// Its node.
+    /// Its node's name (`status.nodeName`).
     pub node: Option<String>,
     /// Pods that would move (DaemonSet pods excluded); 0 means an empty node.
     pub pods: usize,
-    /// The drain timeout for it: the NodePool's `terminationGracePeriod` if set, else the sum
-    /// of its pods' `terminationGracePeriodSeconds` (the node-upgrade design's rule). Serialized
-    /// as `drain_timeout_seconds`.
+    /// The drain timeout for it: its `terminationGracePeriod` (from the NodePool) if set, else
+    /// the sum of its pods' `terminationGracePeriodSeconds` (the node-upgrade design's rule).
+    /// Serialized as `drain_timeout_seconds`.
     #[serde(rename = "drain_timeout_seconds", serialize_with = "as_seconds")]
     pub drain_timeout: Duration,
-    /// Its creation time.
+    /// `metadata.creationTimestamp`: among equal pod counts, older NodeClaims go first.
     pub created: Option<Timestamp>,
 }
 
@@ -80,9 +82,9 @@ fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Erro
 /// A drifted NodeClaim the rollout passes over for now.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Skipped {
-    /// The NodeClaim.
+    /// Name of the drifted NodeClaim passed over.
     pub nodeclaim: String,
-    /// Its node.
+    /// Its node's name (`status.nodeName`).
     pub node: Option<String>,
     /// Why, e.g. `pod shop/cart has karpenter.sh/do-not-disrupt` or `PodDisruptionBudget
     /// shop/cart allows no disruption (pod shop/cart-abc)`.
@@ -100,7 +102,7 @@ pub struct Plan {
     pub paused_reason: Option<String>,
     /// Steps that may still start while paused.
     pub step_allowance: u32,
-    /// Steps in progress.
+    /// Steps in progress: NodeClaims that carry `upgrades.karpenter.sh/replacement`.
     pub in_progress: Vec<StepInProgress>,
     /// Drifted NodeClaims waiting, in the order they will be replaced: empty nodes first, then
     /// fewest pods, then oldest.
@@ -114,7 +116,8 @@ pub struct Plan {
     pub can_start: usize,
 }
 
-/// Plan one NodePool's rollout.
+/// Plan one NodePool's rollout: steps in progress, the queue, what is skipped and how many
+/// steps may start now ([`Plan::can_start`]).
 pub fn plan(view: &View<'_>) -> Plan {
     let pool = view.pool;
     let annotations = pool.metadata.annotations.clone().unwrap_or_default();
@@ -270,53 +273,20 @@ pub fn step_of(claim: &NodeClaim, claims: &[Arc<NodeClaim>]) -> Option<StepInPro
     })
 }
 
-/// Why a drifted NodeClaim cannot be replaced now: the node or one of its pods opts out of
+/// Why a drifted NodeClaim cannot be replaced now: the NodeClaim or one of its pods opts out of
 /// disruption, or a PodDisruptionBudget covering one of its pods allows no disruption.
 fn blocked(claim: &NodeClaim, pods: &[&Arc<Pod>], view: &View<'_>) -> Option<String> {
-    let node_opts_out = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(crds::labels::DO_NOT_DISRUPT_ANNOTATION))
-        .is_some_and(|v| v == "true");
-    if node_opts_out {
-        return Some(format!(
-            "the NodeClaim has {}",
-            crds::labels::DO_NOT_DISRUPT_ANNOTATION
-        ));
+    if opts_out(claim.metadata.annotations.as_ref()) {
+        return Some(
+            Blocker::NodeOptsOut {
+                object: "NodeClaim".into(),
+            }
+            .to_string(),
+        );
     }
-    for pod in pods {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        if do_not_disrupt(pod, view.now) {
-            return Some(format!(
-                "pod {ns}/{name} has {}",
-                crds::labels::DO_NOT_DISRUPT_ANNOTATION
-            ));
-        }
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        for pdb in view.pdbs {
-            if pdb.metadata.namespace.as_deref() != Some(ns.as_str()) {
-                continue;
-            }
-            let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
-            if selector.is_none() || !PodSelector::new(selector, vec![]).matches(&labels) {
-                continue;
-            }
-            let allowed = pdb
-                .status
-                .as_ref()
-                .and_then(|s| s.disruptions_allowed)
-                .unwrap_or(0);
-            if allowed < 1 {
-                return Some(format!(
-                    "PodDisruptionBudget {ns}/{} allows no disruption (pod {ns}/{name})",
-                    pdb.metadata.name.clone().unwrap_or_default()
-                ));
-            }
-        }
-    }
-    None
+    pods.iter()
+        .find_map(|pod| pod_blocker(pod, view.pdbs, view.now, false))
+        .map(|b| b.to_string())
 }
 
 /// Running pods by node name (finished pods hold nothing).

@@ -31,7 +31,7 @@ pub enum Step {
     },
     /// Ask the eviction API (PodDisruptionBudgets may refuse with 429).
     Evict,
-    /// Leave it and wait.
+    /// Leave it for now, for the reason given; the next plan looks again.
     Wait(Blocker),
 }
 
@@ -45,7 +45,7 @@ pub enum Blocker {
     Terminating,
     /// An earlier priority group is still draining (`group` is 1..=4).
     LaterGroup {
-        /// The pod's group.
+        /// The pod's [`group`]: 1 non-critical, 2 DaemonSet, 3 critical, 4 critical DaemonSet.
         group: u8,
     },
 }
@@ -64,34 +64,50 @@ impl Plan {
     }
 }
 
-/// Whether the pod opts out of voluntary disruption now: `karpenter.sh/do-not-disrupt: "true"`,
-/// or a Go duration (e.g. `2h`) that has not elapsed since the pod started. Other values are
-/// ignored, as upstream ignores them.
-pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
-    let Some(value) = pod
+/// How a pod's `karpenter.sh/do-not-disrupt` annotation holds its node (upstream
+/// `pkg/utils/pod/scheduling.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoNotDisrupt {
+    /// `"true"`: until the annotation is removed.
+    Always,
+    /// A Go duration (e.g. `2h`) counted from the pod's start (or creation): until this time.
+    Until(Timestamp),
+}
+
+/// What the pod's `karpenter.sh/do-not-disrupt` annotation says, if it says anything upstream
+/// understands (other values, and a duration on a pod with no start or creation time, are
+/// ignored). Whether a window is still running is [`do_not_disrupt`]'s question.
+pub fn do_not_disrupt_annotation(pod: &Pod) -> Option<DoNotDisrupt> {
+    let value = pod
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
-    else {
-        return false;
-    };
+        .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))?;
     if value == "true" {
-        return true;
+        return Some(DoNotDisrupt::Always);
     }
-    let Ok(window) = crds::duration::parse_go_duration(value) else {
-        return false;
-    };
+    let window = crds::duration::parse_go_duration(value).ok()?;
     let started = pod
         .status
         .as_ref()
         .and_then(|s| s.start_time.as_ref())
         .or(pod.metadata.creation_timestamp.as_ref())
-        .map(|t| t.0);
-    started.is_some_and(|t| {
-        SignedDuration::try_from(window)
-            .is_ok_and(|w| t.saturating_add(w).is_ok_and(|end| end > now))
-    })
+        .map(|t| t.0)?;
+    let end = started
+        .saturating_add(SignedDuration::try_from(window).ok()?)
+        .ok()?;
+    Some(DoNotDisrupt::Until(end))
+}
+
+/// Whether the pod opts out of voluntary disruption now: `karpenter.sh/do-not-disrupt: "true"`,
+/// or a Go duration (e.g. `2h`) that has not elapsed since the pod started. Other values are
+/// ignored, as upstream ignores them.
+pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
+    match do_not_disrupt_annotation(pod) {
+        Some(DoNotDisrupt::Always) => true,
+        Some(DoNotDisrupt::Until(end)) => end > now,
+        None => false,
+    }
 }
 
 /// Whether the pod holds its node's drain: active (not finished, not stuck terminating), not

@@ -121,6 +121,8 @@ async fn read_world(
         pvcs: list_all::<PersistentVolumeClaim>(conn, "PersistentVolumeClaims").await?,
         pvs: list_all::<PersistentVolume>(conn, "PersistentVolumes").await?,
         storage_classes: list_all::<StorageClass>(conn, "StorageClasses").await?,
+        // Placement does not depend on disruption budgets.
+        pdbs: Vec::new(),
     };
     Ok(World {
         pods,
