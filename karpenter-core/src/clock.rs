@@ -7,11 +7,11 @@ use jiff::{SignedDuration, Timestamp};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync {
-    /// Now.
+    /// The current time; decision code reads time only through this.
     fn now(&self) -> Timestamp;
 }
 
-/// The system clock.
+/// The real wall clock (`Timestamp::now()`), used everywhere but tests.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
@@ -31,7 +31,8 @@ impl FakeClock {
         FakeClock(Mutex::new(start))
     }
 
-    /// Move time forward.
+    /// Moves the time by `by` (a negative duration moves it back); a result out of
+    /// `Timestamp`'s range leaves the time unchanged.
     pub fn advance(&self, by: SignedDuration) {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *t = t.checked_add(by).unwrap_or(*t);

@@ -28,7 +28,7 @@ pub enum CloudError {
     Create {
         /// Machine-readable reason, e.g. `InstanceTypeNotCompatible`.
         reason: String,
-        /// Human message.
+        /// The cloud's explanation, shown as the `Launched` condition's message.
         message: String,
     },
     /// Anything else (API errors, throttling): retried with backoff.
@@ -39,7 +39,8 @@ pub enum CloudError {
 /// What a launch produced, to be copied onto the NodeClaim.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Launched {
-    /// `aws:///<zone>/<instance-id>`.
+    /// `aws:///<zone>/<instance-id>`, written to `status.providerID`; the Node registers with
+    /// the same value.
     pub provider_id: String,
     /// The image the instance booted.
     pub image_id: String,
@@ -58,7 +59,8 @@ pub struct Launched {
 /// An instance as the provider lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Instance {
-    /// `aws:///<zone>/<instance-id>`.
+    /// `aws:///<zone>/<instance-id>`: what NodeClaims (`status.providerID`) and Nodes
+    /// (`spec.providerID`) are matched to it by.
     pub provider_id: String,
     /// Instance id, e.g. `i-0abc...`.
     pub id: String,
@@ -66,17 +68,19 @@ pub struct Instance {
     pub nodeclaim: Option<String>,
     /// The NodePool (from its tag), if any.
     pub nodepool: Option<String>,
-    /// Instance type name.
+    /// Instance type name, e.g. `m5.large`.
     pub instance_type: String,
-    /// Availability zone.
+    /// Availability zone, e.g. `us-east-1a`.
     pub zone: String,
     /// `on-demand` or `spot`.
     pub capacity_type: String,
     /// Price of its offering, USD/hour.
     pub price: f64,
-    /// Launch time.
+    /// When the cloud launched it (EC2's `LaunchTime`); garbage collection spares instances
+    /// younger than 30s.
     pub launched_at: jiff::Timestamp,
-    /// Image id.
+    /// The AMI it booted, e.g. `ami-0123456789abcdef0`; AMI drift compares it with the node
+    /// class's resolved AMIs.
     pub image_id: String,
     /// The subnet the instance runs in (EC2's `SubnetId`); empty when the cloud does not say.
     /// Compared with the node class's resolved subnets for subnet drift.
@@ -108,8 +112,8 @@ pub fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
 }
 
 /// A NodeClaim that stands for an instance known only by its providerID (and the NodeClaim
-/// name its tag carries, if any), for [`CloudProvider::delete`], which takes a NodeClaim: an
-/// orphaned instance, or the instance of a node whose NodeClaim is gone.
+/// name its tag carries, if any), for the controller's `CloudProvider::delete`, which takes a
+/// NodeClaim: an orphaned instance, or the instance of a node whose NodeClaim is gone.
 ///
 /// Errors: the stand-in cannot be built (a defect in the NodeClaim type).
 pub fn claim_for_instance(

@@ -16,10 +16,9 @@ async fn client(sb: &Sandbox) -> kube::Client {
     kube::Client::try_from(kube::Config::new(uri)).expect("client")
 }
 
+/// A pause Pod of `app` in namespace `default`.
 fn pod(name: &str, app: &str) -> Pod {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "pause"}]}}))
-    .expect("pod")
+    testutil::pod(name).label("app", app).image("pause").build()
 }
 
 #[tokio::test]

@@ -20,10 +20,9 @@ async fn client(sb: &Sandbox) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
+/// A pause Pod in namespace `default`.
 fn pod(name: &str) -> Pod {
-    serde_json::from_value(json!({"metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "pause"}]}}))
-    .expect("pod")
+    testutil::pod(name).image("pause").build()
 }
 
 /// Turn on exactly one kind of fault for every request it applies to.

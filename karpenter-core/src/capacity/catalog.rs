@@ -111,13 +111,14 @@ pub struct CatalogEntry {
     pub name: String,
     /// Labels a node of this type carries (instance type, arch, os, region, provider labels).
     pub labels: BTreeMap<String, String>,
-    /// Capacity.
+    /// Capacity: cpu in millicores, memory in bytes after the VM overhead, ENI-limited max
+    /// pods, a 20 GiB root volume as ephemeral storage, NVIDIA GPUs and Neuron devices.
     pub capacity: Resources,
     /// Default overhead (kube-reserved + eviction).
     pub overhead: Resources,
     /// On-demand price, USD/hour.
     pub on_demand_price: f64,
-    /// Whether on-demand and spot are sold.
+    /// Capacity types it is sold as: `on-demand` and/or `spot` (never empty).
     pub sells: Vec<&'static str>,
     /// Zones the type is offered in.
     pub zones: BTreeSet<String>,
@@ -127,9 +128,9 @@ pub struct CatalogEntry {
 #[derive(Debug, thiserror::Error)]
 #[error("embedded EC2 data {file}: {message}")]
 pub struct CatalogError {
-    /// Which file.
+    /// The embedded CSV (under `data/ec2/`), e.g. `ec2-on-demand-prices.csv`.
     pub file: &'static str,
-    /// What failed.
+    /// The CSV reader's error (record and field).
     pub message: String,
 }
 

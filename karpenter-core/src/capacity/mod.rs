@@ -57,7 +57,7 @@ pub struct InstanceType {
     pub overhead: Resources,
     /// `capacity - overhead`.
     pub allocatable: Resources,
-    /// Priced offerings.
+    /// Where it can be bought: zone and capacity type, with price (USD/hour) and availability.
     pub offerings: Vec<Offering>,
 }
 

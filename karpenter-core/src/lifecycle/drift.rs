@@ -28,9 +28,10 @@ pub const IMAGE_NAME_ANNOTATION: &str = "karpenter.k8s.aws/image-name";
 /// versions; tests change them to prove that a version change re-stamps instead of drifting).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HashVersions {
-    /// NodePool hash version.
+    /// The `karpenter.sh/nodepool-hash-version` a stamp must carry to be compared; a stamp of
+    /// another version is re-stamped, not drifted.
     pub nodepool: String,
-    /// EC2NodeClass hash version.
+    /// The same for `karpenter.k8s.aws/ec2nodeclass-hash-version`.
     pub nodeclass: String,
 }
 
@@ -165,15 +166,17 @@ pub enum Lookup<T> {
     /// Looked up and not available (a cloud error): checks that need it keep what they found
     /// before, so a passing error neither clears nor changes the condition.
     Unavailable(String),
-    /// Known.
+    /// Looked up: the value the checks compare against.
     Found(T),
 }
 
 /// Everything drift needs to know about one NodeClaim.
 pub struct Inputs<'a> {
-    /// The NodeClaim.
+    /// The NodeClaim checked: drift applies once it is `Launched=True`, and its `Drifted`
+    /// condition holds what a check that cannot run keeps.
     pub claim: &'a NodeClaim,
-    /// Its NodePool.
+    /// Its NodePool (`karpenter.sh/nodepool` label): the static hash and requirements checks
+    /// compare against it.
     pub pool: &'a NodePool,
     /// Its node class, if it exists.
     pub node_class: Option<&'a EC2NodeClass>,

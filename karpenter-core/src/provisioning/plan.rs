@@ -57,9 +57,9 @@ impl fmt::Display for Target {
 /// A pending pod planned onto existing capacity.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nomination {
-    /// The pod.
+    /// The pending pod.
     pub pod: PodKey,
-    /// Where it will go.
+    /// The node or in-flight NodeClaim it fits, named in its `Nominated` Event.
     pub target: Target,
 }
 
@@ -67,7 +67,7 @@ pub struct Nomination {
 /// after `Failed to schedule pod, `).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// The pod.
+    /// The pod that stays pending.
     pub pod: PodKey,
     /// Why: its spec could not be read, or every NodePool's rejection.
     pub reason: String,
@@ -106,7 +106,8 @@ pub struct Plan {
     pub nodeclaims: Vec<PlannedNodeClaim>,
     /// Pods that fit existing nodes or in-flight NodeClaims.
     pub nominations: Vec<Nomination>,
-    /// Pods that fit nowhere.
+    /// Pods that fit nowhere, and provisionable pods whose spec could not be read; each gets
+    /// a `FailedScheduling` Event.
     pub failures: Vec<Failure>,
     /// NodePools left out of the pass and why (not ready, no node class, no compatible
     /// instance types, instance types not listed, ...), by name.
@@ -119,7 +120,8 @@ pub struct Plan {
 /// What [`prepare`] hands the solver, and what [`plan`] needs to turn its output into a plan.
 #[derive(Clone, Debug, Default)]
 pub struct Prepared {
-    /// The solver's input.
+    /// The solver's input: provisionable pods (with volume requirements), existing capacity
+    /// with its bound pods, and the usable NodePools as templates.
     pub input: Input,
     /// Usable NodePools, by name.
     pub pools: HashMap<String, Arc<NodePool>>,

@@ -122,7 +122,7 @@ pub struct AffinityTerm {
 pub struct HostPort {
     /// Host IP (`0.0.0.0` when unset, which conflicts with every IP).
     pub ip: String,
-    /// Port number.
+    /// `ports[].hostPort`, 1 to 65535 (a port without a host port binds nothing and is skipped).
     pub port: i32,
     /// `TCP`, `UDP` or `SCTP`.
     pub protocol: String,
@@ -142,9 +142,10 @@ impl HostPort {
 pub struct PodConstraints {
     /// Topology spread constraints, in spec order.
     pub spread: Vec<SpreadConstraint>,
-    /// Required pod affinity.
+    /// Required pod affinity (`requiredDuringSchedulingIgnoredDuringExecution`): each term
+    /// needs a matching pod in the same topology domain.
     pub affinity: Vec<AffinityTerm>,
-    /// Required pod anti-affinity.
+    /// Required pod anti-affinity: no pod a term matches may share its topology domain.
     pub anti_affinity: Vec<AffinityTerm>,
     /// Preferred pod affinity, heaviest first.
     pub preferred_affinity: Vec<AffinityTerm>,
@@ -152,7 +153,8 @@ pub struct PodConstraints {
     pub preferred_anti_affinity: Vec<AffinityTerm>,
     /// Preferred node affinity, heaviest first.
     pub preferred_node: Vec<Requirements>,
-    /// Host ports.
+    /// Host ports of the app and sidecar containers; pods whose ports conflict never share a
+    /// node (upstream `HostPortUsage`).
     pub host_ports: Vec<HostPort>,
 }
 

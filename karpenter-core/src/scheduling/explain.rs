@@ -45,7 +45,8 @@ pub enum Reason {
     /// The provisioner skips the NodePool: not Ready, being deleted, static, its node class
     /// missing or its requirements invalid.
     NotReady {
-        /// Why.
+        /// Why, as the provisioner's skip reason words it, e.g. `Ready=False
+        /// NodeClassNotReady: ...` or `EC2NodeClass "default" not found`.
         detail: String,
     },
     /// The NodePool's own requirements leave no available instance type (upstream's
@@ -53,13 +54,14 @@ pub enum Reason {
     NoInstanceTypes,
     /// A template taint the pod does not tolerate (`key=value:Effect`).
     Taint {
-        /// The taint.
+        /// The first untolerated `NoSchedule` or `NoExecute` taint, `key=value:Effect` (or
+        /// `key:Effect`).
         taint: String,
     },
     /// A pod requirement no value of the NodePool (its requirements, or what its instance
     /// types offer) satisfies.
     RequirementConflict {
-        /// Label key.
+        /// The label key both sides constrain, e.g. `topology.kubernetes.io/zone`.
         key: String,
         /// The pod's requirement, e.g. `topology.kubernetes.io/zone In [mars-1a]`.
         required: String,
@@ -68,18 +70,21 @@ pub enum Reason {
     },
     /// The pod requires a custom label the NodePool does not define.
     UnknownLabel {
-        /// Label key.
+        /// The custom label key the pod requires, e.g. `example.com/team`; neither the
+        /// NodePool's requirements and labels nor its instance types give it a value.
         key: String,
     },
     /// A topology spread or pod (anti-)affinity constraint leaves no domain.
     Topology {
-        /// The solver's message.
+        /// The solver's message, `unsatisfiable <kind> constraint on <topology key>`
+        /// ([`TopologyError`](crate::scheduling::topology::TopologyError)).
         detail: String,
     },
     /// Pod and NodePool requirements together leave no available instance type (no single
     /// requirement is to blame).
     NoCompatibleInstanceType {
-        /// The combined requirements.
+        /// Pod and NodePool requirements together, joined by `, ` (e.g. `kubernetes.io/arch
+        /// In [arm64], node.kubernetes.io/instance-type In [m5.large]`).
         requirements: String,
     },
     /// No compatible instance type has room for the pod plus DaemonSet overhead.
@@ -93,7 +98,7 @@ pub enum Reason {
     LimitReached {
         /// Limited resource (`cpu`, `memory`, `nodes`, ...).
         resource: String,
-        /// The limit.
+        /// The limit in `spec.limits`, as a quantity (e.g. `100`, `400Gi`, `10` nodes).
         limit: String,
         /// What the NodePool's nodes and NodeClaims already use.
         usage: String,
@@ -101,21 +106,21 @@ pub enum Reason {
         left: String,
         /// What the smallest fitting instance type would add (more than `left`).
         needed: String,
-        /// That instance type.
+        /// The smallest fitting instance type for that resource, e.g. `m5.large`.
         instance_type: String,
     },
     /// Fewer distinct values than a requirement's `minValues` remain.
     MinValues {
-        /// Label key.
+        /// The requirement's label key, e.g. `node.kubernetes.io/instance-type`.
         key: String,
-        /// `minValues`.
+        /// The requirement's `minValues` (1 to 50).
         min: usize,
         /// Distinct values the fitting instance types offer.
         available: usize,
     },
     /// The solver rejected the pod for a reason not broken down further.
     Other {
-        /// The solver's message.
+        /// The solver's rejection as it words it (or `the solver placed the pod nowhere`).
         detail: String,
     },
 }
@@ -124,11 +129,11 @@ pub enum Reason {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Largest {
-    /// Resource name.
+    /// Resource name, e.g. `cpu`, `memory`, `nvidia.com/gpu`.
     pub resource: String,
     /// What the pod (plus DaemonSet overhead) requests.
     pub requested: String,
-    /// The largest allocatable amount.
+    /// The largest allocatable amount on any compatible type, as a quantity (e.g. `7910m`).
     pub available: String,
     /// The instance type that has it.
     pub instance_type: String,
@@ -220,9 +225,10 @@ pub enum Verdict {
 /// A NodePool and its verdict.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PoolVerdict {
-    /// NodePool name.
+    /// Name of the NodePool judged.
     pub nodepool: String,
-    /// The verdict.
+    /// [`Verdict::Compatible`] with what it would launch, or [`Verdict::Rejected`] with the
+    /// [`Reason`]; flattened into this object in JSON (`verdict`, `reason` and their fields).
     #[serde(flatten)]
     pub verdict: Verdict,
 }

@@ -13,9 +13,10 @@ use super::resources::{PODS, QuantityError, Resources};
 /// Namespace and name of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PodKey {
-    /// Namespace.
+    /// `metadata.namespace`; empty when the pod has none.
     pub namespace: String,
-    /// Name.
+    /// `metadata.name`; empty when the pod has none. Printed with the namespace as
+    /// `namespace/name`.
     pub name: String,
 }
 
@@ -39,7 +40,7 @@ impl std::fmt::Display for PodKey {
 /// A pod as the scheduler sees it.
 #[derive(Clone, Debug)]
 pub struct PodInfo {
-    /// Namespace and name.
+    /// Namespace and name, printed `namespace/name`.
     pub key: PodKey,
     /// UID (tie-breaker in the queue order).
     pub uid: String,
@@ -49,7 +50,8 @@ pub struct PodInfo {
     /// Node requirement alternatives: the pod fits a node satisfying any one of them (required
     /// node-affinity terms are ORed; nodeSelector is ANDed into each).
     pub requirement_terms: Vec<Requirements>,
-    /// Tolerations.
+    /// `spec.tolerations` as written; matched against NodePool template taints and existing
+    /// nodes' taints (only `NoSchedule` and `NoExecute` ones keep a pod off).
     pub tolerations: Vec<Toleration>,
     /// `spec.priority` (0 when unset).
     pub priority: i32,
@@ -57,7 +59,7 @@ pub struct PodInfo {
     pub created: i64,
     /// The node the pod is bound to, if any.
     pub node_name: Option<String>,
-    /// Labels of the pod.
+    /// `metadata.labels`: what other pods' spread and (anti-)affinity selectors match.
     pub labels: BTreeMap<String, String>,
     /// Topology spread, pod (anti-)affinity, preferred node affinity and host ports.
     pub constraints: PodConstraints,
@@ -69,9 +71,9 @@ pub enum PodError {
     /// A request or limit is not a valid quantity.
     #[error("invalid resource quantity in container {container:?}: {source}")]
     Quantity {
-        /// Container name.
+        /// The container's name, or `<overhead>` for `spec.overhead`.
         container: String,
-        /// The parse error.
+        /// The quantity that does not parse.
         source: QuantityError,
     },
     /// A node-affinity requirement is malformed.

@@ -52,7 +52,7 @@ impl Dims {
         self.0.iter().map(|n| r.get(n)).collect()
     }
 
-    /// Number of dimensions.
+    /// How many resources a dense vector holds: cpu, memory, pods and whatever else is used.
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -125,7 +125,7 @@ pub struct Bin {
     pub used: Vec<i64>,
     /// Hostname anti-affinity terms its pods own (sorted).
     pub repels: Vec<usize>,
-    /// Pods (solver indexes).
+    /// Its pods, as indexes into the solver's [`Input::pods`](super::solver::Input::pods).
     pub pods: Vec<usize>,
 }
 

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 /// integer bounds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
-    /// The label key.
+    /// The label key it constrains, e.g. `topology.kubernetes.io/zone`.
     pub key: String,
     complement: bool,
     values: BTreeSet<String>,
@@ -31,11 +31,12 @@ pub struct Requirement {
 pub struct RequirementError {
     /// Label key.
     pub key: String,
-    /// Operator as written.
+    /// Operator as written (`In`, `Gte`, ... or the unknown string).
     pub operator: String,
     /// Values as written.
     pub values: Vec<String>,
-    /// What is wrong.
+    /// What is wrong: `unknown operator`, `at least one value is required`, `exactly one value
+    /// is required` or `value must be an integer`.
     pub reason: String,
 }
 
@@ -324,9 +325,10 @@ pub enum Incompatible {
     Conflict {
         /// Label key.
         key: String,
-        /// The incoming requirement.
+        /// The incoming requirement as text, e.g. `topology.kubernetes.io/zone In [us-east-1a]`.
         wanted: String,
-        /// The existing requirement.
+        /// What the other side allows for the key: its requirement, or a node's actual label
+        /// (`key In [value]`, `key DoesNotExist`).
         allowed: String,
     },
     /// A custom label the NodePool does not define (upstream: "does not have known values").

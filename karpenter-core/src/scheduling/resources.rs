@@ -25,7 +25,7 @@ pub struct Resources {
     pub cpu: i64,
     /// Memory in bytes.
     pub memory: i64,
-    /// Pod count.
+    /// Pods: 1 in each pod's requests, the node's maximum pod count in capacity.
     pub pods: i64,
     /// Ephemeral storage in bytes.
     pub ephemeral: i64,

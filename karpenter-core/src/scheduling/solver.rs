@@ -64,7 +64,8 @@ pub enum NodeLabels {
 pub struct ExistingNode {
     /// Node name, or the NodeClaim name while no node exists.
     pub name: String,
-    /// Labels or requirements.
+    /// A registered node's labels ([`NodeLabels::Known`]) or an in-flight NodeClaim's
+    /// requirements ([`NodeLabels::Pending`]).
     pub labels: NodeLabels,
     /// Taints pods must tolerate.
     pub taints: Vec<Taint>,
@@ -77,9 +78,9 @@ pub struct ExistingNode {
 /// A pod already running on an existing node: it counts for topology and holds host ports.
 #[derive(Clone, Debug)]
 pub struct BoundPod {
-    /// The pod.
+    /// The pod, compiled: its labels count for topology, its host ports stay taken.
     pub pod: PodInfo,
-    /// The existing node's name.
+    /// The node it is bound to (`spec.nodeName`), one of [`Input::existing`].
     pub node: String,
 }
 
@@ -92,7 +93,8 @@ pub struct Input {
     pub existing: Vec<ExistingNode>,
     /// Pods running on existing nodes.
     pub bound_pods: Vec<BoundPod>,
-    /// Ready NodePools.
+    /// The NodePools that may launch (Ready, not deleting, not static), as templates; tried
+    /// heaviest weight first.
     pub nodepools: Vec<NodePoolTemplate>,
     /// Label keys a pod may require without the pool defining them (well-known labels).
     pub well_known_labels: Vec<String>,
@@ -143,7 +145,7 @@ pub enum Rejection {
     NoInstanceType {
         /// Pod requests plus daemon overhead.
         requests: Resources,
-        /// Combined requirements.
+        /// Pod and NodePool requirements together, as text joined by `, `.
         requirements: String,
         /// Which check eliminated the last candidates.
         detail: &'static str,
@@ -177,7 +179,7 @@ impl fmt::Display for Rejection {
 /// Why a pod could not be placed at all.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodError {
-    /// The pod.
+    /// The pod that fits nowhere.
     pub pod: PodKey,
     /// One entry per NodePool tried (empty when there are no ready NodePools).
     pub rejections: Vec<(String, Rejection)>,
@@ -201,7 +203,7 @@ impl fmt::Display for PodError {
 /// What the solve decided.
 #[derive(Clone, Debug, Default)]
 pub struct Output {
-    /// NodeClaims to create.
+    /// NodeClaims to create, each with its pods and instance-type options (cheapest first).
     pub new_claims: Vec<NewClaim>,
     /// Pods that fit existing capacity, by the existing node's name.
     pub existing: BTreeMap<String, Vec<PodKey>>,

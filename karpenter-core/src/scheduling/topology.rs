@@ -43,16 +43,17 @@ pub enum Target<'a> {
     Node {
         /// Target id (its hostname domain).
         id: usize,
-        /// Node labels.
+        /// The node's labels: its domain for a topology key is that label's value.
         labels: &'a BTreeMap<String, String>,
-        /// Node taints.
+        /// The node's taints (spreads with `nodeTaintsPolicy: Honor` skip untolerated ones).
         taints: &'a [Taint],
     },
     /// A NodeClaim being planned: its requirements bound the domains it may end up in.
     Claim {
         /// Target id (its placeholder hostname domain).
         id: usize,
-        /// Current requirements.
+        /// Its requirements so far: an `In` on a topology key bounds its domains, no
+        /// requirement leaves them open.
         requirements: &'a Requirements,
         /// Taints the node will have.
         taints: &'a [Taint],
@@ -95,15 +96,16 @@ impl Target<'_> {
 /// A pod as topology sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct PodRef<'a> {
-    /// Namespace.
+    /// The pod's namespace: spreads count only pods of it; affinity terms match it against
+    /// their namespaces.
     pub namespace: &'a str,
-    /// Labels.
+    /// The pod's labels, matched by spread and affinity selectors.
     pub labels: &'a BTreeMap<String, String>,
-    /// Constraints.
+    /// Its compiled spread and pod (anti-)affinity constraints.
     pub constraints: &'a PodConstraints,
     /// Required node terms (the first is the pod's node filter for spread counting).
     pub node_terms: &'a [Requirements],
-    /// Tolerations.
+    /// Its tolerations, for spreads with `nodeTaintsPolicy: Honor`.
     pub tolerations: &'a [Toleration],
 }
 
@@ -113,7 +115,7 @@ pub struct PodRef<'a> {
 pub struct TopologyError {
     /// `topology spread`, `pod affinity` or `pod anti-affinity`.
     pub kind: &'static str,
-    /// Topology key.
+    /// The topology key left without a domain, e.g. `topology.kubernetes.io/zone`.
     pub key: String,
     /// The constraint is another pod's anti-affinity against this one.
     pub inverse: bool,

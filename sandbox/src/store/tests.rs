@@ -7,9 +7,13 @@ fn pods(store: &Store) -> ResourceType {
     store.resource("", "v1", "pods").expect("pods")
 }
 
+/// A Pod manifest of app `web` without a namespace: the store sets it from the request.
 fn pod(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    testutil::pod(name)
+        .label("app", "web")
+        .image("nginx")
+        .merge(json!({"metadata": {"namespace": null}}))
+        .json()
 }
 
 #[test]

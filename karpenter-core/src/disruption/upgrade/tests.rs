@@ -1,3 +1,7 @@
+//! Tests of the upgrade planner: queue order, NodeClaims skipped by do-not-disrupt and blocking
+//! PDBs, steps in progress and their phases, pause and step allowance, `Drifted` budgets and the
+//! drain timeout.
+
 use serde_json::json;
 use testutil::{NodeClaimBuilder, PodBuilder, nodeclaim, nodepool, pod};
 

@@ -1,3 +1,6 @@
+//! Tests of drift detection: each reason with the changes it names, hash versions that are not
+//! compared, checks that cannot run keeping what was found, and upstream-stamped NodeClaims.
+
 use crds::Operator;
 use crds::labels::CAPACITY_TYPE_LABEL;
 use serde_json::json;
