@@ -9,11 +9,15 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use controller::cloudprovider::CloudProvider;
-use crds::{EC2NodeClass, NodeClaim};
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TERMINATION_FINALIZER,
+};
+use crds::{EC2NodeClass, NodeClaim, Operator};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tests::{Options, TestCluster, kubectl_path, workspace_binary};
+use testutil::{nodeclaim, pod};
 
 /// Thresholds that make everything staged just now old enough to be an orphan.
 const NOW: [&str; 8] = [
@@ -27,25 +31,21 @@ const NOW: [&str; 8] = [
     "0s",
 ];
 
+/// An on-demand m5.large NodeClaim of `default` with Karpenter's termination finalizer.
 fn claim(name: &str) -> NodeClaim {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"},
-                     "finalizers": ["karpenter.sh/termination"]},
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-            ],
-        },
-    }))
-    .expect("valid NodeClaim")
+    nodeclaim(name)
+        .nodepool("default")
+        .finalizer(TERMINATION_FINALIZER)
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand"])
+        .build()
 }
 
+/// The condition `type_` = True as it was at staging time.
 fn condition(type_: &str) -> Value {
-    json!({"type": type_, "status": "True", "reason": type_, "message": "",
-           "lastTransitionTime": "2025-06-01T00:00:00Z"})
+    testutil::condition(type_, "True")
+        .at("2025-06-01T00:00:00Z")
+        .json()
 }
 
 /// The staged world: what each orphan is called.
@@ -89,13 +89,11 @@ async fn stage(tc: &TestCluster) -> Staged {
         }
     };
     let node = |name: &str, pid: &str| -> Node {
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"},
-                         "finalizers": ["karpenter.sh/termination"]},
-            "spec": {"providerID": pid},
-        }))
-        .expect("valid Node")
+        testutil::node(name)
+            .label(NODEPOOL_LABEL, "default")
+            .finalizer(TERMINATION_FINALIZER)
+            .provider_id(pid)
+            .build()
     };
 
     // NotLaunched: created, never launched.
@@ -133,12 +131,7 @@ async fn stage(tc: &TestCluster) -> Staged {
         .create(&pp, &node("node-stuck", &pid))
         .await
         .expect("node");
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"nodeName": "node-stuck", "containers": [{"name": "app", "image": "pause"}]},
-    }))
-    .expect("pod");
+    let pod = pod("web").on_node("node-stuck").image("pause").build();
     Api::<Pod>::namespaced(client.clone(), "default")
         .create(&pp, &pod)
         .await
