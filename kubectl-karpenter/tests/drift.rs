@@ -7,12 +7,14 @@ mod support;
 use std::collections::BTreeMap;
 
 use crds::hash::{nodeclass_fields, nodeclass_stamp, nodepool_fields, nodepool_stamp};
-use crds::{EC2NodeClass, NodePool};
+use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
+use crds::{EC2NodeClass, NodePool, Operator};
 use karpenter_core::lifecycle::drift::HashVersions;
 use sandbox::store::Subresource;
 use serde_json::{Value, json};
+use testutil::{condition, ec2nodeclass, node, nodeclaim, nodepool};
 
-use support::{Cluster, kubectl, plugin_path, stderr, stdout};
+use support::{Cluster, STAGED, kubectl, plugin_path, stderr, stdout};
 
 /// The AMI the EC2NodeClass resolves and every NodeClaim runs.
 const AMI: &str = "ami-0aaa";
@@ -50,16 +52,10 @@ fn resource(cluster: &Cluster, group: &str, plural: &str) -> sandbox::registry::
 fn create_class(cluster: &Cluster) -> EC2NodeClass {
     let rt = resource(cluster, "karpenter.k8s.aws", "ec2nodeclasses");
     let store = cluster.sandbox.store();
-    let class = json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sandbox"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "sandbox"}}],
-        },
-    });
+    let class = ec2nodeclass("default")
+        .role("KarpenterNodeRole")
+        .discovery("sandbox")
+        .json();
     store.create(&rt, "", class).expect("create EC2NodeClass");
     let stored = store
         .modify(&rt, "", "default", Subresource::Status, |obj| {
@@ -86,19 +82,11 @@ fn apply_pool(cluster: &Cluster, taints: Value) -> NodePool {
             })
             .expect("update NodePool")
     } else {
-        let pool = json!({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {"template": {
-                "metadata": {"labels": {"team": "web"}},
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                    "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
-                                      "values": ["spot", "on-demand"]}],
-                    "taints": taints,
-                },
-            }},
-        });
+        let pool = nodepool("default")
+            .template_label("team", "web")
+            .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["spot", "on-demand"])
+            .merge(json!({"spec": {"template": {"spec": {"taints": taints}}}}))
+            .json();
         store.create(&rt, "", pool).expect("create NodePool")
     };
     serde_json::from_value((*stored).clone()).expect("stored NodePool")
@@ -126,40 +114,23 @@ fn create_claim(
 ) {
     let rt = cluster.nodeclaim_type();
     let store = cluster.sandbox.store();
-    let claim = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "karpenter.sh/nodepool": "default", "team": "web",
-                "karpenter.sh/capacity-type": "on-demand",
-                "node.kubernetes.io/instance-type": "m5.large",
-            },
-            "annotations": annotations,
-        },
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [],
-        },
-    });
+    let claim = nodeclaim(name)
+        .nodepool("default")
+        .label("team", "web")
+        .label(CAPACITY_TYPE_LABEL, "on-demand")
+        .label(INSTANCE_TYPE_LABEL, "m5.large")
+        .annotations(annotations)
+        .json();
     store.create(&rt, "", claim).expect("create NodeClaim");
-    let condition = |t: &str, reason: &str, message: &str, at: &str| {
-        json!({"type": t, "status": "True", "reason": reason, "message": message,
-               "lastTransitionTime": at})
-    };
-    let mut conditions = vec![condition(
-        "Launched",
-        "Launched",
-        "",
-        "2025-06-01T00:00:00Z",
-    )];
+    let mut conditions = vec![condition("Launched", "True").at(STAGED).json()];
     if let Some(message) = drifted {
-        conditions.push(condition(
-            "Drifted",
-            "NodePoolDrifted",
-            message,
-            "2025-06-01T01:00:00Z",
-        ));
+        conditions.push(
+            condition("Drifted", "True")
+                .reason("NodePoolDrifted")
+                .message(message)
+                .at("2025-06-01T01:00:00Z")
+                .json(),
+        );
     }
     store
         .modify(&rt, "", name, Subresource::Status, |obj| {
@@ -179,11 +150,7 @@ fn create_claim(
 
 fn create_node(cluster: &Cluster, name: &str, provider_id: &str) {
     let rt = resource(cluster, "", "nodes");
-    let node = json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name},
-        "spec": {"providerID": provider_id},
-    });
+    let node = node(name).provider_id(provider_id).json();
     cluster
         .sandbox
         .store()

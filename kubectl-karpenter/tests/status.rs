@@ -17,6 +17,7 @@ use karpenter::workload::parse_yaml;
 use karpenter_core::capacity::catalog::{Catalog, spot_price};
 use sandbox::store::Subresource;
 use serde_json::{Value, json};
+use testutil::nodepool;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -166,17 +167,10 @@ fn create_default_pool(cluster: &Cluster) {
     let rt = store
         .resource("karpenter.sh", "v1", "nodepools")
         .expect("NodePools are served");
-    let pool = json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default", "annotations": {"upgrades.karpenter.sh/paused": "true"}},
-        "spec": {
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [],
-            }},
-            "limits": {"cpu": "100"},
-        },
-    });
+    let pool = nodepool("default")
+        .annotation("upgrades.karpenter.sh/paused", "true")
+        .limit("cpu", "100")
+        .json();
     store.create(&rt, "", pool).expect("create NodePool");
     store
         .modify(&rt, "", "default", Subresource::Status, |obj| {

@@ -13,8 +13,9 @@ use crds::upgrade::{
 use jiff::{SignedDuration, Timestamp};
 use sandbox::store::Subresource;
 use serde_json::{Map, Value, json};
+use testutil::{condition, nodeclaim, nodepool, pdb, pod};
 
-use support::{Cluster, kubectl, plugin_path, stderr, stdout};
+use support::{Cluster, STAGED, kubectl, plugin_path, stderr, stdout};
 
 /// Why the rolled-back step of the history failed.
 const ROLLBACK: &str = "replacement default-r0 for default-old2 did not initialize within 600s \
@@ -86,15 +87,9 @@ impl Rollout {
             "karpenter.sh",
             "nodepools",
             "",
-            json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-                "metadata": {"name": name, "annotations": annotations},
-                "spec": {"template": {"spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                     "name": "default"},
-                    "requirements": [],
-                }}},
-            }),
+            nodepool(name)
+                .merge(json!({"metadata": {"annotations": annotations}}))
+                .json(),
         );
     }
 
@@ -110,21 +105,14 @@ impl Rollout {
             "karpenter.sh",
             "nodeclaims",
             "",
-            json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": name, "annotations": annotations,
-                             "labels": {"karpenter.sh/nodepool": "default"}},
-                "spec": {"requirements": [],
-                         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                          "name": "default"}},
-            }),
+            nodeclaim(name)
+                .nodepool("default")
+                .merge(json!({"metadata": {"annotations": annotations}}))
+                .json(),
         );
         let conditions: Vec<Value> = conditions
             .iter()
-            .map(|t| {
-                json!({"type": t, "status": "True", "reason": t, "message": "",
-                       "lastTransitionTime": "2025-06-01T00:00:00Z"})
-            })
+            .map(|t| condition(t, "True").at(STAGED).json())
             .collect();
         let provider_id = format!("aws:///us-east-1a/i-{name}");
         self.cluster
@@ -150,27 +138,21 @@ impl Rollout {
                 "",
                 "nodes",
                 "",
-                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
-                       "spec": {"providerID": provider_id}}),
+                testutil::node(node).provider_id(&provider_id).json(),
             );
         }
     }
 
     fn create_pod(&self, ns: &str, name: &str, node: &str, metadata: Value, grace: Option<i64>) {
-        let mut pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"namespace": ns, "name": name},
-            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app"}]},
-        });
-        if let Some(meta) = metadata.as_object() {
-            for (k, v) in meta {
-                pod["metadata"][k] = v.clone();
-            }
-        }
+        let mut pod = pod(name)
+            .namespace(ns)
+            .on_node(node)
+            .image("app")
+            .merge(json!({"metadata": metadata}));
         if let Some(grace) = grace {
-            pod["spec"]["terminationGracePeriodSeconds"] = json!(grace);
+            pod = pod.grace_period(grace);
         }
-        self.create("", "pods", ns, pod);
+        self.create("", "pods", ns, pod.json());
     }
 }
 
@@ -258,9 +240,7 @@ async fn setup() -> Rollout {
         "policy",
         "poddisruptionbudgets",
         "shop",
-        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-               "metadata": {"namespace": "shop", "name": "cart"},
-               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "cart"}}}}),
+        pdb("cart").namespace("shop").json(),
     );
     r.cluster
         .sandbox

@@ -10,10 +10,18 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
+use crds::Operator;
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, TERMINATION_FINALIZER, TOPOLOGY_ZONE_LABEL,
+};
 use sandbox::Sandbox;
 use sandbox::store::{DeleteOptions, Subresource};
 use serde_json::{Value, json};
+use testutil::{condition, nodeclaim};
 use tokio::process::Command;
+
+/// When the staged NodeClaims' conditions last changed.
+pub const STAGED: &str = "2025-06-01T00:00:00Z";
 
 /// The plugin binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-karpenter");
@@ -63,29 +71,17 @@ impl Cluster {
 
     /// Creates a NodeClaim of `pool`; with an offering, it carries the labels a launched one has.
     pub fn create(&self, name: &str, pool: &str, offering: Option<(&str, &str, &str)>) {
-        let mut labels = json!({"karpenter.sh/nodepool": pool});
+        let mut claim = nodeclaim(name)
+            .nodepool(pool)
+            .finalizer(TERMINATION_FINALIZER)
+            .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand", "spot"]);
         if let Some((instance_type, capacity_type, zone)) = offering {
-            labels["node.kubernetes.io/instance-type"] = json!(instance_type);
-            labels["karpenter.sh/capacity-type"] = json!(capacity_type);
-            labels["topology.kubernetes.io/zone"] = json!(zone);
+            claim = claim
+                .label(INSTANCE_TYPE_LABEL, instance_type)
+                .label(CAPACITY_TYPE_LABEL, capacity_type)
+                .label(TOPOLOGY_ZONE_LABEL, zone);
         }
-        let claim = json!({
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {
-                "name": name,
-                "labels": labels,
-                "finalizers": ["karpenter.sh/termination"],
-            },
-            "spec": {
-                "requirements": [{
-                    "key": "karpenter.sh/capacity-type",
-                    "operator": "In",
-                    "values": ["on-demand", "spot"],
-                }],
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            },
-        });
+        let claim = claim.json();
         self.sandbox
             .store()
             .create(&self.nodeclaim_type(), "", claim)
@@ -96,10 +92,7 @@ impl Cluster {
     pub fn set_status(&self, name: &str, true_types: &[&str], node: Option<&str>) {
         let conditions: Vec<Value> = true_types
             .iter()
-            .map(|t| {
-                json!({"type": t, "status": "True", "reason": t, "message": "",
-                       "lastTransitionTime": "2025-06-01T00:00:00Z"})
-            })
+            .map(|t| condition(t, "True").at(STAGED).json())
             .collect();
         let provider_id = format!("aws:///us-east-1a/i-{name}");
         self.sandbox
