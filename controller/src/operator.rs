@@ -103,8 +103,8 @@ impl Drop for Caches {
 /// after it acquires the Lease (and until it loses it); without, immediately.
 ///
 /// The elector should have a client of its own without the client-side rate limit (build it
-/// with [`super::client`]): Lease renewals queued behind a burst of controller requests could
-/// miss the renew deadline and depose a healthy leader.
+/// with [`crate::runtime::client`]): Lease renewals queued behind a burst of controller
+/// requests could miss the renew deadline and depose a healthy leader.
 pub fn start_operator(
     client: Client,
     cloud: Arc<dyn CloudProvider>,

@@ -54,7 +54,7 @@ pub struct Cloud {
 /// bundle (base64 of PEM; empty for the sandbox's plain HTTP).
 #[derive(Clone, Debug, Default)]
 pub struct ApiServer {
-    /// URL.
+    /// The API server URL of the client configuration, e.g. `https://10.0.0.1:6443`.
     pub endpoint: String,
     /// CA bundle, base64 of PEM.
     pub ca_bundle: String,

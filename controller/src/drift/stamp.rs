@@ -31,9 +31,9 @@ pub const RESTAMP_RETRY: std::time::Duration = std::time::Duration::from_secs(1)
 struct StampKind {
     /// `NodePool` or `EC2NodeClass`, for messages.
     kind: &'static str,
-    /// The hash annotation.
+    /// The hash annotation, e.g. `karpenter.sh/nodepool-hash`.
     hash_key: &'static str,
-    /// The hash version annotation.
+    /// The hash version annotation, e.g. `karpenter.sh/nodepool-hash-version`.
     version_key: &'static str,
     /// Read the stamp from annotations.
     read: fn(Option<&BTreeMap<String, String>>) -> Stamp,

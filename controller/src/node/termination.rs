@@ -1,9 +1,10 @@
 //! Node termination (upstream `node/termination/controller.go`): when a Karpenter node is
 //! deleted, delete its NodeClaim, taint the node `karpenter.sh/disrupted:NoSchedule`, drain it
-//! through the eviction API in priority groups ([`super::drain`]; PodDisruptionBudgets answer
-//! 429 and are retried with backoff, do-not-disrupt pods wait), delete pods that the NodeClaim's
-//! termination time leaves no room for, mark the NodeClaim `Drained`, terminate the instance and
-//! wait until the cloud reports it gone, and release the `karpenter.sh/termination` finalizer.
+//! through the eviction API in priority groups ([`karpenter_core::lifecycle::drain`];
+//! PodDisruptionBudgets answer 429 and are retried with backoff, do-not-disrupt pods wait),
+//! delete pods that the NodeClaim's termination time leaves no room for, mark the NodeClaim
+//! `Drained`, terminate the instance and wait until the cloud reports it gone, and release the
+//! `karpenter.sh/termination` finalizer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

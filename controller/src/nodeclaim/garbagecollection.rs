@@ -42,7 +42,8 @@ const SLOW_PERIOD: Duration = Duration::from_secs(120);
 /// What one pass decided: instances to terminate and NodeClaims to delete.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Collection {
-    /// Orphaned instances.
+    /// Instances to terminate: launched over [`ORPHAN_MIN_AGE`] ago, with no NodeClaim holding
+    /// their providerID or, by tag, still launching for them.
     pub instances: Vec<Instance>,
     /// NodeClaims (names) whose instance is gone.
     pub nodeclaims: Vec<String>,

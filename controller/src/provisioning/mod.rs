@@ -31,7 +31,7 @@ const OWN_WRITES_TIMEOUT: Duration = Duration::from_secs(10);
 /// What one provisioning pass did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PassResult {
-    /// Pods considered.
+    /// Pending, provisionable pods the pass considered.
     pub pods: usize,
     /// Names of the NodeClaims created.
     pub created: Vec<String>,
@@ -91,7 +91,7 @@ async fn batch_window(ctx: &Context) {
 /// Why a provisioning pass failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum ProvisionError {
-    /// The planning task died.
+    /// The blocking planning task panicked or was cancelled (its join error).
     #[error("planning task failed: {0}")]
     Plan(String),
 }

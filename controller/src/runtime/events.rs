@@ -85,9 +85,10 @@ pub const NODEPOOL_DEDUPE: Duration = Duration::from_secs(60);
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
-    /// Informational.
+    /// `Normal`: something happened as it should (a launch, a nomination, a registration).
     Normal,
-    /// Something needs attention.
+    /// `Warning`: something failed or is blocked and may need the operator (e.g.
+    /// `FailedScheduling`).
     Warning,
 }
 
@@ -96,11 +97,12 @@ pub enum EventType {
 pub struct EventSpec {
     /// The object the event is about.
     pub regarding: ObjectReference,
-    /// Normal or Warning.
+    /// The Event's `type`: [`EventType::Normal`] or [`EventType::Warning`].
     pub type_: EventType,
     /// One of [`reason`].
     pub reason: &'static str,
-    /// Human message.
+    /// The Event's `message`, as `kubectl describe` shows it; with the object and reason it is
+    /// the dedupe key.
     pub message: String,
     /// Identical events within this window are dropped.
     pub dedupe: Duration,

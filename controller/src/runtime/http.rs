@@ -120,9 +120,9 @@ async fn metrics(State(m): State<MetricsState>) -> impl IntoResponse {
     }
 }
 
-/// The router of `GET /metrics`. `leading` is the replica's [`super::Operator::leading`]: a
-/// standby exports its counters but not the cluster-state gauges (see
-/// [`super::metrics::Metrics::encode`]).
+/// The router of `GET /metrics`. `leading` is the replica's
+/// [`crate::operator::Operator::leading`]: a standby exports its counters but not the
+/// cluster-state gauges (see [`super::metrics::Metrics::encode`]).
 pub fn metrics_router(ctx: Arc<Context>, leading: watch::Receiver<bool>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))

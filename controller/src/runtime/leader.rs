@@ -115,7 +115,7 @@ impl Elector {
         }
     }
 
-    /// The configuration.
+    /// The Lease name and namespace, this replica's identity and the timings it elects with.
     pub fn config(&self) -> &LeaseConfig {
         &self.cfg
     }

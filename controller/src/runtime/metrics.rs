@@ -186,11 +186,12 @@ struct ConditionKey {
 pub struct Observed {
     /// Pods in every namespace.
     pub pods: Vec<Arc<Pod>>,
-    /// Nodes.
+    /// Every Node: `karpenter_nodes_allocatable`, the `karpenter_nodes_total_*_requests`
+    /// gauges, `karpenter_cluster_state_node_count` and the node labels of `karpenter_pods_state`.
     pub nodes: Vec<Arc<Node>>,
-    /// NodeClaims.
+    /// Every NodeClaim: NodePool usage (their `status.capacity`) and status-condition gauges.
     pub nodeclaims: Vec<Arc<NodeClaim>>,
-    /// NodePools.
+    /// Every NodePool: `karpenter_nodepools_limit` and `karpenter_nodepools_usage`.
     pub nodepools: Vec<Arc<NodePool>>,
     /// Whether every cache has completed its initial list.
     pub synced: bool,
@@ -774,11 +775,11 @@ fn resource_value(name: &str, value: i64) -> f64 {
 /// `_count` suffix), its labels and its value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    /// Series name.
+    /// Series name with its suffix, e.g. `karpenter_nodeclaims_created_total`.
     pub name: String,
     /// Label names and (unescaped) values.
     pub labels: BTreeMap<String, String>,
-    /// The value.
+    /// The sample's value (cpu gauges in cores, memory in bytes).
     pub value: f64,
 }
 

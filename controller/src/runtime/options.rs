@@ -97,7 +97,8 @@ pub struct Settings {
     pub hash_versions: karpenter_core::lifecycle::drift::HashVersions,
     /// How long an upgrade step waits for its replacement to initialize before it rolls back.
     pub upgrade_initialization_timeout: Duration,
-    /// Feature gates (`FEATURE_GATES`).
+    /// The gates `FEATURE_GATES` names; every other gate keeps upstream's default (only
+    /// `ReservedCapacity` is on).
     pub feature_gates: FeatureGates,
 }
 
@@ -140,9 +141,9 @@ pub enum SettingsError {
          --batch-idle-duration/BATCH_IDLE_DURATION ({idle:?})"
     )]
     BatchWindows {
-        /// Idle window.
+        /// `--batch-idle-duration` as given.
         idle: Duration,
-        /// Max window.
+        /// `--batch-max-duration` as given, shorter than `idle`.
         max: Duration,
     },
     /// The cluster name is empty.
@@ -151,7 +152,7 @@ pub enum SettingsError {
     /// `FEATURE_GATES` does not parse.
     #[error("--feature-gates/FEATURE_GATES ({value:?}): {reason}")]
     FeatureGates {
-        /// The value given.
+        /// The `FEATURE_GATES` string as given, e.g. `NodeRepair=maybe`.
         value: String,
         /// What is wrong with it.
         reason: String,
@@ -166,7 +167,7 @@ pub enum SettingsError {
     Zero {
         /// `--flag/ENV_VAR`.
         flag: &'static str,
-        /// The value given.
+        /// The value given (zero).
         value: Duration,
     },
     /// Leader election timings out of order.
@@ -174,17 +175,17 @@ pub enum SettingsError {
     Order {
         /// `--flag/ENV_VAR` that must be the longer.
         longer: &'static str,
-        /// Its value.
+        /// The value given for `longer`.
         longer_value: Duration,
         /// `--flag/ENV_VAR` that must be the shorter.
         shorter: &'static str,
-        /// Its value.
+        /// The value given for `shorter`.
         shorter_value: Duration,
     },
     /// `LOG_LEVEL` is not a level or a tracing filter directive.
     #[error("--log-level/LOG_LEVEL ({value:?}) is not a log level or filter: {reason}")]
     LogLevel {
-        /// The value given.
+        /// The `LOG_LEVEL` string as given.
         value: String,
         /// Why tracing's filter parser refused it.
         reason: String,
@@ -194,7 +195,7 @@ pub enum SettingsError {
     WholeSeconds {
         /// `--flag/ENV_VAR`.
         flag: &'static str,
-        /// The value given.
+        /// The value given, e.g. `1.5s`.
         value: Duration,
     },
     /// A Kubernetes object name that the API server would refuse.
@@ -202,11 +203,12 @@ pub enum SettingsError {
     Name {
         /// `--flag/ENV_VAR`.
         flag: &'static str,
-        /// The value given.
+        /// The name given.
         value: String,
         /// `Lease name` or `namespace`.
         what: &'static str,
-        /// The rule broken.
+        /// The rule broken, e.g. `lowercase letters, digits and '-', ..., at most 63
+        /// characters` (Kubernetes' DNS-1123 label rule for a namespace).
         rule: &'static str,
     },
 }
@@ -258,7 +260,7 @@ impl ControllerOptions {
 pub enum LogFormat {
     /// One JSON object per line (upstream's only format; the default).
     Json,
-    /// Human-readable lines.
+    /// tracing's human-readable lines (`LOG_FORMAT=text`), as the sandbox writes them.
     Text,
 }
 
@@ -278,7 +280,7 @@ pub struct RunOptions {
     /// Address both HTTP servers listen on.
     #[arg(long, env = "BIND_ADDRESS", default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
     pub bind_address: IpAddr,
-    /// Log format.
+    /// Log line format: `json` (one object per line, as upstream) or `text`.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
     /// Average API requests per second this client sends (client-side rate limit).
@@ -324,11 +326,11 @@ pub struct RunSettings {
     pub metrics_addr: std::net::SocketAddr,
     /// Where `/healthz` and `/readyz` listen.
     pub health_addr: std::net::SocketAddr,
-    /// Log format.
+    /// `json` or `text` lines (`LOG_FORMAT`).
     pub log_format: LogFormat,
     /// Client-side rate limit: average requests per second.
     pub qps: u32,
-    /// Client-side rate limit: burst.
+    /// Client-side rate limit: requests allowed at once above `qps` (`KUBE_CLIENT_BURST`).
     pub burst: u32,
     /// Leader election, or `None` when disabled.
     pub leader_election: Option<super::leader::LeaseConfig>,

@@ -39,7 +39,9 @@ impl ReconcileError {
     }
 }
 
-/// The shared requeue policy.
+/// The requeue policy every controller shares: a write conflict (409) is retried after
+/// [`CONFLICT_REQUEUE`] and logged at debug, any other error after [`ERROR_REQUEUE`] with a
+/// warning.
 pub fn error_policy<K: Resource<DynamicType = ()>>(
     obj: Arc<K>,
     err: &ReconcileError,

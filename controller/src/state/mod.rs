@@ -28,13 +28,15 @@ use karpenter_core::scheduling::pod::is_provisionable;
 pub struct ClusterState {
     /// Pods in every namespace.
     pub pods: Store<Pod>,
-    /// Nodes.
+    /// Every Node, Karpenter's or not; changes are announced on
+    /// [`node_changes`](Self::node_changes).
     pub nodes: Store<Node>,
-    /// NodeClaims.
+    /// Every NodeClaim; each change notifies [`nodeclaim_changed`](Self::nodeclaim_changed).
     pub nodeclaims: Store<NodeClaim>,
-    /// NodePools.
+    /// Every NodePool; changes are announced on [`nodepool_changes`](Self::nodepool_changes).
     pub nodepools: Store<NodePool>,
-    /// EC2NodeClasses.
+    /// Every EC2NodeClass; changes are announced on
+    /// [`nodeclass_changes`](Self::nodeclass_changes).
     pub nodeclasses: Store<EC2NodeClass>,
     /// DaemonSets in every namespace.
     pub daemonsets: Store<DaemonSet>,
@@ -42,9 +44,9 @@ pub struct ClusterState {
     pub namespaces: Store<Namespace>,
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (volume topology).
     pub pvcs: Store<PersistentVolumeClaim>,
-    /// PersistentVolumes.
+    /// PersistentVolumes: a bound volume's node affinity confines its pods' zone.
     pub pvs: Store<PersistentVolume>,
-    /// StorageClasses.
+    /// StorageClasses: an unbound claim's class `allowedTopologies` confine its pod.
     pub storage_classes: Store<StorageClass>,
     /// PodDisruptionBudgets (upgrades skip nodes whose pods they block).
     pub pdbs: Store<PodDisruptionBudget>,
@@ -105,7 +107,7 @@ where
 
     /// Every object the cache applies from now on, deleted ones included (with their last
     /// state), and after a relist every object it listed. A subscriber that falls more than
-    /// [`CHANGE_BUFFER`] changes behind receives every cached object instead of the ones it
+    /// 1024 changes (`CHANGE_BUFFER`) behind receives every cached object instead of the ones it
     /// missed: those are repeated, but deletions in the missed window are not (controllers
     /// re-check on their own periodic requeues). The stream does not end while the
     /// [`ClusterState`] lives.

@@ -34,9 +34,10 @@ const MIME_BOUNDARY: &str = "//";
 /// What the node's kubelet needs to join the cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterInfo {
-    /// Cluster name.
+    /// The cluster's name (`CLUSTER_NAME`), as nodeadm, the AL2 bootstrap script and
+    /// Bottlerocket's `cluster-name` setting expect it.
     pub name: String,
-    /// API server URL.
+    /// The API server URL nodes join, e.g. `https://ABCD.gr7.us-east-1.eks.amazonaws.com`.
     pub endpoint: String,
     /// Cluster CA bundle, base64 (empty when unknown).
     pub ca_bundle: String,

@@ -120,7 +120,7 @@ impl AwsCloud {
         &self.ec2
     }
 
-    /// The provider's settings.
+    /// The cluster name, API server, region and Kubernetes version it launches with.
     pub fn settings(&self) -> &AwsSettings {
         &self.settings
     }

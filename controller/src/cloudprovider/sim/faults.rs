@@ -24,7 +24,7 @@ pub enum SimFaultKind {
     Throttle,
     /// An offering tried at launch has no capacity.
     InsufficientCapacity,
-    /// A launch takes longer.
+    /// A launch is delayed by a random time up to [`SimFaultConfig::slow_launch_max`].
     SlowLaunch,
 }
 
@@ -188,7 +188,7 @@ impl SimFaults {
         self.injected.reset();
     }
 
-    /// Start injecting.
+    /// Start injecting, at the configured rates.
     pub fn enable(&self) {
         self.enabled.store(true, Ordering::SeqCst);
     }
@@ -204,7 +204,7 @@ impl SimFaults {
         self.enabled.load(Ordering::SeqCst)
     }
 
-    /// The counters.
+    /// Faults injected per kind since the last [`SimFaults::configure`].
     pub fn counts(&self) -> SimFaultCounts {
         self.injected.tally()
     }

@@ -46,29 +46,31 @@ pub const SHUTDOWN_DURATION: SignedDuration = SignedDuration::from_secs(2);
 pub struct SimInstance {
     /// `i-...`.
     pub id: String,
-    /// `aws:///<zone>/<id>`.
+    /// `aws:///<zone>/<id>`, e.g. `aws:///us-east-1a/i-0123456789abcdef0`.
     pub provider_id: String,
-    /// Instance type.
+    /// Instance type, e.g. `m5.large`.
     pub instance_type: String,
-    /// Zone.
+    /// Availability zone, e.g. `us-east-1a`.
     pub zone: String,
     /// `on-demand` or `spot`.
     pub capacity_type: String,
     /// Offering price, USD/hour.
     pub price: f64,
-    /// Image id.
+    /// The AMI it booted: the first resolved AMI compatible with the type (empty when none is).
     pub image_id: String,
     /// The subnet it was launched into (the node class's subnet in its zone).
     pub subnet_id: String,
     /// The security groups it was launched with (those the node class resolved).
     pub security_group_ids: Vec<String>,
-    /// Launch time.
+    /// When it launched (the injected clock's time).
     pub launched_at: Timestamp,
-    /// Private IPv4 address.
+    /// Private IPv4 address from its zone's subnet block, e.g. `10.0.16.2`.
     pub private_ip: String,
     /// Private DNS name, which the kubelet registers as the node name.
     pub hostname: String,
-    /// EC2 tags.
+    /// EC2 tags as upstream writes them: `kubernetes.io/cluster/<cluster>=owned`,
+    /// `eks:eks-cluster-name`, `karpenter.sh/nodepool`, `karpenter.sh/nodeclaim`,
+    /// `karpenter.k8s.aws/ec2nodeclass` and `Name` (the NodeClaim's name).
     pub tags: BTreeMap<String, String>,
     /// Labels the launch resolved (instance type, zone, zone id, capacity type and the type's
     /// provider labels), copied onto the NodeClaim.
@@ -77,9 +79,9 @@ pub struct SimInstance {
     pub node_labels: BTreeMap<String, String>,
     /// Taints the kubelet registers with (`--register-with-taints`).
     pub node_taints: Vec<Taint>,
-    /// Node capacity.
+    /// The instance type's capacity, what its Node reports (cpu in millicores, memory in bytes).
     pub capacity: Resources,
-    /// Node allocatable.
+    /// Capacity minus kube-reserved and eviction thresholds, what its Node reports.
     pub allocatable: Resources,
 }
 
@@ -190,7 +192,7 @@ impl SimCloud {
         &self.faults
     }
 
-    /// The instance-type catalog.
+    /// The instance-type catalog it sells from (real us-east-1 EC2 data).
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }

@@ -22,13 +22,13 @@ pub const DISCOVERY_TAG: &str = "karpenter.sh/discovery";
 pub struct SimSubnet {
     /// `subnet-...`.
     pub id: String,
-    /// Availability zone.
+    /// Availability zone, e.g. `us-east-1a`.
     pub zone: String,
     /// Zone id, e.g. `use1-az1`.
     pub zone_id: String,
     /// Third octet of its 10.0.x.0/20 block.
     pub octet: u32,
-    /// Tags.
+    /// EC2 tags: `karpenter.sh/discovery: <cluster>` and `Name: <cluster>-private-<zone>`.
     pub tags: BTreeMap<String, String>,
 }
 
@@ -37,9 +37,9 @@ pub struct SimSubnet {
 pub struct SimSecurityGroup {
     /// `sg-...`.
     pub id: String,
-    /// Group name.
+    /// Group name (`GroupName`), e.g. `<cluster>-node`.
     pub name: String,
-    /// Tags.
+    /// EC2 tags: `karpenter.sh/discovery: <cluster>` and `Name`.
     pub tags: BTreeMap<String, String>,
 }
 
@@ -60,7 +60,7 @@ pub struct SimAmi {
     pub owner: String,
     /// Whether the image is deprecated.
     pub deprecated: bool,
-    /// Tags.
+    /// EC2 tags (none on published releases), matched by `amiSelectorTerms[].tags`.
     pub tags: BTreeMap<String, String>,
 }
 
@@ -69,7 +69,7 @@ pub struct SimAmi {
 pub struct SimNetwork {
     /// Subnets, one per zone.
     pub subnets: Vec<SimSubnet>,
-    /// Security groups.
+    /// Security groups (one node group by default).
     pub security_groups: Vec<SimSecurityGroup>,
     /// Images, oldest first.
     pub amis: Vec<SimAmi>,

@@ -54,13 +54,13 @@ pub enum PublishError {
     /// An image of this family, version and architecture exists already.
     #[error("{family}@{version} is already published for {arch} as {id}")]
     AlreadyPublished {
-        /// Alias family.
+        /// Alias family: `al2023`, `al2` or `bottlerocket`.
         family: String,
-        /// Release version.
+        /// Release version, `vYYYYMMDD`.
         version: String,
-        /// Architecture.
+        /// `amd64` or `arm64`.
         arch: String,
-        /// The existing image.
+        /// Id of the image already published, e.g. `ami-0000000000a310000`.
         id: String,
     },
 }

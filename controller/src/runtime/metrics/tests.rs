@@ -1,3 +1,6 @@
+//! Tests of the metrics: decisions counted under upstream's names and labels, state gauges that
+//! follow the caches, timed cloud calls, the exposition parser, and a standby's output.
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
