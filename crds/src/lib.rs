@@ -3,6 +3,7 @@
 //! manifests generated from the types. This crate does no I/O.
 
 pub mod conditions;
+pub mod disruption;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod generate;

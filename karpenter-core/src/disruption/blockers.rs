@@ -82,11 +82,7 @@ impl fmt::Display for Blocker {
 }
 
 fn key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.namespace().unwrap_or_default(),
-        pod.name_any()
-    )
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
 /// `karpenter.sh/do-not-disrupt: "true"` on an object's annotations (only `"true"` counts on
@@ -220,7 +216,10 @@ mod tests {
             None
         );
         let junk = pod(json!({"karpenter.sh/do-not-disrupt": "soon"}), json!({}));
-        assert_eq!(pod_blocker(&junk, &[], at("2026-01-01T00:00:00Z"), true), None);
+        assert_eq!(
+            pod_blocker(&junk, &[], at("2026-01-01T00:00:00Z"), true),
+            None
+        );
     }
 
     #[test]

@@ -4,4 +4,6 @@
 
 pub mod blockers;
 pub mod budgets;
+pub mod candidates;
+pub mod consolidation;
 pub mod upgrade;

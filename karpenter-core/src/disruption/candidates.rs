@@ -1,0 +1,434 @@
+//! Which nodes consolidation may consider, and why the others are left alone (upstream
+//! `disruption/types.go` `NewCandidate`, `state/statenode.go`, `nodeclaim/disruption/
+//! consolidation.go`): an initialized Karpenter node with its NodeClaim, NodePool and priced
+//! offering, not being deleted or replaced already (one in-progress set shared with serial
+//! upgrades), past `consolidateAfter` since its last pod event, allowed by its NodePool's
+//! `consolidationPolicy`, and free of do-not-disrupt annotations and PodDisruptionBudgets that
+//! allow nothing. Every node gets a verdict, so `kubectl karpenter disruption` can say why.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use crds::conditions::{self, DISRUPTION_REASON, INITIALIZED};
+use crds::disruption::{COMMAND_ANNOTATION, REPLACES_ANNOTATION as CONSOLIDATION_REPLACES};
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, DISRUPTED_TAINT_KEY, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL,
+};
+use crds::upgrade::{REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION};
+use crds::{ConsolidationPolicy, NodeClaim, NodePool, StatusConditions};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+
+use super::blockers::{Blocker, opts_out, pod_blocker};
+use crate::capacity::InstanceType;
+use crate::scheduling::pod::{is_owned_by, is_terminal};
+use crate::snapshot::{Snapshot, nodepool_of};
+
+/// A node consolidation may remove or replace.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// Its NodeClaim.
+    pub nodeclaim: Arc<NodeClaim>,
+    /// Its node.
+    pub node: Arc<Node>,
+    /// Its NodePool.
+    pub nodepool: Arc<NodePool>,
+    /// Instance type name, e.g. `m5.large`.
+    pub instance_type: String,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    /// Availability zone.
+    pub zone: String,
+    /// What its offering costs, USD/hour; `None` when the instance type or offering is no longer
+    /// listed (it can then be deleted, never replaced: nothing proves a replacement cheaper).
+    pub price: Option<f64>,
+    /// The pods that must move elsewhere (active, not DaemonSet pods, not static pods).
+    pub pods: Vec<Arc<Pod>>,
+    /// Upstream's disruption cost: per pod 1 + deletion cost / 2^27 + priority / 2^25 (clamped
+    /// to ±10), times the fraction of the NodeClaim's `expireAfter` still ahead. Cheaper first.
+    pub disruption_cost: f64,
+}
+
+impl Candidate {
+    /// The NodeClaim's name.
+    pub fn name(&self) -> &str {
+        self.nodeclaim.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The node's name.
+    pub fn node_name(&self) -> &str {
+        self.node.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The NodePool's name.
+    pub fn nodepool_name(&self) -> &str {
+        self.nodepool.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// No pod would have to move.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+}
+
+/// Why a node is not a consolidation candidate now.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum NotCandidate {
+    /// Not `Initialized` yet, or no node registered.
+    NotInitialized,
+    /// Being deleted (drained, terminated).
+    Deleting,
+    /// Already being disrupted: replaced by an upgrade step, or part of a consolidation command.
+    InProgress {
+        /// What is under way, e.g. `upgrade step (replacement default-x7k2p)`.
+        what: String,
+    },
+    /// A replacement launched by an upgrade step or a consolidation command, not yet done.
+    Replacement {
+        /// The NodeClaims it replaces.
+        replaces: String,
+    },
+    /// No `karpenter.sh/nodepool` label, or its NodePool is gone.
+    NoNodePool,
+    /// The NodePool says `consolidateAfter: Never`.
+    ConsolidationDisabled,
+    /// `consolidateAfter` has not passed since the node's last pod event.
+    ConsolidateAfter {
+        /// When it will have passed.
+        at: Timestamp,
+    },
+    /// The NodePool's `consolidationPolicy: WhenEmpty` and the node has pods to move.
+    WhenEmptyOnly {
+        /// How many pods would have to move.
+        pods: usize,
+    },
+    /// Something keeps the node from voluntary disruption.
+    Blocked(Blocker),
+}
+
+impl fmt::Display for NotCandidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotCandidate::NotInitialized => f.write_str("not initialized"),
+            NotCandidate::Deleting => f.write_str("being deleted"),
+            NotCandidate::InProgress { what } => write!(f, "already being disrupted: {what}"),
+            NotCandidate::Replacement { replaces } => {
+                write!(f, "a replacement being launched for {replaces}")
+            }
+            NotCandidate::NoNodePool => f.write_str("its NodePool is gone"),
+            NotCandidate::ConsolidationDisabled => {
+                f.write_str("consolidation disabled (consolidateAfter: Never)")
+            }
+            NotCandidate::ConsolidateAfter { at } => write!(
+                f,
+                "consolidateAfter has not elapsed (at {})",
+                at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            ),
+            NotCandidate::WhenEmptyOnly { pods } => write!(
+                f,
+                "consolidationPolicy WhenEmpty and {pods} pod(s) would have to move"
+            ),
+            NotCandidate::Blocked(b) => b.fmt(f),
+        }
+    }
+}
+
+/// One Karpenter NodeClaim's standing for consolidation.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    /// The NodeClaim's name.
+    pub nodeclaim: String,
+    /// Its node's name, if one registered.
+    pub node: Option<String>,
+    /// Its NodePool's name, if labelled.
+    pub nodepool: Option<String>,
+    /// A candidate, or why not.
+    pub standing: Result<Candidate, NotCandidate>,
+}
+
+/// When consolidation may first consider `claim` (upstream's `Consolidatable` condition):
+/// `consolidateAfter` after its last pod event (`status.lastPodEventTime`), or after it
+/// initialized when no pod event was seen. `None` with `consolidateAfter: Never` or before it
+/// initialized.
+pub fn consolidatable_at(claim: &NodeClaim, pool: &NodePool) -> Option<Timestamp> {
+    let after = pool.spec.disruption.consolidate_after.duration()?;
+    let initialized = conditions::get(claim.status_conditions(), INITIALIZED)
+        .filter(|c| c.status == "True")
+        .map(|c| c.last_transition_time.0)?;
+    let last_event = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.last_pod_event_time.as_ref())
+        .map(|t| t.0)
+        .map_or(initialized, |t| t.max(initialized));
+    last_event
+        .checked_add(SignedDuration::try_from(after).ok()?)
+        .ok()
+}
+
+/// Whether a pod bound to a node would have to move if the node went away (upstream
+/// `IsReschedulable`): active, not a DaemonSet pod, not a static (node-owned) pod.
+pub fn is_reschedulable(pod: &Pod) -> bool {
+    !is_terminal(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+        && !is_owned_by(pod, "DaemonSet")
+        && !is_owned_by(pod, "Node")
+}
+
+/// Upstream's eviction cost of one pod (`disruptionutils.EvictionCost`): 1, plus its
+/// `controller.kubernetes.io/pod-deletion-cost` / 2^27, plus its priority / 2^25, clamped to
+/// [-10, 10].
+pub fn eviction_cost(pod: &Pod) -> f64 {
+    let deletion_cost = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("controller.kubernetes.io/pod-deletion-cost"))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let priority = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority)
+        .map_or(0.0, f64::from);
+    (1.0 + deletion_cost / 2f64.powi(27) + priority / 2f64.powi(25)).clamp(-10.0, 10.0)
+}
+
+/// The fraction of a NodeClaim's life still ahead: 1 without `expireAfter`, else the time left
+/// until expiry over `expireAfter` (upstream `LifetimeRemaining`), in [0, 1].
+fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> f64 {
+    let Some(life) = claim.spec.expire_after.duration() else {
+        return 1.0;
+    };
+    let Some(created) = claim.metadata.creation_timestamp.as_ref().map(|t| t.0) else {
+        return 1.0;
+    };
+    if life.is_zero() {
+        return 1.0;
+    }
+    let age = now.duration_since(created).as_secs_f64().max(0.0);
+    ((life.as_secs_f64() - age) / life.as_secs_f64()).clamp(0.0, 1.0)
+}
+
+fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// The in-progress set: whether an upgrade step or a consolidation command already holds this
+/// NodeClaim, as it or its replacement.
+fn in_progress(claim: &NodeClaim, node: Option<&Node>) -> Option<NotCandidate> {
+    if let Some(r) = annotation(claim, REPLACES_ANNOTATION).filter(|r| !r.is_empty()) {
+        return Some(NotCandidate::Replacement {
+            replaces: r.to_string(),
+        });
+    }
+    if let Some(r) = annotation(claim, CONSOLIDATION_REPLACES).filter(|r| !r.is_empty()) {
+        return Some(NotCandidate::Replacement {
+            replaces: r.to_string(),
+        });
+    }
+    if let Some(r) = annotation(claim, REPLACEMENT_ANNOTATION) {
+        let what = if r.is_empty() {
+            "upgrade step (empty node)".to_string()
+        } else {
+            format!("upgrade step (replacement {r})")
+        };
+        return Some(NotCandidate::InProgress { what });
+    }
+    if let Some(cmd) = annotation(claim, COMMAND_ANNOTATION) {
+        return Some(NotCandidate::InProgress {
+            what: format!("consolidation command {cmd}"),
+        });
+    }
+    if let Some(c) =
+        conditions::get(claim.status_conditions(), DISRUPTION_REASON).filter(|c| c.status == "True")
+    {
+        return Some(NotCandidate::InProgress {
+            what: format!("disruption ({})", c.reason),
+        });
+    }
+    let tainted = node
+        .and_then(|n| n.spec.as_ref())
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT_KEY));
+    tainted.then(|| NotCandidate::InProgress {
+        what: format!("node tainted {DISRUPTED_TAINT_KEY}"),
+    })
+}
+
+/// The price of a NodeClaim's offering, USD/hour, from the listed instance types.
+fn offering_price(
+    types: &HashMap<String, Arc<InstanceType>>,
+    instance_type: &str,
+    zone: &str,
+    capacity_type: &str,
+) -> Option<f64> {
+    types
+        .get(instance_type)?
+        .offerings
+        .iter()
+        .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+        .map(|o| o.price)
+}
+
+/// Every Karpenter NodeClaim of `snap` (labelled with a NodePool) judged for consolidation at
+/// `now`, in NodeClaim name order. `types` are the instance types listed for the pass, by name
+/// (to price each node's offering).
+pub fn verdicts(
+    snap: &Snapshot,
+    types: &HashMap<String, Arc<InstanceType>>,
+    now: Timestamp,
+) -> Vec<Verdict> {
+    let pools: HashMap<&str, &Arc<NodePool>> = snap
+        .nodepools
+        .iter()
+        .filter_map(|p| Some((p.metadata.name.as_deref()?, p)))
+        .collect();
+    let nodes: HashMap<&str, &Arc<Node>> = snap
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
+        .collect();
+    let mut pods_by_node: BTreeMap<&str, Vec<&Arc<Pod>>> = BTreeMap::new();
+    for pod in &snap.pods {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            pods_by_node.entry(node).or_default().push(pod);
+        }
+    }
+    let mut out: Vec<Verdict> = snap
+        .nodeclaims
+        .iter()
+        .filter_map(|claim| {
+            let pool_name = nodepool_of(claim.metadata.labels.as_ref())?;
+            let node = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|p| nodes.get(p))
+                .copied();
+            let bound = node
+                .and_then(|n| n.metadata.name.as_deref())
+                .and_then(|n| pods_by_node.get(n))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            Some(Verdict {
+                nodeclaim: claim.name_any(),
+                node: node.map(|n| n.name_any()),
+                nodepool: Some(pool_name.to_string()),
+                standing: judge(
+                    claim,
+                    node,
+                    pools.get(pool_name).copied(),
+                    bound,
+                    snap,
+                    types,
+                    now,
+                ),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.nodeclaim.cmp(&b.nodeclaim));
+    out
+}
+
+fn judge(
+    claim: &Arc<NodeClaim>,
+    node: Option<&Arc<Node>>,
+    pool: Option<&Arc<NodePool>>,
+    bound: &[&Arc<Pod>],
+    snap: &Snapshot,
+    types: &HashMap<String, Arc<InstanceType>>,
+    now: Timestamp,
+) -> Result<Candidate, NotCandidate> {
+    if claim.metadata.deletion_timestamp.is_some()
+        || node.is_some_and(|n| n.metadata.deletion_timestamp.is_some())
+    {
+        return Err(NotCandidate::Deleting);
+    }
+    if let Some(why) = in_progress(claim, node.map(|n| n.as_ref())) {
+        return Err(why);
+    }
+    let Some(node) = node.filter(|_| conditions::is_true(claim.status_conditions(), INITIALIZED))
+    else {
+        return Err(NotCandidate::NotInitialized);
+    };
+    let Some(pool) = pool else {
+        return Err(NotCandidate::NoNodePool);
+    };
+    if opts_out(node.metadata.annotations.as_ref()) {
+        return Err(NotCandidate::Blocked(Blocker::NodeOptsOut {
+            object: "node".into(),
+        }));
+    }
+    if opts_out(claim.metadata.annotations.as_ref()) {
+        return Err(NotCandidate::Blocked(Blocker::NodeOptsOut {
+            object: "NodeClaim".into(),
+        }));
+    }
+    let Some(at) = consolidatable_at(claim, pool) else {
+        return Err(if pool.spec.disruption.consolidate_after.is_never() {
+            NotCandidate::ConsolidationDisabled
+        } else {
+            NotCandidate::NotInitialized
+        });
+    };
+    if at > now {
+        return Err(NotCandidate::ConsolidateAfter { at });
+    }
+    let pods: Vec<Arc<Pod>> = bound
+        .iter()
+        .filter(|p| is_reschedulable(p))
+        .map(|p| Arc::clone(p))
+        .collect();
+    if pool.spec.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty
+        && !pods.is_empty()
+    {
+        return Err(NotCandidate::WhenEmptyOnly { pods: pods.len() });
+    }
+    if let Some(b) = pods
+        .iter()
+        .find_map(|p| pod_blocker(p, &snap.pdbs, now, true))
+    {
+        return Err(NotCandidate::Blocked(b));
+    }
+    let label = |k: &str| {
+        claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .or_else(|| node.metadata.labels.as_ref().and_then(|l| l.get(k)))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (instance_type, zone, capacity_type) = (
+        label(INSTANCE_TYPE_LABEL),
+        label(TOPOLOGY_ZONE_LABEL),
+        label(CAPACITY_TYPE_LABEL),
+    );
+    let disruption_cost =
+        pods.iter().map(|p| eviction_cost(p)).sum::<f64>() * lifetime_remaining(claim, now);
+    Ok(Candidate {
+        price: offering_price(types, &instance_type, &zone, &capacity_type),
+        nodeclaim: Arc::clone(claim),
+        node: Arc::clone(node),
+        nodepool: Arc::clone(pool),
+        instance_type,
+        capacity_type,
+        zone,
+        pods,
+        disruption_cost,
+    })
+}
+
+#[cfg(test)]
+#[path = "candidates_tests.rs"]
+pub(crate) mod tests;
