@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
+use crds::Operator;
 use crds::generate;
+use crds::labels::ARCH_LABEL;
 use kube::core::cel::{
     CompiledSchema, ScopeContext, Validator, WarningKind, analyze_rule, compile_schema,
 };
@@ -121,59 +123,22 @@ fn upstream_examples_pass_cel_rules() {
     }
 }
 
+/// The NodePool `default` (amd64 only) with `spec_patch` merged into its spec (RFC 7386).
 fn nodepool(spec_patch: Value) -> Value {
-    let mut np = json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "default"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-                }
-            }
-        }
-    });
-    merge(&mut np["spec"], spec_patch);
-    np
+    testutil::nodepool("default")
+        .requirement(ARCH_LABEL, Operator::In, ["amd64"])
+        .merge(json!({"spec": spec_patch}))
+        .json()
 }
 
+/// The EC2NodeClass `default` (subnets and security groups tagged for cluster `c`) with
+/// `spec_patch` merged into its spec (RFC 7386).
 fn ec2nodeclass(spec_patch: Value) -> Value {
-    let mut nc = json!({
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole",
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-            "amiSelectorTerms": [{"alias": "al2023@latest"}]
-        }
-    });
-    merge(&mut nc["spec"], spec_patch);
-    nc
-}
-
-/// JSON merge patch (RFC 7386) of `patch` into `target`.
-fn merge(target: &mut Value, patch: Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            for (k, v) in p {
-                if v.is_null() {
-                    if let Some(t) = target.as_object_mut() {
-                        t.remove(&k);
-                    }
-                } else {
-                    merge(&mut target[k.as_str()], v);
-                }
-            }
-        }
-        other => *target = other,
-    }
+    testutil::ec2nodeclass("default")
+        .role("KarpenterNodeRole")
+        .discovery("c")
+        .merge(json!({"spec": spec_patch}))
+        .json()
 }
 
 #[test]
