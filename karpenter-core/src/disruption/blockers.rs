@@ -163,27 +163,28 @@ pub fn pod_blocker(
 mod tests {
     use super::*;
     use serde_json::json;
+    use testutil::T0;
 
+    /// The pod shop/web-1 with `annotations` and `labels`, created and started at [`T0`].
     fn pod(annotations: serde_json::Value, labels: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "web-1", "namespace": "shop", "annotations": annotations,
-                "labels": labels, "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"containers": [{"name": "c"}]},
-            "status": {"startTime": "2026-01-01T00:00:00Z"},
-        }))
-        .expect("pod")
+        testutil::pod("web-1")
+            .namespace("shop")
+            .created(T0)
+            .merge(
+                json!({"metadata": {"annotations": annotations, "labels": labels},
+                "status": {"startTime": T0}}),
+            )
+            .build()
     }
 
+    /// The PodDisruptionBudget `name` in `shop` over the pods of app `web`, allowing `allowed`
+    /// evictions.
     fn pdb(name: &str, allowed: i32) -> Arc<PodDisruptionBudget> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "shop"},
-                "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1},
-                "status": {"disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1,
-                    "expectedPods": 1},
-            }))
-            .expect("pdb"),
-        )
+        testutil::pdb(name)
+            .namespace("shop")
+            .selecting("app", "web")
+            .disruptions_allowed(allowed)
+            .arc()
     }
 
     fn at(t: &str) -> Timestamp {
