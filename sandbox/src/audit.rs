@@ -71,7 +71,7 @@ pub enum RequestAttributes {
     NonResource {
         /// `get`, `post`, `put`, ... (lower-case HTTP method).
         verb: String,
-        /// The request path.
+        /// The request path, e.g. `/version` or `/apis`.
         path: String,
     },
 }
@@ -202,8 +202,8 @@ impl AuditLog {
     }
 
     /// Record that `user_agent` made a request (read or write) with these attributes. Only
-    /// distinct requests are kept; once [`ACCESS_CAPACITY`] of them are, further ones are kept
-    /// without their object name.
+    /// distinct requests are kept; once 100,000 of them are (`ACCESS_CAPACITY`), further ones
+    /// are kept without their object name.
     pub fn record_access(&self, user_agent: &str, attributes: RequestAttributes) {
         let mut log = self.lock();
         let attributes = if log.accesses.len() >= ACCESS_CAPACITY {

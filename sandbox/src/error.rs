@@ -6,25 +6,25 @@ use serde_json::{Value, json};
 /// The `reason` field of a failed Status, with its HTTP code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
-    /// 400
+    /// 400: a body the server cannot use (e.g. a server-side apply patch that does not apply)
     BadRequest,
-    /// 404
+    /// 404: the object, namespace or path does not exist
     NotFound,
-    /// 409 on create
+    /// 409 on create: an object of that name exists
     AlreadyExists,
     /// 409 on a stale resourceVersion or a precondition
     Conflict,
-    /// 422
+    /// 422: the object breaks its schema or a write rule, or a patch does not apply
     Invalid,
-    /// 405
+    /// 405: the verb is not served on the path
     MethodNotAllowed,
     /// 410: the requested resourceVersion is older than the watch history
     Expired,
-    /// 415
+    /// 415: a patch content type the kind does not support
     UnsupportedMediaType,
     /// 429: e.g. an eviction blocked by a PodDisruptionBudget
     TooManyRequests,
-    /// 500
+    /// 500: the server cannot answer (or an injected fault)
     InternalError,
 }
 

@@ -25,7 +25,7 @@ pub enum FaultKind {
     Conflict,
     /// 429 `TooManyRequests` with `Retry-After: 1` (API priority and fairness rejecting).
     TooManyRequests,
-    /// 500 `InternalError`.
+    /// 500 `InternalError`, on any request.
     InternalError,
     /// A delay before the request is handled (then it is answered normally).
     Slow,
@@ -93,7 +93,7 @@ impl FaultKindName for FaultKind {
 /// Which clients' requests may be faulted, by their `User-Agent` header.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum UserAgentFilter {
-    /// Every client.
+    /// Every client, whatever its User-Agent (the default).
     #[default]
     Any,
     /// Only clients whose User-Agent starts with this prefix.
@@ -125,7 +125,7 @@ pub struct FaultConfig {
     pub drop_watch_max: Duration,
     /// Stop injecting after this many faults in all (`None`: no bound).
     pub budget: Option<u64>,
-    /// Which clients are faulted.
+    /// Which clients are faulted, by User-Agent prefix (default: every client).
     pub user_agent: UserAgentFilter,
     /// Seed of the decision RNG.
     pub seed: u64,
@@ -231,11 +231,11 @@ pub struct RequestInfo<'a> {
 /// The fault chosen for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// Answer 409 Conflict.
+    /// Answer 409 Conflict (a stale resourceVersion) without writing.
     Conflict,
     /// Answer 429 with `Retry-After: 1`.
     TooManyRequests,
-    /// Answer 500.
+    /// Answer 500 `InternalError` without handling the request.
     InternalError,
     /// Wait this long, then handle the request.
     Slow(Duration),
@@ -275,12 +275,12 @@ pub struct FaultCounts {
 }
 
 impl FaultCounts {
-    /// Faults injected in all.
+    /// Faults injected in all kinds since the last [`Faults::configure`].
     pub fn total(&self) -> u64 {
         self.injected.total()
     }
 
-    /// Faults of one kind.
+    /// Faults of `kind` injected since the last [`Faults::configure`].
     pub fn of(&self, kind: FaultKind) -> u64 {
         self.injected.of(kind)
     }
@@ -355,7 +355,7 @@ impl Faults {
         self.retried.store(0, Ordering::SeqCst);
     }
 
-    /// Start injecting.
+    /// Start injecting, at the configured rates, into requests the filter admits.
     pub fn enable(&self) {
         self.enabled.store(true, Ordering::SeqCst);
     }
@@ -376,7 +376,8 @@ impl Faults {
         Some(budget.saturating_sub(self.counts().total()))
     }
 
-    /// The counters.
+    /// Requests considered, faults injected per kind and retries seen, since the last
+    /// [`Faults::configure`].
     pub fn counts(&self) -> FaultCounts {
         FaultCounts {
             considered: self.considered.load(Ordering::SeqCst),

@@ -61,7 +61,7 @@ pub enum PatchError {
         index: usize,
         /// The JSON pointer it named.
         path: String,
-        /// What went wrong.
+        /// What went wrong, e.g. a `test` value that differs or a missing path.
         reason: String,
     },
     /// Strategic merge patch was asked of a kind it cannot know: a custom resource (415).
@@ -69,13 +69,13 @@ pub enum PatchError {
     UnsupportedForKind {
         /// API group of the object.
         group: String,
-        /// Kind of the object.
+        /// Kind of the object, e.g. `NodeClaim`.
         kind: String,
     },
     /// A `$patch` directive had a value other than replace, delete or merge.
     #[error("unknown patch type: {value} in map: {map}")]
     UnknownDirective {
-        /// The directive's value.
+        /// The `$patch` value found, neither `replace`, `delete` nor `merge`.
         value: String,
         /// The map that carried it.
         map: String,
@@ -85,7 +85,7 @@ pub enum PatchError {
     MissingMergeKey {
         /// The merge key of the list.
         key: String,
-        /// The offending element.
+        /// The list element without the merge key, as JSON.
         element: String,
     },
     /// Any other misuse of a `$` directive.

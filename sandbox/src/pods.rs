@@ -91,7 +91,7 @@ pub fn is_healthy(pod: &Value) -> bool {
 pub struct BudgetState {
     /// Matching pods that are not terminal and not deleting.
     pub expected: i64,
-    /// Matching healthy pods.
+    /// Of those, the healthy ones: Running, Ready and not deleting ([`is_healthy`]).
     pub current_healthy: i64,
     /// Healthy pods the budget requires.
     pub desired_healthy: i64,

@@ -54,7 +54,7 @@ pub struct ResourceType {
 pub struct TypeKey {
     /// API group; empty for core.
     pub group: String,
-    /// Plural resource name.
+    /// Plural resource name, e.g. `nodeclaims`.
     pub plural: String,
 }
 

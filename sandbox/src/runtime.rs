@@ -73,7 +73,7 @@ impl Sandbox {
         &self.faults
     }
 
-    /// The bound address.
+    /// The loopback address the API server listens on, `127.0.0.1:<port>`.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

@@ -33,11 +33,11 @@ pub use cache::TypedCache;
 /// user data passes to the kubelet.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BootRecord {
-    /// `aws:///<zone>/<instance-id>`.
+    /// `aws:///<zone>/<instance-id>`, registered as the Node's `spec.providerID`.
     pub provider_id: String,
     /// Node name the kubelet registers (the private DNS name).
     pub hostname: String,
-    /// Private IPv4 address.
+    /// Private IPv4 address, reported as the Node's `InternalIP`.
     pub private_ip: String,
     /// When the instance launched; the kubelet registers a configurable delay later.
     pub launched_at: Timestamp,
@@ -45,9 +45,10 @@ pub struct BootRecord {
     pub labels: BTreeMap<String, String>,
     /// `--register-with-taints` (including `karpenter.sh/unregistered:NoExecute`).
     pub taints: Vec<Taint>,
-    /// Node capacity.
+    /// The instance type's capacity as quantities (`cpu`, `memory`, `pods`, ...), written to
+    /// the Node's `status.capacity`.
     pub capacity: BTreeMap<String, Quantity>,
-    /// Node allocatable.
+    /// Capacity minus kube-reserved and eviction thresholds, the Node's `status.allocatable`.
     pub allocatable: BTreeMap<String, Quantity>,
     /// `amd64` or `arm64`.
     pub architecture: String,
@@ -85,7 +86,7 @@ pub trait InstanceSource: Send + Sync {
 pub struct ClusterView<'a> {
     /// Pods to schedule, in queue order.
     pub pending: &'a [Arc<Pod>],
-    /// Nodes.
+    /// Every Node: the candidates the placer filters for each pending pod.
     pub nodes: &'a [Arc<Node>],
     /// Active pods bound to nodes.
     pub bound: &'a [Arc<Pod>],
@@ -93,9 +94,9 @@ pub struct ClusterView<'a> {
     pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
     /// PersistentVolumeClaims (volume topology).
     pub pvcs: &'a [Arc<PersistentVolumeClaim>],
-    /// PersistentVolumes.
+    /// PersistentVolumes: a bound volume's node affinity confines its pods' zone.
     pub pvs: &'a [Arc<PersistentVolume>],
-    /// StorageClasses.
+    /// StorageClasses: an unbound claim's class `allowedTopologies` confine its pod.
     pub storage_classes: &'a [Arc<StorageClass>],
 }
 

@@ -89,7 +89,7 @@ struct Stream {
 
 /// What the next step of a watch stream is.
 enum Step {
-    /// A line to send.
+    /// A line to send: one `{"type","object"}` event (or bookmark), as JSON or a Table row.
     Line(Bytes),
     /// The watch ended normally (timeout, lagging client).
     End,

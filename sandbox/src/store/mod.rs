@@ -49,7 +49,7 @@ impl EventType {
 pub struct WatchEvent {
     /// The resourceVersion of this change.
     pub rv: u64,
-    /// The resource type changed.
+    /// The resource type of the object changed (group and plural).
     pub key: TypeKey,
     /// Namespace of the object (empty for cluster-scoped).
     pub namespace: String,
@@ -76,9 +76,9 @@ pub enum Subresource {
 /// Body of a DELETE (`meta.k8s.io/v1 DeleteOptions`), as far as the sandbox honours it.
 #[derive(Clone, Debug, Default)]
 pub struct DeleteOptions {
-    /// Precondition on the uid.
+    /// `preconditions.uid`: delete only the object with this uid (409 otherwise).
     pub uid: Option<String>,
-    /// Precondition on the resourceVersion.
+    /// `preconditions.resourceVersion`: delete only at this version (409 otherwise).
     pub resource_version: Option<String>,
     /// `Orphan` keeps dependents; otherwise the garbage collector removes them.
     pub orphan: bool,
@@ -133,7 +133,7 @@ pub struct Txn<'a> {
 }
 
 impl Txn<'_> {
-    /// See [`Store::get`].
+    /// One object, as this transaction sees it ([`Store::get`]). Errors: 404.
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> ApiResult<Arc<Value>> {
         self.inner
             .find(rt, namespace, name)
@@ -153,7 +153,8 @@ impl Txn<'_> {
             .unwrap_or_default()
     }
 
-    /// See [`Store::delete`].
+    /// Delete inside this transaction, with [`Store::delete`]'s rules (finalizers only set a
+    /// deletionTimestamp). Errors: 404, 409 on a failed precondition.
     pub fn delete(
         &mut self,
         rt: &ResourceType,
@@ -231,7 +232,8 @@ impl Store {
         self.lock().registry.by_kind(api_version, kind).cloned()
     }
 
-    /// The current resourceVersion.
+    /// The resourceVersion of the latest write: one counter for every object, as etcd's
+    /// revision.
     pub fn resource_version(&self) -> u64 {
         self.lock().rv
     }
