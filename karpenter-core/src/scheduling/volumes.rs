@@ -180,11 +180,10 @@ mod tests {
         )];
         let index = VolumeIndex::new(&claims, &volumes, &classes);
         let pod = |claim: &str| -> Pod {
-            serde_json::from_value(
-                json!({"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [],
-                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}}),
-            )
-            .expect("pod")
+            testutil::pod("p")
+                .spec(json!({"containers": [],
+                    "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}))
+                .build()
         };
         let bound = index.requirements(&pod("bound"));
         assert_eq!(bound.len(), 1);
