@@ -47,7 +47,7 @@ pub use pdb::{PdbBuilder, pdb};
 pub use pod::{PodBuilder, pod};
 
 /// The `nodeClassRef` NodePools and NodeClaims get unless told: the EC2NodeClass `default`.
-pub fn default_node_class_ref() -> serde_json::Value {
+pub(crate) fn default_node_class_ref() -> serde_json::Value {
     serde_json::json!({"group": crds::labels::AWS_GROUP, "kind": "EC2NodeClass", "name": "default"})
 }
 
