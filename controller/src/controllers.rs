@@ -69,8 +69,8 @@ fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
         ),
         ("nodepool", Box::pin(crate::nodepool::run(c()))),
         ("nodeclass", Box::pin(crate::nodeclass::run(c()))),
-        ("disruption", Box::pin(crate::drift::run(c()))),
-        ("disruption.upgrade", Box::pin(crate::upgrade::run(c()))),
+        ("nodeclaim.disruption", Box::pin(crate::drift::run(c()))),
+        ("disruption", Box::pin(crate::disruption::run(c()))),
         (
             "nodeclaim.garbagecollection",
             Box::pin(crate::nodeclaim::garbagecollection::run(c())),

@@ -8,11 +8,13 @@
 //! - [`state`]: reflector caches and change announcements.
 //! - [`cloudprovider`]: the cloud provider contract and its `sim` and `aws` implementations.
 //! - The controllers, one folder each: [`provisioning`], [`nodeclaim`], [`node`], [`nodepool`],
-//!   [`nodeclass`], [`drift`], [`upgrade`].
+//!   [`nodeclass`], [`drift`]; and the one disruption orchestrator, [`disruption`], which owns
+//!   serial upgrades ([`upgrade`]) and consolidation.
 //! - [`controllers`]: starts every controller; [`operator`]: one replica, leading or standing by.
 
 pub mod cloudprovider;
 pub mod controllers;
+pub mod disruption;
 pub mod drift;
 pub mod node;
 pub mod nodeclaim;

@@ -99,7 +99,10 @@ pub enum ProvisionError {
 /// The instance types of every node class a NodePool of `snap` uses, listed from the cloud
 /// (once per node class). A listing that fails is logged and kept as the reason its NodePools
 /// are left out of the pass.
-async fn list_instance_types(ctx: &Context, snap: &Snapshot) -> HashMap<String, Listing> {
+pub(crate) async fn list_instance_types(
+    ctx: &Context,
+    snap: &Snapshot,
+) -> HashMap<String, Listing> {
     let mut listings = HashMap::new();
     for pool in &snap.nodepools {
         let Ok(nc) = template::node_class_of(pool, snap) else {

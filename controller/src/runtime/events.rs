@@ -73,6 +73,16 @@ pub mod reason {
     pub const UPGRADE_BLOCKED: &str = "UpgradeBlocked";
     /// An upgrade step's replacement did not initialize in time and was deleted.
     pub const UPGRADE_ROLLED_BACK: &str = "UpgradeRolledBack";
+    /// A node cannot be disrupted now; the message names the blocker (a do-not-disrupt pod or
+    /// annotation, a PodDisruptionBudget).
+    pub const DISRUPTION_BLOCKED: &str = "DisruptionBlocked";
+    /// Consolidation looked at a node and left it; the message says why (its pods would not
+    /// fit elsewhere, a replacement would not be cheaper, ...).
+    pub const UNCONSOLIDATABLE: &str = "Unconsolidatable";
+    /// A disruption command launched a replacement for its nodes.
+    pub const DISRUPTION_LAUNCHING: &str = "DisruptionLaunching";
+    /// A disruption command waits for its replacement to initialize before draining.
+    pub const DISRUPTION_WAITING_READINESS: &str = "DisruptionWaitingReadiness";
 }
 
 /// Dedupe window for most events (upstream default).
@@ -81,6 +91,8 @@ pub const DEFAULT_DEDUPE: Duration = Duration::from_secs(120);
 pub const FAILED_SCHEDULING_DEDUPE: Duration = Duration::from_secs(300);
 /// Dedupe window of NodePool-blocked and NoCompatibleInstanceTypes events.
 pub const NODEPOOL_DEDUPE: Duration = Duration::from_secs(60);
+/// Dedupe window of Unconsolidatable and DisruptionBlocked events (upstream: 15 minutes).
+pub const UNCONSOLIDATABLE_DEDUPE: Duration = Duration::from_secs(900);
 
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

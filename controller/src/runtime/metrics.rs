@@ -56,6 +56,11 @@ pub mod reason {
     pub const NODECLASS_NOT_READY: &str = "nodeclass_not_ready";
     /// Deleted because it did not launch within the launch timeout.
     pub const LAUNCH_TIMEOUT: &str = karpenter_core::lifecycle::liveness::LAUNCH_TIMEOUT;
+    /// Deleted by consolidation because it was empty.
+    pub const EMPTY: &str = "empty";
+    /// Deleted or replaced by consolidation because its pods fit elsewhere or on a cheaper
+    /// node (also the creation reason of that replacement).
+    pub const UNDERUTILIZED: &str = "underutilized";
     /// Deleted because its node did not register within the registration TTL.
     pub const REGISTRATION_TIMEOUT: &str =
         karpenter_core::lifecycle::liveness::REGISTRATION_TIMEOUT;
@@ -63,6 +68,8 @@ pub mod reason {
 
 /// The `controller` label of the provisioner's scheduling simulations.
 pub const PROVISIONER: &str = "provisioner";
+/// The `controller` label of consolidation's scheduling simulations (one per pass).
+pub const DISRUPTION: &str = "disruption";
 
 /// Histogram buckets for durations, in seconds (5ms to 10 minutes).
 const DURATION_BUCKETS: [f64; 16] = [
@@ -98,6 +105,29 @@ struct DisruptedLabels {
     capacity_type: String,
     consolidation_policy: String,
     termination_mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    decision: String,
+    reason: String,
+    consolidation_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolReasonLabels {
+    nodepool: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConsolidationTypeLabels {
+    consolidation_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -233,6 +263,10 @@ pub struct Metrics {
     nodepools_usage: Family<PoolResourceLabels, FloatGauge>,
     nodepools_limit: Family<PoolResourceLabels, FloatGauge>,
     nodeclaim_conditions: Family<ConditionLabels, FloatGauge>,
+    disruption_decisions: Family<DecisionLabels, Counter>,
+    disruption_eligible: Family<ReasonLabels, FloatGauge>,
+    allowed_disruptions: Family<PoolReasonLabels, FloatGauge>,
+    consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -265,6 +299,10 @@ impl Metrics {
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
             nodeclaim_conditions: Family::default(),
+            disruption_decisions: Family::default(),
+            disruption_eligible: Family::default(),
+            allowed_disruptions: Family::default(),
+            consolidation_timeouts: Family::default(),
         };
         m.registered()
     }
@@ -286,6 +324,26 @@ impl Metrics {
             "karpenter_nodeclaims_disrupted",
             "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason, the owning nodepool, capacity type, consolidation policy and termination mode.",
             self.nodeclaims_disrupted.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_decisions",
+            "Number of disruption decisions performed. Labeled by disruption decision (delete, replace), reason and consolidation type.",
+            self.disruption_decisions.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            self.disruption_eligible.clone(),
+        );
+        r.register(
+            "karpenter_nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool and reason.",
+            self.allowed_disruptions.clone(),
+        );
+        r.register(
+            "karpenter_voluntary_disruption_consolidation_timeouts",
+            "Number of times the consolidation algorithm has reached a timeout. Labeled by consolidation type.",
+            self.consolidation_timeouts.clone(),
         );
         r.register(
             "karpenter_nodes_created",
@@ -374,6 +432,49 @@ impl Metrics {
                 reason: reason.into(),
                 nodepool: label(claim.metadata.labels.as_ref(), NODEPOOL_LABEL),
                 min_values_relaxed: relaxed.to_string(),
+            })
+            .inc();
+    }
+
+    /// Count one disruption command started: `decision` `delete` or `replace`, `reason` the
+    /// budget reason (`Empty`, `Underutilized`, `Drifted`), `consolidation_type` `empty`,
+    /// `multi`, `single` (empty for drift).
+    pub fn disruption_decided(&self, decision: &str, reason: &str, consolidation_type: &str) {
+        self.disruption_decisions
+            .get_or_create(&DecisionLabels {
+                decision: decision.into(),
+                reason: reason.into(),
+                consolidation_type: consolidation_type.into(),
+            })
+            .inc();
+    }
+
+    /// Set how many nodes are eligible for disruption for `reason` (`Empty`, `Underutilized`)
+    /// after the orchestrator's last pass.
+    pub fn disruption_eligible(&self, reason: &str, nodes: usize) {
+        self.disruption_eligible
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .set(nodes as f64);
+    }
+
+    /// Set how many more nodes `nodepool` may start disrupting for `reason` now (a NodePool's
+    /// budgets minus the nodes already disrupting; `u32::MAX` stands for unlimited).
+    pub fn allowed_disruptions(&self, nodepool: &str, reason: &str, allowed: usize) {
+        self.allowed_disruptions
+            .get_or_create(&PoolReasonLabels {
+                nodepool: nodepool.into(),
+                reason: reason.into(),
+            })
+            .set(allowed.min(u32::MAX as usize) as f64);
+    }
+
+    /// Count a consolidation search that ran out of time (`multi` or `single`).
+    pub fn consolidation_timed_out(&self, consolidation_type: &str) {
+        self.consolidation_timeouts
+            .get_or_create(&ConsolidationTypeLabels {
+                consolidation_type: consolidation_type.into(),
             })
             .inc();
     }

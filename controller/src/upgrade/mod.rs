@@ -38,35 +38,28 @@ use karpenter_core::scheduling::resources::Resources;
 use karpenter_core::scheduling::solver::NewClaim;
 use karpenter_core::snapshot::nodepool_of;
 
-/// How often every NodePool's rollout is looked at.
-const TICK: Duration = Duration::from_secs(1);
 /// The shortest drain before pods are forced off, whatever their grace periods add up to.
 pub const MIN_DRAIN: Duration = Duration::from_secs(30);
 
 /// Steps this orchestrator started whose marker the cache has not shown yet, by NodePool: no
 /// other step starts in that pool until it does (a lagging cache must not start a second).
-type Unobserved = HashMap<String, String>;
+#[derive(Debug, Default)]
+pub struct Unobserved(HashMap<String, String>);
 
-/// Run the orchestrator until the task is aborted.
-pub async fn run(ctx: Arc<Context>) {
-    if ctx.state.wait_synced().await.is_err() {
-        tracing::error!("upgrade orchestrator not started: the cluster state never synced");
-        return;
-    }
-    let mut unobserved = Unobserved::new();
-    loop {
-        for pool in ctx.state.nodepools.state() {
-            if pool.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            // A conflict means the cache was behind: the next tick sees the fresh objects.
-            if let Err(e) = reconcile(&ctx, &pool, &mut unobserved).await
-                && !e.is_conflict()
-            {
-                tracing::warn!(nodepool = ?pool.metadata.name, error = %e, "upgrade step");
-            }
+/// Look at every NodePool's rollout once: finish, advance or roll back the steps in progress
+/// and start what the plan allows. The disruption orchestrator (`crate::disruption`) calls this
+/// first on every tick, before consolidation.
+pub async fn tick(ctx: &Context, unobserved: &mut Unobserved) {
+    for pool in ctx.state.nodepools.state() {
+        if pool.metadata.deletion_timestamp.is_some() {
+            continue;
         }
-        tokio::time::sleep(TICK).await;
+        // A conflict means the cache was behind: the next tick sees the fresh objects.
+        if let Err(e) = reconcile(ctx, &pool, &mut unobserved.0).await
+            && !e.is_conflict()
+        {
+            tracing::warn!(nodepool = ?pool.metadata.name, error = %e, "upgrade step");
+        }
     }
 }
 
@@ -100,7 +93,7 @@ pub fn plan_for(ctx: &Context, pool: &NodePool) -> Plan {
 async fn reconcile(
     ctx: &Context,
     pool: &NodePool,
-    unobserved: &mut Unobserved,
+    unobserved: &mut HashMap<String, String>,
 ) -> Result<(), ReconcileError> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let claims = claims_of(ctx, &name);

@@ -1,0 +1,731 @@
+//! Consolidation's executor (upstream `disruption/queue.go`, `validation.go`,
+//! `nodeclaim/disruption/consolidation.go`, `nodeclaim/podevents`): keeps each NodeClaim's
+//! `status.lastPodEventTime` and `Consolidatable` condition, asks
+//! `karpenter_core::disruption::consolidation` for a command, carries it out only when the same
+//! command is decided again [`VALIDATION_DELAY`] later, and drives it to the end.
+//!
+//! A command's state lives in annotations (`crds::disruption`), so a restarted controller finds
+//! it: candidates are annotated and their nodes tainted `karpenter.sh/disrupted:NoSchedule`;
+//! a delete deletes them at once; a replace creates the replacement, waits until it is
+//! initialized and only then deletes the candidates, or rolls back (deletes the replacement,
+//! clears the annotations and taints) when it does not initialize within
+//! `Settings::upgrade_initialization_timeout` or goes away.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crds::conditions::{CONSOLIDATABLE, INITIALIZED};
+use crds::disruption::{
+    COMMAND_ANNOTATION, REASON_ANNOTATION, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION,
+    STARTED_ANNOTATION,
+};
+use crds::labels::{DISRUPTED_TAINT_KEY, disrupted_no_schedule_taint};
+use crds::{DisruptionReason, NodeClaim, StatusConditions, conditions};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karpenter_core::disruption::candidates::{
+    self, Candidate, NotCandidate, consolidatable_at, is_reschedulable,
+};
+use karpenter_core::disruption::consolidation::{
+    self as decide, Action, Budgets, Command, Method, Settings, Simulator,
+};
+use karpenter_core::provisioning::plan::Listing;
+use karpenter_core::snapshot::{Snapshot, nodepool_of};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use rand::Rng;
+use serde_json::json;
+
+use crate::nodeclaim::writes::{delete_claim, delete_claim_as_read, patch_metadata, set_condition};
+use crate::runtime::Context;
+use crate::runtime::events::{
+    DEFAULT_DEDUPE, EventSpec, EventType, UNCONSOLIDATABLE_DEDUPE, reason, reference,
+};
+use crate::runtime::feature_gates::FeatureGate;
+use crate::runtime::metrics;
+
+/// How long a decided command waits before it is decided again and carried out if it still
+/// holds (upstream's consolidation validation delay).
+pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
+/// How long multi-node consolidation may search (upstream: 1 minute), keeping the best found.
+pub const MULTI_NODE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long single-node consolidation may search (upstream: 3 minutes).
+pub const SINGLE_NODE_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// What identifies a decision across passes: the candidates and the replacement's options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    candidates: Vec<String>,
+    replacement: Option<Vec<String>>,
+}
+
+impl Fingerprint {
+    fn of(command: &Command) -> Fingerprint {
+        Fingerprint {
+            candidates: command
+                .candidates
+                .iter()
+                .map(|c| c.name().to_string())
+                .collect(),
+            replacement: match &command.action {
+                Action::Delete => None,
+                Action::Replace(r) => Some(
+                    r.planned
+                        .decision
+                        .instance_types
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .collect(),
+                ),
+            },
+        }
+    }
+}
+
+/// Consolidation's memory between passes (nothing here is needed for correctness after a
+/// restart: pod events start counting again, and a pending decision is decided again).
+#[derive(Debug, Default)]
+pub struct Consolidation {
+    /// The pods (uids) on each NodeClaim's node at the last pass.
+    pods: HashMap<String, BTreeSet<String>>,
+    /// The decision waiting for validation, and when it was made.
+    pending: Option<(Instant, Fingerprint)>,
+}
+
+/// What [`decide_pass`] found: a command (or none), and why candidates were left alone.
+struct Decision {
+    command: Option<Command>,
+    rejected: Vec<(String, String)>,
+    eligible: BTreeMap<&'static str, usize>,
+    allowed: Vec<(String, DisruptionReason, usize)>,
+    timed_out: Vec<&'static str>,
+}
+
+impl Consolidation {
+    /// One consolidation pass. Returns whether something is under way (a command in progress or
+    /// a decision waiting for validation), so the orchestrator looks again soon.
+    pub async fn tick(&mut self, ctx: &Context) -> bool {
+        let snap = Arc::new(ctx.state.snapshot());
+        let now = ctx.clock.now();
+        self.pod_events(ctx, &snap, now).await;
+        if advance_commands(ctx, &snap, now).await {
+            self.pending = None;
+            return true;
+        }
+        let listings = crate::provisioning::list_instance_types(ctx, &snap).await;
+        let settings = Settings {
+            now,
+            spot_to_spot: ctx
+                .settings
+                .feature_gates
+                .enabled(FeatureGate::SpotToSpotConsolidation),
+            hash_versions: ctx.settings.hash_versions.clone(),
+        };
+        let started = Instant::now();
+        let decision = {
+            let snap = Arc::clone(&snap);
+            match tokio::task::spawn_blocking(move || decide_pass(&snap, &listings, &settings))
+                .await
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(error = %e, "consolidation decision failed");
+                    return false;
+                }
+            }
+        };
+        ctx.metrics
+            .scheduling_simulated(metrics::DISRUPTION, started.elapsed());
+        self.report(ctx, &snap, &decision);
+        let Some(command) = decision.command else {
+            self.pending = None;
+            return false;
+        };
+        let fingerprint = Fingerprint::of(&command);
+        match &self.pending {
+            Some((at, f)) if *f == fingerprint && at.elapsed() >= VALIDATION_DELAY => {
+                self.pending = None;
+                if let Err(e) = start(ctx, &snap, &command).await {
+                    tracing::warn!(error = %e, "starting a consolidation command failed");
+                }
+                true
+            }
+            Some((_, f)) if *f == fingerprint => true,
+            _ => {
+                tracing::info!(method = command.method.as_str(), nodeclaims = ?fingerprint.candidates,
+                    replacement = ?fingerprint.replacement, savings = command.savings(),
+                    "consolidation decided; validating");
+                self.pending = Some((Instant::now(), fingerprint));
+                true
+            }
+        }
+    }
+
+    /// Metrics and Events of a pass: eligible nodes, allowed disruptions, timeouts, and why
+    /// candidates and blocked nodes stay.
+    fn report(&self, ctx: &Context, snap: &Snapshot, d: &Decision) {
+        for (reason, n) in &d.eligible {
+            ctx.metrics.disruption_eligible(reason, *n);
+        }
+        for (pool, reason, n) in &d.allowed {
+            ctx.metrics.allowed_disruptions(pool, reason.as_str(), *n);
+        }
+        for method in &d.timed_out {
+            ctx.metrics.consolidation_timed_out(method);
+        }
+        for (name, why) in &d.rejected {
+            if let Some(claim) = snap.nodeclaims.iter().find(|c| c.name_any() == *name) {
+                ctx.recorder.publish(EventSpec {
+                    regarding: reference(claim.as_ref()),
+                    type_: EventType::Normal,
+                    reason: reason::UNCONSOLIDATABLE,
+                    message: why.clone(),
+                    dedupe: UNCONSOLIDATABLE_DEDUPE,
+                });
+            }
+        }
+    }
+
+    /// Upstream's pod-event tracking: when the set of pods bound to a NodeClaim's node changes,
+    /// its `status.lastPodEventTime` becomes now (so `consolidateAfter` counts from the last
+    /// change); and its `Consolidatable` condition follows `consolidateAfter`.
+    async fn pod_events(&mut self, ctx: &Context, snap: &Snapshot, now: Timestamp) {
+        let mut by_node: HashMap<&str, BTreeSet<String>> = HashMap::new();
+        for pod in &snap.pods {
+            if !is_reschedulable(pod) {
+                continue;
+            }
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                by_node
+                    .entry(node)
+                    .or_default()
+                    .insert(pod.metadata.uid.clone().unwrap_or_default());
+            }
+        }
+        let pools: HashMap<&str, _> = snap
+            .nodepools
+            .iter()
+            .filter_map(|p| Some((p.metadata.name.as_deref()?, p)))
+            .collect();
+        let mut seen = HashMap::new();
+        for claim in &snap.nodeclaims {
+            if claim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(pool) = nodepool_of(claim.metadata.labels.as_ref()).and_then(|p| pools.get(p))
+            else {
+                continue;
+            };
+            let name = claim.name_any();
+            let node = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
+            let pods = node
+                .and_then(|n| by_node.get(n))
+                .cloned()
+                .unwrap_or_default();
+            let changed = self.pods.get(&name).is_some_and(|before| *before != pods);
+            seen.insert(name, pods);
+            let mut updated = (**claim).clone();
+            if changed {
+                updated
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .last_pod_event_time = Some(Time(now));
+            }
+            let consolidatable = consolidatable_at(&updated, pool).is_some_and(|at| at <= now);
+            let initialized = conditions::is_true(claim.status_conditions(), INITIALIZED);
+            let result = if changed {
+                write_pod_event(ctx, claim, &updated, consolidatable && initialized).await
+            } else if initialized {
+                set_condition(ctx, claim, |set| {
+                    if consolidatable {
+                        set.set_true(CONSOLIDATABLE)
+                    } else {
+                        set.set_false(CONSOLIDATABLE, "NotConsolidatable", "")
+                    }
+                })
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+            } else {
+                Ok(())
+            };
+            if let Err(e) = result {
+                tracing::debug!(nodeclaim = %claim.name_any(), error = %e, "writing pod event");
+            }
+        }
+        self.pods = seen;
+    }
+}
+
+/// Write a pod event: `lastPodEventTime` and the `Consolidatable` condition in one status patch.
+async fn write_pod_event(
+    ctx: &Context,
+    before: &NodeClaim,
+    after: &NodeClaim,
+    consolidatable: bool,
+) -> Result<(), String> {
+    let mut after = after.clone();
+    let mut set = after.condition_set(ctx.clock.now());
+    if consolidatable {
+        set.set_true(CONSOLIDATABLE);
+    } else {
+        set.set_false(CONSOLIDATABLE, "NotConsolidatable", "");
+    }
+    crate::nodeclaim::writes::write_status(ctx, before, &after)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Decide one pass (pure, off the async runtime): candidates, budgets, then emptiness,
+/// multi-node and single-node, each within its time budget.
+fn decide_pass(
+    snap: &Snapshot,
+    listings: &HashMap<String, Listing>,
+    settings: &Settings,
+) -> Decision {
+    let mut types = HashMap::new();
+    for t in listings.values().flatten() {
+        karpenter_core::provisioning::template::index_types(&mut types, t);
+    }
+    let verdicts = candidates::verdicts(snap, &types, settings.now);
+    let mut disrupting: HashMap<String, usize> = HashMap::new();
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut rejected = Vec::new();
+    for v in verdicts {
+        match v.standing {
+            Ok(c) => cands.push(c),
+            Err(NotCandidate::Deleting | NotCandidate::InProgress { .. }) => {
+                *disrupting
+                    .entry(v.nodepool.unwrap_or_default())
+                    .or_default() += 1;
+            }
+            Err(NotCandidate::Blocked(b)) => rejected.push((v.nodeclaim, b.to_string())),
+            Err(_) => {}
+        }
+    }
+    decide::sort(&mut cands);
+    let budgets = Budgets::new(snap, &disrupting, settings.now);
+    let mut eligible = BTreeMap::new();
+    eligible.insert("Empty", cands.iter().filter(|c| c.is_empty()).count());
+    eligible.insert("Underutilized", cands.len());
+    let allowed = snap
+        .nodepools
+        .iter()
+        .flat_map(|p| {
+            let name = p.name_any();
+            [
+                DisruptionReason::Empty,
+                DisruptionReason::Underutilized,
+                DisruptionReason::Drifted,
+            ]
+            .map(|r| (name.clone(), r, budgets.allowed(&name, r)))
+        })
+        .collect();
+    let mut timed_out = Vec::new();
+    let command = decide::emptiness(&cands, &budgets).or_else(|| {
+        let mut sim = Simulator::new(snap, listings, settings);
+        let deadline = Instant::now() + MULTI_NODE_TIMEOUT;
+        let mut in_time = || Instant::now() < deadline;
+        let multi = decide::multi_node(&mut sim, &cands, &budgets, &mut in_time);
+        if Instant::now() >= deadline {
+            timed_out.push(Method::Multi.as_str());
+        }
+        multi.or_else(|| {
+            let deadline = Instant::now() + SINGLE_NODE_TIMEOUT;
+            let mut in_time = || Instant::now() < deadline;
+            let (single, why) = decide::single_node(&mut sim, &cands, &budgets, &mut in_time);
+            if Instant::now() >= deadline {
+                timed_out.push(Method::Single.as_str());
+            }
+            rejected.extend(why.into_iter().map(|(n, w)| (n, w.to_string())));
+            single
+        })
+    });
+    Decision {
+        command,
+        rejected,
+        eligible,
+        allowed,
+        timed_out,
+    }
+}
+
+/// Five lowercase alphanumerics, like the API server's generateName suffix.
+fn suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+fn metric_reason(reason: DisruptionReason) -> &'static str {
+    match reason {
+        DisruptionReason::Empty => metrics::reason::EMPTY,
+        DisruptionReason::Underutilized => metrics::reason::UNDERUTILIZED,
+        DisruptionReason::Drifted => metrics::reason::DRIFTED,
+    }
+}
+
+/// Add or remove the `karpenter.sh/disrupted:NoSchedule` taint (a merge patch of the node's
+/// taints, guarded by the resourceVersion read). Failures are logged: the termination path
+/// taints again before it drains.
+async fn taint(ctx: &Context, node: &Node, on: bool) {
+    let mut taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let has = taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY);
+    if has == on {
+        return;
+    }
+    if on {
+        taints.push(disrupted_no_schedule_taint());
+    } else {
+        taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
+    }
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
+                       "spec": {"taints": taints}});
+    if let Err(e) = api
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        tracing::debug!(node = %node.name_any(), error = %e, "disrupted taint not written");
+    }
+}
+
+/// Start a validated command: annotate and taint the candidates, then create the replacement
+/// or delete the candidates.
+///
+/// Errors: an API failure; candidates annotated before it are rolled back.
+async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), kube::Error> {
+    let reason = command.reason;
+    let id = format!("{}-{}", reason.as_str().to_lowercase(), suffix());
+    let replacement = match &command.action {
+        Action::Delete => String::new(),
+        Action::Replace(r) => format!("{}-{}", r.planned.decision.nodepool, suffix()),
+    };
+    let now = ctx.clock.now().to_string();
+    let mut annotated = Vec::new();
+    for c in &command.candidates {
+        let result = patch_metadata(
+            ctx,
+            c.name(),
+            json!({"resourceVersion": c.nodeclaim.metadata.resource_version,
+                   "annotations": {COMMAND_ANNOTATION: id, REASON_ANNOTATION: reason.as_str(),
+                                   REPLACEMENT_ANNOTATION: replacement, STARTED_ANNOTATION: now}}),
+        )
+        .await;
+        match result {
+            Ok(_) => annotated.push(c.name().to_string()),
+            Err(e) => {
+                clear_candidates(ctx, snap, &annotated).await;
+                return Err(e);
+            }
+        }
+        taint(ctx, &c.node, true).await;
+    }
+    let decision = match &command.action {
+        Action::Delete => "delete",
+        Action::Replace(_) => "replace",
+    };
+    ctx.metrics
+        .disruption_decided(decision, reason.as_str(), command.method.as_str());
+    let names: Vec<&str> = command.candidates.iter().map(Candidate::name).collect();
+    tracing::info!(command = %id, method = command.method.as_str(), reason = reason.as_str(),
+        nodeclaims = ?names, replacement = %replacement, savings = command.savings(),
+        "consolidation command started");
+    match &command.action {
+        Action::Delete => {
+            for c in &command.candidates {
+                terminate(
+                    ctx,
+                    snap,
+                    c.name(),
+                    reason,
+                    &format!(
+                        "Disrupting NodeClaim: {} ({}, saves ${:.4}/h)",
+                        reason.as_str(),
+                        command.method.as_str(),
+                        command.savings()
+                    ),
+                )
+                .await?;
+            }
+        }
+        Action::Replace(r) => {
+            let mut claim = r.planned.nodeclaim.clone();
+            claim.metadata.generate_name = None;
+            claim.metadata.name = Some(replacement.clone());
+            let annotations = claim
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            annotations.insert(COMMAND_ANNOTATION.into(), id.clone());
+            annotations.insert(REPLACES_ANNOTATION.into(), names.join(","));
+            let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+            match api.create(&PostParams::default(), &claim).await {
+                Ok(created) => {
+                    ctx.metrics
+                        .nodeclaim_created(&created, metrics::reason::UNDERUTILIZED);
+                    let types: Vec<&str> = r
+                        .planned
+                        .decision
+                        .instance_types
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .take(5)
+                        .collect();
+                    for c in &command.candidates {
+                        ctx.recorder.about(
+                            c.nodeclaim.as_ref(),
+                            EventType::Normal,
+                            reason::DISRUPTION_LAUNCHING,
+                            format!(
+                                "Launching NodeClaim {replacement} ({} ...) to replace {}: {}, saves ${:.4}/h",
+                                types.join(", "),
+                                names.join(", "),
+                                reason.as_str(),
+                                command.savings()
+                            ),
+                        );
+                    }
+                }
+                Err(e) => {
+                    clear_candidates(ctx, snap, &annotated).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Delete a candidate through the termination path (drain, then terminate), with the
+/// `DisruptionTerminating` Event, counted once.
+async fn terminate(
+    ctx: &Context,
+    snap: &Snapshot,
+    name: &str,
+    reason: DisruptionReason,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let Some(fresh) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    if delete_claim_as_read(&ctx.client, &fresh).await? {
+        let policy = snap
+            .nodepools
+            .iter()
+            .find(|p| Some(p.name_any().as_str()) == nodepool_of(fresh.metadata.labels.as_ref()))
+            .map(|p| p.spec.disruption.consolidation_policy);
+        ctx.metrics
+            .nodeclaim_disrupted_with(&fresh, metric_reason(reason), policy);
+        ctx.recorder.about(
+            &fresh,
+            EventType::Normal,
+            reason::DISRUPTION_TERMINATING,
+            message.to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// Remove the command annotations from `names` and the disrupted taint from their nodes.
+async fn clear_candidates(ctx: &Context, snap: &Snapshot, names: &[String]) {
+    for name in names {
+        let cleared = patch_metadata(
+            ctx,
+            name,
+            json!({"annotations": {COMMAND_ANNOTATION: null, REASON_ANNOTATION: null,
+                                   REPLACEMENT_ANNOTATION: null, STARTED_ANNOTATION: null}}),
+        )
+        .await;
+        if let Err(e) = cleared {
+            tracing::warn!(nodeclaim = %name, error = %e, "clearing a consolidation command");
+        }
+        let claim = snap.nodeclaims.iter().find(|c| c.name_any() == *name);
+        let pid = claim
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.provider_id.as_deref());
+        if let Some(node) = snap.nodes.iter().find(|n| {
+            pid.is_some() && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == pid
+        }) {
+            taint(ctx, node, false).await;
+        }
+    }
+}
+
+/// One command found in the cluster: its candidates and its replacement, if any.
+type InFlight = (Vec<Arc<NodeClaim>>, Option<Arc<NodeClaim>>);
+
+/// Drive every command found in the cluster one step. Returns whether any is in progress.
+async fn advance_commands(ctx: &Context, snap: &Snapshot, now: Timestamp) -> bool {
+    let mut commands: BTreeMap<String, InFlight> = BTreeMap::new();
+    for claim in &snap.nodeclaims {
+        let Some(id) = annotation(claim, COMMAND_ANNOTATION) else {
+            continue;
+        };
+        let entry = commands.entry(id.to_string()).or_default();
+        if annotation(claim, REPLACES_ANNOTATION).is_some() {
+            entry.1 = Some(Arc::clone(claim));
+        } else {
+            entry.0.push(Arc::clone(claim));
+        }
+    }
+    let mut busy = false;
+    for (id, (candidates, replacement)) in commands {
+        match advance(ctx, snap, now, &id, &candidates, replacement.as_deref()).await {
+            Ok(in_progress) => busy |= in_progress,
+            Err(e) => {
+                busy = true;
+                tracing::warn!(command = %id, error = %e, "consolidation command");
+            }
+        }
+    }
+    busy
+}
+
+/// One step of one command. Returns whether it is still in progress.
+async fn advance(
+    ctx: &Context,
+    snap: &Snapshot,
+    now: Timestamp,
+    id: &str,
+    candidates: &[Arc<NodeClaim>],
+    replacement: Option<&NodeClaim>,
+) -> Result<bool, kube::Error> {
+    let waiting: Vec<&Arc<NodeClaim>> = candidates
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .collect();
+    if waiting.is_empty() {
+        // Every candidate is gone or going: the replacement becomes an ordinary node.
+        if let Some(r) = replacement {
+            patch_metadata(
+                ctx,
+                &r.name_any(),
+                json!({"annotations": {COMMAND_ANNOTATION: null, REPLACES_ANNOTATION: null}}),
+            )
+            .await?;
+            tracing::info!(command = %id, replacement = %r.name_any(), "consolidation command done");
+        }
+        return Ok(false);
+    }
+    let first = waiting[0];
+    let reason = match annotation(first, REASON_ANNOTATION) {
+        Some("Empty") => DisruptionReason::Empty,
+        _ => DisruptionReason::Underutilized,
+    };
+    let replacement_name = annotation(first, REPLACEMENT_ANNOTATION).unwrap_or_default();
+    let names: Vec<String> = candidates.iter().map(|c| c.name_any()).collect();
+    if replacement_name.is_empty() {
+        for c in &waiting {
+            terminate(
+                ctx,
+                snap,
+                &c.name_any(),
+                reason,
+                &format!("Disrupting NodeClaim: {} (command {id})", reason.as_str()),
+            )
+            .await?;
+        }
+        return Ok(true);
+    }
+    let replacement = match replacement {
+        Some(r) if r.name_any() == replacement_name => Some(r.clone()),
+        _ => {
+            // The cache may lag the create: ask the API server before deciding it is missing.
+            let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+            api.get_opt(replacement_name).await?
+        }
+    };
+    let started = annotation(first, STARTED_ANNOTATION)
+        .and_then(|s| s.parse::<Timestamp>().ok())
+        .unwrap_or(now);
+    let elapsed = now
+        .duration_since(started)
+        .max(jiff::SignedDuration::ZERO)
+        .unsigned_abs();
+    let timeout = ctx.settings.upgrade_initialization_timeout;
+    match replacement {
+        Some(r)
+            if r.metadata.deletion_timestamp.is_none()
+                && conditions::is_true(r.status_conditions(), INITIALIZED) =>
+        {
+            for c in &waiting {
+                terminate(
+                    ctx,
+                    snap,
+                    &c.name_any(),
+                    reason,
+                    &format!(
+                        "Disrupting NodeClaim: {}, replaced by {replacement_name} (command {id})",
+                        reason.as_str()
+                    ),
+                )
+                .await?;
+            }
+            Ok(true)
+        }
+        Some(r) if r.metadata.deletion_timestamp.is_none() && elapsed <= timeout => {
+            for c in &waiting {
+                ctx.recorder.publish(EventSpec {
+                    regarding: reference(c.as_ref()),
+                    type_: EventType::Normal,
+                    reason: reason::DISRUPTION_WAITING_READINESS,
+                    message: format!(
+                        "Waiting on readiness to continue disruption: replacement {replacement_name}"
+                    ),
+                    dedupe: DEFAULT_DEDUPE,
+                });
+            }
+            Ok(true)
+        }
+        other => {
+            let why = match &other {
+                Some(r) if r.metadata.deletion_timestamp.is_some() => {
+                    format!("replacement {replacement_name} was deleted")
+                }
+                Some(_) => format!(
+                    "replacement {replacement_name} did not initialize within {}s",
+                    timeout.as_secs()
+                ),
+                None => format!("replacement {replacement_name} is gone"),
+            };
+            tracing::warn!(command = %id, why = %why, "consolidation command rolled back");
+            if other.is_some() {
+                delete_claim(ctx, replacement_name).await?;
+            }
+            clear_candidates(ctx, snap, &names).await;
+            for c in &waiting {
+                ctx.recorder.about(
+                    c.as_ref(),
+                    EventType::Warning,
+                    reason::UNCONSOLIDATABLE,
+                    format!("Consolidation rolled back: {why}; the node keeps running"),
+                );
+            }
+            Ok(false)
+        }
+    }
+}

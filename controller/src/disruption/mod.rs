@@ -1,0 +1,41 @@
+//! The one disruption orchestrator (Karpenter's node-upgrades design; upstream
+//! `pkg/controllers/disruption/controller.go`): a single loop that owns every voluntary
+//! disruption so the methods never fight. Each tick it first advances the serial upgrades of
+//! drifted nodes ([`crate::upgrade`]), then, every [`POLL`], consolidation ([`consolidation`]):
+//! pod events and the `Consolidatable` condition, the commands in progress, and a new command
+//! (emptiness, then multi-node, then single-node). Both read one in-progress set from the
+//! cluster (a node being replaced for one reason is never a candidate for another) and one
+//! budget accounting per NodePool and reason.
+
+pub mod consolidation;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::runtime::Context;
+use crate::upgrade;
+
+/// How often the orchestrator ticks: upgrade steps advance at this pace.
+pub const TICK: Duration = Duration::from_secs(1);
+/// How often consolidation looks for a command (upstream polls every 10 s).
+pub const POLL: Duration = Duration::from_secs(10);
+
+/// Run the orchestrator until the task is aborted.
+pub async fn run(ctx: Arc<Context>) {
+    if ctx.state.wait_synced().await.is_err() {
+        tracing::error!("disruption orchestrator not started: the cluster state never synced");
+        return;
+    }
+    let mut upgrades = upgrade::Unobserved::default();
+    let mut consolidation = consolidation::Consolidation::default();
+    let mut next = Instant::now();
+    loop {
+        upgrade::tick(&ctx, &mut upgrades).await;
+        if Instant::now() >= next {
+            let busy = consolidation.tick(&ctx).await;
+            // A command just started or advancing: look again soon, as upstream re-runs at once.
+            next = Instant::now() + if busy { TICK } else { POLL };
+        }
+        tokio::time::sleep(TICK).await;
+    }
+}
