@@ -1,6 +1,6 @@
 //! Command line of the plugin: kubectl's global flags (`--kubeconfig`, `--context`, `--cluster`,
 //! `--user`, `-n/--namespace`, `-A/--all-namespaces`, `--color`) and the subcommands, each with
-//! examples in its `--help`. Invoked through kubectl (argv[0] `kubectl-…`), usage
+//! examples in its `--help`. Invoked through kubectl (`argv[0]` `kubectl-…`), usage
 //! and help say `kubectl karpenter …`.
 
 use std::ffi::OsString;
@@ -154,7 +154,7 @@ pub enum ColorChoice {
     Auto,
     /// Colour tables even on a pipe, unless NO_COLOR is set and non-empty.
     Always,
-    /// Never colour.
+    /// Never colour, even on a terminal.
     Never,
 }
 
@@ -325,8 +325,8 @@ pub enum OutputFormat {
     Name,
 }
 
-/// The name to show in usage: `kubectl karpenter` when run as a kubectl plugin (argv[0] is
-/// `kubectl-karpenter`, `kubectl-karpenter.exe` or a path to one), else argv[0]'s file name.
+/// The name to show in usage: `kubectl karpenter` when run as a kubectl plugin (`argv[0]` is
+/// `kubectl-karpenter`, `kubectl-karpenter.exe` or a path to one), else `argv[0]`'s file name.
 /// krew's underscores stand for dashes in the command name.
 pub fn display_name(argv0: Option<&OsString>) -> String {
     let file = argv0
@@ -345,7 +345,7 @@ pub fn command(display: &str) -> clap::Command {
     Cli::command().bin_name(display.to_owned())
 }
 
-/// Parses `args` (argv[0] first).
+/// Parses `args` (`argv[0]` first).
 ///
 /// Errors: clap's usage errors, and `--help`/`--version` (which clap reports as errors to print).
 pub fn parse_from(args: Vec<OsString>) -> Result<Cli, clap::Error> {

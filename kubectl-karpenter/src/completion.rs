@@ -37,7 +37,7 @@ pub fn write_script(shell: Shell, out: &mut impl Write) -> io::Result<()> {
 }
 
 /// The words to complete when this process was started to answer a completion request: the
-/// arguments after `__complete`, or all arguments when argv[0] is `kubectl_complete-…`.
+/// arguments after `__complete`, or all arguments when `argv[0]` is `kubectl_complete-…`.
 /// `None` for an ordinary invocation.
 pub fn request(args: &[OsString]) -> Option<Vec<OsString>> {
     let argv0 = args.first()?;

@@ -57,9 +57,10 @@ pub enum Error {
         describe(error)
     )]
     Read {
-        /// Which file(s).
+        /// The kubeconfig file(s) read: `--kubeconfig`, the `KUBECONFIG` list or
+        /// `~/.kube/config`.
         source_name: Source,
-        /// What failed.
+        /// kube's read or parse error (printed without the path it repeats).
         error: KubeconfigError,
     },
     /// No kubeconfig file exists and the plugin is not running in a cluster.
@@ -73,7 +74,7 @@ pub enum Error {
         list(available)
     )]
     NoCurrentContext {
-        /// Which file(s).
+        /// The kubeconfig file(s) read.
         source_name: Source,
         /// The contexts it defines.
         available: Vec<String>,
@@ -86,9 +87,9 @@ pub enum Error {
     NotDefined {
         /// `context`, `cluster` or `user`.
         what: &'static str,
-        /// The name asked for.
+        /// The name asked for (`--context`, `--cluster`, `--user`, or the context's entry).
         name: String,
-        /// Which file(s).
+        /// The kubeconfig file(s) read.
         source_name: Source,
         /// The names it defines.
         available: Vec<String>,
@@ -101,11 +102,11 @@ pub enum Error {
          user entries, or pick another context with --context"
     )]
     Invalid {
-        /// The context.
+        /// The context selected (`--context`, else the kubeconfig's `current-context`).
         context: String,
-        /// Which file(s).
+        /// The kubeconfig file(s) read.
         source_name: Source,
-        /// What failed.
+        /// kube's error for that context's cluster, user or credentials.
         error: KubeconfigError,
     },
     /// In-cluster credentials could not be read.

@@ -29,9 +29,9 @@ pub enum Error {
     /// The client could not be built from the configuration.
     #[error("creating a client for context \"{context}\": {}", causes(source))]
     Client {
-        /// The context.
+        /// The kubeconfig context used (`in-cluster` for in-cluster credentials).
         context: String,
-        /// What failed.
+        /// kube's error building the client (TLS or proxy settings).
         source: kube::Error,
     },
     /// The server does not serve NodeClaims.
@@ -40,9 +40,9 @@ pub enum Error {
          install Karpenter's CRDs or pick the cluster that runs Karpenter with --context"
     )]
     NotInstalled {
-        /// API server URL.
+        /// API server URL without a trailing `/`, e.g. `https://127.0.0.1:6443`.
         server: String,
-        /// The context.
+        /// The kubeconfig context used (`in-cluster` for in-cluster credentials).
         context: String,
     },
     /// Listing NodeClaims failed.
@@ -52,11 +52,11 @@ pub enum Error {
         causes(source)
     )]
     List {
-        /// API server URL.
+        /// API server URL without a trailing `/`.
         server: String,
-        /// The context.
+        /// The kubeconfig context used.
         context: String,
-        /// What failed.
+        /// The list call's error, printed with its causes.
         source: kube::Error,
     },
     /// Listing another kind of object failed.
@@ -68,11 +68,11 @@ pub enum Error {
     ListOther {
         /// What was listed, e.g. `Nodes`.
         what: &'static str,
-        /// API server URL.
+        /// API server URL without a trailing `/`.
         server: String,
-        /// The context.
+        /// The kubeconfig context used.
         context: String,
-        /// What failed.
+        /// The list call's error, printed with its causes.
         source: Box<kube::Error>,
     },
     /// The cloud could not be read or changed.
@@ -105,7 +105,7 @@ pub enum Error {
          orphans` to see what is left"
     )]
     Incomplete {
-        /// Failed steps.
+        /// Steps that failed (each already printed as an error).
         failed: usize,
         /// Steps tried or skipped.
         total: usize,
@@ -152,11 +152,11 @@ pub enum Outcome {
 
 /// A client for the cluster the global flags select, and how to name it in errors.
 pub struct Connection {
-    /// The client.
+    /// A kube client for the selected context's cluster and user.
     pub client: kube::Client,
-    /// API server URL.
+    /// API server URL without a trailing `/`, e.g. `https://127.0.0.1:6443`; named in errors.
     pub server: String,
-    /// kubeconfig context.
+    /// The kubeconfig context used (`in-cluster` for in-cluster credentials); named in errors.
     pub context: String,
     /// kubeconfig cluster entry, when known (an EKS cluster ARN on EKS).
     pub cluster: Option<String>,

@@ -13,7 +13,7 @@ use crate::output::{self, OutputError};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VersionInfo {
-    /// `kubectl-karpenter`.
+    /// The binary's name, always `kubectl-karpenter`.
     pub name: &'static str,
     /// The crate version, e.g. `0.1.0` (krew's manifest carries it as `v0.1.0`).
     pub version: &'static str,

@@ -10,7 +10,7 @@ use serde::Serialize;
 /// names are stable).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
-    /// The NodeClaim.
+    /// The NodeClaim's name.
     pub name: String,
     /// Its Node, once registered.
     pub node: Option<String>,
@@ -79,7 +79,7 @@ pub struct DriftedCondition {
 /// The verdict of the checks made now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Live {
-    /// The verdict.
+    /// `drifted`, `not_drifted`, `not_launched` or `unknown` (in JSON).
     pub verdict: LiveVerdict,
     /// Why the checks could not be made (`unknown`).
     pub detail: Option<String>,
@@ -89,9 +89,9 @@ pub struct Live {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LiveVerdict {
-    /// Something differs.
+    /// A check made now finds a difference (the changes are listed).
     Drifted,
-    /// Nothing differs.
+    /// No check made finds a difference (checks that need the cloud are not made).
     NotDrifted,
     /// Not launched: drift does not apply.
     NotLaunched,
@@ -102,9 +102,10 @@ pub enum LiveVerdict {
 /// A stamp on the NodeClaim against the object now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct HashReport {
-    /// The stamped hash.
+    /// The hash annotation on the NodeClaim (`karpenter.sh/nodepool-hash` or
+    /// `karpenter.k8s.aws/ec2nodeclass-hash`); absent when not stamped.
     pub stamped: Option<String>,
-    /// The stamped hash version.
+    /// The matching `…-hash-version` annotation, e.g. `v3`; absent when not stamped.
     pub stamped_version: Option<String>,
     /// The object's hash now; absent when the object was not found.
     pub current: Option<String>,

@@ -27,7 +27,7 @@ pub enum ResolveError {
          karpenter orphans` lists such Nodes); name a NodeClaim or a Node Karpenter launched"
     )]
     NoNodeClaim {
-        /// The Node.
+        /// The Node named, which no NodeClaim points to.
         node: String,
         /// Its providerID, or `<none>`.
         provider_id: String,
@@ -58,9 +58,9 @@ pub fn strip_kind(name: &str) -> (&str, Option<Kind>) {
 /// What a prefixed name names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// A NodeClaim.
+    /// `nodeclaim/`, `nodeclaims/` or `nodeclaim[s].karpenter.sh/`: only NodeClaims are searched.
     NodeClaim,
-    /// A Node.
+    /// `node/` or `nodes/`: only Nodes are searched.
     Node,
 }
 

@@ -18,9 +18,9 @@ use crate::age::human_duration;
 /// Everything the classification looks at.
 #[derive(Clone, Copy, Debug)]
 pub struct Inputs<'a> {
-    /// Every NodeClaim.
+    /// Every NodeClaim of the cluster.
     pub claims: &'a [NodeClaim],
-    /// Every Node.
+    /// Every Node of the cluster; only those labelled `karpenter.sh/nodepool` can be orphans.
     pub nodes: &'a [Node],
     /// Unfinished pods per Node name (only Nodes that were counted appear).
     pub pods_by_node: &'a BTreeMap<String, usize>,

@@ -19,9 +19,9 @@ use super::cloud_error::{CloudError, SANDBOX_TERMINATE_WAIT};
 pub struct EksArn {
     /// Region, e.g. `us-west-2`.
     pub region: String,
-    /// Account id.
+    /// 12-digit AWS account id.
     pub account: String,
-    /// Cluster name.
+    /// Cluster name: what instances are found by (tag `kubernetes.io/cluster/<name>`).
     pub name: String,
 }
 

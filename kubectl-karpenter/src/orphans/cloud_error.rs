@@ -25,9 +25,9 @@ pub enum CloudError {
         causes(source)
     )]
     SandboxDelete {
-        /// Instance id.
+        /// Instance id, e.g. `i-0abc…`.
         id: String,
-        /// What failed.
+        /// The delete call's error, printed with its causes.
         source: kube::Error,
     },
     /// The sandbox did not finish terminating in time.
@@ -64,13 +64,13 @@ pub enum CloudError {
              (AWS_PROFILE, AWS_REGION), or pass --no-cloud to skip the cloud"
     )]
     Ec2 {
-        /// The API call.
+        /// The EC2 call, e.g. `DescribeInstances`.
         call: &'static str,
-        /// Region.
+        /// The region called, e.g. `us-east-1`.
         region: String,
-        /// Cluster name.
+        /// The cluster name instances are found by (tag `kubernetes.io/cluster/<name>`).
         cluster: String,
-        /// The error.
+        /// The SDK's error as text.
         message: String,
     },
 }

@@ -47,13 +47,13 @@ impl Prompt for TerminalPrompt {
 
 /// What the cluster and the cloud look like now.
 pub struct World {
-    /// The orphans.
+    /// The orphans found, in table order.
     pub orphans: Vec<Orphan>,
     /// The cloud's instances, or why not.
     pub cloud_view: CloudView,
     /// The cloud, when it was checked.
     pub cloud: Option<Cloud>,
-    /// The connection.
+    /// The connection they were read through (its context and server name errors).
     pub conn: Connection,
     /// When the world was looked at.
     pub now: Timestamp,

@@ -95,13 +95,14 @@ pub struct CloudInstance {
     pub provider_id: String,
     /// Instance type, e.g. `m5.large`.
     pub instance_type: Option<String>,
-    /// Availability zone.
+    /// Availability zone, e.g. `us-east-1a`; `None` when the source does not say.
     pub zone: Option<String>,
     /// `on-demand`, `spot` or `reserved`.
     pub capacity_type: Option<String>,
     /// Price of its offering, USD per hour.
     pub hourly_price: Option<f64>,
-    /// Launch time.
+    /// When it launched (EC2's `LaunchTime`); instances younger than
+    /// [`Thresholds::min_instance_age`] are left alone.
     pub launch_time: Option<Timestamp>,
     /// The `karpenter.sh/nodeclaim` tag.
     pub nodeclaim: Option<String>,
@@ -119,13 +120,13 @@ pub enum InstanceState {
     Running(CloudInstance),
     /// The cloud does not have it any more.
     Gone {
-        /// Its providerID.
+        /// The providerID its NodeClaim or Node carries, e.g. `aws:///us-east-1a/i-0abc…`.
         #[serde(rename = "providerID")]
         provider_id: String,
     },
     /// The cloud was not checked; the providerID, when there is one.
     Unchecked {
-        /// Its providerID.
+        /// The providerID its NodeClaim or Node carries, when it has one.
         #[serde(rename = "providerID")]
         provider_id: Option<String>,
     },
@@ -164,11 +165,12 @@ pub fn instance_id(provider_id: &str) -> Option<&str> {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
-    /// Object name.
+    /// The NodeClaim's or Node's `metadata.name`.
     pub name: String,
     /// It has a deletionTimestamp.
     pub deleting: bool,
-    /// Its finalizers.
+    /// `metadata.finalizers`; while `karpenter.sh/termination` is there, deletion waits for
+    /// Karpenter.
     pub finalizers: Vec<String>,
 }
 
@@ -185,7 +187,7 @@ impl ObjectRef {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Orphan {
-    /// What it is.
+    /// What kind of orphan it is (the KIND column); it also says what `name` names.
     pub kind: Kind,
     /// NodeClaim name, Node name or instance id (see [`Kind::resource`]).
     pub name: String,
@@ -197,7 +199,7 @@ pub struct Orphan {
     pub node: Option<ObjectRef>,
     /// Pods on that Node that are not finished, when counted.
     pub pods: Option<usize>,
-    /// Its instance.
+    /// What the cloud says of its instance: running, gone, not checked, or none.
     pub instance: InstanceState,
     /// When it entered the state that makes it an orphan (see the SINCE column).
     pub since: Option<Timestamp>,
@@ -253,7 +255,7 @@ pub enum CloudView {
         /// Instances tagged for the cluster that are not terminated.
         instances: Vec<CloudInstance>,
     },
-    /// Not listed.
+    /// Not listed: `--no-cloud`, or the cloud could not be read.
     Unchecked {
         /// Why (printed as a warning unless the user asked with `--no-cloud`).
         reason: String,

@@ -19,9 +19,9 @@ use super::{Kind, ObjectRef, Orphan, Resource};
 pub enum Step {
     /// Terminate a cloud instance.
     TerminateInstance {
-        /// Instance id.
+        /// Instance id, e.g. `i-0abc…`.
         id: String,
-        /// Its providerID.
+        /// `aws:///<zone>/<instance-id>`, shown in the preview.
         provider_id: String,
     },
     /// Delete a Node (it stays, terminating, while it has finalizers).
@@ -38,7 +38,7 @@ pub enum Step {
     RemoveFinalizer {
         /// [`Resource::Node`] or [`Resource::NodeClaim`].
         resource: Resource,
-        /// Object name.
+        /// The Node's or NodeClaim's name.
         name: String,
     },
 }
@@ -72,9 +72,9 @@ fn resource_word(resource: Resource) -> &'static str {
 /// The steps for one orphan, in the order they run, and notes on what is left alone.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
-    /// The orphan.
+    /// The orphan it cleans up.
     pub orphan: Orphan,
-    /// What to do.
+    /// The changes, in the order they run; a failed step skips the rest of this plan.
     pub steps: Vec<Step>,
     /// What is deliberately not done, and why.
     pub notes: Vec<String>,

@@ -14,9 +14,9 @@ use super::sort::{SortBy, sort_rows};
 /// What was read from the cluster.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
-    /// NodePools.
+    /// Every NodePool (the document keeps only the one `--nodepool` names).
     pub pools: Vec<NodePool>,
-    /// NodeClaims.
+    /// Every NodeClaim (or those of the NodePool `--nodepool` names).
     pub claims: Vec<NodeClaim>,
 }
 

@@ -5,7 +5,8 @@
 //!
 //! The core is pure: [`rows`] derives NodeClaim rows and totals, [`sort`] orders them, [`pools`]
 //! the NodePool rows, [`document`] assembles and sorts the one document every output format
-//! prints, [`table`] lays it out as kubectl-style tables and [`print`] picks the format for `-o`.
+//! prints, [`table`] lays it out as kubectl-style tables and [`mod@print`] picks the format for
+//! `-o`.
 //! [`command`] reads the cluster and [`watch`] decides what to print as it changes.
 
 pub mod command;

@@ -41,7 +41,7 @@ pub struct PoolRow {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
-    /// All of them.
+    /// Every NodeClaim of the NodePool.
     pub total: usize,
     /// Ready and not drifted.
     pub ready: usize,
@@ -49,7 +49,7 @@ pub struct PoolCounts {
     pub in_flight: usize,
     /// Ready but drifted (waiting for, or in, an upgrade step).
     pub drifted: usize,
-    /// Being deleted.
+    /// Being deleted (a deletionTimestamp), whatever their conditions.
     pub terminating: usize,
 }
 

@@ -14,7 +14,7 @@ use crate::render::TableOptions;
 /// How to print a document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Print {
-    /// `-o`.
+    /// `-o`: table (default), `wide`, `json`, `yaml` or `name`.
     pub format: OutputFormat,
     /// Header lines, the NodePool section and the totals line (off with `--no-headers`).
     pub headers: bool,

@@ -112,7 +112,7 @@ pub struct Row {
     /// `karpenter.sh/nodepool` label.
     #[serde(rename = "nodePool")]
     pub nodepool: Option<String>,
-    /// Lifecycle state.
+    /// Lifecycle state from its deletionTimestamp and conditions ([`State::of`]).
     pub state: State,
     /// `node.kubernetes.io/instance-type` label.
     pub instance_type: Option<String>,
@@ -202,13 +202,13 @@ pub struct Totals {
     pub drifted: usize,
     /// Launching, registering or initializing ones.
     pub in_flight: usize,
-    /// Launching ones.
+    /// Waiting for their instance (`Launched` not True).
     pub launching: usize,
-    /// Registering ones.
+    /// Waiting for their Node to join (`Registered` not True).
     pub registering: usize,
-    /// Initializing ones.
+    /// Waiting for their Node to be ready and untainted (`Initialized` not True).
     pub initializing: usize,
-    /// Terminating ones.
+    /// Being deleted (a deletionTimestamp).
     pub terminating: usize,
     /// Sum of the known hourly prices (the fleet's cost per hour), USD, rounded to a millionth.
     #[serde(rename = "pricePerHour")]

@@ -15,15 +15,16 @@ use crds::upgrade::{
 use serde::Serialize;
 use serde_json::{Value, json};
 
-/// A control.
+/// An operator's control of a NodePool's rollout (`pause`, `resume` or `step` in JSON).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
-    /// `upgrade pause`.
+    /// `upgrade pause`: set `upgrades.karpenter.sh/paused: "true"`; the step in progress
+    /// finishes.
     Pause,
-    /// `upgrade resume`.
+    /// `upgrade resume`: remove the pause, its reason and the step allowance.
     Resume,
-    /// `upgrade step`.
+    /// `upgrade step`: while paused, let one more step start (step allowance + 1).
     Step,
 }
 
@@ -41,9 +42,9 @@ impl Action {
 /// What a control did to one NodePool (the JSON and YAML document of the controls).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ControlResult {
-    /// The NodePool.
+    /// The NodePool's name.
     pub nodepool: String,
-    /// The control.
+    /// The control applied.
     pub action: Action,
     /// Whether its annotations were changed.
     pub changed: bool,

@@ -28,7 +28,7 @@ pub enum UpgradeError {
          one, or --all for every NodePool (`kubectl karpenter upgrade status` lists them)"
     )]
     NoTarget {
-        /// The subcommand.
+        /// The subcommand: `pause`, `resume` or `step`.
         action: &'static str,
     },
     /// The server does not serve NodePools.
@@ -37,9 +37,9 @@ pub enum UpgradeError {
          install Karpenter's CRDs or pick the cluster that runs Karpenter with --context"
     )]
     NotInstalled {
-        /// API server URL.
+        /// API server URL without a trailing `/`.
         server: String,
-        /// The context.
+        /// The kubeconfig context used.
         context: String,
     },
     /// A control's patch failed.
@@ -51,9 +51,9 @@ pub enum UpgradeError {
     Patch {
         /// What was being done, e.g. `pausing`.
         verb: &'static str,
-        /// The NodePool.
+        /// The NodePool's name.
         nodepool: String,
-        /// What failed.
+        /// The patch call's error, printed with its causes.
         source: Box<kube::Error>,
     },
     /// The NodePool went away while it was being changed.
@@ -62,9 +62,9 @@ pub enum UpgradeError {
          status` lists the NodePools there are"
     )]
     Gone {
-        /// What was being done.
+        /// What was being done, e.g. `resuming`.
         verb: &'static str,
-        /// The NodePool.
+        /// The NodePool's name.
         nodepool: String,
     },
     /// Every guarded write conflicted with another writer.
@@ -73,11 +73,11 @@ pub enum UpgradeError {
          controller starting steps); run the command again"
     )]
     Conflict {
-        /// What was being done.
+        /// What was being done, e.g. `allowing a step on`.
         verb: &'static str,
-        /// The NodePool.
+        /// The NodePool's name.
         nodepool: String,
-        /// Writes tried.
+        /// Guarded writes tried, each refused with 409 Conflict.
         attempts: usize,
     },
     /// With `--all`, some NodePools could not be changed.

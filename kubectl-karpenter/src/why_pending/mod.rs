@@ -24,9 +24,9 @@ pub enum WhyPendingError {
          pods -n {namespace}`, or pass -n/--namespace"
     )]
     PodNotFound {
-        /// Pod name.
+        /// The pod name given, without a namespace.
         name: String,
-        /// Namespace searched.
+        /// The namespace searched: `-n`, else the context's, else `default`.
         namespace: String,
     },
     /// A pod name with `-A`, which names no namespace (kubectl refuses the same).

@@ -1,6 +1,6 @@
 //! The pure core of `why-pending`: which pods are pending, what each one waits for (the
 //! NodeClaim or node Karpenter nominated it to), and otherwise every NodePool's verdict from
-//! the controller's [`explain`](karpenter_core::scheduling::explain). Everything comes in as
+//! the controller's [`explain`]. Everything comes in as
 //! arguments: the objects read from the cluster and the instance types of a node class.
 
 use std::sync::Arc;
@@ -78,13 +78,13 @@ pub struct PoolLine {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodReport {
-    /// Namespace.
+    /// The pod's namespace.
     pub namespace: String,
-    /// Name.
+    /// The pod's name; text output prints `NAMESPACE/NAME`.
     pub name: String,
-    /// Where it stands.
+    /// Where it stands, e.g. `WaitingForNodeClaim` or `Unschedulable`.
     pub state: PodState,
-    /// One line saying so.
+    /// The state as one line, e.g. `waiting for NodeClaim default-x7k2p (Registering)`.
     pub message: String,
     /// The NodeClaim it waits for.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -228,7 +228,7 @@ fn waiting(pod: &Pod, world: &World, report: &mut PodReport) -> bool {
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// Fills in a pending pod Karpenter does not consider (see
-/// [`is_provisionable`](karpenter_core::scheduling::pod::is_provisionable)): gated, for another
+/// [`is_provisionable`]): gated, for another
 /// scheduler, or not yet marked unschedulable; false when Karpenter considers it.
 fn not_considered(pod: &Pod, report: &mut PodReport) -> bool {
     if is_provisionable(pod) {

@@ -1,3 +1,6 @@
+//! Tests of `drift explain`'s core: why a NodeClaim is or is not drifted, changes marked by
+//! the controller merged with those detected now, version mismatches, and stable JSON fields.
+
 use karpenter_core::lifecycle::drift::{Finding, HashComparison};
 use serde_json::{Value, json};
 

@@ -1,3 +1,6 @@
+//! Tests of `drift explain`'s output: the text snapshot, notes on disagreements, colour only
+//! when asked, and the JSON and YAML documents.
+
 use crds::conditions::reason as r;
 use karpenter_core::lifecycle::drift::{Finding, HashVersions};
 use serde_json::{Value, json};

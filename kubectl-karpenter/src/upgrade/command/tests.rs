@@ -1,3 +1,6 @@
+//! Tests of the `upgrade` commands against a recording fake: re-reads after conflicts, controls
+//! that send nothing, deleted NodePools, `--all` past a failure, and exit codes.
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 

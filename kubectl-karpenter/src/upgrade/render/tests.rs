@@ -1,3 +1,6 @@
+//! Tests of `upgrade status` output: the text snapshot, empty sections and summaries, colour
+//! only when asked, estimates and durations in words, and the JSON document.
+
 use crds::upgrade::{PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION, STEP_ALLOWANCE_ANNOTATION};
 use serde_json::Value;
 
