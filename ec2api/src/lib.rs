@@ -27,7 +27,7 @@ use jiff::Timestamp;
 pub struct Ec2Error {
     /// AWS error code; `Transport` when the request never got an answer.
     pub code: String,
-    /// Human message.
+    /// AWS's message; without one, the SDK's error context cut to 500 characters.
     pub message: String,
 }
 
@@ -75,7 +75,7 @@ pub fn is_capacity_error(code: &str) -> bool {
 /// An EC2 `Filter`: name (`tag:Key`, `tag-key`, `subnet-id`, ...) and accepted values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Filter {
-    /// Filter name.
+    /// Filter name, e.g. `tag:karpenter.sh/discovery`, `subnet-id`, `instance-state-name`.
     pub name: String,
     /// Values, any of which matches.
     pub values: Vec<String>,
@@ -96,11 +96,12 @@ impl Filter {
 pub struct SubnetInfo {
     /// `subnet-...`.
     pub id: String,
-    /// Availability zone.
+    /// Availability zone, e.g. `us-east-1a`.
     pub zone: String,
     /// Zone id, e.g. `use1-az1`.
     pub zone_id: Option<String>,
-    /// Free IPv4 addresses.
+    /// Free IPv4 addresses (`AvailableIpAddressCount`); node class resolution lists subnets
+    /// with more first.
     pub available_ips: i64,
 }
 
@@ -109,7 +110,7 @@ pub struct SubnetInfo {
 pub struct SecurityGroupInfo {
     /// `sg-...`.
     pub id: String,
-    /// Group name.
+    /// `GroupName` (not the `Name` tag).
     pub name: String,
 }
 
@@ -129,7 +130,7 @@ pub struct ImageQuery {
 pub struct ImageInfo {
     /// `ami-...`.
     pub id: String,
-    /// Image name.
+    /// The image's `Name` (not a tag), what `amiSelectorTerms[].name` matches.
     pub name: String,
     /// `x86_64` or `arm64`.
     pub architecture: String,
@@ -144,9 +145,9 @@ pub struct ImageInfo {
 pub struct InstanceTypeInfo {
     /// Name, e.g. `m5.large`.
     pub name: String,
-    /// Default vCPUs.
+    /// Default vCPU count (`VCpuInfo.DefaultVCpus`).
     pub vcpus: i64,
-    /// Memory, MiB.
+    /// Memory, MiB (`MemoryInfo.SizeInMiB`), before any VM overhead.
     pub memory_mib: i64,
     /// Supported architectures (`x86_64`, `arm64`, `i386`, ...).
     pub architectures: Vec<String>,
@@ -171,15 +172,15 @@ pub struct InstanceTypeInfo {
 /// What a launch template holds (`LaunchTemplateData`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LaunchTemplateData {
-    /// Image id.
+    /// AMI id, e.g. `ami-0123456789abcdef0`.
     pub image_id: String,
     /// User data, base64.
     pub user_data: String,
-    /// Security group ids.
+    /// Security group ids (`sg-...`) the node class resolved.
     pub security_group_ids: Vec<String>,
-    /// Instance profile name.
+    /// IAM instance profile nodes run as, by name.
     pub instance_profile: Option<String>,
-    /// Block device mappings.
+    /// EBS volumes created at launch.
     pub block_devices: Vec<BlockDevice>,
     /// IMDS endpoint `enabled|disabled`, IPv6 endpoint, hop limit, tokens `required|optional`.
     pub metadata: MetadataOptions,
@@ -202,9 +203,9 @@ pub struct BlockDevice {
     pub throughput: Option<i32>,
     /// Encrypt the volume.
     pub encrypted: Option<bool>,
-    /// KMS key.
+    /// KMS key id, alias or ARN to encrypt with; `None` leaves EC2's default key.
     pub kms_key_id: Option<String>,
-    /// Snapshot to restore.
+    /// EBS snapshot (`snap-...`) to restore the volume from.
     pub snapshot_id: Option<String>,
     /// Delete with the instance.
     pub delete_on_termination: Option<bool>,
@@ -217,7 +218,7 @@ pub struct MetadataOptions {
     pub http_endpoint: String,
     /// `enabled` or `disabled`.
     pub http_protocol_ipv6: String,
-    /// Hop limit.
+    /// `HttpPutResponseHopLimit`, 1 to 64: how many network hops an IMDS response may travel.
     pub http_put_response_hop_limit: i32,
     /// `required` or `optional`.
     pub http_tokens: String,
@@ -228,18 +229,19 @@ pub struct MetadataOptions {
 pub struct LaunchTemplateInfo {
     /// `lt-...`.
     pub id: String,
-    /// Name.
+    /// Launch template name, e.g. `karpenter.k8s.aws/<hash>`.
     pub name: String,
-    /// Tags.
+    /// Its tags; Karpenter finds a node class's templates by their cluster and
+    /// `karpenter.k8s.aws/ec2nodeclass` tags.
     pub tags: BTreeMap<String, String>,
 }
 
 /// One override of a fleet request: an instance type in a subnet (zone).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetOverride {
-    /// Instance type.
+    /// Instance type, e.g. `m5.large`.
     pub instance_type: String,
-    /// Subnet.
+    /// Subnet to launch into (`subnet-...`).
     pub subnet_id: String,
     /// The subnet's zone.
     pub zone: String,
@@ -261,7 +263,7 @@ pub struct FleetConfig {
 pub struct FleetRequest {
     /// `spot` or `on-demand`.
     pub capacity_type: String,
-    /// Launch template configurations.
+    /// Launch template configurations, each with the overrides that use it.
     pub configs: Vec<FleetConfig>,
     /// Tags for the instance, its volumes and the fleet.
     pub tags: BTreeMap<String, String>,
@@ -274,7 +276,7 @@ pub struct FleetRequest {
 pub struct FleetError {
     /// Error code, e.g. `InsufficientInstanceCapacity`.
     pub code: String,
-    /// Message.
+    /// EC2's message for that override.
     pub message: String,
     /// The override's instance type, if reported.
     pub instance_type: Option<String>,
@@ -298,29 +300,29 @@ pub struct FleetResult {
 pub struct InstanceInfo {
     /// `i-...`.
     pub id: String,
-    /// Instance type.
+    /// Instance type, e.g. `m5.large`.
     pub instance_type: String,
-    /// Availability zone.
+    /// Availability zone, e.g. `us-east-1a`.
     pub zone: String,
     /// `pending`, `running`, `shutting-down`, `terminated`, `stopping`, `stopped`.
     pub state: String,
     /// `spot` when a spot instance, else on-demand.
     pub spot: bool,
-    /// Image id.
+    /// The AMI it booted (`ami-...`).
     pub image_id: String,
-    /// Launch time.
+    /// `LaunchTime`.
     pub launched_at: Timestamp,
     /// Private IPv4 address.
     pub private_ip: String,
-    /// Private DNS name.
+    /// Private DNS name, e.g. `ip-10-0-1-7.ec2.internal`: the Node name its kubelet registers.
     pub private_dns: String,
-    /// Subnet.
+    /// The subnet it runs in (`subnet-...`).
     pub subnet_id: String,
     /// Security group ids.
     pub security_group_ids: Vec<String>,
     /// Architecture, e.g. `x86_64`.
     pub architecture: String,
-    /// Tags.
+    /// Its tags, e.g. `karpenter.sh/nodeclaim`, `kubernetes.io/cluster/<name>: owned`.
     pub tags: BTreeMap<String, String>,
 }
 
@@ -1088,7 +1090,8 @@ pub async fn loader(endpoint_url: Option<&str>) -> aws_config::ConfigLoader {
     loader
 }
 
-/// `aws:///<zone>/<instance-id>`.
+/// The providerID of an EC2 instance, `aws:///<zone>/<instance-id>` (e.g.
+/// `aws:///us-east-1a/i-0123456789abcdef0`), as the AWS cloud provider and kubelet set it.
 pub fn provider_id(zone: &str, id: &str) -> String {
     format!("aws:///{zone}/{id}")
 }

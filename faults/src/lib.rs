@@ -56,7 +56,7 @@ impl<K: FaultKindName> Tally<K> {
         self.injected.iter().map(|(_, n)| n).sum()
     }
 
-    /// Faults of one kind.
+    /// Faults of `kind`; 0 for a kind the tally does not list.
     pub fn of(&self, kind: K) -> u64 {
         self.injected
             .iter()
@@ -119,7 +119,8 @@ impl<K: FaultKindName> Counters<K> {
         self.counts.iter().map(|c| c.load(Ordering::SeqCst)).sum()
     }
 
-    /// The current counts.
+    /// A snapshot of the counts, every kind in [`FaultKindName::ALL`] order (each count read
+    /// atomically, not the set as a whole).
     pub fn tally(&self) -> Tally<K> {
         Tally {
             injected: K::ALL
@@ -170,9 +171,9 @@ impl Dice {
 /// One `key=value` item of a fault configuration string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Setting<'a> {
-    /// The key, before `=`.
+    /// The text before the first `=`, e.g. `throttle`.
     pub key: &'a str,
-    /// The value, after `=`.
+    /// The text after it, e.g. `100`.
     pub value: &'a str,
 }
 
