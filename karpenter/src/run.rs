@@ -14,13 +14,15 @@ use tokio::net::TcpListener;
 /// sandbox, and the operator's own (ports, leader election, client rate limits, log format).
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// Cloud provider flags.
+    /// `--cloud-provider sim|aws` and its endpoints.
     #[command(flatten)]
     pub cloud: CloudOptions,
-    /// Controller settings.
+    /// Settings shared with the sandbox: cluster name, batch windows, timeouts, feature gates,
+    /// log level.
     #[command(flatten)]
     pub controller: ControllerOptions,
-    /// Operator settings.
+    /// The operator process's own: ports, bind address, leader election, client rate limits,
+    /// log format.
     #[command(flatten)]
     pub run: RunOptions,
 }

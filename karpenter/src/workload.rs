@@ -15,7 +15,7 @@ pub const DEFAULT_NODEPOOL: &str = include_str!("../../examples/nodepools/defaul
 /// One object from a workload file, with where it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
-    /// The object.
+    /// The object as JSON, as written (a trace row becomes a bare Pod).
     pub object: Value,
     /// File it came from (`<bundled>` for built-in workloads).
     pub source: PathBuf,
@@ -24,7 +24,7 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// `kind`.
+    /// The object's `kind`, e.g. `Deployment`; empty when missing.
     pub fn kind(&self) -> &str {
         self.object
             .get("kind")
@@ -32,7 +32,7 @@ impl Manifest {
             .unwrap_or("")
     }
 
-    /// `apiVersion`.
+    /// The object's `apiVersion`, e.g. `apps/v1`; empty when missing.
     pub fn api_version(&self) -> &str {
         self.object
             .get("apiVersion")
@@ -57,29 +57,29 @@ pub enum WorkloadError {
     /// The file cannot be read.
     #[error("{path}: {source}")]
     Io {
-        /// File.
+        /// The file as given on the command line.
         path: String,
-        /// Cause.
+        /// Why it cannot be read (not found, permission denied, ...).
         source: std::io::Error,
     },
     /// A YAML document does not parse or is not a Kubernetes object.
     #[error("{path}: document {index}: {message}")]
     Document {
-        /// File.
+        /// The file as given on the command line.
         path: String,
         /// 1-based document number.
         index: usize,
-        /// What is wrong.
+        /// What is wrong, e.g. `invalid YAML: ...` or `kind is required`.
         message: String,
     },
     /// A CSV row is malformed.
     #[error("{path}: line {line}: {message}")]
     Csv {
-        /// File.
+        /// The file as given on the command line.
         path: String,
-        /// 1-based line number.
+        /// 1-based line number (the header is line 1).
         line: usize,
-        /// What is wrong.
+        /// What is wrong: the CSV reader's error, or `requests must not be negative`.
         message: String,
     },
 }

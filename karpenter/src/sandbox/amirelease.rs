@@ -26,9 +26,9 @@ use karpenter_core::clock::Clock;
 
 /// API version of `AMIRelease` objects.
 pub const VERSION: &str = "v1";
-/// Kind.
+/// Kind of the sandbox's release objects, in group `sandbox.karpenter.sh`.
 pub const KIND: &str = "AMIRelease";
-/// Resource (plural) name.
+/// Resource (plural) name, as in `kubectl get amireleases`.
 pub const PLURAL: &str = "amireleases";
 /// The status condition that says whether the release was published.
 pub const PUBLISHED: &str = "Published";

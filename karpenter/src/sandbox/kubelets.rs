@@ -36,7 +36,8 @@ impl InstanceSource for SimInstances {
     /// The running instances whose kubelet comes up. Instances booted from an image published
     /// broken ([`SimCloud::broken_images`]) are left out: their simulated kubelet never starts,
     /// so no Node registers for them and their NodeClaims stay Launched but never Registered.
-    /// The cloud still lists them ([`SimCloud::instances`], [`CloudProvider::list`]), so the
+    /// The cloud still lists them ([`SimCloud::instances`],
+    /// [`CloudProvider::list`](controller::cloudprovider::CloudProvider::list)), so the
     /// controller and garbage collection see and terminate them as usual; the `Instance` mirror
     /// reads this list too, so `kubectl get instances` does not show them.
     async fn running(&self) -> Result<Vec<BootRecord>, String> {

@@ -38,7 +38,8 @@ use report::{Observation, Report, observe};
 /// Report formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
-    /// Human-readable summary.
+    /// Human-readable summary: settle time, pod and NodeClaim counts, cost, instance types,
+    /// why pods are pending.
     Text,
     /// One JSON document on stdout (logs stay on stderr).
     Json,
@@ -73,10 +74,11 @@ pub struct SandboxArgs {
     /// How long after launch a simulated kubelet registers its node.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     pub registration_delay: Duration,
-    /// Controller settings.
+    /// Settings shared with `karpenter run`: cluster name, batch windows, timeouts, feature
+    /// gates, log level.
     #[command(flatten)]
     pub controller: ControllerOptions,
-    /// Cloud provider settings.
+    /// `--cloud-provider sim|aws` and its endpoints (default: the simulated cloud).
     #[command(flatten)]
     pub cloud: CloudOptions,
     /// Inject API faults into clients' requests (comma-separated `key=value`: `all=<‰>` or a
@@ -115,7 +117,7 @@ pub enum SandboxAction {
 /// A sandbox that cannot start or apply its workload.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    /// Bad workload input.
+    /// A workload file that cannot be read or parsed.
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
     /// A manifest the API server rejected.
@@ -123,10 +125,10 @@ pub enum SandboxError {
     Apply {
         /// `<file>: document <n>`.
         location: String,
-        /// Why.
+        /// The API server's message, or that no served type matches its `apiVersion` and `kind`.
         message: String,
     },
-    /// Startup failed.
+    /// The sandbox could not start: the API server, its kubeconfig, the CRDs or the cloud.
     #[error("{0}")]
     Startup(String),
 }
@@ -292,9 +294,10 @@ pub async fn run(args: SandboxArgs) -> ExitCode {
 pub struct ClusterConfig {
     /// API server port (0 = any free port).
     pub port: u16,
-    /// Kubelet registration delay.
+    /// How long after an instance launches its simulated kubelet registers the Node
+    /// (`--registration-delay`, default 3s).
     pub registration_delay: Duration,
-    /// Controller settings.
+    /// The controller's validated settings.
     pub settings: Settings,
     /// Where to write the kubeconfig (default: the system temp directory).
     pub kubeconfig: Option<PathBuf>,

@@ -21,11 +21,11 @@ use controller::runtime::options::parse_duration;
 /// Architectures to publish for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Arch {
-    /// x86_64 images.
+    /// x86_64 images only.
     Amd64,
-    /// arm64 (Graviton) images.
+    /// arm64 (Graviton) images only.
     Arm64,
-    /// Both.
+    /// One image for each of amd64 and arm64 (the default).
     All,
 }
 
@@ -67,15 +67,15 @@ pub enum PublishAmiError {
     Refused {
         /// CamelCase reason, e.g. `AlreadyPublished`.
         reason: String,
-        /// Why.
+        /// The API server's message (409, 422) or the `Published=False` condition's.
         message: String,
     },
     /// No answer in time (exit 1).
     #[error("the sandbox did not publish {name} within {timeout:?}")]
     Timeout {
-        /// The AMIRelease's name.
+        /// The AMIRelease's name, e.g. `al2023-v20260401`.
         name: String,
-        /// How long we waited.
+        /// How long we waited (`--timeout`, default 30s).
         timeout: Duration,
     },
 }

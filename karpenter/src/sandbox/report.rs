@@ -29,9 +29,9 @@ pub struct Observation {
     pub pods_total: usize,
     /// Of those, bound to a node.
     pub pods_bound: usize,
-    /// The rest.
+    /// The rest: not terminal and not bound, each with why.
     pub pending: Vec<PendingPod>,
-    /// NodeClaims.
+    /// Every NodeClaim, deleting ones included.
     pub claims_total: usize,
     /// NodeClaims with `Launched=True`.
     pub claims_launched: usize,
@@ -176,15 +176,15 @@ impl Observation {
 /// The `--report` document.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    /// Pod counts.
+    /// Pods: not terminal, bound, and the unbound ones with why.
     pub pods: PodReport,
-    /// NodeClaim counts.
+    /// NodeClaims: all, initialized, and running instances per type.
     pub nodeclaims: ClaimReport,
     /// Sum of the launched offerings' prices, USD/hour.
     pub cost_per_hour_usd: f64,
     /// Seconds from start until settled (or until exit when it never settled).
     pub settle_seconds: f64,
-    /// Whether the cluster settled.
+    /// Whether the cluster settled ([`Observation::settled`]) before exit.
     pub settled: bool,
 }
 
@@ -202,9 +202,9 @@ pub struct PodReport {
 /// NodeClaims in the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClaimReport {
-    /// All NodeClaims.
+    /// Every NodeClaim, deleting ones included.
     pub total: usize,
-    /// Initialized NodeClaims.
+    /// NodeClaims with `Initialized=True`.
     pub initialized: usize,
     /// Running instances per instance type.
     pub by_instance_type: BTreeMap<String, usize>,
@@ -230,7 +230,8 @@ impl Report {
         }
     }
 
-    /// Human-readable report.
+    /// The report as text: `Settled after 12.3s`, pod and NodeClaim counts, cost per hour and
+    /// per month (730 hours), instance types, and pending pods grouped by reason.
     pub fn text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(

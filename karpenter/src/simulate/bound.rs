@@ -32,7 +32,7 @@ pub enum BoundError {
     /// Some class of pods fits no instance type (those pods cannot be held at any price).
     #[error("pods of class {0} fit no instance type")]
     Infeasible(String),
-    /// The LP solver failed.
+    /// The LP solver (microlp) failed for another reason than infeasibility.
     #[error("LP solver: {0}")]
     Solver(String),
 }
@@ -60,7 +60,7 @@ struct Class {
 /// An instance type as a NodePool can launch it: under the pool's requirements.
 #[derive(Clone, Debug)]
 pub struct Candidate {
-    /// The type.
+    /// The instance type, with its offerings (prices in USD/hour) and allocatable.
     pub instance_type: Arc<InstanceType>,
     /// The pool's requirements (they decide the admissible offerings and pods).
     pub requirements: Requirements,

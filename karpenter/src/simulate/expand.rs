@@ -26,9 +26,10 @@ pub struct Expanded {
     pub pods: Vec<Pod>,
     /// DaemonSets (their pods run on every compatible node).
     pub daemonsets: Vec<Arc<DaemonSet>>,
-    /// NodePools.
+    /// The workload's NodePools (the bundled default when it brings none).
     pub nodepools: Vec<Arc<NodePool>>,
-    /// EC2NodeClasses.
+    /// The workload's EC2NodeClasses (the bundled default when it brings none); their subnets
+    /// choose the zones offered.
     pub nodeclasses: Vec<Arc<EC2NodeClass>>,
     /// Namespaces (with labels) the workload defines, plus `default`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,

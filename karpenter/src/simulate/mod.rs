@@ -79,25 +79,25 @@ pub fn parse_generate(s: &str) -> Result<usize, String> {
 pub struct Unscheduled {
     /// `namespace/name`.
     pub name: String,
-    /// Why.
+    /// The solver's reason, e.g. `incompatible with nodepool "default", ...`.
     pub reason: String,
 }
 
 /// Pod counts.
 #[derive(Clone, Debug, Serialize)]
 pub struct PodCounts {
-    /// All pods.
+    /// Every pod to schedule: the workload's (replicas times `--scale`) or the generated mix.
     pub total: usize,
     /// Pods placed on a NodeClaim.
     pub scheduled: usize,
-    /// The others.
+    /// Pods placed nowhere, with the solver's reason.
     pub unschedulable: Vec<Unscheduled>,
 }
 
 /// NodeClaim counts.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClaimCounts {
-    /// NodeClaims.
+    /// NodeClaims the solve would create.
     pub total: usize,
     /// NodeClaims by the instance type they would launch (their cheapest option).
     pub by_instance_type: BTreeMap<String, usize>,
@@ -108,9 +108,9 @@ pub struct ClaimCounts {
 pub struct SimulateReport {
     /// `aws` or `synthetic-400`.
     pub instance_types: String,
-    /// Pods.
+    /// Pods: total, scheduled, and those that fit nowhere.
     pub pods: PodCounts,
-    /// NodeClaims.
+    /// NodeClaims: how many, and by instance type.
     pub nodeclaims: ClaimCounts,
     /// Sum of each NodeClaim's cheapest offering, USD/hour.
     pub cost_per_hour_usd: f64,
@@ -125,7 +125,7 @@ pub struct SimulateReport {
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
-    /// Bad workload input.
+    /// A workload file that cannot be read or parsed.
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
     /// A manifest cannot be used.
@@ -307,7 +307,8 @@ pub fn simulate(
 }
 
 impl SimulateReport {
-    /// Human-readable report.
+    /// The report as text: pods scheduled, NodeClaims, cost per hour against the lower bound,
+    /// solve time, the 15 commonest instance types and up to 10 unscheduled pods.
     pub fn text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
