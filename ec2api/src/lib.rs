@@ -91,7 +91,7 @@ impl Filter {
     }
 }
 
-/// A subnet.
+/// A subnet as DescribeSubnets reports it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SubnetInfo {
     /// `subnet-...`.

@@ -175,7 +175,8 @@ impl ColorChoice {
     }
 }
 
-/// The subcommands.
+/// The subcommands: `status`, `orphans`, `drift`, `upgrade`, `version`, `completion` and
+/// `why-pending`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The operator's cockpit: per NodePool, limits vs usage, nodes ready / in flight / drifted /

@@ -94,7 +94,7 @@ pub struct Skipped {
 /// The rollout state of one NodePool.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Plan {
-    /// The NodePool.
+    /// Name of the NodePool this plan is for.
     pub nodepool: String,
     /// Paused by the operator or by the controller after a failed step.
     pub paused: bool,
