@@ -2,7 +2,8 @@
 //! `nodeclaim/disruption/consolidation.go`, `nodeclaim/podevents`): keeps each NodeClaim's
 //! `status.lastPodEventTime` and `Consolidatable` condition, asks
 //! `karpenter_core::disruption::consolidation` for a command, carries it out only when the same
-//! command is decided again [`VALIDATION_DELAY`] later, and drives it to the end.
+//! command is decided again `Settings::consolidation_validation_delay` (15 s) later, and drives
+//! it to the end.
 //!
 //! A command's state lives in annotations (`crds::disruption`), so a restarted controller finds
 //! it: candidates are annotated and their nodes tainted `karpenter.sh/disrupted:NoSchedule`;
@@ -46,9 +47,6 @@ use crate::runtime::events::{
 use crate::runtime::feature_gates::FeatureGate;
 use crate::runtime::metrics;
 
-/// How long a decided command waits before it is decided again and carried out if it still
-/// holds (upstream's consolidation validation delay).
-pub const VALIDATION_DELAY: Duration = Duration::from_secs(15);
 /// How long multi-node consolidation may search (upstream: 1 minute), keeping the best found.
 pub const MULTI_NODE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long single-node consolidation may search (upstream: 3 minutes).
@@ -104,15 +102,17 @@ struct Decision {
 }
 
 impl Consolidation {
-    /// One consolidation pass. Returns whether something is under way (a command in progress or
-    /// a decision waiting for validation), so the orchestrator looks again soon.
-    pub async fn tick(&mut self, ctx: &Context) -> bool {
+    /// One consolidation pass. Returns how soon to look again: at once (`None`) while a command
+    /// is in progress or was just started (upstream re-runs immediately), when the decision
+    /// waiting for validation is due, or after `Settings::disruption_poll` when idle.
+    pub async fn tick(&mut self, ctx: &Context) -> Option<Duration> {
+        let idle = Some(ctx.settings.disruption_poll);
         let snap = Arc::new(ctx.state.snapshot());
         let now = ctx.clock.now();
         self.pod_events(ctx, &snap, now).await;
         if advance_commands(ctx, &snap, now).await {
             self.pending = None;
-            return true;
+            return None;
         }
         let listings = crate::provisioning::list_instance_types(ctx, &snap).await;
         let settings = Settings {
@@ -132,7 +132,7 @@ impl Consolidation {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!(error = %e, "consolidation decision failed");
-                    return false;
+                    return idle;
                 }
             }
         };
@@ -141,24 +141,31 @@ impl Consolidation {
         self.report(ctx, &snap, &decision);
         let Some(command) = decision.command else {
             self.pending = None;
-            return false;
+            return idle;
         };
         let fingerprint = Fingerprint::of(&command);
         match &self.pending {
-            Some((at, f)) if *f == fingerprint && at.elapsed() >= VALIDATION_DELAY => {
+            Some((at, f))
+                if *f == fingerprint
+                    && at.elapsed() >= ctx.settings.consolidation_validation_delay =>
+            {
                 self.pending = None;
                 if let Err(e) = start(ctx, &snap, &command).await {
                     tracing::warn!(error = %e, "starting a consolidation command failed");
                 }
-                true
+                None
             }
-            Some((_, f)) if *f == fingerprint => true,
+            Some((at, f)) if *f == fingerprint => Some(
+                ctx.settings
+                    .consolidation_validation_delay
+                    .saturating_sub(at.elapsed()),
+            ),
             _ => {
                 tracing::info!(method = command.method.as_str(), nodeclaims = ?fingerprint.candidates,
                     replacement = ?fingerprint.replacement, savings = command.savings(),
                     "consolidation decided; validating");
                 self.pending = Some((Instant::now(), fingerprint));
-                true
+                Some(ctx.settings.consolidation_validation_delay)
             }
         }
     }

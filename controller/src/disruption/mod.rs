@@ -1,7 +1,8 @@
 //! The one disruption orchestrator (Karpenter's node-upgrades design; upstream
 //! `pkg/controllers/disruption/controller.go`): a single loop that owns every voluntary
 //! disruption so the methods never fight. Each tick it first advances the serial upgrades of
-//! drifted nodes ([`crate::upgrade`]), then, every [`POLL`], consolidation ([`consolidation`]):
+//! drifted nodes ([`crate::upgrade`]), then, every `Settings::disruption_poll` (10 s),
+//! consolidation ([`consolidation`]):
 //! pod events and the `Consolidatable` condition, the commands in progress, and a new command
 //! (emptiness, then multi-node, then single-node). Both read one in-progress set from the
 //! cluster (a node being replaced for one reason is never a candidate for another) and one
@@ -17,8 +18,6 @@ use crate::upgrade;
 
 /// How often the orchestrator ticks: upgrade steps advance at this pace.
 pub const TICK: Duration = Duration::from_secs(1);
-/// How often consolidation looks for a command (upstream polls every 10 s).
-pub const POLL: Duration = Duration::from_secs(10);
 
 /// Run the orchestrator until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -32,9 +31,8 @@ pub async fn run(ctx: Arc<Context>) {
     loop {
         upgrade::tick(&ctx, &mut upgrades).await;
         if Instant::now() >= next {
-            let busy = consolidation.tick(&ctx).await;
-            // A command just started or advancing: look again soon, as upstream re-runs at once.
-            next = Instant::now() + if busy { TICK } else { POLL };
+            let wait = consolidation.tick(&ctx).await;
+            next = Instant::now() + wait.unwrap_or(TICK);
         }
         tokio::time::sleep(TICK).await;
     }

@@ -97,6 +97,11 @@ pub struct Settings {
     pub hash_versions: karpenter_core::lifecycle::drift::HashVersions,
     /// How long an upgrade step waits for its replacement to initialize before it rolls back.
     pub upgrade_initialization_timeout: Duration,
+    /// How often consolidation looks for a command (upstream: 10s). Not a flag: tests shorten it.
+    pub disruption_poll: Duration,
+    /// How long a consolidation decision waits before it is decided again and carried out
+    /// (upstream: 15s). Not a flag: tests shorten it.
+    pub consolidation_validation_delay: Duration,
     /// The gates `FEATURE_GATES` names; every other gate keeps upstream's default (only
     /// `ReservedCapacity` is on).
     pub feature_gates: FeatureGates,
@@ -126,6 +131,8 @@ impl Default for Settings {
             orphaned_node_grace: Duration::from_secs(120),
             hash_versions: Default::default(),
             upgrade_initialization_timeout: Duration::from_secs(600),
+            disruption_poll: Duration::from_secs(10),
+            consolidation_validation_delay: Duration::from_secs(15),
             feature_gates: FeatureGates::default(),
         }
     }
@@ -251,6 +258,7 @@ impl ControllerOptions {
             hash_versions: Default::default(),
             upgrade_initialization_timeout: self.upgrade_initialization_timeout,
             feature_gates,
+            ..Settings::default()
         })
     }
 }
