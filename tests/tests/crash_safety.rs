@@ -17,6 +17,15 @@ fn workload() -> String {
     deployment("app", 2, "500m", "256Mi")
 }
 
+/// Consolidation looks at new NodeClaims within a second (upstream polls every 10 s), so a
+/// settled world is reached sooner.
+fn quick_consolidation_pass() -> controller::runtime::Settings {
+    controller::runtime::Settings {
+        disruption_poll: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
 fn names(objects: &[Value]) -> Vec<String> {
     objects
         .iter()
@@ -25,8 +34,8 @@ fn names(objects: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// The world as a settled controller leaves it: `claims` NodeClaims, all initialized, one
-/// running instance each and nothing else, one node each, no object stuck deleting, every
+/// The world as a settled controller leaves it: `claims` NodeClaims, all initialized and
+/// judged for consolidation, one running instance each and nothing else, one node each, no object stuck deleting, every
 /// pod of the workload running.
 fn settled(tc: &TestCluster, claims: usize) -> Result<(), String> {
     let nodeclaims = tc.nodeclaims();
@@ -42,6 +51,17 @@ fn settled(tc: &TestCluster, claims: usize) -> Result<(), String> {
         .find(|c| condition(c, "Initialized").as_deref() != Some("True"))
     {
         return Err(format!("{:?} not initialized", c["metadata"]["name"]));
+    }
+    // The disruption orchestrator has looked at every NodeClaim (written its Consolidatable
+    // condition), so the NodeClaim status writes a step counts are the termination's own.
+    if let Some(c) = nodeclaims
+        .iter()
+        .find(|c| condition(c, "Consolidatable").is_none())
+    {
+        return Err(format!(
+            "{:?} not looked at by consolidation",
+            c["metadata"]["name"]
+        ));
     }
     let instances = tc.instance_ids();
     if instances != provider_ids(&nodeclaims) {
@@ -124,6 +144,7 @@ async fn crash_while_launching(what: &str, step: Step, at_crash: AtCrash) {
         &workload(),
         Options {
             controller: false,
+            settings: quick_consolidation_pass(),
             ..Options::default()
         },
     )
@@ -172,6 +193,7 @@ async fn crash_while_terminating_with(
         &workload(),
         Options {
             controller: false,
+            settings: quick_consolidation_pass(),
             ..Options::default()
         },
     )
