@@ -58,6 +58,16 @@ pub fn nodepool_of(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// The value of annotation `key` on a NodeClaim, if set.
+pub fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
 impl Snapshot {
     /// Pods Karpenter should provision for.
     pub fn provisionable_pods(&self) -> Vec<Arc<Pod>> {

@@ -33,13 +33,14 @@ use karpenter_core::disruption::consolidation::{
     self as decide, Action, Budgets, Command, Method, Settings, Simulator,
 };
 use karpenter_core::provisioning::plan::Listing;
-use karpenter_core::snapshot::{Snapshot, nodepool_of};
+use karpenter_core::snapshot::{Snapshot, annotation, nodepool_of};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use rand::Rng;
 use serde_json::json;
 
-use crate::nodeclaim::writes::{delete_claim, delete_claim_as_read, patch_metadata, set_condition};
+use crate::nodeclaim::writes::{
+    delete_claim, delete_claim_as_read, generated_name, patch_metadata, set_condition,
+};
 use crate::runtime::Context;
 use crate::runtime::events::{
     DEFAULT_DEDUPE, EventSpec, EventType, UNCONSOLIDATABLE_DEDUPE, reason, reference,
@@ -360,24 +361,6 @@ fn decide_pass(
     }
 }
 
-/// Five lowercase alphanumerics, like the API server's generateName suffix.
-fn suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
-}
-
 fn metric_reason(reason: DisruptionReason) -> &'static str {
     match reason {
         DisruptionReason::Empty => metrics::reason::EMPTY,
@@ -425,10 +408,10 @@ async fn taint(ctx: &Context, node: &Node, on: bool) {
 /// Errors: an API failure; candidates annotated before it are rolled back.
 async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), kube::Error> {
     let reason = command.reason;
-    let id = format!("{}-{}", reason.as_str().to_lowercase(), suffix());
+    let id = generated_name(&reason.as_str().to_lowercase());
     let replacement = match &command.action {
         Action::Delete => String::new(),
-        Action::Replace(r) => format!("{}-{}", r.planned.decision.nodepool, suffix()),
+        Action::Replace(r) => generated_name(&r.planned.decision.nodepool),
     };
     let now = ctx.clock.now().to_string();
     let mut annotated = Vec::new();

@@ -167,6 +167,19 @@ pub async fn write_metadata(
     .await
 }
 
+/// `<prefix>-<5 letters>`: a NodeClaim name chosen before the create (so a restart creates the
+/// same one), with a suffix like the API server's `generateName` ones (lowercase consonants and
+/// digits, no vowels: no words).
+pub fn generated_name(prefix: &str) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}-{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

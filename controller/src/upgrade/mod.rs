@@ -23,10 +23,11 @@ use crds::{NodeClaim, NodePool, StatusConditions, conditions};
 use jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use rand::Rng;
 use serde_json::json;
 
-use crate::nodeclaim::writes::{delete_claim, delete_claim_as_read, patch_metadata};
+use crate::nodeclaim::writes::{
+    delete_claim, delete_claim_as_read, generated_name, patch_metadata,
+};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
 use crate::runtime::reconcile::ReconcileError;
@@ -297,11 +298,7 @@ async fn advance(
             // Never created (the controller stopped first), or deleted since (its launch
             // failed): create one under a fresh name, so a launch is not replayed under an
             // idempotency token that already failed.
-            let fresh = format!(
-                "{}-{}",
-                pool.metadata.name.as_deref().unwrap_or_default(),
-                random_suffix()
-            );
+            let fresh = generated_name(pool.metadata.name.as_deref().unwrap_or_default());
             patch_metadata(
                 ctx,
                 &step.nodeclaim,
@@ -501,7 +498,7 @@ async fn start(
     let replacement = if candidate.pods == 0 {
         String::new()
     } else {
-        format!("{pool_name}-{}", random_suffix())
+        generated_name(&pool_name)
     };
     let now = ctx.clock.now().to_string();
     patch_metadata(
@@ -666,13 +663,4 @@ fn seconds_since(ctx: &Context, started: Option<&str>) -> u64 {
         .and_then(|s| s.parse::<Timestamp>().ok())
         .map(|s| ctx.clock.now().duration_since(s).as_secs().max(0) as u64)
         .unwrap_or(0)
-}
-
-/// Five lowercase alphanumerics, like the API server's generateName suffix.
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
 }

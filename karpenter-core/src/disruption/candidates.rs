@@ -24,7 +24,7 @@ use kube::ResourceExt;
 use super::blockers::{Blocker, opts_out, pod_blocker};
 use crate::capacity::InstanceType;
 use crate::scheduling::pod::{is_owned_by, is_terminal};
-use crate::snapshot::{Snapshot, nodepool_of};
+use crate::snapshot::{Snapshot, annotation, nodepool_of};
 
 /// A node consolidation may remove or replace.
 #[derive(Clone, Debug)]
@@ -211,15 +211,6 @@ fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> f64 {
     }
     let age = now.duration_since(created).as_secs_f64().max(0.0);
     ((life.as_secs_f64() - age) / life.as_secs_f64()).clamp(0.0, 1.0)
-}
-
-fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
 }
 
 /// The in-progress set: whether an upgrade step or a consolidation command already holds this
