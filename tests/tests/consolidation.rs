@@ -159,7 +159,7 @@ async fn a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidatio
     };
     let node = holder(&c).expect("the pinned pod runs");
     c.eventually("consolidation names the blocker", SETTLE, |c| {
-        c.events_with_reason("Unconsolidatable").iter().any(|e| {
+        c.events_with_reason("DisruptionBlocked").iter().any(|e| {
             e["note"]
                 .as_str()
                 .or(e["message"].as_str())

@@ -96,7 +96,9 @@ pub struct Consolidation {
 /// What [`decide_pass`] found: a command (or none), and why candidates were left alone.
 struct Decision {
     command: Option<Command>,
-    rejected: Vec<(String, String)>,
+    /// NodeClaims left alone: name, Event reason (`DisruptionBlocked` for a do-not-disrupt or
+    /// PodDisruptionBudget blocker, else `Unconsolidatable`), and why.
+    rejected: Vec<(String, &'static str, String)>,
     eligible: BTreeMap<&'static str, usize>,
     allowed: Vec<(String, DisruptionReason, usize)>,
     timed_out: Vec<&'static str>,
@@ -183,12 +185,12 @@ impl Consolidation {
         for method in &d.timed_out {
             ctx.metrics.consolidation_timed_out(method);
         }
-        for (name, why) in &d.rejected {
+        for (name, event, why) in &d.rejected {
             if let Some(claim) = snap.nodeclaims.iter().find(|c| c.name_any() == *name) {
                 ctx.recorder.publish(EventSpec {
                     regarding: reference(claim.as_ref()),
                     type_: EventType::Normal,
-                    reason: reason::UNCONSOLIDATABLE,
+                    reason: event,
                     message: why.clone(),
                     dedupe: UNCONSOLIDATABLE_DEDUPE,
                 });
@@ -310,7 +312,9 @@ fn decide_pass(
                     .entry(v.nodepool.unwrap_or_default())
                     .or_default() += 1;
             }
-            Err(NotCandidate::Blocked(b)) => rejected.push((v.nodeclaim, b.to_string())),
+            Err(NotCandidate::Blocked(b)) => {
+                rejected.push((v.nodeclaim, reason::DISRUPTION_BLOCKED, b.to_string()))
+            }
             Err(_) => {}
         }
     }
@@ -348,7 +352,10 @@ fn decide_pass(
             if Instant::now() >= deadline {
                 timed_out.push(Method::Single.as_str());
             }
-            rejected.extend(why.into_iter().map(|(n, w)| (n, w.to_string())));
+            rejected.extend(
+                why.into_iter()
+                    .map(|(n, w)| (n, reason::UNCONSOLIDATABLE, w.to_string())),
+            );
             single
         })
     });
