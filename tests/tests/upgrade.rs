@@ -411,3 +411,51 @@ async fn a_controller_killed_mid_step_resumes_that_step_only() {
         "the interrupted step was finished and recorded: {steps:#?}"
     );
 }
+
+/// A drifted node whose pod needs a zone gets its replacement in that zone: the replacement is
+/// computed by the solver from the node's pods, not sized from the old NodeClaim's requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_drift_replacement_keeps_the_zone_its_pods_need() {
+    let zonal = tests::deployment("zonal", 1, "500m", "256Mi").replace(
+        "    spec:\n      containers:\n",
+        "    spec:\n      nodeSelector: {topology.kubernetes.io/zone: us-east-1b}\n      containers:\n",
+    );
+    let c = TestCluster::start(&zonal, Options::default()).await;
+    c.eventually("the zonal pod runs", ROLLOUT, |c| {
+        c.nodeclaims().len() == 1
+            && condition(&c.nodeclaims()[0], "Initialized").as_deref() == Some("True")
+    })
+    .await;
+    let old = name(&c.nodeclaims()[0]);
+    c.publish_ami("al2023", None);
+    c.eventually("the drifted node replaced", ROLLOUT, |c| {
+        let claims = c.nodeclaims();
+        !claims.iter().any(|x| name(x) == old)
+            && claims.len() == 1
+            && condition(&claims[0], "Initialized").as_deref() == Some("True")
+    })
+    .await;
+    let replacement = &c.nodeclaims()[0];
+    let zones: Vec<&str> = replacement["spec"]["requirements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["key"] == "topology.kubernetes.io/zone")
+        .flat_map(|r| r["values"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        zones,
+        ["us-east-1b"],
+        "the replacement asks for the pod's zone"
+    );
+    assert_eq!(
+        replacement["metadata"]["labels"]["topology.kubernetes.io/zone"],
+        "us-east-1b"
+    );
+    assert_eq!(
+        c.sim().launches(),
+        2,
+        "one replacement, and no extra node for a pod stranded in another zone"
+    );
+}

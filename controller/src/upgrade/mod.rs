@@ -32,6 +32,8 @@ use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
 use crate::runtime::reconcile::ReconcileError;
 use karpenter_core::disruption::budgets::budget_active;
+use karpenter_core::disruption::candidates::is_reschedulable;
+use karpenter_core::disruption::consolidation;
 use karpenter_core::disruption::upgrade::{self as plan, Candidate, Plan, StepInProgress, View};
 use karpenter_core::provisioning::template;
 use karpenter_core::scheduling::requirements::Requirement;
@@ -531,10 +533,52 @@ async fn start(
     }
 }
 
+/// The replacement for `old` as the provisioner would launch it for the pods on `old`'s node:
+/// the solver places those pods on the NodePool's current template alone, so the replacement
+/// keeps the zones, volumes and affinities they need (the node-upgrade design: "match the
+/// scheduling constraints and the resource requirements of the pods on the drifted nodes").
+/// `None` when the solver cannot make one NodeClaim of them (the caller then sizes the
+/// replacement from `old`'s requests).
+async fn solver_replacement(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Option<NodeClaim> {
+    let snap = Arc::new(ctx.state.snapshot());
+    let node = old.status.as_ref().and_then(|s| s.node_name.clone())?;
+    let pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>> = snap
+        .pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+        .filter(|p| is_reschedulable(p))
+        .cloned()
+        .collect();
+    let listings = crate::provisioning::list_instance_types(ctx, &snap).await;
+    let settings = consolidation::Settings {
+        now: ctx.clock.now(),
+        spot_to_spot: false,
+        hash_versions: ctx.settings.hash_versions.clone(),
+    };
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let planned = tokio::task::spawn_blocking(move || {
+        let mut sim = consolidation::Simulator::new(&snap, &listings, &settings);
+        sim.replacement_for(&pods)
+    })
+    .await
+    .ok()?;
+    match planned {
+        Ok(Some(p)) if p.decision.nodepool == pool_name => Some(p.nodeclaim),
+        Ok(_) => None,
+        Err(why) => {
+            tracing::info!(nodeclaim = ?old.metadata.name, why = %why,
+                "sizing the upgrade replacement from the old NodeClaim's requests");
+            None
+        }
+    }
+}
+
 /// Create the replacement NodeClaim `name` for `old`: the NodePool's current template (so it
-/// is not drifted itself), sized for what `old` was sized for, on the instance types the node
-/// class offers now that fit, cheapest first. `Ok(Err(why))` when no replacement can be made
-/// (no node class, no instance type fits): the step rolls back at once with that reason.
+/// is not drifted itself), computed by the solver from the pods on `old`'s node
+/// ([`solver_replacement`]), or else sized for what `old` was sized for, on the instance types
+/// the node class offers now that fit, cheapest first. `Ok(Err(why))` when no replacement can
+/// be made (no node class, no instance type fits): the step rolls back at once with that
+/// reason.
 ///
 /// Errors: API or cloud failures (retried).
 async fn create_replacement(
@@ -587,7 +631,10 @@ async fn create_replacement(
         requests,
         pods: vec![],
     };
-    let mut claim = template::nodeclaim(pool, &decision, &ctx.settings.hash_versions);
+    let mut claim = match solver_replacement(ctx, pool, old).await {
+        Some(claim) => claim,
+        None => template::nodeclaim(pool, &decision, &ctx.settings.hash_versions),
+    };
     claim.metadata.generate_name = None;
     claim.metadata.name = Some(name.to_string());
     let annotations = claim

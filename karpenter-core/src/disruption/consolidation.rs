@@ -336,6 +336,60 @@ impl<'a> Simulator<'a> {
         }
     }
 
+    /// A replacement for a node whose `pods` must move to a node launched from its NodePool's
+    /// current template (a drifted node): the solver places those pods alone (no existing node,
+    /// no pending pod), so the replacement honours their zones, volumes, affinities and spread
+    /// as a provisioned node would. `Ok(None)` when nothing needs placing (an empty node).
+    ///
+    /// Errors: a pod does not schedule on any NodePool, or needs more than one new NodeClaim.
+    pub fn replacement_for(
+        &mut self,
+        pods: &[Arc<k8s_openapi::api::core::v1::Pod>],
+    ) -> Result<Option<PlannedNodeClaim>, Unconsolidatable> {
+        let mut infos = Vec::new();
+        for pod in pods {
+            let Ok(mut info) = PodInfo::from_pod(pod) else {
+                return Err(Unconsolidatable::PodWouldNotSchedule {
+                    pod: PodKey::of(pod).to_string(),
+                    why: "its spec cannot be read".into(),
+                });
+            };
+            info.add_volume_requirements(&self.volumes.requirements(pod));
+            infos.push(info);
+        }
+        if infos.is_empty() {
+            return Ok(None);
+        }
+        let pending = std::mem::replace(&mut self.base.pods, infos);
+        let existing = std::mem::take(&mut self.base.existing);
+        let out = solver::solve(&self.base);
+        self.base.pods = pending;
+        self.base.existing = existing;
+        if let Some(e) = out.errors.first() {
+            return Err(Unconsolidatable::PodWouldNotSchedule {
+                pod: e.pod.to_string(),
+                why: e.to_string(),
+            });
+        }
+        let mut claims = out.new_claims;
+        if claims.len() > 1 {
+            return Err(Unconsolidatable::NeedsSeveralNodeClaims {
+                count: claims.len(),
+            });
+        }
+        let Some(decision) = claims.pop() else {
+            return Ok(None);
+        };
+        let Some(pool) = self.pools.get(&decision.nodepool) else {
+            return Err(Unconsolidatable::NeedsSeveralNodeClaims { count: 0 });
+        };
+        Ok(Some(PlannedNodeClaim {
+            nodeclaim: template::nodeclaim(pool, &decision, &self.settings.hash_versions),
+            nodepool: Arc::clone(pool),
+            decision,
+        }))
+    }
+
     /// The one new NodeClaim as a replacement, if it can be made strictly cheaper within the
     /// capacity-type rules.
     fn replacement(

@@ -345,3 +345,45 @@ fn a_replacement_keeps_the_zone_its_pods_need() {
         .map(|q| q.values.clone());
     assert_eq!(zones, Some(vec!["test-zone-a".to_string()]));
 }
+
+#[test]
+fn a_drift_replacement_is_sized_and_placed_by_the_solver_from_the_pods() {
+    let zonal = testutil::pod("zonal")
+        .cpu("1500m")
+        .memory("256Mi")
+        .on_node("old")
+        .phase("Running")
+        .node_selector(TOPOLOGY_ZONE_LABEL, "test-zone-b")
+        .owner("apps/v1", "ReplicaSet", "z", "z-uid")
+        .arc();
+    let snap = cluster(
+        &[
+            ("old", "gp.4xlarge", "on-demand"),
+            ("roomy", "gp.4xlarge", "on-demand"),
+        ],
+        vec![Arc::clone(&zonal)],
+        serde_json::json!({}),
+    );
+    let s = settings(false);
+    let mut sim = Simulator::new(&snap, &listings(), &s);
+    let planned = sim
+        .replacement_for(&[zonal])
+        .expect("schedulable")
+        .expect("a replacement");
+    // Sized from the pod (a 1.5-cpu pod fits gp.large first), not from the old node, and in
+    // the zone the pod needs, although other nodes have room for it.
+    assert_eq!(planned.decision.instance_types[0].name, "gp.large");
+    let zones = planned
+        .nodeclaim
+        .spec
+        .requirements
+        .iter()
+        .find(|q| q.key == TOPOLOGY_ZONE_LABEL)
+        .map(|q| q.values.clone());
+    assert_eq!(zones, Some(vec!["test-zone-b".to_string()]));
+    assert!(
+        sim.replacement_for(&[])
+            .expect("nothing to place")
+            .is_none()
+    );
+}
