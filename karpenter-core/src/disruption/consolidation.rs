@@ -256,9 +256,26 @@ impl Budgets {
     }
 }
 
+/// Whether a pod takes part in inter-pod constraints: topology spread, (anti-)affinity, or host
+/// ports. Bound pods matter to a solve only through these.
+fn interacts(p: &PodInfo) -> bool {
+    let c = &p.constraints;
+    !(c.spread.is_empty()
+        && c.affinity.is_empty()
+        && c.anti_affinity.is_empty()
+        && c.preferred_affinity.is_empty()
+        && c.preferred_anti_affinity.is_empty()
+        && c.host_ports.is_empty())
+}
+
 /// Simulates removing sets of candidates with the provisioner's solver, over one snapshot.
 pub struct Simulator<'a> {
     base: Input,
+    /// The bound pods, kept aside while no pod in play interacts with others ([`interacts`]):
+    /// then they change nothing in a solve, and leaving them out saves counting tens of
+    /// thousands of pods per simulation.
+    bound: Vec<crate::scheduling::solver::BoundPod>,
+    bound_interact: bool,
     pools: HashMap<String, Arc<NodePool>>,
     pending: HashSet<PodKey>,
     volumes: VolumeIndex,
@@ -273,9 +290,14 @@ impl<'a> Simulator<'a> {
         listings: &HashMap<String, Listing>,
         settings: &'a Settings,
     ) -> Self {
-        let prepared = plan::prepare(snap, listings, false);
+        let mut prepared = plan::prepare(snap, listings, false);
         let pending = prepared.input.pods.iter().map(|p| p.key.clone()).collect();
+        let bound_interact = prepared.input.bound_pods.iter().any(|b| interacts(&b.pod))
+            || prepared.input.pods.iter().any(interacts);
+        let bound = std::mem::take(&mut prepared.input.bound_pods);
         Simulator {
+            bound,
+            bound_interact,
             base: prepared.input,
             pools: prepared.pools,
             pending,
@@ -314,8 +336,15 @@ impl<'a> Simulator<'a> {
             }
         }
         let pending = self.base.pods.len();
+        let with_bound = self.bound_interact || infos.iter().any(interacts);
         self.base.pods.extend(infos);
+        if with_bound {
+            std::mem::swap(&mut self.base.bound_pods, &mut self.bound);
+        }
         let out = solver::solve(&self.base);
+        if with_bound {
+            std::mem::swap(&mut self.base.bound_pods, &mut self.bound);
+        }
         self.base.pods.truncate(pending);
         self.base.existing.extend(removed);
         if let Some(e) = out.errors.iter().find(|e| moving.contains(&e.pod)) {
@@ -362,6 +391,7 @@ impl<'a> Simulator<'a> {
         }
         let pending = std::mem::replace(&mut self.base.pods, infos);
         let existing = std::mem::take(&mut self.base.existing);
+        // Nothing exists in this solve: bound pods, whose nodes are not in it, count for nothing.
         let out = solver::solve(&self.base);
         self.base.pods = pending;
         self.base.existing = existing;
