@@ -3,7 +3,7 @@
 
 use crds::NodeClaim;
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use testutil::{condition, nodeclaim};
 
 use crate::status::PriceBook;
 
@@ -12,28 +12,14 @@ pub fn now() -> Timestamp {
     "2025-06-01T12:00:00Z".parse().expect("fixed now")
 }
 
-/// A NodeClaim of `pool` created at `created`, with no labels beyond the NodePool's and no
-/// status.
+/// A NodeClaim of `pool` created at `created`, with uid `uid-<name>`, no labels beyond the
+/// NodePool's and no status.
 pub fn claim(name: &str, pool: &str, created: &str) -> NodeClaim {
-    from_json(json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {
-            "name": name,
-            "uid": format!("uid-{name}"),
-            "creationTimestamp": created,
-            "labels": {"karpenter.sh/nodepool": pool},
-        },
-        "spec": {
-            "requirements": [],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        },
-    }))
-}
-
-/// Parses a NodeClaim from its JSON form.
-pub fn from_json(value: Value) -> NodeClaim {
-    serde_json::from_value(value).expect("valid NodeClaim")
+    nodeclaim(name)
+        .uid(format!("uid-{name}"))
+        .created(created)
+        .nodepool(pool)
+        .build()
 }
 
 /// Sets the offering labels a launched NodeClaim carries.
@@ -52,14 +38,8 @@ pub fn set_status(claim: &mut NodeClaim, type_: &str, status: &str) {
     let conds = &mut claim.status.get_or_insert_with(Default::default).conditions;
     conds.retain(|c| c.type_ != type_);
     conds.push(
-        serde_json::from_value(json!({
-            "type": type_,
-            "status": status,
-            "reason": type_,
-            "message": "",
-            "lastTransitionTime": "2025-06-01T11:00:00Z",
-        }))
-        .expect("valid condition"),
+        serde_json::from_value(condition(type_, status).at("2025-06-01T11:00:00Z").json())
+            .expect("valid condition"),
     );
 }
 

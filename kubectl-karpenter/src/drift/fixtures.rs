@@ -2,30 +2,23 @@
 //! launched NodeClaims stamped from them the way the controller stamps them.
 
 use crds::hash::{nodeclass_fields, nodeclass_stamp, nodepool_fields, nodepool_stamp};
-use crds::{EC2NodeClass, NodeClaim, NodePool};
+use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
+use crds::{EC2NodeClass, NodeClaim, NodePool, Operator};
 use karpenter_core::lifecycle::drift::{Finding, HashVersions, Verdict};
 use serde_json::{Value, json};
+use testutil::{condition, ec2nodeclass, nodeclaim, nodepool};
 
 /// The AMI the node class resolves and NodeClaims were launched from.
 pub const AMI: &str = "ami-0aaa";
 
-/// The `default` NodePool, with `taints` in its template.
+/// The `default` NodePool (template label `team: web`, spot or on-demand), with `taints` (a
+/// JSON array) in its template.
 pub fn pool(taints: Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default"},
-        "spec": {"template": {
-            "metadata": {"labels": {"team": "web"}},
-            "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
-                ],
-                "taints": taints,
-            },
-        }},
-    }))
-    .expect("valid NodePool")
+    nodepool("default")
+        .template_label("team", "web")
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["spot", "on-demand"])
+        .merge(json!({"spec": {"template": {"spec": {"taints": taints}}}}))
+        .build()
 }
 
 /// The taint added to the NodePool after stamping in the drift tests.
@@ -33,24 +26,18 @@ pub fn gpu_taint() -> Value {
     json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
 }
 
-/// The `default` EC2NodeClass, resolving [`AMI`].
+/// The `default` EC2NodeClass (role `KarpenterNodeRole`, discovery tag `c`), resolving [`AMI`]
+/// in `us-east-1a`.
 pub fn class() -> EC2NodeClass {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "role": "KarpenterNodeRole",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
-        },
-        "status": {
+    ec2nodeclass("default")
+        .role("KarpenterNodeRole")
+        .discovery("c")
+        .merge(json!({"status": {
             "subnets": [{"id": "subnet-a", "zone": "us-east-1a"}],
             "securityGroups": [{"id": "sg-1"}],
             "amis": [{"id": AMI, "name": "al2023-x86_64", "requirements": []}],
-        },
-    }))
-    .expect("valid EC2NodeClass")
+        }}))
+        .build()
 }
 
 /// A launched and registered NodeClaim of `default`, stamped from `pool` and `class` under the
@@ -62,41 +49,29 @@ pub fn claim(name: &str, pool: &NodePool, class: &EC2NodeClass) -> NodeClaim {
         &nodeclass_fields(class),
         &versions.nodeclass,
     ));
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "karpenter.sh/nodepool": "default", "team": "web",
-                "karpenter.sh/capacity-type": "on-demand",
-                "node.kubernetes.io/instance-type": "m5.large",
-            },
-            "annotations": annotations,
-        },
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [],
-        },
-        "status": {
-            "providerID": format!("aws:///us-east-1a/i-{name}"),
-            "nodeName": format!("ip-{name}.ec2.internal"),
-            "imageID": AMI,
-            "conditions": [{"type": "Launched", "status": "True", "reason": "Launched",
-                            "message": "", "lastTransitionTime": "2025-06-01T06:00:00Z"}],
-        },
-    }))
-    .expect("valid NodeClaim")
+    nodeclaim(name)
+        .nodepool("default")
+        .labels([
+            ("team", "web"),
+            (CAPACITY_TYPE_LABEL, "on-demand"),
+            (INSTANCE_TYPE_LABEL, "m5.large"),
+        ])
+        .annotations(annotations)
+        .provider_id(format!("aws:///us-east-1a/i-{name}"))
+        .node_name(format!("ip-{name}.ec2.internal"))
+        .image_id(AMI)
+        .with_condition(condition("Launched", "True").at("2025-06-01T06:00:00Z"))
+        .build()
 }
 
 /// Sets `Drifted=True` as the controller writes it for `findings`, at 11:55.
 pub fn mark_drifted(claim: &mut NodeClaim, findings: &[Finding]) {
     let reason = findings.first().map(|f| f.reason).unwrap_or_default();
-    let condition = serde_json::from_value(json!({
-        "type": "Drifted", "status": "True", "reason": reason,
-        "message": Verdict::message(findings),
-        "lastTransitionTime": "2025-06-01T11:55:00Z",
-    }))
-    .expect("valid condition");
+    let condition = condition("Drifted", "True")
+        .reason(reason)
+        .message(Verdict::message(findings))
+        .at("2025-06-01T11:55:00Z");
+    let condition = serde_json::from_value(condition.json()).expect("valid condition");
     claim
         .status
         .get_or_insert_with(Default::default)

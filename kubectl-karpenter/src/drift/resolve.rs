@@ -135,13 +135,12 @@ mod tests {
         vec![a, b]
     }
 
+    /// A Node `name` whose spec has `providerID` when given (a `null` in the merge patch
+    /// leaves the spec empty).
     fn node(name: &str, provider_id: Option<&str>) -> Node {
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name},
-            "spec": {"providerID": provider_id},
-        }))
-        .expect("valid Node")
+        testutil::node(name)
+            .merge(json!({"spec": {"providerID": provider_id}}))
+            .build()
     }
 
     fn name_of(r: Result<&NodeClaim, ResolveError>) -> String {

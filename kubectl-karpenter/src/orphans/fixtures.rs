@@ -7,7 +7,6 @@ use crds::NodeClaim;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde_json::json;
 
 use super::classify::{Inputs, classify};
 use super::{CloudInstance, CloudView, Orphan, Thresholds};
@@ -52,18 +51,15 @@ pub fn deleting(c: &mut NodeClaim, hms: &str) {
     c.metadata.deletion_timestamp = Some(Time(at(hms)));
 }
 
-/// A Node of `pool` (unlabelled when `None`) for instance `n`.
+/// A Node of `pool` (unlabelled when `None`) for instance `n`, created at 10:01.
 pub fn node(name: &str, pool: Option<&str>, n: u32, finalizers: &[&str]) -> Node {
-    let labels: BTreeMap<String, String> = pool
-        .map(|p| [("karpenter.sh/nodepool".to_owned(), p.to_owned())].into())
-        .unwrap_or_default();
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "finalizers": finalizers,
-                     "creationTimestamp": "2025-06-01T10:01:00Z"},
-        "spec": {"providerID": ids(n).0},
-    }))
-    .expect("node")
+    finalizers
+        .iter()
+        .fold(testutil::node(name), |node, f| node.finalizer(f))
+        .labels(pool.map(|p| (crds::labels::NODEPOOL_LABEL, p)))
+        .created("2025-06-01T10:01:00Z")
+        .provider_id(ids(n).0)
+        .build()
 }
 
 /// Instance `n`, launched at `hms`, tagged for `nodeclaim`.

@@ -4,7 +4,7 @@
 use crds::upgrade::PAUSED_ANNOTATION;
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
-use serde_json::json;
+use testutil::{condition, nodepool};
 
 use super::rows::{PriceBook, Row};
 use super::sort::{SortBy, sort_rows};
@@ -16,24 +16,15 @@ pub fn now() -> Timestamp {
     crate::fixtures::now()
 }
 
-/// A NodePool named `name` with `limits` (resource, quantity).
+/// A NodePool named `name`, created 2025-05-01, with `limits` (resource, quantity).
 pub fn pool(name: &str, limits: &[(&str, &str)]) -> NodePool {
-    let limits: serde_json::Map<String, serde_json::Value> = limits
+    limits
         .iter()
-        .map(|(k, v)| ((*k).to_owned(), json!(v)))
-        .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": name, "creationTimestamp": "2025-05-01T00:00:00Z"},
-        "spec": {
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [],
-            }},
-            "limits": limits,
-        },
-    }))
-    .expect("valid NodePool")
+        .fold(nodepool(name), |pool, (resource, quantity)| {
+            pool.limit(resource, quantity)
+        })
+        .created("2025-05-01T00:00:00Z")
+        .build()
 }
 
 /// Sets the NodePool's `status.resources`.
@@ -51,13 +42,10 @@ pub fn set_usage(pool: &mut NodePool, usage: &[(&str, &str)]) {
 pub fn set_condition(pool: &mut NodePool, type_: &str, status: &str, reason: &str) {
     let conds = &mut pool.status.get_or_insert_with(Default::default).conditions;
     conds.retain(|c| c.type_ != type_);
-    conds.push(
-        serde_json::from_value(json!({
-            "type": type_, "status": status, "reason": reason, "message": "",
-            "lastTransitionTime": "2025-06-01T11:00:00Z",
-        }))
-        .expect("valid condition"),
-    );
+    let condition = condition(type_, status)
+        .reason(reason)
+        .at("2025-06-01T11:00:00Z");
+    conds.push(serde_json::from_value(condition.json()).expect("valid condition"));
 }
 
 /// `default` (limits cpu 1000, memory 1000Gi; two nodes' worth of usage; the controller says

@@ -12,7 +12,8 @@ use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use serde_json::{Value, json};
+use serde_json::json;
+use testutil::{PodBuilder, condition, nodeclaim, nodepool, pdb};
 
 use super::report::PoolStatus;
 
@@ -47,16 +48,10 @@ pub fn pool() -> NodePool {
         record("default-old2", Outcome::RolledBack, 610),
     ];
     let history = serde_json::to_string(&history).expect("history JSON");
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": "default", "resourceVersion": "7",
-                     "annotations": {HISTORY_ANNOTATION: history}},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [],
-        }}},
-    }))
-    .expect("valid NodePool")
+    nodepool("default")
+        .resource_version("7")
+        .annotation(HISTORY_ANNOTATION, history)
+        .build()
 }
 
 /// Sets an annotation on `pool`.
@@ -67,47 +62,34 @@ pub fn annotate(pool: &mut NodePool, key: &str, value: &str) {
         .insert(key.into(), value.into());
 }
 
-fn condition(t: &str) -> Value {
-    json!({"type": t, "status": "True", "reason": t, "message": "",
-           "lastTransitionTime": "2025-06-01T06:00:00Z"})
-}
-
-/// A NodeClaim of `default` on `node` with `conditions` True and `annotations`.
-fn claim(name: &str, node: Option<&str>, conditions: &[&str], annotations: Value) -> NodeClaim {
-    let conditions: Vec<Value> = conditions.iter().map(|t| condition(t)).collect();
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "creationTimestamp": "2025-06-01T06:00:00Z",
-                     "labels": {"karpenter.sh/nodepool": "default"},
-                     "annotations": annotations},
-        "spec": {"requirements": [],
-                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-        "status": {"nodeName": node, "conditions": conditions},
-    }))
-    .expect("valid NodeClaim")
-}
-
-fn pod(ns: &str, name: &str, node: &str, extra: Value) -> Pod {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"namespace": ns, "name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app"}]},
-        "status": {"phase": "Running"},
-    });
-    merge(&mut pod, extra);
-    serde_json::from_value(pod).expect("valid Pod")
-}
-
-/// Merges `extra` into `base`, objects key by key.
-fn merge(base: &mut Value, extra: Value) {
-    match (base, extra) {
-        (Value::Object(base), Value::Object(extra)) => {
-            for (k, v) in extra {
-                merge(base.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (base, extra) => *base = extra,
+/// A NodeClaim of `default` created at 06:00 on `node`, with `conditions` True since 06:00 and
+/// `annotations`.
+fn claim(
+    name: &str,
+    node: Option<&str>,
+    conditions: &[&str],
+    annotations: &[(&str, &str)],
+) -> Arc<NodeClaim> {
+    let claim = conditions.iter().fold(
+        nodeclaim(name)
+            .created("2025-06-01T06:00:00Z")
+            .nodepool("default")
+            .annotations(annotations.iter().copied()),
+        |claim, t| claim.with_condition(condition(t, "True").at("2025-06-01T06:00:00Z")),
+    );
+    match node {
+        Some(node) => claim.node_name(node).arc(),
+        None => claim.arc(),
     }
+}
+
+/// A running pod `ns/name` on `node` with one container `app` (image `app`).
+fn pod(ns: &str, name: &str, node: &str) -> PodBuilder {
+    testutil::pod(name)
+        .namespace(ns)
+        .on_node(node)
+        .merge(json!({"spec": {"containers": [{"name": "app", "image": "app"}]}}))
+        .phase("Running")
 }
 
 /// The NodeClaims of `default`, their pods and the PodDisruptionBudget `shop/cart`:
@@ -126,75 +108,58 @@ pub fn objects() -> Objects {
             "default-stepping",
             Some("ip-10-0-1-3.ec2.internal"),
             &drifted,
-            json!({REPLACEMENT_ANNOTATION: "default-r1",
-                   STEP_STARTED_ANNOTATION: "2025-06-01T11:58:00Z"}),
+            &[
+                (REPLACEMENT_ANNOTATION, "default-r1"),
+                (STEP_STARTED_ANNOTATION, "2025-06-01T11:58:00Z"),
+            ],
         ),
         claim(
             "default-r1",
             None,
             &["Launched"],
-            json!({REPLACES_ANNOTATION: "default-stepping"}),
+            &[(REPLACES_ANNOTATION, "default-stepping")],
         ),
         claim(
             "default-busy",
             Some("ip-10-0-1-1.ec2.internal"),
             &drifted,
-            json!({}),
+            &[],
         ),
         claim(
             "default-blocked",
             Some("ip-10-0-1-2.ec2.internal"),
             &drifted,
-            json!({}),
+            &[],
         ),
         claim(
             "default-empty",
             Some("ip-10-0-1-4.ec2.internal"),
             &drifted,
-            json!({}),
+            &[],
         ),
         claim(
             "default-fresh",
             Some("ip-10-0-1-5.ec2.internal"),
             &drifted[..4],
-            json!({}),
+            &[],
         ),
     ];
     let busy = "ip-10-0-1-1.ec2.internal";
     let pods = vec![
-        pod(
-            "shop",
-            "web-0",
-            busy,
-            json!({"spec": {"terminationGracePeriodSeconds": 45}}),
-        ),
-        pod("shop", "web-1", busy, json!({})),
-        pod(
-            "kube-system",
-            "agent-1",
-            busy,
-            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1",
-                "kind": "DaemonSet", "name": "agent", "uid": "u1", "controller": true}]}}),
-        ),
-        pod(
-            "shop",
-            "cart-0",
-            "ip-10-0-1-2.ec2.internal",
-            json!({"metadata": {"labels": {"app": "cart"}}}),
-        ),
+        pod("shop", "web-0", busy).grace_period(45).arc(),
+        pod("shop", "web-1", busy).arc(),
+        pod("kube-system", "agent-1", busy)
+            .owner("apps/v1", "DaemonSet", "agent", "u1")
+            .arc(),
+        pod("shop", "cart-0", "ip-10-0-1-2.ec2.internal")
+            .label("app", "cart")
+            .arc(),
     ];
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"namespace": "shop", "name": "cart"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "cart"}}},
-        "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1,
-                   "expectedPods": 1},
-    }))
-    .expect("valid PodDisruptionBudget");
+    let pdb = pdb("cart").namespace("shop").disruptions_allowed(0).arc();
     Objects {
-        claims: claims.into_iter().map(Arc::new).collect(),
-        pods: pods.into_iter().map(Arc::new).collect(),
-        pdbs: vec![Arc::new(pdb)],
+        claims,
+        pods,
+        pdbs: vec![pdb],
     }
 }
 

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeSet;
 
-use crds::NodeClaim;
+use crds::Operator;
+use crds::labels::INSTANCE_TYPE_LABEL;
 use karpenter_core::capacity::catalog::Catalog;
 use serde_json::{Value, json};
+use testutil::{condition, ec2nodeclass, nodeclaim};
 
 use super::*;
 
@@ -12,30 +14,26 @@ fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).expect("valid object")
 }
 
+/// A pod `shop/name` (uid `uid-<name>`) asking for 500m and 512Mi that kube-scheduler marked
+/// unschedulable, with `spec` merged into its spec.
 fn pod(name: &str, spec: Value) -> Pod {
-    let mut spec_obj = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]});
-    if let (Some(s), Some(e)) = (spec_obj.as_object_mut(), spec.as_object()) {
-        for (k, v) in e {
-            s.insert(k.clone(), v.clone());
-        }
-    }
-    from(json!({
-        "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")},
-        "spec": spec_obj,
-        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
-    }))
+    testutil::pod(name)
+        .namespace("shop")
+        .uid(format!("uid-{name}"))
+        .cpu("500m")
+        .memory("512Mi")
+        .unschedulable()
+        .merge(json!({"spec": spec}))
+        .build()
 }
 
+/// A Ready NodePool `name` of `weight` with `taints` (a JSON array) in its template.
 fn nodepool(name: &str, weight: i32, taints: Value) -> Arc<crds::NodePool> {
-    Arc::new(from(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"weight": weight, "template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [], "taints": taints}}},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
-            "lastTransitionTime": "2025-01-01T00:00:00Z"}]},
-    })))
+    testutil::nodepool(name)
+        .weight(weight)
+        .merge(json!({"spec": {"template": {"spec": {"taints": taints}}}}))
+        .with_condition(condition("Ready", "True").at("2025-01-01T00:00:00Z"))
+        .arc()
 }
 
 fn world(pods: Vec<Pod>) -> World {
@@ -51,12 +49,12 @@ fn world(pods: Vec<Pod>) -> World {
                 ),
                 nodepool("default", 0, json!([])),
             ],
-            nodeclasses: vec![Arc::new(from(json!({
-                "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
-                "metadata": {"name": "default"},
-                "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                    "subnetSelectorTerms": [{"id": "s"}], "securityGroupSelectorTerms": [{"id": "g"}]},
-            })))],
+            nodeclasses: vec![
+                ec2nodeclass("default")
+                    .subnet_ids(["s"])
+                    .security_group_ids(["g"])
+                    .arc(),
+            ],
             ..Snapshot::default()
         },
     }
@@ -144,13 +142,10 @@ fn nominated_pods_wait_for_their_nodeclaim_while_it_exists() {
     }))];
     // The NodeClaim is gone: the NodePools are asked.
     assert_eq!(build(&w, false, types)[0].state, PodState::Provisionable);
-    let claim: NodeClaim = from(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-        "status": {"conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
-            "lastTransitionTime": "2025-01-01T00:00:00Z"}]},
-    }));
+    let claim = nodeclaim("default-abcde")
+        .nodepool("default")
+        .with_condition(condition("Launched", "True").at("2025-01-01T00:00:00Z"))
+        .build();
     w.snapshot.nodeclaims = vec![Arc::new(claim)];
     let r = &build(&w, false, types)[0];
     assert_eq!(r.state, PodState::WaitingForNodeClaim);
@@ -188,13 +183,10 @@ fn bound_finished_and_daemonset_pods() {
 #[test]
 fn pods_that_fit_an_in_flight_nodeclaim_wait_for_it_without_an_event() {
     let mut w = world(vec![pod("web", json!({}))]);
-    let claim: NodeClaim = from(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "default-fghij", "labels": {"karpenter.sh/nodepool": "default"}},
-        "spec": {
-            "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}],
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
-    }));
+    let claim = nodeclaim("default-fghij")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])
+        .build();
     w.snapshot.nodeclaims = vec![Arc::new(claim)];
     let r = &build(&w, false, types)[0];
     assert_eq!(r.state, PodState::WaitingForNodeClaim);
