@@ -301,17 +301,12 @@ fn decide_pass(
         karpenter_core::provisioning::template::index_types(&mut types, t);
     }
     let verdicts = candidates::verdicts(snap, &types, settings.now);
-    let mut disrupting: HashMap<String, usize> = HashMap::new();
+    let disrupting = candidates::disrupting_by_pool(&verdicts);
     let mut cands: Vec<Candidate> = Vec::new();
     let mut rejected = Vec::new();
     for v in verdicts {
         match v.standing {
             Ok(c) => cands.push(c),
-            Err(NotCandidate::Deleting | NotCandidate::InProgress { .. }) => {
-                *disrupting
-                    .entry(v.nodepool.unwrap_or_default())
-                    .or_default() += 1;
-            }
             Err(NotCandidate::Blocked(b)) => {
                 rejected.push((v.nodeclaim, reason::DISRUPTION_BLOCKED, b.to_string()))
             }

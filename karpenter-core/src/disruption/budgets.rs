@@ -31,3 +31,30 @@ pub fn budget_active(budget: &Budget, now: Timestamp) -> bool {
         Err(_) => true,
     }
 }
+
+/// When an active scheduled budget's window closes: its latest schedule hit in
+/// `(now - duration, now]` plus `duration`. `None` for a budget without a schedule (always
+/// active), one whose schedule does not parse, or one not active at `now`. At most 10,000 hits
+/// are walked (a every-minute schedule with a week-long duration), then the latest found counts.
+pub fn window_end(budget: &Budget, now: Timestamp) -> Option<Timestamp> {
+    let (schedule, duration) = (budget.schedule.as_ref()?, budget.duration.as_ref()?);
+    let cron = croner::Cron::new(schedule).parse().ok()?;
+    let window = jiff::SignedDuration::try_from(duration.duration()).ok()?;
+    let from = now.checked_sub(window).ok()?;
+    let mut at = chrono::DateTime::from_timestamp(from.as_second(), 0)?;
+    let mut latest = None;
+    for _ in 0..10_000 {
+        let Ok(hit) = cron.find_next_occurrence(&at, false) else {
+            break;
+        };
+        if hit.timestamp() > now.as_second() {
+            break;
+        }
+        latest = Some(hit.timestamp());
+        at = hit;
+    }
+    Timestamp::from_second(latest?)
+        .ok()?
+        .checked_add(window)
+        .ok()
+}

@@ -105,7 +105,9 @@ pub enum NotCandidate {
         /// How many pods would have to move.
         pods: usize,
     },
-    /// Something keeps the node from voluntary disruption.
+    /// Something keeps the node from voluntary disruption (serialized as the [`Blocker`], whose
+    /// `kind` names it).
+    #[serde(untagged)]
     Blocked(Blocker),
 }
 
@@ -330,6 +332,20 @@ pub fn verdicts(
     out
 }
 
+/// The in-progress set counted per NodePool: nodes being deleted, or held by an upgrade step or
+/// a consolidation command (what [`Budgets`](super::consolidation::Budgets) subtracts).
+pub fn disrupting_by_pool(verdicts: &[Verdict]) -> HashMap<String, usize> {
+    let mut disrupting: HashMap<String, usize> = HashMap::new();
+    for v in verdicts {
+        if let Err(NotCandidate::Deleting | NotCandidate::InProgress { .. }) = &v.standing {
+            *disrupting
+                .entry(v.nodepool.clone().unwrap_or_default())
+                .or_default() += 1;
+        }
+    }
+    disrupting
+}
+
 fn judge(
     claim: &Arc<NodeClaim>,
     node: Option<&Arc<Node>>,
@@ -390,6 +406,18 @@ fn judge(
     {
         return Err(NotCandidate::Blocked(b));
     }
+    Ok(build(claim, node, pool, pods, types, now))
+}
+
+/// The candidate a judged node would be: its offering, price, pods and disruption cost.
+fn build(
+    claim: &Arc<NodeClaim>,
+    node: &Arc<Node>,
+    pool: &Arc<NodePool>,
+    pods: Vec<Arc<Pod>>,
+    types: &HashMap<String, Arc<InstanceType>>,
+    now: Timestamp,
+) -> Candidate {
     let label = |k: &str| {
         claim
             .metadata
@@ -407,7 +435,7 @@ fn judge(
     );
     let disruption_cost =
         pods.iter().map(|p| eviction_cost(p)).sum::<f64>() * lifetime_remaining(claim, now);
-    Ok(Candidate {
+    Candidate {
         price: offering_price(types, &instance_type, &zone, &capacity_type),
         nodeclaim: Arc::clone(claim),
         node: Arc::clone(node),
@@ -417,7 +445,82 @@ fn judge(
         zone,
         pods,
         disruption_cost,
-    })
+    }
+}
+
+/// The NodeClaim named `name` (or the one whose node is named `name`) as a candidate whatever
+/// stands in its way (do-not-disrupt, PDBs, `consolidateAfter`, policy, the in-progress set),
+/// for a what-if: `kubectl karpenter disruption explain` simulates removing it and lists the
+/// blockers beside ([`blockers_of`]). `types` price its offering, as in [`verdicts`].
+///
+/// Errors: no such Karpenter NodeClaim ([`None`]); it has no initialized node or no NodePool
+/// (the [`NotCandidate`] says which).
+pub fn what_if(
+    snap: &Snapshot,
+    types: &HashMap<String, Arc<InstanceType>>,
+    name: &str,
+    now: Timestamp,
+) -> Option<Result<Candidate, NotCandidate>> {
+    let node_of = |claim: &NodeClaim| {
+        let provider_id = claim.status.as_ref()?.provider_id.as_deref()?;
+        snap.nodes
+            .iter()
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+    };
+    let (claim, node) = snap
+        .nodeclaims
+        .iter()
+        .filter(|c| nodepool_of(c.metadata.labels.as_ref()).is_some())
+        .map(|c| (c, node_of(c)))
+        .find(|(c, n)| {
+            c.metadata.name.as_deref() == Some(name)
+                || n.is_some_and(|n| n.metadata.name.as_deref() == Some(name))
+        })?;
+    let Some(node) = node.filter(|_| conditions::is_true(claim.status_conditions(), INITIALIZED))
+    else {
+        return Some(Err(NotCandidate::NotInitialized));
+    };
+    let pool_name = nodepool_of(claim.metadata.labels.as_ref()).unwrap_or_default();
+    let Some(pool) = snap
+        .nodepools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(pool_name))
+    else {
+        return Some(Err(NotCandidate::NoNodePool));
+    };
+    let node_name = node.metadata.name.as_deref();
+    let pods = snap
+        .pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == node_name)
+        .filter(|p| is_reschedulable(p))
+        .cloned()
+        .collect();
+    Some(Ok(build(claim, node, pool, pods, types, now)))
+}
+
+/// Every blocker that keeps `candidate` from voluntary disruption at `now`, not just the first:
+/// the node or NodeClaim annotated `karpenter.sh/do-not-disrupt`, then each pod's
+/// do-not-disrupt annotation or PodDisruptionBudget ([`pod_blocker`]), in pod order.
+pub fn blockers_of(candidate: &Candidate, snap: &Snapshot, now: Timestamp) -> Vec<Blocker> {
+    let mut out = Vec::new();
+    if opts_out(candidate.node.metadata.annotations.as_ref()) {
+        out.push(Blocker::NodeOptsOut {
+            object: "node".into(),
+        });
+    }
+    if opts_out(candidate.nodeclaim.metadata.annotations.as_ref()) {
+        out.push(Blocker::NodeOptsOut {
+            object: "NodeClaim".into(),
+        });
+    }
+    out.extend(
+        candidate
+            .pods
+            .iter()
+            .filter_map(|p| pod_blocker(p, &snap.pdbs, now, true)),
+    );
+    out
 }
 
 #[cfg(test)]

@@ -208,6 +208,7 @@ impl Command {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Budgets {
     left: BTreeMap<(String, DisruptionReason), usize>,
+    disrupting: HashMap<String, usize>,
 }
 
 impl Budgets {
@@ -234,7 +235,15 @@ impl Budgets {
                 left.insert((name.clone(), reason), allowed.saturating_sub(busy));
             }
         }
-        Budgets { left }
+        Budgets {
+            left,
+            disrupting: disrupting.clone(),
+        }
+    }
+
+    /// How many of `pool`'s nodes were being disrupted when the budgets were computed.
+    pub fn disrupting(&self, pool: &str) -> usize {
+        self.disrupting.get(pool).copied().unwrap_or(0)
     }
 
     /// How many more nodes of `pool` may start disrupting for `reason` now.
@@ -310,15 +319,27 @@ impl<'a> Simulator<'a> {
     /// NodeClaim, or why neither. The solver's input is borrowed and restored, not copied: a
     /// pass simulates hundreds of sets over thousands of bound pods.
     pub fn simulate(&mut self, candidates: &[&Candidate]) -> Result<Action, Unconsolidatable> {
+        self.simulate_placed(candidates).0
+    }
+
+    /// [`Simulator::simulate`], and where the solver put each pod of the candidates: an
+    /// existing node or in-flight NodeClaim (by name), the one new NodeClaim, or nowhere. The
+    /// placements are those of the solve, whatever the verdict (`kubectl karpenter disruption
+    /// explain` shows them for a node that cannot go).
+    pub fn simulate_placed(
+        &mut self,
+        candidates: &[&Candidate],
+    ) -> (Result<Action, Unconsolidatable>, Vec<Placement>) {
         let mut moving = HashSet::new();
         let mut infos = Vec::new();
         for c in candidates {
             for pod in &c.pods {
                 let Ok(mut info) = PodInfo::from_pod(pod) else {
-                    return Err(Unconsolidatable::PodWouldNotSchedule {
+                    let why = Unconsolidatable::PodWouldNotSchedule {
                         pod: PodKey::of(pod).to_string(),
                         why: "its spec cannot be read".into(),
-                    });
+                    };
+                    return (Err(why), Vec::new());
                 };
                 info.add_volume_requirements(&self.volumes.requirements(pod));
                 moving.insert(info.key.clone());
@@ -347,22 +368,25 @@ impl<'a> Simulator<'a> {
         }
         self.base.pods.truncate(pending);
         self.base.existing.extend(removed);
+        let placements = placements(&out, &moving);
         if let Some(e) = out.errors.iter().find(|e| moving.contains(&e.pod)) {
-            return Err(Unconsolidatable::PodWouldNotSchedule {
+            let why = Unconsolidatable::PodWouldNotSchedule {
                 pod: e.pod.to_string(),
                 why: e.to_string(),
-            });
+            };
+            return (Err(why), placements);
         }
         let needed: Vec<NewClaim> = out
             .new_claims
             .into_iter()
             .filter(|c| c.pods.iter().any(|p| !self.pending.contains(p)))
             .collect();
-        match needed.len() {
+        let verdict = match needed.len() {
             0 => Ok(Action::Delete),
             1 => self.replacement(candidates, needed.into_iter().next().expect("one")),
             n => Err(Unconsolidatable::NeedsSeveralNodeClaims { count: n }),
-        }
+        };
+        (verdict, placements)
     }
 
     /// A replacement for a node whose `pods` must move to a node launched from its NodePool's
@@ -509,6 +533,86 @@ impl<'a> Simulator<'a> {
             price,
         })))
     }
+}
+
+/// Where one moving pod went in a simulation.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// The pod, `namespace/name`.
+    pub pod: String,
+    /// Its destination.
+    pub to: Destination,
+}
+
+/// A pod's destination in a simulation.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Destination {
+    /// A node, or an in-flight NodeClaim, that exists already.
+    Existing {
+        /// The node's (or in-flight NodeClaim's) name.
+        name: String,
+    },
+    /// A NodeClaim the simulation would create.
+    #[serde(rename_all = "camelCase")]
+    NewNodeClaim {
+        /// Which new NodeClaim of the simulation, counted from 0 (pods sharing it share a node).
+        claim: usize,
+        /// Its NodePool.
+        nodepool: String,
+        /// Its cheapest instance-type option, e.g. `m5.large`.
+        instance_type: String,
+        /// How many instance types it could launch.
+        options: usize,
+        /// Its cheapest offering, USD/hour.
+        price: Option<f64>,
+    },
+    /// Nowhere: the pod would not schedule.
+    Unschedulable {
+        /// The solver's reason.
+        why: String,
+    },
+}
+
+/// The destination of every pod of `moving` in a solve, in pod order.
+fn placements(out: &solver::Output, moving: &HashSet<PodKey>) -> Vec<Placement> {
+    let mut placed = Vec::new();
+    for (name, pods) in &out.existing {
+        for p in pods.iter().filter(|p| moving.contains(*p)) {
+            placed.push((p.clone(), Destination::Existing { name: name.clone() }));
+        }
+    }
+    for (i, claim) in out.new_claims.iter().enumerate() {
+        let to = Destination::NewNodeClaim {
+            claim: i,
+            nodepool: claim.nodepool.clone(),
+            instance_type: claim
+                .instance_types
+                .first()
+                .map(|t| t.name.clone())
+                .unwrap_or_default(),
+            options: claim.instance_types.len(),
+            price: claim.cheapest_price(),
+        };
+        for p in claim.pods.iter().filter(|p| moving.contains(*p)) {
+            placed.push((p.clone(), to.clone()));
+        }
+    }
+    for e in out.errors.iter().filter(|e| moving.contains(&e.pod)) {
+        placed.push((
+            e.pod.clone(),
+            Destination::Unschedulable { why: e.to_string() },
+        ));
+    }
+    placed.sort_by(|a, b| a.0.cmp(&b.0));
+    placed
+        .into_iter()
+        .map(|(pod, to)| Placement {
+            pod: pod.to_string(),
+            to,
+        })
+        .collect()
 }
 
 /// The largest `minValues` among a decision's requirements (0 without any).

@@ -1,9 +1,11 @@
-//! Disruption decisions: disruption budgets and the serial upgrade planner that picks which
-//! drifted NodeClaims to replace next ([`upgrade`]). The controller that executes the plans is
-//! `controller::upgrade`.
+//! Disruption decisions: candidates and their blockers, budgets, consolidation's solver-backed
+//! simulations, the serial upgrade planner that picks which drifted NodeClaims to replace next
+//! ([`upgrade`]), and the per-node [`report`] people read. The controller that executes the
+//! decisions is `controller::disruption` (one orchestrator).
 
 pub mod blockers;
 pub mod budgets;
 pub mod candidates;
 pub mod consolidation;
+pub mod report;
 pub mod upgrade;
