@@ -36,6 +36,8 @@ Examples:
   kubectl karpenter upgrade status
   # Why is this pod still pending?
   kubectl karpenter why-pending web-7d4b9c-x2x9z -n shop
+  # Which nodes consolidation would remove or replace, and what keeps the others
+  kubectl karpenter disruption
   # What Karpenter launched that nothing owns, in another cluster
   kubectl karpenter orphans --context prod
   # Shell completion for kubectl-karpenter (see `kubectl karpenter completion --help`)
@@ -175,8 +177,8 @@ impl ColorChoice {
     }
 }
 
-/// The subcommands: `status`, `orphans`, `drift`, `upgrade`, `version`, `completion` and
-/// `why-pending`.
+/// The subcommands: `status`, `orphans`, `drift`, `upgrade`, `version`, `completion`,
+/// `why-pending` and `disruption`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The operator's cockpit: per NodePool, limits vs usage, nodes ready / in flight / drifted /
@@ -211,6 +213,11 @@ pub enum Command {
     /// large enough, limit reached, minValues, NodePool not ready).
     #[command(after_help = crate::why_pending::args::WHY_PENDING_HELP)]
     WhyPending(crate::why_pending::args::WhyPendingArgs),
+    /// What consolidation would do with each node now (`disruption [explain NODE]`): per
+    /// NodePool the budgets; per node consolidatable (delete, or replace with which instance type,
+    /// saving how much) or blocked and by exactly what; `explain` is the what-if of removing one.
+    #[command(after_help = crate::disruption::args::DISRUPTION_HELP)]
+    Disruption(crate::disruption::args::DisruptionArgs),
 }
 
 /// Help text after `status --help`.

@@ -155,6 +155,7 @@ mod tests {
             "upgrade",
             "version",
             "completion",
+            "disruption",
         ] {
             assert!(top.iter().any(|c| c == want), "{want} missing from {top:?}");
         }

@@ -9,6 +9,7 @@ mod age;
 mod causes;
 mod cli;
 mod completion;
+mod disruption;
 mod drift;
 #[cfg(test)]
 mod fixtures;

@@ -139,6 +139,9 @@ pub enum Error {
     /// `why-pending POD` named no pod, or a pod with `-A`.
     #[error(transparent)]
     WhyPending(#[from] WhyPendingError),
+    /// `disruption explain NODE` named no Karpenter node, or one not initialized yet.
+    #[error(transparent)]
+    Disruption(#[from] crate::disruption::DisruptionError),
 }
 
 /// How a command that ran to the end came out (exit codes 0 and 1).

@@ -258,7 +258,7 @@ fn in_progress(claim: &NodeClaim, node: Option<&Node>) -> Option<NotCandidate> {
 }
 
 /// The price of a NodeClaim's offering, USD/hour, from the listed instance types.
-fn offering_price(
+pub(crate) fn offering_price(
     types: &HashMap<String, Arc<InstanceType>>,
     instance_type: &str,
     zone: &str,

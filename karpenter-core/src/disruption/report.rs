@@ -264,7 +264,7 @@ pub fn report(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &S
     let mut sim = Simulator::new(snap, listings, settings);
     let nodes = verdicts
         .into_iter()
-        .map(|v| judge(v, &budgets, snap, &mut sim, settings.now))
+        .map(|v| judge(v, &budgets, snap, &types, &mut sim, settings.now))
         .collect();
     Report {
         time: settings.now,
@@ -303,7 +303,7 @@ pub fn explain(
         .into_iter()
         .find(|v| v.nodeclaim == candidate.name())
         .expect("what_if found a NodeClaim of the snapshot");
-    let node = judge(verdict.clone(), &budgets, snap, &mut sim, now);
+    let node = judge(verdict.clone(), &budgets, snap, &types, &mut sim, now);
 
     let mut blockers: Vec<String> = blockers_of(&candidate, snap, now)
         .iter()
@@ -387,6 +387,7 @@ fn judge(
     v: Verdict,
     budgets: &Budgets,
     snap: &Snapshot,
+    types: &HashMap<String, Arc<InstanceType>>,
     sim: &mut Simulator<'_>,
     now: Timestamp,
 ) -> NodeReport {
@@ -409,7 +410,13 @@ fn judge(
         capacity_type: label(crds::labels::CAPACITY_TYPE_LABEL),
         zone: label(crds::labels::TOPOLOGY_ZONE_LABEL),
         price: None,
-        pods: 0,
+        pods: v.node.as_deref().map_or(0, |node| {
+            snap.pods
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+                .filter(|p| candidates::is_reschedulable(p))
+                .count()
+        }),
         verdict: NodeVerdict {
             status: Status::Blocked,
             message: String::new(),
@@ -418,6 +425,12 @@ fn judge(
             cause: None,
         },
     };
+    report.price = candidates::offering_price(
+        types,
+        &report.instance_type,
+        &report.zone,
+        &report.capacity_type,
+    );
     let c = match v.standing {
         Err(why) => {
             report.verdict.status = match why {
@@ -432,8 +445,6 @@ fn judge(
         }
         Ok(c) => c,
     };
-    report.price = c.price;
-    report.pods = c.pods.len();
     let reason = reason_of(&c);
     if budgets.allowed(c.nodepool_name(), reason) == 0 {
         let pool = c.nodepool_name();
@@ -585,7 +596,7 @@ fn pool_reports(
                 .collect();
             let d = &pool.spec.disruption;
             PoolReport {
-                consolidation_policy: serde_json::to_value(&d.consolidation_policy)
+                consolidation_policy: serde_json::to_value(d.consolidation_policy)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
