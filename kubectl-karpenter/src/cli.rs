@@ -183,7 +183,8 @@ impl ColorChoice {
 pub enum Command {
     /// The operator's cockpit: per NodePool, limits vs usage, nodes ready / in flight / drifted /
     /// terminating and the upgrade state; then NodeClaims with their lifecycle state (Launching,
-    /// Registering, Initializing, Ready, Drifted, Terminating), offering, node, price and age;
+    /// Registering, Initializing, Ready, Drifted, Terminating), instance type, their node's pods
+    /// and requested/allocatable cpu and memory and age (offering, node and price with -o wide);
     /// then totals including the fleet's cost per hour.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
@@ -223,12 +224,21 @@ pub enum Command {
 /// Help text after `status --help`.
 pub const STATUS_HELP: &str = "\
 NodeClaims are cluster-scoped: -n/--namespace and -A are accepted and ignored.
+Per NodeClaim, what runs on its node: PODS counts the pods bound to it that are not Succeeded or
+Failed, DaemonSet and static pods included; `3 (empty)` marks a ready (or drifted) node whose
+pods are all DaemonSet or static pods (nothing for consolidation to move). CPU and MEMORY are
+the pods' requests (as kube-scheduler counts them) against the Node's allocatable, e.g.
+`1.1/1.93 (56%)` (cores) and `2.1/7.1Gi (29%)`; a NodeClaim whose Node has not joined shows 0
+against its own allocatable. Reading them lists every pod once (one call): the user needs list
+on pods and nodes. -o wide adds the NodePool, offering, node, price and provider id.
 Exit status: 0 listed (also when there are none), 2 error (e.g. Karpenter's CRDs not installed).
 
 Examples:
-  # NodePools, every NodeClaim, and totals of ready, drifted and in-flight capacity
+  # NodePools, every NodeClaim with its node's pods, cpu and memory, and totals
   kubectl karpenter status
-  # Add node class and provider id columns, most expensive NodeClaims first
+  # Idle nodes first: smallest share of allocatable cpu requested
+  kubectl karpenter status --sort-by cpu
+  # Add NodePool, capacity type, zone, node, price, node class and provider id, dearest first
   kubectl karpenter status -o wide --sort-by price
   # One NodePool and its NodeClaims, as YAML
   kubectl karpenter status --nodepool gpu -o yaml
@@ -298,9 +308,10 @@ pub struct CompletionArgs {
 /// `status` flags.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Output format: table (NodePools, NodeClaims, totals), wide (adds NODES per NodePool and
-    /// NODECLASS, PROVIDER-ID per NodeClaim), json or yaml (one document with `nodePools`,
-    /// `nodeClaims` and `totals`), or name.
+    /// Output format: table (NodePools, NodeClaims with their nodes' pods, cpu and memory,
+    /// totals), wide (adds NODES per NodePool and NODEPOOL, CAPACITY-TYPE, ZONE, NODE,
+    /// PRICE/HOUR, NODECLASS, PROVIDER-ID per NodeClaim), json or yaml (one document with
+    /// `nodePools`, `nodeClaims` and `totals`), or name.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
     /// Only this NodePool and its NodeClaims.

@@ -15,7 +15,7 @@ use controller::runtime::Settings;
 use karpenter::sandbox::{ClusterConfig, start_cluster, with_defaults};
 use karpenter::workload::parse_yaml;
 use karpenter_core::capacity::catalog::{Catalog, spot_price};
-use sandbox::store::Subresource;
+use sandbox::store::{DeleteOptions, Subresource};
 use serde_json::{Value, json};
 use testutil::nodepool;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -26,13 +26,17 @@ use support::{
 };
 
 /// The lines of the section whose header starts with `first_header`, up to the next blank
-/// line, split on runs of spaces, with the `age_column` (when given) masked as `*`.
+/// line, split into cells on runs of two or more spaces (columns are padded by at least three,
+/// and a cell such as `1.1/1.93 (56%)` holds single spaces), with the `age_column` (when given)
+/// masked as `*`.
 fn section(text: &str, first_header: &str, age_column: Option<usize>) -> Vec<Vec<String>> {
     text.lines()
         .skip_while(|l| !l.starts_with(&format!("{first_header} ")))
         .take_while(|l| !l.is_empty())
         .map(|l| {
-            l.split_whitespace()
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
                 .enumerate()
                 .map(|(i, c)| {
                     if Some(i) == age_column {
@@ -46,9 +50,9 @@ fn section(text: &str, first_header: &str, age_column: Option<usize>) -> Vec<Vec
         .collect()
 }
 
-/// The NodeClaims table, AGE (9th column) masked.
+/// The NodeClaims table, AGE (7th column) masked.
 fn claims(text: &str) -> Vec<Vec<String>> {
-    section(text, "NAME", Some(8))
+    section(text, "NAME", Some(6))
 }
 
 /// The NodePool section.
@@ -72,77 +76,65 @@ fn catalog_price(instance_type: &str, capacity_type: &str, zone: &str) -> f64 {
     }
 }
 
-/// The NodeClaims table [`Cluster::populate`] should produce, AGE masked, in table order.
+/// The NodeClaims table [`Cluster::populate`] and [`add_nodes_and_pods`] should produce, AGE
+/// masked, in table order.
 fn expected_claims() -> Vec<Vec<String>> {
-    let m5 = catalog_price("m5.large", "on-demand", "us-east-1a");
-    let c5 = catalog_price("c5.xlarge", "spot", "us-east-1b");
-    let g5 = catalog_price("g5.xlarge", "on-demand", "us-east-1c");
-    let m5_spot = catalog_price("m5.large", "spot", "us-east-1a");
     vec![
         row(&[
             "NAME",
-            "NODEPOOL",
             "STATE",
             "INSTANCE-TYPE",
-            "CAPACITY-TYPE",
-            "ZONE",
-            "NODE",
-            "PRICE/HOUR",
+            "PODS",
+            "CPU",
+            "MEMORY",
             "*",
         ]),
         row(&[
             "default-launching",
-            "default",
             "Launching",
             "<none>",
+            "0",
             "<none>",
             "<none>",
-            "<none>",
-            "<unknown>",
             "*",
         ]),
+        // Two web pods (500m, 1Gi each) and the DaemonSet's (100m, 128Mi); the finished and
+        // the pending pod do not count.
         row(&[
             "default-ready",
-            "default",
             "Ready",
             "m5.large",
-            "on-demand",
-            "us-east-1a",
-            "ip-10-0-1-1.ec2.internal",
-            &price(m5),
+            "3",
+            "1.1/1.93 (56%)",
+            "2.1/7.1Gi (29%)",
             "*",
         ]),
+        // No Node yet: the NodeClaim's own allocatable.
         row(&[
             "default-registering",
-            "default",
             "Registering",
             "c5.xlarge",
-            "spot",
-            "us-east-1b",
-            "<none>",
-            &price(c5),
+            "0",
+            "0/3.92 (0%)",
+            "0/6.7Gi (0%)",
             "*",
         ]),
         row(&[
             "gpu-initializing",
-            "gpu",
             "Initializing",
             "g5.xlarge",
-            "on-demand",
-            "us-east-1c",
-            "ip-10-0-3-3.ec2.internal",
-            &price(g5),
+            "0",
+            "0/3.92 (0%)",
+            "0/14.5Gi (0%)",
             "*",
         ]),
         row(&[
             "gpu-terminating",
-            "gpu",
             "Terminating",
             "m5.large",
-            "spot",
-            "us-east-1a",
-            "ip-10-0-1-9.ec2.internal",
-            &price(m5_spot),
+            "1",
+            "0.1/1.93 (5%)",
+            "128Mi/7.1Gi (1%)",
             "*",
         ]),
     ]
@@ -180,10 +172,105 @@ fn create_default_pool(cluster: &Cluster) {
         .expect("set NodePool status");
 }
 
+/// The sandbox's resource type for `plural` of the core API group (`pods`, `nodes`).
+fn core_type(cluster: &Cluster, plural: &str) -> sandbox::registry::ResourceType {
+    cluster
+        .sandbox
+        .store()
+        .resource("", "v1", plural)
+        .expect("core type is served")
+}
+
+/// Creates pod `pod` in its namespace with `status.phase` set to `phase`.
+fn create_pod(cluster: &Cluster, pod: testutil::PodBuilder, phase: &str) {
+    let store = cluster.sandbox.store();
+    let rt = core_type(cluster, "pods");
+    let value = pod.json();
+    let namespace = value["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_owned();
+    let name = value["metadata"]["name"]
+        .as_str()
+        .expect("pod name")
+        .to_owned();
+    store.create(&rt, &namespace, value).expect("create pod");
+    store
+        .modify(&rt, &namespace, &name, Subresource::Status, |obj| {
+            obj["status"] = json!({"phase": phase});
+            Ok(())
+        })
+        .expect("set pod phase");
+}
+
+/// What a real cluster has around the NodeClaims of [`Cluster::populate`]: the Nodes of the
+/// ready and terminating NodeClaims (m5.large: 1930m, 7291Mi allocatable) and of the
+/// initializing one (g5.xlarge: 3920m, 14879Mi); the registering NodeClaim's own allocatable
+/// (c5.xlarge: 3920m, 6903Mi; no Node yet); pods: two web pods and a DaemonSet's on the ready
+/// node, the DaemonSet's on the terminating node, plus a finished pod on the ready node and a
+/// pending one, which do not count.
+fn add_nodes_and_pods(cluster: &Cluster) {
+    let store = cluster.sandbox.store();
+    let nodes = core_type(cluster, "nodes");
+    for (name, pool, cpu, memory) in [
+        ("ip-10-0-1-1.ec2.internal", "default", "1930m", "7291Mi"),
+        ("ip-10-0-3-3.ec2.internal", "gpu", "3920m", "14879Mi"),
+        ("ip-10-0-1-9.ec2.internal", "gpu", "1930m", "7291Mi"),
+    ] {
+        let node = testutil::node(name).label("karpenter.sh/nodepool", pool);
+        store.create(&nodes, "", node.json()).expect("create Node");
+        // The kubelet reports the allocatable through the status subresource.
+        store
+            .modify(&nodes, "", name, Subresource::Status, |obj| {
+                obj["status"] =
+                    json!({"allocatable": {"cpu": cpu, "memory": memory, "pods": "29"}});
+                Ok(())
+            })
+            .expect("set Node allocatable");
+    }
+    store
+        .modify(
+            &cluster.nodeclaim_type(),
+            "",
+            "default-registering",
+            Subresource::Status,
+            |obj| {
+                obj["status"]["allocatable"] = json!({"cpu": "3920m", "memory": "6903Mi"});
+                Ok(())
+            },
+        )
+        .expect("set NodeClaim allocatable");
+    let ready = "ip-10-0-1-1.ec2.internal";
+    for name in ["web-1", "web-2"] {
+        let web = testutil::pod(name)
+            .cpu("500m")
+            .memory("1Gi")
+            .owner("apps/v1", "ReplicaSet", "web-5d8f", "uid-web")
+            .on_node(ready);
+        create_pod(cluster, web, "Running");
+    }
+    for node in [ready, "ip-10-0-1-9.ec2.internal"] {
+        let agent = testutil::pod(format!("agent-{node}"))
+            .namespace("kube-system")
+            .cpu("100m")
+            .memory("128Mi")
+            .owner("apps/v1", "DaemonSet", "agent", "uid-agent")
+            .on_node(node);
+        create_pod(cluster, agent, "Running");
+    }
+    create_pod(
+        cluster,
+        testutil::pod("job-done").cpu("1").on_node(ready),
+        "Succeeded",
+    );
+    create_pod(cluster, testutil::pod("pending").cpu("4"), "Pending");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_directly_and_as_a_kubectl_plugin() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
+    add_nodes_and_pods(&cluster);
     create_default_pool(&cluster);
     let kubeconfig = cluster.kubeconfig();
     let kubeconfig = kubeconfig.to_str().expect("utf-8 path");
@@ -249,12 +336,41 @@ async fn status_directly_and_as_a_kubectl_plugin() {
         "{help}"
     );
     assert!(help.contains("--sort-by <KEY>"), "{help}");
+    assert!(
+        help.contains("DaemonSet and static pods included"),
+        "{help}"
+    );
+
+    // The web pods go: the ready node runs only the DaemonSet's pod, and shows as empty.
+    let pods = core_type(&cluster, "pods");
+    for name in ["web-1", "web-2"] {
+        cluster
+            .sandbox
+            .store()
+            .delete(&pods, "default", name, &DeleteOptions::default())
+            .expect("delete pod");
+    }
+    let after = cluster
+        .plugin(&["status", "--kubeconfig", kubeconfig])
+        .await;
+    assert!(after.status.success(), "stderr: {}", stderr(&after));
+    let table = stdout(&after);
+    let ready = claims(&table)
+        .into_iter()
+        .find(|r| r[0] == "default-ready")
+        .expect("the ready NodeClaim's row");
+    assert_eq!(
+        ready[3..6],
+        row(&["1 (empty)", "0.1/1.93 (5%)", "128Mi/7.1Gi (1%)"])[..],
+        "\n{table}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wide_json_sort_and_nodepool_filter() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
+    add_nodes_and_pods(&cluster);
     create_default_pool(&cluster);
     let kc = cluster.kubeconfig();
     let kc = kc.to_str().expect("utf-8 path");
@@ -276,10 +392,35 @@ async fn wide_json_sort_and_nodepool_filter() {
     assert!(pools(&text).is_empty(), "\n{text}");
     let rows = claims(&text);
     assert_eq!(rows.len(), 3, "\n{text}");
-    assert_eq!(rows[0][9..], row(&["NODECLASS", "PROVIDER-ID"])[..]);
+    assert_eq!(
+        rows[0][7..],
+        row(&[
+            "NODEPOOL",
+            "CAPACITY-TYPE",
+            "ZONE",
+            "NODE",
+            "PRICE/HOUR",
+            "NODECLASS",
+            "PROVIDER-ID"
+        ])[..]
+    );
     assert_eq!(rows[1][0], "gpu-initializing");
-    assert_eq!(rows[1][10], "aws:///us-east-1a/i-gpu-initializing");
-    assert!(rows[1][7].starts_with('$'), "\n{text}");
+    assert_eq!(
+        rows[1][7..11],
+        row(&["gpu", "on-demand", "us-east-1c", "ip-10-0-3-3.ec2.internal"])[..]
+    );
+    assert_eq!(
+        rows[1][11],
+        price(catalog_price("g5.xlarge", "on-demand", "us-east-1c")),
+        "\n{text}"
+    );
+    assert_eq!(rows[1][13], "aws:///us-east-1a/i-gpu-initializing");
+    // --nodepool lists only that NodePool's Nodes; the terminating NodeClaim's is one.
+    assert_eq!(rows[2][0], "gpu-terminating");
+    assert_eq!(
+        rows[2][3..6],
+        row(&["1", "0.1/1.93 (5%)", "128Mi/7.1Gi (1%)"])[..]
+    );
     assert!(
         text.lines()
             .last()
@@ -319,6 +460,25 @@ async fn wide_json_sort_and_nodepool_filter() {
             ("gpu-terminating", "Terminating"),
         ]
     );
+    // Per node: pod counts, requests and allocatable in millicores and bytes.
+    let ready = doc["nodeClaims"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "default-ready"))
+        .expect("default-ready in the document");
+    assert_eq!(ready["pods"], 3);
+    assert_eq!(ready["reschedulablePods"], 2);
+    assert_eq!(
+        ready["requests"],
+        json!({"cpu": 1100, "memory": (2u64 << 30) + (128u64 << 20)})
+    );
+    assert_eq!(
+        ready["allocatable"],
+        json!({"cpu": 1930, "memory": 7291u64 << 20})
+    );
+    let launching = &doc["nodeClaims"][0];
+    assert_eq!(launching["name"], "default-launching");
+    assert_eq!(launching["pods"], 0);
+    assert_eq!(launching["allocatable"], Value::Null);
     let pool = &doc["nodePools"][0];
     assert_eq!(pool["name"], "default");
     assert_eq!(pool["limits"], json!({"cpu": "100"}));
@@ -352,6 +512,7 @@ async fn wide_json_sort_and_nodepool_filter() {
 async fn context_flag_and_errors() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
+    add_nodes_and_pods(&cluster);
     let path = two_contexts(&cluster, "dead");
     let kc = path.to_str().expect("utf-8 path");
 
@@ -513,7 +674,7 @@ async fn a_scale_up_in_flight_and_watch_json_on_a_pipe() {
         if claims(&table)
             .iter()
             .skip(1)
-            .any(|r| BEFORE_REGISTRATION.contains(&r[2].as_str()))
+            .any(|r| BEFORE_REGISTRATION.contains(&r[1].as_str()))
         {
             break;
         }
@@ -523,11 +684,10 @@ async fn a_scale_up_in_flight_and_watch_json_on_a_pipe() {
     let in_flight: Vec<&Vec<String>> = rows
         .iter()
         .skip(1)
-        .filter(|r| IN_FLIGHT.contains(&r[2].as_str()))
+        .filter(|r| IN_FLIGHT.contains(&r[1].as_str()))
         .collect();
     assert!(!in_flight.is_empty(), "no NodeClaim in flight:\n{table}");
     for r in &in_flight {
-        assert_eq!(r[1], "default", "\n{table}");
         assert!(r[0].starts_with("default-"), "\n{table}");
     }
     // The NodePool section counts them.
@@ -661,6 +821,7 @@ fn check_snapshot(name: &str, got: &str) {
 async fn snapshots_of_every_view_of_a_sandbox() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
+    add_nodes_and_pods(&cluster);
     create_default_pool(&cluster);
     let kubeconfig = cluster.kubeconfig();
     let kc = kubeconfig.to_str().expect("utf-8 path");

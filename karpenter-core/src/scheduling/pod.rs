@@ -91,36 +91,10 @@ impl PodInfo {
     pub fn from_pod(pod: &Pod) -> Result<PodInfo, PodError> {
         let meta = &pod.metadata;
         let spec = pod.spec.as_ref();
-        let mut requests = Resources::default();
-        let mut init_max = Resources::default();
-        if let Some(spec) = spec {
-            for c in &spec.containers {
-                requests.add(&container_requests(&c.name, c.resources.as_ref())?);
-            }
-            for c in spec.init_containers.iter().flatten() {
-                let r = container_requests(&c.name, c.resources.as_ref())?;
-                // Restartable (sidecar) init containers run alongside the app containers.
-                if c.restart_policy.as_deref() == Some("Always") {
-                    requests.add(&r);
-                } else {
-                    init_max = init_max.max(&r);
-                }
-            }
-            if let Some(overhead) = &spec.overhead {
-                let o = Resources::from_list(overhead).map_err(|source| PodError::Quantity {
-                    container: "<overhead>".into(),
-                    source,
-                })?;
-                requests.add(&o);
-                init_max.add(&o);
-            }
-        }
-        let mut requests = requests.max(&init_max);
-        requests.set(PODS, 1);
         Ok(PodInfo {
             key: PodKey::of(pod),
             uid: meta.uid.clone().unwrap_or_default(),
-            requests,
+            requests: pod_requests(pod)?,
             requirement_terms: requirement_terms(pod)?,
             tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
@@ -152,6 +126,46 @@ impl PodInfo {
         }
         self.requirement_terms = terms;
     }
+}
+
+/// A pod's effective requests as kube-scheduler counts them against a node's allocatable:
+/// the larger of (the app containers plus restartable sidecar init containers) and the largest
+/// other init container, plus `spec.overhead`, plus `pods: 1`; cpu in millicores, memory and
+/// ephemeral-storage in bytes, extended resources in units (upstream Karpenter
+/// `resources.RequestsForPods`, Kubernetes `resourcehelper.PodRequests`). Unlike
+/// [`PodInfo::from_pod`] it reads nothing but resources, so it also takes pods the provisioner
+/// cannot compile (a DaemonSet pod's `matchFields` affinity).
+///
+/// Errors: [`PodError::Quantity`] naming the container (or `<overhead>`) whose request does
+/// not parse.
+pub fn pod_requests(pod: &Pod) -> Result<Resources, PodError> {
+    let mut requests = Resources::default();
+    let mut init_max = Resources::default();
+    if let Some(spec) = pod.spec.as_ref() {
+        for c in &spec.containers {
+            requests.add(&container_requests(&c.name, c.resources.as_ref())?);
+        }
+        for c in spec.init_containers.iter().flatten() {
+            let r = container_requests(&c.name, c.resources.as_ref())?;
+            // Restartable (sidecar) init containers run alongside the app containers.
+            if c.restart_policy.as_deref() == Some("Always") {
+                requests.add(&r);
+            } else {
+                init_max = init_max.max(&r);
+            }
+        }
+        if let Some(overhead) = &spec.overhead {
+            let o = Resources::from_list(overhead).map_err(|source| PodError::Quantity {
+                container: "<overhead>".into(),
+                source,
+            })?;
+            requests.add(&o);
+            init_max.add(&o);
+        }
+    }
+    let mut requests = requests.max(&init_max);
+    requests.set(PODS, 1);
+    Ok(requests)
 }
 
 fn container_requests(
@@ -284,6 +298,26 @@ mod tests {
         assert_eq!(info.requests.memory, 64 << 20);
         assert_eq!(info.requests.get("nvidia.com/gpu"), 1);
         assert_eq!(info.requests.pods, 1);
+    }
+
+    #[test]
+    fn requests_count_sidecars_and_overhead_and_ignore_affinity() {
+        // A DaemonSet pod: pinned with `matchFields`, which the provisioner cannot compile,
+        // yet its requests count on its node.
+        let p = pod("agent").uid("u").spec(json!({
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+            "initContainers": [
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "50m"}}},
+                {"name": "setup", "resources": {"requests": {"cpu": "120m", "memory": "1Gi"}}}],
+            "overhead": {"cpu": "10m", "memory": "1Mi"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}},
+        })).build();
+        assert_eq!(PodInfo::from_pod(&p).err(), Some(PodError::MatchFields));
+        let r = pod_requests(&p).expect("requests parse");
+        // cpu: max(100m + 50m sidecar, 120m init) + 10m overhead; memory: the init container's
+        // 1Gi beats 128Mi, plus 1Mi overhead.
+        assert_eq!((r.cpu, r.memory, r.pods), (160, (1 << 30) + (1 << 20), 1));
     }
 
     #[test]

@@ -1,13 +1,16 @@
-//! `kubectl karpenter status` against the cluster: lists NodePools and NodeClaims (only those of
-//! `--nodepool` when given), builds the document and prints it once, or with `--watch` reads
-//! again every [`INTERVAL`] and hands each document to the [`Printer`] until Ctrl-C.
+//! `kubectl karpenter status` against the cluster: lists NodePools, NodeClaims and Nodes (only
+//! those of `--nodepool` when given) and the pods that are not Succeeded or Failed (one list
+//! call over every namespace, summed per node), builds the document and prints it once, or with
+//! `--watch` reads again every [`INTERVAL`] and hands each document to the [`Printer`] until
+//! Ctrl-C.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use crds::NodePool;
 use jiff::Timestamp;
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
 
 use super::document::{Document, Snapshot, View};
 use super::print::{Print, silent_when_empty, write_document};
@@ -96,10 +99,16 @@ fn print(args: &StatusArgs, color: bool) -> Print {
     }
 }
 
-/// Reads the NodePools and NodeClaims (of `nodepool` only, when given). A server without the
-/// NodePool CRD has no NodePools; one without the NodeClaim CRD is an error.
+/// Pods kube-scheduler counts on their nodes: the phases it leaves out, left out by the server.
+pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// Reads the NodePools, NodeClaims and Nodes (of `nodepool` only, when given, by the
+/// `karpenter.sh/nodepool` label) and every pod not Succeeded or Failed, each in one list call.
+/// A server without the NodePool CRD has no NodePools; one without the NodeClaim CRD is an
+/// error.
 ///
-/// Errors: [`Error::NotInstalled`], [`Error::List`], [`Error::ListOther`];
+/// Errors: [`Error::NotInstalled`], [`Error::List`], [`Error::ListOther`] (e.g. Nodes or Pods
+/// not readable with the user's RBAC);
 /// [`Error::UnknownNodePool`] when `nodepool` names no NodePool and no NodeClaim carries it.
 pub async fn read(conn: &Connection, nodepool: Option<&str>) -> Result<Snapshot, Error> {
     let mut params = ListParams::default();
@@ -113,7 +122,18 @@ pub async fn read(conn: &Connection, nodepool: Option<&str>) -> Result<Snapshot,
     if let Some(pool) = nodepool.filter(|_| claims.is_empty()) {
         conn.require_nodepool(&pools, pool)?;
     }
-    Ok(Snapshot { pools, claims })
+    let nodes: Api<Node> = Api::all(conn.client.clone());
+    let nodes = conn.list_or_empty(&nodes, &params, "Nodes").await?;
+    // Pods carry no NodePool label: all of them, summed by node name in the document.
+    let pods: Api<Pod> = Api::all(conn.client.clone());
+    let active = ListParams::default().fields(ACTIVE_PODS);
+    let pods = conn.list_or_empty(&pods, &active, "Pods").await?;
+    Ok(Snapshot {
+        pools,
+        claims,
+        nodes,
+        pods,
+    })
 }
 
 /// The terminal's height, when it reports one (a pseudo-terminal may report 0: not cut).
@@ -276,7 +296,7 @@ mod tests {
         // NodePools without NodeClaims: the NodePool section and zero totals; no names.
         let pools_only = Snapshot {
             pools: fixtures::pools(),
-            claims: Vec::new(),
+            ..Snapshot::default()
         };
         let (out, err) = render(&args(OutputFormat::Table), &pools_only);
         assert!(out.starts_with("NODEPOOL "), "{out}");
@@ -293,10 +313,7 @@ mod tests {
 
     #[test]
     fn names_follow_the_table_order() {
-        let snapshot = Snapshot {
-            pools: fixtures::pools(),
-            claims: fixtures::claims(),
-        };
+        let snapshot = fixtures::snapshot();
         let (out, _) = render(&args(OutputFormat::Name), &snapshot);
         let names: Vec<&str> = out.lines().collect();
         assert_eq!(

@@ -1,12 +1,14 @@
 //! The one document `kubectl karpenter status` prints, whatever the format: `nodePools`,
 //! `nodeClaims` and `totals` (camelCase keys, every key always present, `null` for unknown
-//! values), built from a snapshot of NodePools and NodeClaims. Tables render it, `-o json|yaml`
-//! serialize it, `--watch` compares it. Pure: no I/O.
+//! values), built from a snapshot of NodePools, NodeClaims, Nodes and pods. Tables render it,
+//! `-o json|yaml` serialize it, `--watch` compares it. Pure: no I/O.
 
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::Serialize;
 
+use super::load::Loads;
 use super::pools::{PoolRow, build_pool_rows};
 use super::rows::{PriceBook, Row, Totals, filter_nodepool};
 use super::sort::{SortBy, sort_rows};
@@ -18,6 +20,10 @@ pub struct Snapshot {
     pub pools: Vec<NodePool>,
     /// Every NodeClaim (or those of the NodePool `--nodepool` names).
     pub claims: Vec<NodeClaim>,
+    /// The Nodes (or those of the NodePool `--nodepool` names): their allocatable.
+    pub nodes: Vec<Node>,
+    /// Every pod not Succeeded or Failed, in every namespace: what runs on each node.
+    pub pods: Vec<Pod>,
 }
 
 /// What to show of a snapshot.
@@ -57,7 +63,11 @@ impl Document {
             .filter(|p| wanted.is_none() || p.metadata.name.as_deref() == wanted)
             .cloned()
             .collect();
-        let mut rows: Vec<Row> = claims.iter().map(|c| Row::of(c, now, prices)).collect();
+        let loads = Loads::of(&snapshot.nodes, &snapshot.pods);
+        let mut rows: Vec<Row> = claims
+            .iter()
+            .map(|c| Row::of(c, now, prices, &loads))
+            .collect();
         sort_rows(&mut rows, view.sort);
         Document {
             node_pools: build_pool_rows(&pools, &claims, now),
@@ -88,10 +98,7 @@ mod tests {
     use crate::status::fixtures;
 
     fn snapshot() -> Snapshot {
-        Snapshot {
-            pools: fixtures::pools(),
-            claims: fixtures::claims(),
-        }
+        fixtures::snapshot()
     }
 
     #[test]

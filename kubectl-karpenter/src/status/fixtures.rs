@@ -1,11 +1,16 @@
-//! Test builders for `status`: three NodePools (limited, paused without limits, idle) and the
-//! shared NodeClaim sample plus a drifted NodeClaim, at the shared fixed `now`.
+//! Test builders for `status`: three NodePools (limited, paused without limits, idle), the
+//! shared NodeClaim sample plus a drifted NodeClaim, the Nodes they registered and the pods on
+//! them, at the shared fixed `now`.
 
 use crds::upgrade::PAUSED_ANNOTATION;
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
-use testutil::{condition, nodepool};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use testutil::{condition, node, nodepool, pod};
 
+use super::document::Snapshot;
+
+use super::load::Loads;
 use super::rows::{PriceBook, Row};
 use super::sort::{SortBy, sort_rows};
 
@@ -74,7 +79,8 @@ pub fn pools() -> Vec<NodePool> {
 }
 
 /// The shared sample (one NodeClaim in each state, one stray) plus `default-drift`: ready and
-/// drifted, a spot c5.xlarge created two days before [`now`].
+/// drifted, a spot c5.xlarge created two days before [`now`]. The registering NodeClaim has an
+/// allocatable (no Node yet).
 pub fn claims() -> Vec<NodeClaim> {
     let mut claims = crate::fixtures::sample();
     let mut drifted = crate::fixtures::claim("default-drift", "default", "2025-05-30T09:30:00Z");
@@ -87,12 +93,104 @@ pub fn claims() -> Vec<NodeClaim> {
     status.provider_id = Some("aws:///us-east-1c/i-0a1b2c3d4e5f60005".into());
     status.node_name = Some("ip-10-0-3-44.ec2.internal".into());
     claims.push(drifted);
+    // The registering NodeClaim knows its allocatable before its Node joins.
+    if let Some(registering) = claims
+        .iter_mut()
+        .find(|c| c.metadata.name.as_deref() == Some("default-fghij"))
+    {
+        let status = registering.status.get_or_insert_with(Default::default);
+        for (resource, quantity) in [("cpu", "3920m"), ("memory", "6903Mi")] {
+            status.allocatable.insert(
+                resource.to_owned(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(quantity.to_owned()),
+            );
+        }
+    }
     claims
+}
+
+/// Every NodePool, NodeClaim, Node and pod of the fixtures.
+pub fn snapshot() -> Snapshot {
+    Snapshot {
+        pools: pools(),
+        claims: claims(),
+        nodes: nodes(),
+        pods: pods(),
+    }
+}
+
+/// A Node `name` with an EKS-like allocatable.
+fn sized_node(name: &str, cpu: &str, memory: &str) -> Node {
+    node(name)
+        .allocatable("cpu", cpu)
+        .allocatable("memory", memory)
+        .allocatable("pods", "58")
+        .build()
+}
+
+/// The Nodes of the ready (m5.large), drifted (c5.xlarge), initializing and terminating
+/// (g5.xlarge) NodeClaims, and one no NodeClaim names.
+pub fn nodes() -> Vec<Node> {
+    vec![
+        sized_node("ip-10-0-1-17.ec2.internal", "1930m", "7291Mi"),
+        sized_node("ip-10-0-3-44.ec2.internal", "3920m", "6903Mi"),
+        sized_node("ip-10-0-3-9.ec2.internal", "3920m", "14879Mi"),
+        sized_node("ip-10-0-1-200.ec2.internal", "3920m", "14879Mi"),
+        sized_node("ip-10-0-9-9.ec2.internal", "8", "30Gi"),
+    ]
+}
+
+/// A DaemonSet's pod on `node`.
+fn daemon_pod(node: &str) -> Pod {
+    pod(format!("agent-{node}"))
+        .namespace("kube-system")
+        .cpu("100m")
+        .memory("128Mi")
+        .owner("apps/v1", "DaemonSet", "agent", "uid-agent")
+        .on_node(node)
+        .build()
+}
+
+/// The ready node runs two web pods and the DaemonSet's; the drifted node only the
+/// DaemonSet's (empty); the initializing node nothing yet; the terminating node a pod being
+/// evicted and the DaemonSet's. Plus a pending pod, a finished one and pods on a Node no
+/// NodeClaim names, none of which count on the NodeClaims' nodes.
+pub fn pods() -> Vec<Pod> {
+    let ready = "ip-10-0-1-17.ec2.internal";
+    let terminating = "ip-10-0-1-200.ec2.internal";
+    let web = |name: &str, node: &str| {
+        pod(name)
+            .cpu("500m")
+            .memory("1Gi")
+            .owner("apps/v1", "ReplicaSet", "web-5d8f", "uid-web")
+            .on_node(node)
+    };
+    vec![
+        web("web-1", ready).build(),
+        web("web-2", ready).build(),
+        daemon_pod(ready),
+        daemon_pod("ip-10-0-3-44.ec2.internal"),
+        web("web-3", terminating)
+            .deleting("2025-06-01T11:59:30Z")
+            .build(),
+        daemon_pod(terminating),
+        pod("pending").cpu("2").build(),
+        pod("job-done")
+            .cpu("2")
+            .on_node(ready)
+            .phase("Succeeded")
+            .build(),
+        web("web-4", "ip-10-0-9-9.ec2.internal").build(),
+    ]
 }
 
 /// Rows for every NodeClaim, in the default order.
 pub fn build_rows(claims: &[NodeClaim], now: Timestamp, prices: &dyn PriceBook) -> Vec<Row> {
-    let mut rows: Vec<Row> = claims.iter().map(|c| Row::of(c, now, prices)).collect();
+    let loads = Loads::default();
+    let mut rows: Vec<Row> = claims
+        .iter()
+        .map(|c| Row::of(c, now, prices, &loads))
+        .collect();
     sort_rows(&mut rows, SortBy::default());
     rows
 }

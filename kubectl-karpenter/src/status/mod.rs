@@ -1,16 +1,18 @@
 //! `kubectl karpenter status`, the operator's cockpit: per NodePool, limits against usage, how
 //! many nodes are ready, in flight, drifted or terminating and where its serial upgrade stands;
-//! then one row per NodeClaim with its lifecycle state, offering, node, price and age; then the
-//! totals with the fleet's hourly cost. `--watch` keeps it on screen.
+//! then one row per NodeClaim with its lifecycle state, offering, what runs on its node (pods,
+//! requested against allocatable cpu and memory, as eks-node-viewer shows it), price and age;
+//! then the totals with the fleet's hourly cost. `--watch` keeps it on screen.
 //!
-//! The core is pure: [`rows`] derives NodeClaim rows and totals, [`sort`] orders them, [`pools`]
-//! the NodePool rows, [`document`] assembles and sorts the one document every output format
-//! prints, [`table`] lays it out as kubectl-style tables and [`mod@print`] picks the format for
-//! `-o`.
+//! The core is pure: [`rows`] derives NodeClaim rows and totals, [`load`] what runs on each
+//! node, [`sort`] orders them, [`pools`] the NodePool rows, [`document`] assembles and sorts the
+//! one document every output format prints, [`table`] lays it out as kubectl-style tables and
+//! [`mod@print`] picks the format for `-o`.
 //! [`command`] reads the cluster and [`watch`] decides what to print as it changes.
 
 pub mod command;
 pub mod document;
+pub mod load;
 pub mod pools;
 pub mod print;
 pub mod rows;

@@ -229,7 +229,7 @@ fn readable(resource: &str, quantity: &str) -> String {
 }
 
 /// Millicores as cores: `4`, `3.5`, `0.25`.
-fn cores(milli: i128) -> String {
+pub fn cores(milli: i128) -> String {
     if milli % 1000 == 0 {
         return (milli / 1000).to_string();
     }
@@ -239,7 +239,7 @@ fn cores(milli: i128) -> String {
 
 /// Bytes in the largest binary unit that leaves at least 1: whole (`16Gi`) when exact, else with
 /// one decimal (`15.3Gi`); under 1Ki as bytes.
-fn bytes(value: i64) -> String {
+pub fn bytes(value: i64) -> String {
     const UNITS: [(&str, i64); 5] = [
         ("Pi", 1 << 50),
         ("Ti", 1 << 40),

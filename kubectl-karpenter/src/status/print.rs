@@ -72,10 +72,7 @@ mod tests {
     use crate::status::fixtures;
 
     fn snapshot() -> Snapshot {
-        Snapshot {
-            pools: fixtures::pools(),
-            claims: fixtures::claims(),
-        }
+        fixtures::snapshot()
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOP
 use jiff::Timestamp;
 use serde::Serialize;
 
+use super::load::{Amounts, Loads};
 use crate::age;
 
 /// Where a NodeClaim is in its lifecycle, as the STATE column shows it. Ordered as the
@@ -122,6 +123,19 @@ pub struct Row {
     pub zone: Option<String>,
     /// Name of the Node that registered for it.
     pub node: Option<String>,
+    /// Pods bound to its node and not Succeeded or Failed, DaemonSet and static pods included
+    /// (as eks-node-viewer counts them); 0 without a node.
+    pub pods: usize,
+    /// Of `pods`, those consolidation would have to move (not DaemonSet or static pods, not
+    /// being deleted); 0 on a node that has any is an empty node in upstream's sense.
+    pub reschedulable_pods: usize,
+    /// The summed requests of `pods` as kube-scheduler counts them (`cpu` in millicores,
+    /// `memory` in bytes); zero without a node.
+    pub requests: Amounts,
+    /// What pods may use of its node (`cpu` in millicores, `memory` in bytes): the Node's
+    /// `status.allocatable`, else the NodeClaim's (in flight, before its Node joins); `null`
+    /// when neither is known (not launched yet).
+    pub allocatable: Option<Amounts>,
     /// Hourly price of its offering in USD, when known.
     #[serde(rename = "pricePerHour")]
     pub price: Option<f64>,
@@ -151,8 +165,9 @@ fn non_empty(value: Option<&String>) -> Option<String> {
 }
 
 impl Row {
-    /// Builds the row of one NodeClaim as seen at `now`.
-    pub fn of(claim: &NodeClaim, now: Timestamp, prices: &dyn PriceBook) -> Row {
+    /// Builds the row of one NodeClaim as seen at `now`, with the pods and allocatable of its
+    /// node from `loads`.
+    pub fn of(claim: &NodeClaim, now: Timestamp, prices: &dyn PriceBook, loads: &Loads) -> Row {
         let instance_type = label(claim, INSTANCE_TYPE_LABEL);
         let capacity_type = label(claim, CAPACITY_TYPE_LABEL);
         let zone = label(claim, TOPOLOGY_ZONE_LABEL);
@@ -161,6 +176,7 @@ impl Row {
             .and_then(|t| prices.hourly_price(t, zone.as_deref(), capacity_type.as_deref()));
         let status = claim.status.as_ref();
         let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let load = loads.of_claim(claim);
         Row {
             name: claim.metadata.name.clone().unwrap_or_default(),
             nodepool: label(claim, NODEPOOL_LABEL),
@@ -169,6 +185,10 @@ impl Row {
             capacity_type,
             zone,
             node: non_empty(status.and_then(|s| s.node_name.as_ref())),
+            pods: load.pods.pods,
+            reschedulable_pods: load.pods.reschedulable,
+            requests: load.pods.requests,
+            allocatable: load.allocatable,
             price,
             created,
             age: age::age(created, now),

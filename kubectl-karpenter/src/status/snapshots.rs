@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::document::{Document, Snapshot, View};
+use super::document::{Document, View};
 use super::fixtures;
 use super::print::{Print, write_document};
 use super::sort::SortBy;
@@ -15,10 +15,7 @@ use crate::cli::OutputFormat;
 mod snapshot;
 
 fn render(format: OutputFormat, view: &View) -> String {
-    let snapshot = Snapshot {
-        pools: fixtures::pools(),
-        claims: fixtures::claims(),
-    };
+    let snapshot = fixtures::snapshot();
     let doc = Document::build(&snapshot, view, fixtures::now(), &fixtures::FixedPrices);
     let mut out = Vec::new();
     let print = Print {

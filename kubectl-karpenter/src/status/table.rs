@@ -8,23 +8,32 @@ use std::io::{self, Write};
 use crossterm::style::Color;
 
 use super::document::Document;
-use super::pools::PoolRow;
+use super::load::percent;
+use super::pools::{PoolRow, bytes, cores};
 use super::rows::{Row, State};
 use crate::render::{Cell, TableOptions, format_price, write_aligned};
 use crate::upgrade::report;
 
-const HEADERS: [&str; 9] = [
+/// The NodeClaim columns of the default table: what tells an idle or busy node at a glance,
+/// within 100 columns for usual names and ages.
+const HEADERS: [&str; 7] = [
     "NAME",
-    "NODEPOOL",
     "STATE",
     "INSTANCE-TYPE",
+    "PODS",
+    "CPU",
+    "MEMORY",
+    "AGE",
+];
+const WIDE_HEADERS: [&str; 7] = [
+    "NODEPOOL",
     "CAPACITY-TYPE",
     "ZONE",
     "NODE",
     "PRICE/HOUR",
-    "AGE",
+    "NODECLASS",
+    "PROVIDER-ID",
 ];
-const WIDE_HEADERS: [&str; 2] = ["NODECLASS", "PROVIDER-ID"];
 const POOL_HEADERS: [&str; 8] = [
     "NODEPOOL",
     "CPU",
@@ -59,22 +68,67 @@ pub fn upgrade_color(pool: &PoolRow) -> Option<Color> {
     }
 }
 
+/// The PODS column: the pods on the node, with `(empty)` when a ready or drifted node runs
+/// nothing consolidation would have to move (only DaemonSet and static pods, or none).
+pub fn pods_cell(row: &Row) -> String {
+    let settled = matches!(row.state, State::Ready | State::Drifted);
+    if settled && row.node.is_some() && row.reschedulable_pods == 0 {
+        format!("{} (empty)", row.pods)
+    } else {
+        row.pods.to_string()
+    }
+}
+
+/// The unit of an amount as [`bytes`] writes it (`Gi` of `7.1Gi`; empty for a plain number).
+fn unit_of(amount: &str) -> &str {
+    amount.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.')
+}
+
+/// The CPU or MEMORY column: `requested/allocatable (percent%)`, the unit written once when
+/// both share it, e.g. `1.1/1.93 (56%)` (cores), `2.1/7.1Gi (29%)`, `128Mi/6.7Gi (1%)`;
+/// [`crate::render::NONE`] when the allocatable is not known.
+pub fn usage_cell(requested: i64, allocatable: Option<i64>, unit: fn(i64) -> String) -> Cell {
+    let Some(allocatable) = allocatable else {
+        return Cell::or_none(None);
+    };
+    let (requested_text, allocatable_text) = (unit(requested), unit(allocatable));
+    let shared = unit_of(&allocatable_text);
+    let requested_text = match requested_text.strip_suffix(shared) {
+        Some(number) if !shared.is_empty() && unit_of(&requested_text) == shared => number,
+        _ => &requested_text,
+    };
+    let mut text = format!("{requested_text}/{allocatable_text}");
+    if let Some(p) = percent(requested, allocatable) {
+        text.push_str(&format!(" ({p}%)"));
+    }
+    Cell::plain(text)
+}
+
 fn cells(row: &Row, wide: bool) -> Vec<Cell> {
     let mut cells = vec![
         Cell::plain(row.name.as_str()),
-        Cell::or_none(row.nodepool.as_deref()),
         Cell {
             text: row.state.as_str().to_owned(),
             color: Some(state_color(row.state)),
         },
         Cell::or_none(row.instance_type.as_deref()),
-        Cell::or_none(row.capacity_type.as_deref()),
-        Cell::or_none(row.zone.as_deref()),
-        Cell::or_none(row.node.as_deref()),
-        Cell::plain(format_price(row.price)),
+        Cell::plain(pods_cell(row)),
+        usage_cell(row.requests.cpu, row.allocatable.map(|a| a.cpu), |m| {
+            cores(i128::from(m))
+        }),
+        usage_cell(
+            row.requests.memory,
+            row.allocatable.map(|a| a.memory),
+            bytes,
+        ),
         Cell::plain(row.age.as_str()),
     ];
     if wide {
+        cells.push(Cell::or_none(row.nodepool.as_deref()));
+        cells.push(Cell::or_none(row.capacity_type.as_deref()));
+        cells.push(Cell::or_none(row.zone.as_deref()));
+        cells.push(Cell::or_none(row.node.as_deref()));
+        cells.push(Cell::plain(format_price(row.price)));
         cells.push(Cell::or_none(row.node_class.as_deref()));
         cells.push(Cell::or_none(row.provider_id.as_deref()));
     }
@@ -143,14 +197,11 @@ pub fn write_status(out: &mut impl Write, doc: &Document, opts: TableOptions) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::document::{Snapshot, View};
+    use crate::status::document::View;
     use crate::status::fixtures;
 
     fn render(opts: TableOptions) -> String {
-        let snapshot = Snapshot {
-            pools: fixtures::pools(),
-            claims: fixtures::claims(),
-        };
+        let snapshot = fixtures::snapshot();
         let doc = Document::build(
             &snapshot,
             &View::default(),
@@ -167,7 +218,9 @@ mod tests {
         let got = render(TableOptions::default());
         assert_eq!(got.lines().count(), 7, "{got}");
         assert!(
-            got.starts_with("default-abcde   default   Ready          m5.large    on-demand "),
+            got.starts_with(
+                "default-abcde   Ready          m5.large    3           1.1/1.93 (56%)   "
+            ),
             "{got}"
         );
         assert!(!got.contains("nodeclaims:"), "{got}");
@@ -209,7 +262,8 @@ mod tests {
             .find(|l| l.starts_with("default-abcde"))
             .expect("ready row");
         assert!(
-            ready_line.contains("default    \u{1b}[38;5;10mReady\u{1b}[39m          m5.large"),
+            ready_line
+                .starts_with("default-abcde   \u{1b}[38;5;10mReady\u{1b}[39m          m5.large"),
             "{ready_line:?}"
         );
         let gpu_pool = coloured
@@ -221,6 +275,44 @@ mod tests {
             "{gpu_pool:?}"
         );
         assert_eq!(strip_escapes(&coloured), plain);
+    }
+
+    #[test]
+    fn pods_cpu_and_memory_cells() {
+        let doc = Document::build(
+            &fixtures::snapshot(),
+            &View::default(),
+            fixtures::now(),
+            &fixtures::FixedPrices,
+        );
+        let row = |name: &str| {
+            doc.node_claims
+                .iter()
+                .find(|r| r.name == name)
+                .expect("a fixture row")
+        };
+        // Two web pods and a DaemonSet's; only the DaemonSet's (empty); a node being drained
+        // and one initializing are never called empty; no node, no pods.
+        assert_eq!(pods_cell(row("default-abcde")), "3");
+        assert_eq!(pods_cell(row("default-drift")), "1 (empty)");
+        assert_eq!(pods_cell(row("gpu-uvwxy")), "2");
+        assert_eq!(pods_cell(row("gpu-pqrst")), "0");
+        assert_eq!(pods_cell(row("stray")), "0");
+        let cpu = |m: i64| cores(i128::from(m));
+        assert_eq!(usage_cell(1100, Some(1930), cpu).text, "1.1/1.93 (56%)");
+        assert_eq!(usage_cell(250, Some(4000), cpu).text, "0.25/4 (6%)");
+        assert_eq!(
+            usage_cell(2176 << 20, Some(7291 << 20), bytes).text,
+            "2.1/7.1Gi (29%)"
+        );
+        assert_eq!(
+            usage_cell(128 << 20, Some(6903 << 20), bytes).text,
+            "128Mi/6.7Gi (1%)"
+        );
+        assert_eq!(usage_cell(0, Some(16 << 30), bytes).text, "0/16Gi (0%)");
+        // Nothing allocatable: no share; unknown allocatable: <none>.
+        assert_eq!(usage_cell(0, Some(0), cpu).text, "0/0");
+        assert_eq!(usage_cell(100, None, cpu).text, "<none>");
     }
 
     #[test]

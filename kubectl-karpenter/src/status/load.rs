@@ -1,0 +1,269 @@
+//! What runs on each node, as `kubectl karpenter status` shows it beside its NodeClaim (the view
+//! eks-node-viewer gives): how many pods are bound to it, how many of those consolidation would
+//! have to move, and the cpu and memory they request against the node's allocatable. Requests
+//! are counted as kube-scheduler counts them (karpenter-core's [`pod_requests`]), over the pods
+//! it counts (bound and not Succeeded or Failed). Pure: the pods and Nodes come in as arguments.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crds::NodeClaim;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use karpenter_core::disruption::candidates::is_reschedulable;
+use karpenter_core::scheduling::pod::{is_terminal, pod_requests};
+use karpenter_core::scheduling::resources::{CPU, MEMORY, parse_milli, parse_units};
+use serde::Serialize;
+
+/// An amount of cpu and memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Amounts {
+    /// CPU in millicores.
+    pub cpu: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+}
+
+impl Amounts {
+    /// The `cpu` and `memory` of a resource list (a Node's or NodeClaim's `status.allocatable`),
+    /// or `None` when either is missing or does not parse as a quantity.
+    pub fn of_list(list: &BTreeMap<String, Quantity>) -> Option<Amounts> {
+        let cpu = i64::try_from(parse_milli(&list.get(CPU)?.0).ok()?).ok()?;
+        let memory = parse_units(&list.get(MEMORY)?.0).ok()?;
+        Some(Amounts { cpu, memory })
+    }
+}
+
+/// The pods bound to one node, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodLoad {
+    /// Pods bound to the node and not Succeeded or Failed, DaemonSet and static pods included
+    /// (as eks-node-viewer counts them).
+    pub pods: usize,
+    /// Of those, the ones consolidation would have to move (karpenter-core's
+    /// [`is_reschedulable`], upstream `IsReschedulable`): not owned by a DaemonSet, not static
+    /// (owned by the Node), not being deleted. 0 means the node is empty in upstream's sense.
+    pub reschedulable: usize,
+    /// Their summed requests (a pod whose requests do not parse adds nothing).
+    pub requests: Amounts,
+}
+
+/// Sums the pods bound to each node, by node name, in one pass over every pod (pending pods,
+/// which no node hosts yet, and Succeeded or Failed ones are left out).
+pub fn loads_by_node(pods: &[Pod]) -> HashMap<String, PodLoad> {
+    let mut loads: HashMap<String, PodLoad> = HashMap::new();
+    for pod in pods {
+        let Some(node) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty())
+        else {
+            continue;
+        };
+        if is_terminal(pod) {
+            continue;
+        }
+        let load = loads.entry(node.to_owned()).or_default();
+        load.pods += 1;
+        if is_reschedulable(pod) {
+            load.reschedulable += 1;
+        }
+        if let Ok(r) = pod_requests(pod) {
+            load.requests.cpu += r.cpu;
+            load.requests.memory += r.memory;
+        }
+    }
+    loads
+}
+
+/// One NodeClaim's node as the PODS, CPU and MEMORY columns show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeLoad {
+    /// The pods on its node ([`PodLoad`]); all zero without a node.
+    pub pods: PodLoad,
+    /// Its node's `status.allocatable`; for a NodeClaim whose Node is not there (yet), the
+    /// NodeClaim's own `status.allocatable`; `None` when neither says (not launched yet).
+    pub allocatable: Option<Amounts>,
+}
+
+/// What the NodeClaim rows need to know about nodes: the pods on each and each Node's
+/// allocatable, by node name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Loads {
+    pods: HashMap<String, PodLoad>,
+    allocatable: HashMap<String, Amounts>,
+}
+
+impl Loads {
+    /// Indexes `nodes` and sums `pods` by node name.
+    pub fn of(nodes: &[Node], pods: &[Pod]) -> Loads {
+        let allocatable = nodes
+            .iter()
+            .filter_map(|n| {
+                let name = n.metadata.name.clone()?;
+                let list = n.status.as_ref()?.allocatable.as_ref()?;
+                Some((name, Amounts::of_list(list)?))
+            })
+            .collect();
+        Loads {
+            pods: loads_by_node(pods),
+            allocatable,
+        }
+    }
+
+    /// The load of `claim`'s node (its `status.nodeName`), falling back to the NodeClaim's own
+    /// allocatable when that Node is not known.
+    pub fn of_claim(&self, claim: &NodeClaim) -> NodeLoad {
+        let status = claim.status.as_ref();
+        let node = status
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let pods = node
+            .and_then(|n| self.pods.get(n))
+            .copied()
+            .unwrap_or_default();
+        let allocatable = node
+            .and_then(|n| self.allocatable.get(n))
+            .copied()
+            .or_else(|| status.and_then(|s| Amounts::of_list(&s.allocatable)));
+        NodeLoad { pods, allocatable }
+    }
+}
+
+/// `requested` as a whole percentage of `allocatable`, rounded down as `kubectl describe node`
+/// does; `None` when nothing is allocatable.
+pub fn percent(requested: i64, allocatable: i64) -> Option<i64> {
+    (allocatable > 0).then(|| requested.saturating_mul(100) / allocatable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testutil::{node, nodeclaim, pod};
+
+    fn pods() -> Vec<Pod> {
+        vec![
+            pod("web-1").cpu("500m").memory("1Gi").on_node("n1").build(),
+            pod("web-2")
+                .cpu("250m")
+                .memory("512Mi")
+                .on_node("n1")
+                .build(),
+            pod("agent-n1")
+                .cpu("100m")
+                .memory("128Mi")
+                .owner("apps/v1", "DaemonSet", "agent", "u")
+                .on_node("n1")
+                .build(),
+            pod("agent-n2")
+                .cpu("100m")
+                .memory("128Mi")
+                .owner("apps/v1", "DaemonSet", "agent", "u")
+                .on_node("n2")
+                .build(),
+            pod("done")
+                .cpu("4")
+                .on_node("n2")
+                .phase("Succeeded")
+                .build(),
+            pod("failed").cpu("4").on_node("n2").phase("Failed").build(),
+            pod("pending").cpu("4").build(),
+            pod("bad").cpu("lots").on_node("n2").build(),
+        ]
+    }
+
+    #[test]
+    fn sums_active_pods_by_node() {
+        let loads = loads_by_node(&pods());
+        assert_eq!(loads.len(), 2);
+        assert_eq!(
+            loads["n1"],
+            PodLoad {
+                pods: 3,
+                reschedulable: 2,
+                requests: Amounts {
+                    cpu: 850,
+                    memory: (1 << 30) + (640 << 20)
+                },
+            }
+        );
+        // Only a DaemonSet pod and a pod whose request does not parse (counted, adding
+        // nothing): empty in upstream's sense but for that pod.
+        assert_eq!(
+            loads["n2"],
+            PodLoad {
+                pods: 2,
+                reschedulable: 1,
+                requests: Amounts {
+                    cpu: 100,
+                    memory: 128 << 20
+                },
+            }
+        );
+    }
+
+    #[test]
+    fn allocatable_comes_from_the_node_else_the_nodeclaim() {
+        let nodes = vec![
+            node("n1")
+                .allocatable("cpu", "1930m")
+                .allocatable("memory", "7548500Ki")
+                .build(),
+            node("broken").allocatable("cpu", "2").build(),
+        ];
+        let loads = Loads::of(&nodes, &pods());
+        let on_node = |name: &str| {
+            nodeclaim(format!("claim-{name}"))
+                .allocatable("cpu", "3920m")
+                .allocatable("memory", "14Gi")
+                .merge(serde_json::json!({"status": {"nodeName": name}}))
+                .build()
+        };
+        let n1 = loads.of_claim(&on_node("n1"));
+        assert_eq!(n1.pods.pods, 3);
+        assert_eq!(
+            n1.allocatable,
+            Some(Amounts {
+                cpu: 1930,
+                memory: 7_548_500 << 10
+            })
+        );
+        // No usable Node (no memory in its allocatable): the NodeClaim's figures.
+        let broken = loads.of_claim(&on_node("broken"));
+        assert_eq!(broken.pods, PodLoad::default());
+        assert_eq!(
+            broken.allocatable,
+            Some(Amounts {
+                cpu: 3920,
+                memory: 14 << 30
+            })
+        );
+        // In flight: no node, no pods, the NodeClaim's allocatable if it has one.
+        let launched = nodeclaim("launched")
+            .allocatable("cpu", "2")
+            .allocatable("memory", "4Gi")
+            .build();
+        assert_eq!(
+            loads.of_claim(&launched),
+            NodeLoad {
+                pods: PodLoad::default(),
+                allocatable: Some(Amounts {
+                    cpu: 2000,
+                    memory: 4 << 30
+                }),
+            }
+        );
+        assert_eq!(
+            loads.of_claim(&nodeclaim("launching").build()),
+            NodeLoad::default()
+        );
+    }
+
+    #[test]
+    fn percent_rounds_down_and_needs_allocatable() {
+        assert_eq!(percent(1200, 3920), Some(30));
+        assert_eq!(percent(0, 3920), Some(0));
+        assert_eq!(percent(3920, 3920), Some(100));
+        assert_eq!(percent(5, 0), None);
+    }
+}
