@@ -1,22 +1,48 @@
 //! Consolidation scenarios in the sandbox, the fleet following the load down: a Deployment
 //! scaled up and then down leaves nodes the orchestrator deletes (empty) or replaces with a
-//! cheaper one (underutilized), with every remaining pod kept Running (watched every 100 ms);
-//! a `karpenter.sh/do-not-disrupt` pod pins its node; a budget of `nodes: "0"` for consolidation
-//! stops it; `consolidateAfter: Never` disables it. The orchestrator's poll and validation
-//! delays are shortened from upstream's 10 s and 15 s to keep the scenarios quick.
+//! cheaper one (underutilized), one node or several in one command, with every remaining pod
+//! kept Running and every PodDisruptionBudget honoured (watched every 100 ms); a
+//! `karpenter.sh/do-not-disrupt` pod pins its node (a duration-valued one until it runs out); a
+//! PDB that allows nothing blocks with an Event naming it; a budget of `nodes: "0"` (also
+//! inside a schedule window) stops consolidation but not drift's own budget; drift and
+//! consolidation together never take the same node nor more than the budget;
+//! `consolidateAfter` delays and `Never` disables it; `WhenEmpty` waits for empty nodes; spot
+//! nodes are replaced with spot only behind `SpotToSpotConsolidation`. The orchestrator's poll
+//! and validation delays are shortened from upstream's 10 s and 15 s to keep the scenarios
+//! quick.
 
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use controller::runtime::Settings;
+use controller::runtime::feature_gates::FeatureGate;
+use crds::disruption::{COMMAND_ANNOTATION, REPLACES_ANNOTATION, STARTED_ANNOTATION};
+use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
-use tests::{Options, TestCluster, deployment};
+use tests::{Options, TestCluster, condition, deployment};
 
 const SETTLE: Duration = Duration::from_secs(90);
 
+/// Requirements of on-demand c/m instances of generation 5 and later, amd64 (YAML list items).
+const ON_DEMAND_CM: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}\n      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [\"4\"]}\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n";
+
+/// Requirements of spot c/m instances of generation 5 and later, amd64.
+const SPOT_CM: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}\n      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}\n      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [\"4\"]}\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n";
+
+/// Requirements of on-demand m5.large only (2 vCPU: 1930 millicores allocatable), so the
+/// layout of a packed workload is known.
+const M5_LARGE: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}\n";
+
 /// A NodePool of on-demand c/m instances with the given `disruption` block (YAML flow map).
 fn nodepool(disruption: &str) -> String {
+    nodepool_with(disruption, ON_DEMAND_CM)
+}
+
+/// The NodePool `default` with the given `disruption` block and `requirements` (YAML list
+/// items), and its EC2NodeClass.
+fn nodepool_with(disruption: &str, requirements: &str) -> String {
     format!(
-        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: default\nspec:\n  disruption: {disruption}\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n      expireAfter: 720h\n      requirements:\n      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}\n      - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}\n      - {{key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [\"4\"]}}\n      - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}\n---\napiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\nspec:\n  role: KarpenterNodeRole-sandbox\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: sandbox}}}}]\n  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: sandbox}}}}]\n"
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: default\nspec:\n  disruption: {disruption}\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n      expireAfter: 720h\n      requirements:\n{requirements}---\napiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\nspec:\n  role: KarpenterNodeRole-sandbox\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: sandbox}}}}]\n  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: sandbox}}}}]\n"
     )
 }
 
@@ -29,11 +55,16 @@ fn fast() -> Settings {
 }
 
 async fn cluster(disruption: &str, workload: &str) -> TestCluster {
-    let yaml = format!("{}---\n{workload}", nodepool(disruption));
+    cluster_with(&nodepool(disruption), workload, fast()).await
+}
+
+/// A cluster with `pool` (NodePool and EC2NodeClass YAML), `workload` and `settings`.
+async fn cluster_with(pool: &str, workload: &str, settings: Settings) -> TestCluster {
+    let yaml = format!("{pool}---\n{workload}");
     TestCluster::start(
         &yaml,
         Options {
-            settings: fast(),
+            settings,
             ..Options::default()
         },
     )
@@ -225,4 +256,534 @@ async fn consolidate_after_never_disables_it_and_when_empty_waits_for_empty_node
     when_empty
         .eventually("empty nodes deleted", SETTLE, |c| live(c).is_empty())
         .await;
+}
+
+fn name(o: &Value) -> String {
+    o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn annotation(o: &Value, key: &str) -> Option<String> {
+    o.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .map(String::from)
+}
+
+fn timestamp(v: &Value) -> Option<Timestamp> {
+    v.as_str().and_then(|t| t.parse().ok())
+}
+
+/// An Event's text (`note` for events.k8s.io, `message` for core Events).
+fn text(e: &Value) -> &str {
+    e["note"]
+        .as_str()
+        .or(e["message"].as_str())
+        .unwrap_or_default()
+}
+
+/// When a NodeClaim was first disrupted: its consolidation command's start, else its deletion.
+fn disrupted_at(x: &Value) -> Option<Timestamp> {
+    annotation(x, STARTED_ANNOTATION)
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .or_else(|| timestamp(&x["metadata"]["deletionTimestamp"]))
+}
+
+/// Sample the cluster every 100 ms until `step` (which asserts the invariants of the scenario)
+/// says done, or panic after `timeout`.
+async fn watch(
+    c: &TestCluster,
+    what: &str,
+    timeout: Duration,
+    mut step: impl FnMut(&TestCluster) -> bool,
+) {
+    let start = Instant::now();
+    while !step(c) {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Sample the cluster every 100 ms for `period`, asserting `check` each time: several
+/// consolidation passes (0.5 s apart, 2 s validation) go by without it failing.
+async fn hold(c: &TestCluster, period: Duration, check: impl Fn(&TestCluster)) {
+    let start = Instant::now();
+    while start.elapsed() < period {
+        check(c);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Deployment with a PodDisruptionBudget of `minAvailable`.
+fn guarded(name: &str, replicas: u32, cpu: &str, min_available: u32) -> String {
+    format!(
+        "{}---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: {name}\nspec:\n  minAvailable: {min_available}\n  selector:\n    matchLabels: {{app: {name}}}\n",
+        deployment(name, replicas, cpu, "64Mi")
+    )
+}
+
+/// The Deployments of [`packed`] that have a PodDisruptionBudget.
+const GUARDED: [&str; 4] = ["a", "b", "c", "d"];
+
+/// On m5.large nodes (1930 millicores): four 1700m `filler` pods, one per node, and four
+/// Deployments of two 100m pods with a PDB of minAvailable 1, two pods in each node's gap. With
+/// the filler gone, four nodes each hold 200m: underutilized, and nothing is empty.
+fn packed() -> String {
+    let mut yaml = deployment("filler", 4, "1700m", "256Mi");
+    for app in GUARDED {
+        yaml.push_str("---\n");
+        yaml.push_str(&guarded(app, 2, "100m", 1));
+    }
+    yaml
+}
+
+/// Running pods of `app` that are not being deleted.
+fn running(c: &TestCluster, app: &str) -> usize {
+    c.objects("", "pods")
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["status"]["phase"] == "Running")
+        .count()
+}
+
+/// Every guarded Deployment keeps a Running pod (its PDB's minimum).
+fn check_pdbs(c: &TestCluster) {
+    for app in GUARDED {
+        assert!(
+            running(c, app) >= 1,
+            "{app} fell below its PodDisruptionBudget minimum"
+        );
+    }
+}
+
+/// Whether a NodeClaim is a candidate of a consolidation command (its replacement carries the
+/// command too, with `replaces`).
+fn in_command(x: &Value) -> bool {
+    annotation(x, COMMAND_ANNOTATION).is_some() && annotation(x, REPLACES_ANNOTATION).is_none()
+}
+
+/// Whether a NodeClaim is being replaced by an upgrade step.
+fn in_step(x: &Value) -> bool {
+    annotation(x, crds::upgrade::REPLACEMENT_ANNOTATION).is_some()
+}
+
+/// The candidates of the consolidation commands in progress, by command.
+fn commands(c: &TestCluster) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for x in c.nodeclaims().iter().filter(|x| in_command(x)) {
+        if let Some(id) = annotation(x, COMMAND_ANNOTATION) {
+            out.entry(id).or_default().insert(name(x));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_underutilized_nodes_go_in_one_command_within_every_pdb() {
+    let pool = nodepool_with(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
+        M5_LARGE,
+    );
+    let c = cluster_with(&pool, &packed(), fast()).await;
+    settled(&c, "the packed workload provisioned").await;
+    let before: BTreeSet<String> = live(&c).iter().map(name).collect();
+    assert_eq!(before.len(), 4, "one m5.large per filler pod: {before:?}");
+    scale(&c, "filler", 0).await;
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    watch(
+        &c,
+        "the guarded pods consolidated onto one node",
+        SETTLE,
+        |c| {
+            check_pdbs(c);
+            for (id, names) in commands(c) {
+                seen.entry(id).or_default().extend(names);
+            }
+            let claims = c.nodeclaims();
+            claims.len() == 1
+                && claims.iter().all(|x| {
+                    !before.contains(&name(x))
+                        && x["metadata"]["deletionTimestamp"].is_null()
+                        && annotation(x, COMMAND_ANNOTATION).is_none()
+                })
+                && GUARDED.iter().all(|app| running(c, app) == 2)
+        },
+    )
+    .await;
+    assert!(
+        seen.values().any(|names| names.len() >= 2),
+        "one command took several NodeClaims: {seen:?}"
+    );
+    let launching: Vec<String> = c
+        .events_with_reason("DisruptionLaunching")
+        .iter()
+        .map(|e| text(e).to_string())
+        .collect();
+    assert!(
+        launching
+            .iter()
+            .any(|m| before.iter().filter(|n| m.contains(n.as_str())).count() >= 2),
+        "the replacement names the NodeClaims it replaces: {launching:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_do_not_disrupt_duration_pins_its_node_until_it_runs_out() {
+    let c = cluster(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
+        &deployment("web", 4, "1", "1Gi"),
+    )
+    .await;
+    settled(&c, "4 pods provisioned").await;
+    let started = |p: &Value| timestamp(&p["status"]["startTime"]);
+    let web: Vec<Value> = c
+        .objects("", "pods")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "web")
+        .collect();
+    let oldest = web
+        .iter()
+        .filter_map(started)
+        .min()
+        .expect("the web pods started");
+    // Every pod's window (from its start) ends at least 8 s from now.
+    let window = Timestamp::now().duration_since(oldest).as_secs() + 8;
+    c.kubectl_ok(&[
+        "annotate",
+        "pods",
+        "-l",
+        "app=web",
+        &format!("karpenter.sh/do-not-disrupt={window}s"),
+    ])
+    .await;
+    scale(&c, "web", 1).await;
+    c.eventually("three web pods gone", SETTLE, |c| {
+        c.objects("", "pods")
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .count()
+            == 1
+    })
+    .await;
+    let pod = c
+        .objects("", "pods")
+        .into_iter()
+        .find(|p| p["metadata"]["labels"]["app"] == "web")
+        .expect("the pinned pod");
+    let end = started(&pod).expect("started") + SignedDuration::from_secs(window);
+    let node = pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let claim = c
+        .nodeclaims()
+        .into_iter()
+        .find(|x| x["status"]["nodeName"] == node.as_str())
+        .map(|x| name(&x))
+        .expect("the pinned node's NodeClaim");
+    let pod_name = name(&pod);
+    c.eventually("consolidation names the window", SETTLE, |c| {
+        c.events(&claim, "DisruptionBlocked").iter().any(|e| {
+            text(e).contains(&format!(
+                "pod default/{pod_name} has karpenter.sh/do-not-disrupt until"
+            ))
+        })
+    })
+    .await;
+    let mut disrupted: Option<Timestamp> = None;
+    watch(
+        &c,
+        "the pinned node consolidated once its window ran out",
+        SETTLE,
+        |c| {
+            let Some(x) = c.nodeclaims().into_iter().find(|x| name(x) == claim) else {
+                return true;
+            };
+            if disrupted.is_none() {
+                disrupted = disrupted_at(&x);
+            }
+            false
+        },
+    )
+    .await;
+    let disrupted = disrupted.expect("the pinned node was seen being disrupted");
+    assert!(
+        disrupted >= end,
+        "disrupted at {disrupted}, before the do-not-disrupt window ended at {end}"
+    );
+    c.eventually("the pod runs on the cheaper node", SETTLE, |c| {
+        live(c).len() == 1 && all_running(c, "web")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pdb_that_allows_nothing_blocks_with_an_event_naming_it() {
+    // Scaled to one pod, the PDB's minimum of one allows no eviction: the oversized node stays.
+    let c = cluster(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
+        &guarded("web", 4, "1", 1),
+    )
+    .await;
+    settled(&c, "4 pods provisioned").await;
+    scale(&c, "web", 1).await;
+    c.eventually("DisruptionBlocked names the PDB", SETTLE, |c| {
+        c.events_with_reason("DisruptionBlocked")
+            .iter()
+            .any(|e| text(e).contains("PodDisruptionBudget default/web allows no disruption"))
+    })
+    .await;
+    let holder = c
+        .objects("", "pods")
+        .into_iter()
+        .find(|p| p["metadata"]["labels"]["app"] == "web")
+        .and_then(|p| p["spec"]["nodeName"].as_str().map(String::from))
+        .expect("the web pod runs");
+    hold(&c, Duration::from_secs(3), |c| {
+        let claim = c
+            .nodeclaims()
+            .into_iter()
+            .find(|x| x["status"]["nodeName"] == holder.as_str())
+            .expect("the blocked node's NodeClaim stays");
+        assert!(
+            !in_command(&claim) && claim["metadata"]["deletionTimestamp"].is_null(),
+            "the blocked node is disrupted"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scheduled_zero_budget_stops_consolidation_but_not_drift() {
+    // Consolidation's budget is zero inside a window that is always open (every minute, for an
+    // hour); drift has its own budget of one.
+    let c = cluster(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"0\", reasons: [Empty, Underutilized], schedule: \"* * * * *\", duration: 1h}, {nodes: \"1\", reasons: [Drifted]}]}",
+        &deployment("web", 6, "1", "1Gi"),
+    )
+    .await;
+    settled(&c, "6 pods provisioned").await;
+    let before: BTreeSet<String> = live(&c).iter().map(name).collect();
+    scale(&c, "web", 1).await;
+    hold(&c, Duration::from_secs(4), |c| {
+        assert!(commands(c).is_empty(), "consolidation inside a zero budget");
+    })
+    .await;
+    assert_eq!(
+        live(&c).len(),
+        before.len(),
+        "the zero budget keeps every node"
+    );
+    let new = c.publish_ami("al2023", None);
+    let images: BTreeSet<String> = new.into_iter().map(|a| a.id).collect();
+    watch(&c, "drift replaced every node", SETTLE, |c| {
+        assert!(commands(c).is_empty(), "consolidation inside a zero budget");
+        let claims = c.nodeclaims();
+        !claims.is_empty()
+            && claims.iter().all(|x| {
+                !before.contains(&name(x))
+                    && x["status"]["imageID"]
+                        .as_str()
+                        .is_some_and(|i| images.contains(i))
+                    && condition(x, "Initialized").as_deref() == Some("True")
+                    && x["metadata"]["deletionTimestamp"].is_null()
+            })
+            && all_running(c, "web")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn consolidate_after_delays_disruption_since_the_last_pod_event() {
+    let c = cluster(
+        "{consolidateAfter: 5s, budgets: [{nodes: \"100%\"}]}",
+        &deployment("web", 4, "1", "1Gi"),
+    )
+    .await;
+    settled(&c, "4 pods provisioned").await;
+    let before: BTreeSet<String> = live(&c).iter().map(name).collect();
+    scale(&c, "web", 0).await;
+    let mut last_event: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut disrupted: BTreeMap<String, Timestamp> = BTreeMap::new();
+    watch(&c, "the emptied nodes deleted", SETTLE, |c| {
+        let claims = c.nodeclaims();
+        for x in &claims {
+            if let Some(t) = timestamp(&x["status"]["lastPodEventTime"]) {
+                last_event.insert(name(x), t);
+            }
+            if let Some(at) = disrupted_at(x) {
+                disrupted.entry(name(x)).or_insert(at);
+            }
+        }
+        claims.is_empty()
+    })
+    .await;
+    for n in &before {
+        let event = last_event
+            .get(n)
+            .unwrap_or_else(|| panic!("{n}: the pods leaving were never recorded as a pod event"));
+        let at = disrupted
+            .get(n)
+            .unwrap_or_else(|| panic!("{n}: never seen being disrupted"));
+        assert!(
+            *at >= *event + SignedDuration::from_secs(5),
+            "{n} disrupted at {at}, within consolidateAfter of its last pod event at {event}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spot_nodes_are_replaced_with_spot_only_behind_the_feature_gate() {
+    let pool = nodepool_with(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
+        SPOT_CM,
+    );
+    let workload = deployment("web", 4, "1", "1Gi");
+
+    // Without the gate the node holding the one pod left stays, and says why.
+    let off = cluster_with(&pool, &workload, fast()).await;
+    settled(&off, "4 spot pods provisioned").await;
+    scale(&off, "web", 1).await;
+    off.eventually("Unconsolidatable says spot-to-spot is off", SETTLE, |c| {
+        c.events_with_reason("Unconsolidatable")
+            .iter()
+            .any(|e| text(e).contains("spot-to-spot consolidation is disabled"))
+    })
+    .await;
+    hold(&off, Duration::from_secs(3), |c| {
+        assert!(commands(c).is_empty(), "a command without the gate");
+        assert!(
+            c.nodeclaims()
+                .iter()
+                .all(|x| annotation(x, REPLACES_ANNOTATION).is_none()),
+            "a replacement without the gate"
+        );
+    })
+    .await;
+    assert!(all_running(&off, "web"));
+    drop(off);
+
+    // With it, the node is replaced by a cheaper spot node.
+    let mut settings = fast();
+    settings
+        .feature_gates
+        .set(FeatureGate::SpotToSpotConsolidation, true);
+    let on = cluster_with(&pool, &workload, settings).await;
+    settled(&on, "4 spot pods provisioned").await;
+    let before: BTreeSet<String> = live(&on).iter().map(name).collect();
+    let price = fleet_cost(&on);
+    scale(&on, "web", 1).await;
+    watch(
+        &on,
+        "the spot node replaced by a cheaper spot node",
+        SETTLE,
+        |c| {
+            let claims = c.nodeclaims();
+            claims.len() == 1
+                && claims.iter().all(|x| {
+                    !before.contains(&name(x))
+                        && x["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
+                        && condition(x, "Initialized").as_deref() == Some("True")
+                })
+                && all_running(c, "web")
+        },
+    )
+    .await;
+    assert!(fleet_cost(&on) < price, "{} vs {price}", fleet_cost(&on));
+    assert!(
+        on.sim()
+            .instances()
+            .iter()
+            .all(|i| i.capacity_type == "spot"),
+        "spot replaced by spot"
+    );
+    assert!(
+        !on.events_with_reason("DisruptionLaunching").is_empty(),
+        "a replacement was launched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn drift_and_consolidation_together_share_one_budget_and_never_one_node() {
+    let pool = nodepool_with(
+        "{consolidateAfter: 0s, budgets: [{nodes: \"1\"}]}",
+        M5_LARGE,
+    );
+    let c = cluster_with(&pool, &packed(), fast()).await;
+    settled(&c, "the packed workload provisioned").await;
+    let before: BTreeSet<String> = live(&c).iter().map(name).collect();
+    let mut kinds = BTreeSet::new();
+    // Every 100 ms: at most one NodeClaim of the pool disrupted (a candidate of a command, in
+    // an upgrade step, or deleting), and none held by both methods.
+    let mut check = |c: &TestCluster| {
+        check_pdbs(c);
+        let claims = c.nodeclaims();
+        let disrupting: Vec<String> = claims
+            .iter()
+            .filter(|x| {
+                in_command(x) || in_step(x) || !x["metadata"]["deletionTimestamp"].is_null()
+            })
+            .map(name)
+            .collect();
+        assert!(
+            disrupting.len() <= 1,
+            "the budget of one is exceeded: {disrupting:?}"
+        );
+        for x in &claims {
+            assert!(
+                !(in_command(x) && in_step(x)),
+                "{} is both in a consolidation command and an upgrade step",
+                name(x)
+            );
+            if in_command(x) {
+                kinds.insert("consolidation");
+            }
+            if in_step(x) {
+                kinds.insert("upgrade");
+            }
+        }
+        claims
+    };
+    scale(&c, "filler", 0).await;
+    // Drift starts while consolidation is at work.
+    watch(&c, "a consolidation command", SETTLE, |c| {
+        check(c);
+        !commands(c).is_empty()
+    })
+    .await;
+    let images: BTreeSet<String> = c
+        .publish_ami("al2023", None)
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    watch(
+        &c,
+        "every old node drifted away or consolidated",
+        SETTLE,
+        |c| {
+            let claims = check(c);
+            !claims.is_empty()
+                && claims.iter().all(|x| {
+                    !before.contains(&name(x))
+                        && x["status"]["imageID"]
+                            .as_str()
+                            .is_some_and(|i| images.contains(i))
+                        && x["metadata"]["deletionTimestamp"].is_null()
+                        && !in_step(x)
+                })
+                && GUARDED.iter().all(|app| running(c, app) == 2)
+        },
+    )
+    .await;
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["consolidation", "upgrade"]),
+        "both methods disrupted nodes"
+    );
 }

@@ -648,3 +648,125 @@ async fn killed_after_node_deletion_deleted_the_nodeclaim() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_right_after_a_consolidation_replacement_was_created() {
+    use crds::disruption::{COMMAND_ANNOTATION, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION};
+    let what = "after a consolidation command created its replacement";
+    let annotation = |o: &Value, key: &str| -> Option<String> {
+        o.pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let app_pods = |tc: &TestCluster| -> Vec<Value> {
+        tc.objects("", "pods")
+            .into_iter()
+            .filter(|p| p.pointer("/metadata/labels/app").and_then(Value::as_str) == Some("app"))
+            .collect()
+    };
+    let running = |pods: &[Value]| {
+        pods.iter()
+            .filter(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running"))
+            .count()
+    };
+    // Four 1-cpu pods, then one: the node left holding it is oversized and gets replaced.
+    let mut tc = TestCluster::start(
+        &deployment("app", 4, "1", "1Gi"),
+        Options {
+            settings: controller::runtime::Settings {
+                disruption_poll: Duration::from_millis(500),
+                consolidation_validation_delay: Duration::from_secs(1),
+                ..Default::default()
+            },
+            controller: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    // On-demand capacity: a spot node is replaced only behind SpotToSpotConsolidation.
+    tc.merge_patch(
+        "nodepool",
+        "default",
+        r#"{"spec":{"template":{"spec":{"requirements":[{"key":"karpenter.sh/capacity-type","operator":"In","values":["on-demand"]}]}}}}"#,
+    )
+    .await;
+    let cloud = Arc::clone(&tc.cluster.cloud);
+    tc.cluster.start_controller(cloud);
+    tc.eventually(
+        "four pods running on initialized nodes",
+        Duration::from_secs(60),
+        |tc| {
+            running(&app_pods(tc)) == 4
+                && tc
+                    .nodeclaims()
+                    .iter()
+                    .all(|c| condition(c, "Initialized").as_deref() == Some("True"))
+        },
+    )
+    .await;
+    let before = names(&tc.nodeclaims());
+    // The next NodeClaim created is the replacement: no pod is pending.
+    let crash = start_crashing(
+        &mut tc,
+        api(Method::POST, &["/apis/karpenter.sh/v1/nodeclaims"], 1),
+    );
+    let launches = tc.sim().launches();
+    tc.kubectl_ok(&["scale", "deployment/app", "--replicas=1"])
+        .await;
+    wait_fired(&crash, what).await;
+    tc.cluster.stop_controller();
+
+    let claims = tc.nodeclaims();
+    let replacement = claims
+        .iter()
+        .find(|c| annotation(c, REPLACES_ANNOTATION).is_some())
+        .map(|c| names(std::slice::from_ref(c))[0].clone())
+        .unwrap_or_else(|| panic!("{what}: no replacement in {:?}", names(&claims)));
+    let candidates: Vec<String> = claims
+        .iter()
+        .filter(|c| annotation(c, REPLACEMENT_ANNOTATION).as_deref() == Some(replacement.as_str()))
+        .filter(|c| annotation(c, COMMAND_ANNOTATION).is_some())
+        .map(|c| names(std::slice::from_ref(c))[0].clone())
+        .collect();
+    assert!(
+        !candidates.is_empty() && candidates.iter().all(|c| before.contains(c)),
+        "{what}: the candidates name the replacement: {candidates:?}"
+    );
+    assert_eq!(tc.sim().launches(), launches, "{what}: already launched");
+
+    let cloud = Arc::clone(&tc.cluster.cloud);
+    tc.cluster.start_controller(cloud);
+    let start = Instant::now();
+    loop {
+        let claims = tc.nodeclaims();
+        let pods = app_pods(&tc);
+        let nodes = tc.objects("", "nodes");
+        let done = claims.iter().all(|c| {
+            annotation(c, COMMAND_ANNOTATION).is_none()
+                && c.pointer("/metadata/deletionTimestamp").is_none()
+                && condition(c, "Initialized").as_deref() == Some("True")
+        }) && !candidates.iter().any(|c| names(&claims).contains(c))
+            && names(&claims).contains(&replacement)
+            && tc.instance_ids() == provider_ids(&claims)
+            && nodes.len() == claims.len()
+            && pods.len() == 1
+            && running(&pods) == 1;
+        if done {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: not converged: nodeclaims {:?}, instances {:?}, {} app pods",
+            names(&claims),
+            tc.instance_ids(),
+            pods.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        tc.sim().launches(),
+        launches + 1,
+        "{what}: exactly one replacement launched"
+    );
+}

@@ -26,9 +26,7 @@ use crds::{DisruptionReason, NodeClaim, StatusConditions, conditions};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use karpenter_core::disruption::candidates::{
-    self, Candidate, NotCandidate, consolidatable_at, is_reschedulable,
-};
+use karpenter_core::disruption::candidates::{self, Candidate, NotCandidate, consolidatable_at};
 use karpenter_core::disruption::consolidation::{
     self as decide, Action, Budgets, Command, Method, Settings, Simulator,
 };
@@ -87,8 +85,8 @@ impl Fingerprint {
 /// restart: pod events start counting again, and a pending decision is decided again).
 #[derive(Debug, Default)]
 pub struct Consolidation {
-    /// The pods (uids) on each NodeClaim's node at the last pass.
-    pods: HashMap<String, BTreeSet<String>>,
+    /// Each NodeClaim's node's pod-event count (`ClusterState::pod_events`) at the last pass.
+    pod_events: HashMap<String, u64>,
     /// The decision waiting for validation, and when it was made.
     pending: Option<(Instant, Fingerprint)>,
 }
@@ -110,9 +108,19 @@ impl Consolidation {
     /// waiting for validation is due, or after `Settings::disruption_poll` when idle.
     pub async fn tick(&mut self, ctx: &Context) -> Option<Duration> {
         let idle = Some(ctx.settings.disruption_poll);
-        let snap = Arc::new(ctx.state.snapshot());
+        let mut snap = ctx.state.snapshot();
         let now = ctx.clock.now();
-        self.pod_events(ctx, &snap, now).await;
+        // This pass decides with the pod events it just wrote, which the cache may not show yet.
+        for written in self.pod_events(ctx, &snap, now).await {
+            if let Some(c) = snap
+                .nodeclaims
+                .iter_mut()
+                .find(|c| c.metadata.name == written.metadata.name)
+            {
+                *c = Arc::new(written);
+            }
+        }
+        let snap = Arc::new(snap);
         if advance_commands(ctx, &snap, now).await {
             self.pending = None;
             return None;
@@ -198,22 +206,25 @@ impl Consolidation {
         }
     }
 
-    /// Upstream's pod-event tracking: when the set of pods bound to a NodeClaim's node changes,
-    /// its `status.lastPodEventTime` becomes now (so `consolidateAfter` counts from the last
-    /// change); and its `Consolidatable` condition follows `consolidateAfter`.
-    async fn pod_events(&mut self, ctx: &Context, snap: &Snapshot, now: Timestamp) {
-        let mut by_node: HashMap<&str, BTreeSet<String>> = HashMap::new();
-        for pod in &snap.pods {
-            if !is_reschedulable(pod) {
-                continue;
-            }
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-                by_node
-                    .entry(node)
-                    .or_default()
-                    .insert(pod.metadata.uid.clone().unwrap_or_default());
-            }
-        }
+    /// Upstream's pod-event tracking: when a pod arrived on or left a NodeClaim's node since the
+    /// last pass (counted by the pod cache as it applies each change, so a pod that came and
+    /// went between two passes counts too), its `status.lastPodEventTime` becomes now (so
+    /// `consolidateAfter` counts from the last change); and its `Consolidatable` condition
+    /// follows `consolidateAfter`. Returns the NodeClaims whose pod event it wrote, as written.
+    async fn pod_events(
+        &mut self,
+        ctx: &Context,
+        snap: &Snapshot,
+        now: Timestamp,
+    ) -> Vec<NodeClaim> {
+        let mut written = Vec::new();
+        let events = &ctx.state.pod_events;
+        let nodes: BTreeSet<&str> = snap
+            .nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        events.retain(|n| nodes.contains(n));
         let pools: HashMap<&str, _> = snap
             .nodepools
             .iter()
@@ -230,12 +241,9 @@ impl Consolidation {
             };
             let name = claim.name_any();
             let node = claim.status.as_ref().and_then(|s| s.node_name.as_deref());
-            let pods = node
-                .and_then(|n| by_node.get(n))
-                .cloned()
-                .unwrap_or_default();
-            let changed = self.pods.get(&name).is_some_and(|before| *before != pods);
-            seen.insert(name, pods);
+            let count = node.map_or(0, |n| events.count(n));
+            let before = self.pod_events.get(&name).copied();
+            let changed = before.is_some_and(|c| c != count);
             let mut updated = (**claim).clone();
             if changed {
                 updated
@@ -261,11 +269,26 @@ impl Consolidation {
             } else {
                 Ok(())
             };
-            if let Err(e) = result {
-                tracing::debug!(nodeclaim = %claim.name_any(), error = %e, "writing pod event");
+            match result {
+                // A pod event not written is written at the next pass, not lost.
+                Err(e) if changed => {
+                    tracing::debug!(nodeclaim = %name, error = %e, "writing pod event");
+                    seen.insert(name, before.unwrap_or(count));
+                }
+                Err(e) => {
+                    tracing::debug!(nodeclaim = %name, error = %e, "writing Consolidatable");
+                    seen.insert(name, count);
+                }
+                Ok(()) => {
+                    if changed {
+                        written.push(updated);
+                    }
+                    seen.insert(name, count);
+                }
             }
         }
-        self.pods = seen;
+        self.pod_events = seen;
+        written
     }
 }
 

@@ -30,7 +30,9 @@ pub async fn run(ctx: Arc<Context>) {
     let mut next = Instant::now();
     loop {
         upgrade::tick(&ctx, &mut upgrades).await;
-        if Instant::now() >= next {
+        // Consolidation decides from the cache: not while an upgrade step just started is
+        // missing from it (both would take the same budget, or the same node).
+        if Instant::now() >= next && upgrades.all_observed() {
             let wait = consolidation.tick(&ctx).await;
             next = Instant::now() + wait.unwrap_or(TICK);
         }

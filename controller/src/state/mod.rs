@@ -21,6 +21,9 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
 use karpenter_core::snapshot::Snapshot;
 
+mod pod_events;
+pub use pod_events::PodEvents;
+
 use karpenter_core::scheduling::pod::is_provisionable;
 
 /// Read handles of every cache.
@@ -50,6 +53,9 @@ pub struct ClusterState {
     pub storage_classes: Store<StorageClass>,
     /// PodDisruptionBudgets (upgrades skip nodes whose pods they block).
     pub pdbs: Store<PodDisruptionBudget>,
+    /// Pod events per node as the pod cache applies them (consolidation's `consolidateAfter`
+    /// counts from the last one).
+    pub pod_events: PodEvents,
     /// Notified whenever a provisionable pod, a NodePool or a node class appears or changes.
     pub pod_trigger: Arc<Notify>,
     /// Notified on every NodeClaim change (lets the provisioner wait for its own writes).
@@ -136,13 +142,14 @@ fn announce<K>(
     event: &watcher::Event<K>,
     store: &Store<K>,
     before_relist: &mut Vec<Arc<K>>,
-    on_event: &impl Fn(&K),
+    on_event: &impl Fn(&K, bool),
 ) where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     match event {
-        watcher::Event::Apply(obj) | watcher::Event::Delete(obj) => on_event(obj),
+        watcher::Event::Apply(obj) => on_event(obj, false),
+        watcher::Event::Delete(obj) => on_event(obj, true),
         watcher::Event::Init => *before_relist = store.state(),
         watcher::Event::InitApply(_) => {}
         watcher::Event::InitDone => {
@@ -150,11 +157,11 @@ fn announce<K>(
             let key = |o: &K| (o.meta().namespace.clone(), o.meta().name.clone());
             let present: std::collections::HashSet<_> = listed.iter().map(|o| key(o)).collect();
             for obj in &listed {
-                on_event(obj);
+                on_event(obj, false);
             }
             for gone in std::mem::take(before_relist) {
                 if !present.contains(&key(&gone)) {
-                    on_event(&gone);
+                    on_event(&gone, true);
                 }
             }
         }
@@ -165,6 +172,19 @@ fn announce<K>(
 /// deleted object; and after an initial list or relist (whose objects the store only takes in
 /// at its end), every listed object and every object the relist found gone.
 fn reflect<K>(api: Api<K>, on_event: impl Fn(&K) + Send + 'static) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    reflect_with_deletes(api, move |obj, _| on_event(obj))
+}
+
+/// [`reflect`] whose `on_event` is also told whether the object is gone from the cache
+/// (deleted, or found gone by a relist).
+fn reflect_with_deletes<K>(
+    api: Api<K>,
+    on_event: impl Fn(&K, bool) + Send + 'static,
+) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
@@ -193,11 +213,15 @@ impl ClusterState {
         let pod_trigger = Arc::new(Notify::new());
         let nodeclaim_changed = Arc::new(Notify::new());
         let trigger = Arc::clone(&pod_trigger);
-        let (pods, t1) = reflect(Api::<Pod>::all(client.clone()), move |p| {
-            if is_provisionable(p) {
-                trigger.notify_one();
-            }
-        });
+        let pod_events = PodEvents::default();
+        let events = pod_events.clone();
+        let (pods, t1) =
+            reflect_with_deletes(Api::<Pod>::all(client.clone()), move |p, deleted| {
+                events.observe(p, deleted);
+                if is_provisionable(p) {
+                    trigger.notify_one();
+                }
+            });
         let (node_tx, _) = broadcast::channel(CHANGE_BUFFER);
         let tx = node_tx.clone();
         let (nodes, t2) = reflect(Api::<Node>::all(client.clone()), move |n| {
@@ -243,6 +267,7 @@ impl ClusterState {
                 store: nodes.clone(),
             },
             pods,
+            pod_events,
             nodes,
             nodeclaims,
             nodepools,
@@ -351,12 +376,14 @@ mod tests {
     fn a_relist_is_announced_when_the_store_takes_it_in() {
         let (store, mut writer) = reflector::store::<NodePool>();
         let heard = std::sync::Mutex::new(Vec::new());
-        let on_event = |p: &NodePool| {
+        let on_event = |p: &NodePool, deleted: bool| {
             let name = p.metadata.name.clone().unwrap_or_default();
-            // Every announced object that still exists is in the store already.
+            // Every announced object that still exists is in the store already; the others are
+            // announced as gone.
             let held = store.state().iter().any(|s| {
                 s.metadata.name == p.metadata.name && s.metadata.generation == p.metadata.generation
             });
+            assert_eq!(deleted, !held, "{name} announced as gone: {deleted}");
             heard.lock().expect("not poisoned").push((
                 name,
                 p.metadata.generation.unwrap_or_default(),

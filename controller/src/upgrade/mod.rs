@@ -49,11 +49,28 @@ pub const MIN_DRAIN: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct Unobserved(HashMap<String, String>);
 
+impl Unobserved {
+    /// Whether every step this orchestrator started shows in the cache. Until it does,
+    /// consolidation must not decide from the cache: it would not count that step against the
+    /// NodePool's budget, nor see its NodeClaim as already being disrupted.
+    pub fn all_observed(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Look at every NodePool's rollout once: finish, advance or roll back the steps in progress
 /// and start what the plan allows. The disruption orchestrator (`crate::disruption`) calls this
 /// first on every tick, before consolidation.
 pub async fn tick(ctx: &Context, unobserved: &mut Unobserved) {
-    for pool in ctx.state.nodepools.state() {
+    let pools = ctx.state.nodepools.state();
+    // A NodePool being deleted is not reconciled: forget its unobserved step.
+    unobserved.0.retain(|name, _| {
+        pools.iter().any(|p| {
+            p.metadata.name.as_deref() == Some(name.as_str())
+                && p.metadata.deletion_timestamp.is_none()
+        })
+    });
+    for pool in pools {
         if pool.metadata.deletion_timestamp.is_some() {
             continue;
         }

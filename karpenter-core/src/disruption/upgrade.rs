@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::{self, DRAINED, DRIFTED, INITIALIZED, REGISTERED};
+use crds::disruption::{COMMAND_ANNOTATION, REPLACES_ANNOTATION as CONSOLIDATION_REPLACES};
 use crds::upgrade::{
     PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION, Phase, REPLACEMENT_ANNOTATION,
     STEP_ALLOWANCE_ANNOTATION, STEP_STARTED_ANNOTATION, step_allowance,
@@ -148,6 +149,22 @@ pub fn plan(view: &View<'_>) -> Plan {
         }
         let drifted = conditions::is_true(claim.status_conditions(), DRIFTED);
         let initialized = conditions::is_true(claim.status_conditions(), INITIALIZED);
+        // One in-progress set with consolidation: a candidate of a consolidation command is
+        // disrupting (it counts against the budget and is not replaced a second time), and
+        // its replacement is never a candidate.
+        if let Some(command) = consolidation_command(claim) {
+            if let Some(command) = command.filter(|_| !deleting) {
+                disrupting += 1;
+                if drifted && initialized {
+                    skipped.push(Skipped {
+                        nodeclaim: name,
+                        node,
+                        why: format!("already being disrupted: consolidation command {command}"),
+                    });
+                }
+            }
+            continue;
+        }
         if deleting || !drifted || !initialized {
             continue;
         }
@@ -271,6 +288,18 @@ pub fn step_of(claim: &NodeClaim, claims: &[Arc<NodeClaim>]) -> Option<StepInPro
         phase,
         started,
     })
+}
+
+/// Whether a NodeClaim belongs to a consolidation command (`crds::disruption`): `Some(Some(id))`
+/// for a candidate of command `id`, `Some(None)` for the replacement it launches, `None` when
+/// consolidation does not hold it.
+fn consolidation_command(claim: &NodeClaim) -> Option<Option<&str>> {
+    let annotations = claim.metadata.annotations.as_ref()?;
+    let id = annotations.get(COMMAND_ANNOTATION)?;
+    if annotations.contains_key(CONSOLIDATION_REPLACES) {
+        return Some(None);
+    }
+    Some(Some(id.as_str()))
 }
 
 /// Why a drifted NodeClaim cannot be replaced now: the NodeClaim or one of its pods opts out of

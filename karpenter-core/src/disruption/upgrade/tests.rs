@@ -278,3 +278,46 @@ fn scheduled_budgets_are_active_for_their_duration_after_each_hit() {
         assert_eq!(plan.can_start, can, "{time}");
     }
 }
+
+#[test]
+fn consolidation_commands_share_the_in_progress_set_and_the_budget() {
+    // `a` is a candidate of a consolidation command (drifted too), `r` the replacement it
+    // launches; `b` waits for its upgrade step.
+    let claims = vec![
+        claim("a", 1, true)
+            .annotation("disruption.karpenter.sh/command", "underutilized-x7k2p")
+            .annotation("disruption.karpenter.sh/replacement", "default-r")
+            .arc(),
+        fresh("default-r", 59)
+            .condition("Launched", "True")
+            .condition("Drifted", "True")
+            .annotation("disruption.karpenter.sh/command", "underutilized-x7k2p")
+            .annotation("disruption.karpenter.sh/replaces", "a")
+            .arc(),
+        claim("b", 2, true).arc(),
+    ];
+    let one = nodepool("default").budget(json!({"nodes": "1"})).build();
+    let p = run(&one, &claims, &[], &[]);
+    assert_eq!(
+        names(&p.queue),
+        ["b"],
+        "neither the candidate nor its replacement"
+    );
+    assert_eq!(p.skipped.len(), 1);
+    assert_eq!(p.skipped[0].nodeclaim, "a");
+    assert!(
+        p.skipped[0]
+            .why
+            .contains("consolidation command underutilized-x7k2p"),
+        "{}",
+        p.skipped[0].why
+    );
+    assert_eq!(
+        p.can_start, 0,
+        "the command takes the pool's one disruption"
+    );
+    let two = nodepool("default")
+        .budget(json!({"nodes": "2", "reasons": ["Drifted"]}))
+        .build();
+    assert_eq!(run(&two, &claims, &[], &[]).can_start, 1);
+}
