@@ -188,6 +188,10 @@ async fn a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidatio
             .find(|p| p["metadata"]["labels"]["app"] == "pinned")
             .and_then(|p| p["spec"]["nodeName"].as_str().map(String::from))
     };
+    // The pod the ReplicaSet keeps may be one still being scheduled (it deletes pending pods
+    // first): pin the node it lands on.
+    c.eventually("the pinned pod runs", SETTLE, |c| holder(c).is_some())
+        .await;
     let node = holder(&c).expect("the pinned pod runs");
     c.eventually("consolidation names the blocker", SETTLE, |c| {
         c.events_with_reason("DisruptionBlocked").iter().any(|e| {
