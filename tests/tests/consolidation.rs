@@ -23,6 +23,10 @@ use tests::{Options, TestCluster, condition, deployment};
 
 const SETTLE: Duration = Duration::from_secs(90);
 
+/// The scenarios run one at a time: each sandbox gets the machine to itself, so a scenario's
+/// timings (validation delays, drains, 100 ms samples) do not depend on how many others run.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Requirements of on-demand c/m instances of generation 5 and later, amd64 (YAML list items).
 const ON_DEMAND_CM: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}\n      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [\"4\"]}\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n";
 
@@ -107,6 +111,7 @@ async fn settled(c: &TestCluster, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scaling_down_deletes_empty_nodes_and_replaces_underutilized_ones() {
+    let _one_at_a_time = SERIAL.lock().await;
     let c = cluster(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
         &deployment("web", 24, "1", "1Gi"),
@@ -161,6 +166,7 @@ async fn scaling_down_deletes_empty_nodes_and_replaces_underutilized_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidation() {
+    let _one_at_a_time = SERIAL.lock().await;
     // Four 1-cpu pods that opt out of disruption, then three of them go: the node left holding
     // the fourth is oversized (a cheaper one would do), and only do-not-disrupt keeps it.
     let pinned = deployment("pinned", 4, "1", "1Gi").replace(
@@ -235,6 +241,7 @@ async fn a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidatio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn consolidate_after_never_disables_it_and_when_empty_waits_for_empty_nodes() {
+    let _one_at_a_time = SERIAL.lock().await;
     let never = cluster(
         "{consolidateAfter: Never}",
         &deployment("web", 4, "1", "1Gi"),
@@ -390,6 +397,7 @@ fn commands(c: &TestCluster) -> BTreeMap<String, BTreeSet<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn several_underutilized_nodes_go_in_one_command_within_every_pdb() {
+    let _one_at_a_time = SERIAL.lock().await;
     let pool = nodepool_with(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
         M5_LARGE,
@@ -439,12 +447,21 @@ async fn several_underutilized_nodes_go_in_one_command_within_every_pdb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_do_not_disrupt_duration_pins_its_node_until_it_runs_out() {
+    let _one_at_a_time = SERIAL.lock().await;
     let c = cluster(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
         &deployment("web", 4, "1", "1Gi"),
     )
     .await;
     settled(&c, "4 pods provisioned").await;
+    // Bound is not started: the kubelet reports the start a moment later.
+    c.eventually("the web pods started", SETTLE, |c| {
+        c.objects("", "pods")
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .all(|p| p["status"]["startTime"].is_string())
+    })
+    .await;
     let started = |p: &Value| timestamp(&p["status"]["startTime"]);
     let web: Vec<Value> = c
         .objects("", "pods")
@@ -529,6 +546,7 @@ async fn a_do_not_disrupt_duration_pins_its_node_until_it_runs_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pdb_that_allows_nothing_blocks_with_an_event_naming_it() {
+    let _one_at_a_time = SERIAL.lock().await;
     // Scaled to one pod, the PDB's minimum of one allows no eviction: the oversized node stays.
     let c = cluster(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
@@ -565,6 +583,7 @@ async fn a_pdb_that_allows_nothing_blocks_with_an_event_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_scheduled_zero_budget_stops_consolidation_but_not_drift() {
+    let _one_at_a_time = SERIAL.lock().await;
     // Consolidation's budget is zero inside a window that is always open (every minute, for an
     // hour); drift has its own budget of one.
     let c = cluster(
@@ -605,6 +624,7 @@ async fn a_scheduled_zero_budget_stops_consolidation_but_not_drift() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn consolidate_after_delays_disruption_since_the_last_pod_event() {
+    let _one_at_a_time = SERIAL.lock().await;
     let c = cluster(
         "{consolidateAfter: 5s, budgets: [{nodes: \"100%\"}]}",
         &deployment("web", 4, "1", "1Gi"),
@@ -644,6 +664,7 @@ async fn consolidate_after_delays_disruption_since_the_last_pod_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn spot_nodes_are_replaced_with_spot_only_behind_the_feature_gate() {
+    let _one_at_a_time = SERIAL.lock().await;
     let pool = nodepool_with(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
         SPOT_CM,
@@ -699,7 +720,9 @@ async fn spot_nodes_are_replaced_with_spot_only_behind_the_feature_gate() {
         },
     )
     .await;
-    assert!(fleet_cost(&on) < price, "{} vs {price}", fleet_cost(&on));
+    // The replaced instance may still be shutting down when its NodeClaim is gone.
+    on.eventually("the fleet costs less", SETTLE, |c| fleet_cost(c) < price)
+        .await;
     assert!(
         on.sim()
             .instances()
@@ -715,6 +738,7 @@ async fn spot_nodes_are_replaced_with_spot_only_behind_the_feature_gate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn drift_and_consolidation_together_share_one_budget_and_never_one_node() {
+    let _one_at_a_time = SERIAL.lock().await;
     let pool = nodepool_with(
         "{consolidateAfter: 0s, budgets: [{nodes: \"1\"}]}",
         M5_LARGE,
