@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::capacity::InstanceType;
-use crate::scheduling::pod::{PodInfo, is_provisionable, is_terminal};
+use crate::scheduling::pod::{PodInfo, is_provisionable, is_terminal, pod_requests};
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{ExistingNode, NodeLabels};
@@ -131,8 +131,10 @@ impl Snapshot {
             if is_terminal(p) {
                 continue;
             }
-            if let Ok(info) = PodInfo::from_pod(p) {
-                out.entry(node.to_string()).or_default().add(&info.requests);
+            // Resources only: a DaemonSet pod's `matchFields` affinity, which the provisioner
+            // cannot compile, must not drop its requests from the node's usage.
+            if let Ok(requests) = pod_requests(p) {
+                out.entry(node.to_string()).or_default().add(&requests);
             }
         }
         out
@@ -333,4 +335,38 @@ fn node_capacity(
         available,
         initialized: !initializing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daemonset_pod_pinned_with_match_fields_counts_on_its_node() {
+        // The DaemonSet controller pins its pods with `matchFields metadata.name`, which the
+        // provisioner cannot compile; their requests still use the node's room.
+        let daemon = testutil::pod("agent-x")
+            .cpu("500m")
+            .memory("128Mi")
+            .on_node("n1")
+            .phase("Running")
+            .owner("apps/v1", "DaemonSet", "agent", "ds-uid")
+            .merge(serde_json::json!({"spec": {"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+            ]}}}}}))
+            .arc();
+        let web = testutil::pod("web")
+            .cpu("250m")
+            .on_node("n1")
+            .phase("Running")
+            .arc();
+        let snap = Snapshot {
+            pods: vec![daemon, web],
+            ..Snapshot::default()
+        };
+        let used = snap.requests_by_node();
+        assert_eq!(used["n1"].get("cpu"), 750);
+        assert_eq!(used["n1"].pods, 2);
+    }
 }

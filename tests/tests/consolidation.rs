@@ -105,8 +105,13 @@ fn all_running(c: &TestCluster, app: &str) -> bool {
         .all(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
 }
 
+/// Every pod bound (at least one exists: before the workload controllers create pods, an empty
+/// cluster counts as settled) and every NodeClaim initialized.
 async fn settled(c: &TestCluster, what: &str) {
-    c.wait_for(what, SETTLE, |o| o.settled()).await;
+    c.wait_for(what, SETTLE, |o| {
+        o.settled() && o.pods_total > 0 && o.pods_bound == o.pods_total
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -404,6 +409,10 @@ async fn several_underutilized_nodes_go_in_one_command_within_every_pdb() {
     );
     let c = cluster_with(&pool, &packed(), fast()).await;
     settled(&c, "the packed workload provisioned").await;
+    c.eventually("one m5.large per filler pod", SETTLE, |c| {
+        live(c).len() == 4 && all_running(c, "filler") && running(c, "filler") == 4
+    })
+    .await;
     let before: BTreeSet<String> = live(&c).iter().map(name).collect();
     assert_eq!(before.len(), 4, "one m5.large per filler pod: {before:?}");
     scale(&c, "filler", 0).await;
