@@ -8,6 +8,7 @@ pub mod duration;
 pub mod ec2nodeclass;
 pub mod generate;
 pub mod hash;
+pub mod history;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;

@@ -11,9 +11,11 @@
 //! - on the drifted NodeClaim being replaced: [`REPLACEMENT_ANNOTATION`] (the replacement's
 //!   name, or empty for an empty node replaced by nothing), [`STEP_STARTED_ANNOTATION`];
 //! - on the replacement: [`REPLACES_ANNOTATION`];
-//! - on the NodePool: [`HISTORY_ANNOTATION`] (the last [`HISTORY_LENGTH`] steps),
-//!   [`PAUSED_REASON_ANNOTATION`] when the controller paused the rollout after a failed step,
-//!   and the `Upgrading` condition with the phase of the step in progress.
+//! - on the NodePool: [`PAUSED_REASON_ANNOTATION`] when the controller paused the rollout after
+//!   a failed step, and the `Upgrading` condition with the phase of the step in progress.
+//!
+//! Finished steps are kept in the durable disruption history ([`crate::history`]: records with
+//! reason `Drifted`), read back as [`StepRecord`]s by [`crate::history::upgrade_steps`].
 //!
 //! Pure: no I/O.
 
@@ -25,8 +27,6 @@ pub const PAUSED_ANNOTATION: &str = "upgrades.karpenter.sh/paused";
 pub const PAUSED_REASON_ANNOTATION: &str = "upgrades.karpenter.sh/paused-reason";
 /// On a NodePool: how many more steps may start while paused (a non-negative integer).
 pub const STEP_ALLOWANCE_ANNOTATION: &str = "upgrades.karpenter.sh/step-allowance";
-/// On a NodePool: JSON list of the most recent steps ([`StepRecord`]), newest last.
-pub const HISTORY_ANNOTATION: &str = "upgrades.karpenter.sh/history";
 /// On a drifted NodeClaim being replaced: the replacement NodeClaim's name (empty when the node
 /// is empty and needs no replacement).
 pub const REPLACEMENT_ANNOTATION: &str = "upgrades.karpenter.sh/replacement";
@@ -36,7 +36,7 @@ pub const STEP_STARTED_ANNOTATION: &str = "upgrades.karpenter.sh/step-started";
 pub const REPLACES_ANNOTATION: &str = "upgrades.karpenter.sh/replaces";
 /// NodePool condition type: `True` while a step is in progress (reason: its [`Phase`]).
 pub const UPGRADING_CONDITION: &str = "Upgrading";
-/// How many finished steps the history keeps.
+/// How many finished steps `upgrade status` shows (the newest).
 pub const HISTORY_LENGTH: usize = 10;
 
 /// The phase of a step, in order.
@@ -64,7 +64,7 @@ impl Phase {
     }
 }
 
-/// How a finished step ended.
+/// How a finished step (or any disruption in [`crate::history`]) ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// The old node is gone and its replacement (if any) initialized.
@@ -73,7 +73,8 @@ pub enum Outcome {
     RolledBack,
 }
 
-/// One finished step, as kept in [`HISTORY_ANNOTATION`].
+/// One finished step, as `kubectl karpenter upgrade status` shows it (derived from the
+/// disruption history by [`crate::history::upgrade_steps`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepRecord {
@@ -100,21 +101,6 @@ pub struct StepRecord {
     pub seconds: u64,
 }
 
-/// The history kept on a NodePool; unreadable text reads as empty.
-pub fn read_history(text: Option<&str>) -> Vec<StepRecord> {
-    text.and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default()
-}
-
-/// The history with `record` appended, trimmed to [`HISTORY_LENGTH`], as annotation text.
-pub fn push_history(text: Option<&str>, record: StepRecord) -> String {
-    let mut history = read_history(text);
-    history.push(record);
-    let excess = history.len().saturating_sub(HISTORY_LENGTH);
-    history.drain(..excess);
-    serde_json::to_string(&history).unwrap_or_else(|_| "[]".into())
-}
-
 /// The step allowance annotation as a number (absent or malformed: 0).
 pub fn step_allowance(text: Option<&str>) -> u32 {
     text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
@@ -123,35 +109,6 @@ pub fn step_allowance(text: Option<&str>) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record(n: usize) -> StepRecord {
-        StepRecord {
-            nodeclaim: format!("default-{n}"),
-            node: None,
-            replacement: Some(format!("default-r{n}")),
-            outcome: Outcome::Succeeded,
-            reason: None,
-            started: "2026-01-01T00:00:00Z".into(),
-            finished: "2026-01-01T00:01:00Z".into(),
-            seconds: 60,
-        }
-    }
-
-    #[test]
-    fn history_keeps_the_newest_steps() {
-        let mut text: Option<String> = None;
-        for n in 0..HISTORY_LENGTH + 3 {
-            text = Some(push_history(text.as_deref(), record(n)));
-        }
-        let history = read_history(text.as_deref());
-        assert_eq!(history.len(), HISTORY_LENGTH);
-        assert_eq!(history[0].nodeclaim, "default-3");
-        assert_eq!(
-            history.last().map(|r| r.nodeclaim.as_str()),
-            Some("default-12")
-        );
-        assert!(read_history(Some("not json")).is_empty());
-    }
 
     #[test]
     fn step_allowance_reads_leniently() {

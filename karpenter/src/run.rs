@@ -51,7 +51,13 @@ async fn shutdown_signal() {
 /// `/readyz`, run the controllers while leading, and stop on SIGTERM (releasing the Lease).
 /// Exit codes: 0 stopped by a signal, 1 leadership lost or a server failed, 2 bad settings or
 /// startup failure.
-pub async fn run(args: RunArgs, settings: Settings, run: RunSettings) -> Result<ExitCode, String> {
+pub async fn run(
+    args: RunArgs,
+    mut settings: Settings,
+    run: RunSettings,
+) -> Result<ExitCode, String> {
+    // The disruption history lives beside the Lease, in Karpenter's own namespace.
+    settings.system_namespace = run.namespace.clone();
     if settings.cluster_name == DEPLOYMENT_CLUSTER_NAME {
         tracing::warn!(
             cluster_name = %settings.cluster_name,

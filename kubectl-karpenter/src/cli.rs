@@ -34,6 +34,8 @@ Examples:
   kubectl karpenter drift explain ip-10-0-1-17.ec2.internal
   # Where each NodePool's rollout of drifted nodes stands
   kubectl karpenter upgrade status
+  # What Karpenter removed in the last day, and why
+  kubectl karpenter history --since 24h
   # Why is this pod still pending?
   kubectl karpenter why-pending web-7d4b9c-x2x9z -n shop
   # Which nodes consolidation would remove or replace, and what keeps the others
@@ -177,8 +179,8 @@ impl ColorChoice {
     }
 }
 
-/// The subcommands: `status`, `orphans`, `drift`, `upgrade`, `version`, `completion`,
-/// `why-pending` and `disruption`.
+/// The subcommands: `status`, `orphans`, `drift`, `upgrade`, `history`, `version`,
+/// `completion`, `why-pending` and `disruption`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The operator's cockpit: per NodePool, limits vs usage, nodes ready / in flight / drifted /
@@ -201,6 +203,11 @@ pub enum Command {
     /// drifted nodes per NodePool, and the controls to pause it, resume it or let one step run.
     #[command(after_help = crate::upgrade::args::UPGRADE_HELP)]
     Upgrade(UpgradeArgs),
+    /// Every NodeClaim Karpenter removed and every disruption it rolled back: when, why
+    /// (Empty, Underutilized, Drifted, Expired, ... or Deleted), the pods moved and the cost
+    /// change, from the durable disruption history.
+    #[command(after_help = crate::history::args::HISTORY_HELP)]
+    History(crate::history::args::HistoryArgs),
     /// Print the plugin version (and the git commit it was built from, when known). Never
     /// contacts the cluster.
     #[command(after_help = VERSION_HELP)]

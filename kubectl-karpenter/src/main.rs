@@ -1,7 +1,8 @@
 //! `kubectl karpenter`: a kubectl plugin that shows Karpenter's NodeClaims (in flight, ready,
 //! terminating), what they cost, why they are drifted, how drifted nodes are being upgraded
-//! (and pauses, resumes or steps that rollout), and orphans. Parses the command line,
-//! runs it, and maps the outcome to exit codes: 0 nothing found, 1 problems found, 2 failure.
+//! (and pauses, resumes or steps that rollout), what it removed and why, and orphans. Parses
+//! the command line, runs it, and maps the outcome to exit codes: 0 nothing found, 1 problems
+//! found, 2 failure.
 //! Started as `kubectl_complete-karpenter` or with `__complete`, it answers kubectl's plugin
 //! completion instead.
 
@@ -13,6 +14,7 @@ mod disruption;
 mod drift;
 #[cfg(test)]
 mod fixtures;
+mod history;
 mod kubeconfig;
 mod kubeconfig_names;
 mod orphans;

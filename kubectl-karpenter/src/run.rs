@@ -1,5 +1,6 @@
 //! Runs a parsed command: `version` and `completion` print here; `status`, `orphans`,
-//! `drift explain`, `upgrade`, `why-pending` and `disruption` run through their own `command` modules, which
+//! `drift explain`, `upgrade`, `history`, `why-pending` and `disruption` run through their own
+//! `command` modules, which
 //! share the connection, output handles and error type of [`crate::session`]. This module is the
 //! top of the plugin's command code: it depends on every command, and none depends on it.
 
@@ -39,6 +40,7 @@ pub async fn run<O: Write, E: Write>(
             }
         },
         Command::Upgrade(args) => crate::upgrade::command::run(&cli.global, args, io).await,
+        Command::History(args) => crate::history::command::run(&cli.global, args, io).await,
         Command::WhyPending(args) => crate::why_pending::command::run(&cli.global, args, io).await,
         Command::Disruption(args) => crate::disruption::command::run(&cli.global, args, io).await,
     }

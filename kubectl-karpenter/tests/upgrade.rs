@@ -1,14 +1,15 @@
 //! End-to-end tests of `kubectl karpenter upgrade status|pause|resume|step` against the
-//! in-process sandbox API server, without a controller: the NodePool `default` with a history,
-//! its NodeClaims in every rollout position (a step in progress, two queued, one skipped by a
-//! PodDisruptionBudget, one not drifted), their Nodes and pods, and an idle NodePool `gpu`.
+//! in-process sandbox API server, without a controller: the NodePool `default` with a history
+//! (in the disruption history ConfigMap), its NodeClaims in every rollout position (a step in
+//! progress, two queued, one skipped by a PodDisruptionBudget, one not drifted), their Nodes
+//! and pods, and an idle NodePool `gpu`.
 
 mod support;
 
+use crds::history::{CONFIGMAP_NAME, RECORDS_KEY, Record, Replacement, reason};
 use crds::upgrade::{
-    HISTORY_ANNOTATION, Outcome, PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION,
-    REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION, STEP_ALLOWANCE_ANNOTATION,
-    STEP_STARTED_ANNOTATION, StepRecord,
+    Outcome, PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION, REPLACEMENT_ANNOTATION,
+    REPLACES_ANNOTATION, STEP_ALLOWANCE_ANNOTATION, STEP_STARTED_ANNOTATION,
 };
 use jiff::{SignedDuration, Timestamp};
 use sandbox::store::Subresource;
@@ -156,16 +157,30 @@ impl Rollout {
     }
 }
 
-fn record(nodeclaim: &str, replacement: &str, outcome: Outcome, seconds: u64) -> StepRecord {
-    StepRecord {
+/// The disruption history's record of an upgrade step of `default` that took `seconds`.
+fn record(nodeclaim: &str, replacement: &str, outcome: Outcome, seconds: u64) -> Record {
+    let finished: Timestamp = "2025-06-01T10:05:00Z".parse().expect("time");
+    Record {
+        id: format!("uid-{nodeclaim}"),
         nodeclaim: nodeclaim.into(),
+        nodepool: "default".into(),
         node: None,
-        replacement: Some(replacement.into()),
+        instance_type: None,
+        capacity_type: None,
+        zone: None,
+        reason: reason::DRIFTED.into(),
+        message: (outcome == Outcome::RolledBack).then(|| ROLLBACK.to_owned()),
         outcome,
-        reason: (outcome == Outcome::RolledBack).then(|| ROLLBACK.to_owned()),
-        started: "2025-06-01T10:00:00Z".into(),
-        finished: "2025-06-01T10:05:00Z".into(),
-        seconds,
+        decided: finished - SignedDuration::from_secs(seconds as i64),
+        finished,
+        pods_moved: 0,
+        pods: vec![],
+        price: None,
+        replacement: Some(Replacement {
+            nodeclaim: replacement.into(),
+            ..Replacement::default()
+        }),
+        cost_change: None,
     }
 }
 
@@ -191,12 +206,19 @@ async fn setup() -> Rollout {
         cluster,
         kubeconfig,
     };
-    let history = serde_json::to_string(&[
+    let history = crds::history::render(&[
         record("default-old1", "default-r9", Outcome::Succeeded, 250),
         record("default-old2", "default-r0", Outcome::RolledBack, 610),
-    ])
-    .expect("history");
-    r.create_pool("default", json!({HISTORY_ANNOTATION: history}));
+    ]);
+    r.create(
+        "",
+        "configmaps",
+        "kube-system",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": CONFIGMAP_NAME, "namespace": "kube-system"},
+               "data": {RECORDS_KEY: history}}),
+    );
+    r.create_pool("default", json!({}));
     r.create_pool("gpu", json!({}));
     let drifted = ["Launched", "Registered", "Initialized", "Ready", "Drifted"];
     let started = (Timestamp::now() - SignedDuration::from_secs(120)).to_string();

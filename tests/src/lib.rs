@@ -247,6 +247,31 @@ impl TestCluster {
             .collect()
     }
 
+    /// The disruption history's records (the ConfigMap `karpenter-disruption-history`, one
+    /// JSON object per line, oldest first), as JSON; empty before the first removal.
+    pub fn disruption_history(&self) -> Vec<Value> {
+        self.objects("", "configmaps")
+            .into_iter()
+            .filter(|cm| {
+                cm.pointer("/metadata/name") == Some(&Value::from(crds::history::CONFIGMAP_NAME))
+            })
+            .flat_map(|cm| {
+                let text = cm
+                    .pointer(&format!(
+                        "/data/{}",
+                        crds::history::RECORDS_KEY.replace('/', "~1")
+                    ))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                text.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| serde_json::from_str(l).expect("a history record is JSON"))
+                    .collect::<Vec<Value>>()
+            })
+            .collect()
+    }
+
     /// The provider IDs of the simulated cloud's instances.
     pub fn instance_ids(&self) -> BTreeSet<String> {
         self.sim()

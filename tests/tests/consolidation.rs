@@ -167,6 +167,40 @@ async fn scaling_down_deletes_empty_nodes_and_replaces_underutilized_ones() {
         "{} vs {before}",
         fleet_cost(&c)
     );
+    // Each removal is in the disruption history with its reason once the NodeClaim is gone,
+    // and the cost changes it records add up to what the fleet's cost did.
+    let accounted = |c: &TestCluster| {
+        let saved: f64 = c
+            .disruption_history()
+            .iter()
+            .filter_map(|r| r["costChange"].as_f64())
+            .sum();
+        (before + saved - fleet_cost(c)).abs() < 1e-6
+    };
+    c.eventually(
+        "every removal recorded with its cost change",
+        SETTLE,
+        accounted,
+    )
+    .await;
+    let history = c.disruption_history();
+    assert!(!history.is_empty());
+    for r in &history {
+        assert!(
+            r["reason"] == "Empty" || r["reason"] == "Underutilized",
+            "{r:#}"
+        );
+        assert_eq!(r["nodepool"], "default");
+        assert_eq!(r["outcome"], "Succeeded");
+        match r.get("replacement") {
+            Some(replacement) => {
+                assert_eq!(r["reason"], "Underutilized", "{r:#}");
+                assert!(replacement["instanceType"].is_string(), "{r:#}");
+                assert!(replacement["price"].as_f64().is_some(), "{r:#}");
+            }
+            None => assert_eq!(r["costChange"].as_f64(), r["price"].as_f64().map(|p| -p)),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

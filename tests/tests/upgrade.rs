@@ -163,14 +163,12 @@ fn check_invariants(c: &TestCluster, max_steps: usize) {
     }
 }
 
-/// The NodePool's step history.
+/// The NodePool's upgrade steps: the `Drifted` records of `default` in the disruption history.
 fn history(c: &TestCluster) -> Vec<Value> {
-    c.objects("karpenter.sh", "nodepools")
+    c.disruption_history()
         .into_iter()
-        .find(|p| name(p) == "default")
-        .and_then(|p| annotation(&p, "upgrades.karpenter.sh/history"))
-        .and_then(|h| serde_json::from_str(&h).ok())
-        .unwrap_or_default()
+        .filter(|r| r["nodepool"] == "default" && r["reason"] == "Drifted")
+        .collect()
 }
 
 /// Publish a new al2023 release; return the new image per architecture.

@@ -21,6 +21,7 @@ use crds::disruption::{
     COMMAND_ANNOTATION, REASON_ANNOTATION, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION,
     STARTED_ANNOTATION,
 };
+use crds::history::{CANDIDATES_ANNOTATION, reason::ROLLED_BACK};
 use crds::labels::{DISRUPTED_TAINT_KEY, disrupted_no_schedule_taint};
 use crds::{DisruptionReason, NodeClaim, StatusConditions, conditions};
 use jiff::Timestamp;
@@ -36,8 +37,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use crate::nodeclaim::history;
 use crate::nodeclaim::writes::{
-    delete_claim, delete_claim_as_read, generated_name, patch_metadata, set_condition,
+    disrupt_by_name, disrupt_claim, generated_name, patch_metadata, set_condition,
 };
 use crate::runtime::Context;
 use crate::runtime::events::{
@@ -446,7 +448,8 @@ async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), 
             c.name(),
             json!({"resourceVersion": c.nodeclaim.metadata.resource_version,
                    "annotations": {COMMAND_ANNOTATION: id, REASON_ANNOTATION: reason.as_str(),
-                                   REPLACEMENT_ANNOTATION: replacement, STARTED_ANNOTATION: now}}),
+                                   REPLACEMENT_ANNOTATION: replacement, STARTED_ANNOTATION: now,
+                                   CANDIDATES_ANNOTATION: command.candidates.len().to_string()}}),
         )
         .await;
         match result {
@@ -547,7 +550,7 @@ async fn terminate(
     let Some(fresh) = api.get_opt(name).await? else {
         return Ok(());
     };
-    if delete_claim_as_read(&ctx.client, &fresh).await? {
+    if disrupt_claim(ctx, &fresh, reason.as_str(), message).await? {
         let policy = snap
             .nodepools
             .iter()
@@ -572,7 +575,8 @@ async fn clear_candidates(ctx: &Context, snap: &Snapshot, names: &[String]) {
             ctx,
             name,
             json!({"annotations": {COMMAND_ANNOTATION: null, REASON_ANNOTATION: null,
-                                   REPLACEMENT_ANNOTATION: null, STARTED_ANNOTATION: null}}),
+                                   REPLACEMENT_ANNOTATION: null, STARTED_ANNOTATION: null,
+                                   CANDIDATES_ANNOTATION: null}}),
         )
         .await;
         if let Err(e) = cleared {
@@ -728,8 +732,22 @@ async fn advance(
                 None => format!("replacement {replacement_name} is gone"),
             };
             tracing::warn!(command = %id, why = %why, "consolidation command rolled back");
+            let rolled_back = format!("{why}; rolled back");
             if other.is_some() {
-                delete_claim(ctx, replacement_name).await?;
+                disrupt_by_name(ctx, replacement_name, ROLLED_BACK, &rolled_back).await?;
+            }
+            for c in &waiting {
+                let record = history::rollback_record(
+                    ctx,
+                    c,
+                    reason.as_str(),
+                    replacement_name,
+                    other.as_ref(),
+                    &rolled_back,
+                );
+                if let Err(e) = history::append(ctx, record).await {
+                    tracing::warn!(command = %id, error = %e, "consolidation rollback not recorded");
+                }
             }
             clear_candidates(ctx, snap, &names).await;
             for c in &waiting {

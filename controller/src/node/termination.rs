@@ -3,13 +3,14 @@
 //! through the eviction API in priority groups ([`karpenter_core::lifecycle::drain`];
 //! PodDisruptionBudgets answer 429 and are retried with backoff, do-not-disrupt pods wait),
 //! delete pods that the NodeClaim's termination time leaves no room for, mark the NodeClaim
-//! `Drained`, terminate the instance and wait until the cloud reports it gone, and release the
+//! `Drained` (having noted the pods it moves for the disruption history), terminate the instance and wait until the cloud reports it gone, and release the
 //! `karpenter.sh/termination` finalizer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crds::conditions::{self, DRAINED, INSTANCE_TERMINATING};
+use crds::history::{DRAINED_PODS_ANNOTATION, DrainedPods};
 use crds::labels::{
     DISRUPTED_TAINT_KEY, EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_LABEL,
     EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS_VALUE, NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION,
@@ -25,13 +26,15 @@ use kube::runtime::watcher;
 use serde_json::json;
 
 use crate::nodeclaim::termination::INSTANCE_POLL;
-use crate::nodeclaim::writes::set_condition;
+use crate::nodeclaim::writes::{patch_metadata, set_condition};
 use crate::runtime::Context;
 use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
 use crate::runtime::reconcile::{ReconcileError, drive};
 use karpenter_core::cloud::CloudError;
 use karpenter_core::cloud::claim_for_instance;
+use karpenter_core::disruption::candidates::is_reschedulable;
 use karpenter_core::lifecycle::drain::{self, Blocker, Step};
+use karpenter_core::snapshot::annotation;
 
 /// The least time between a drain starting and `Drained=True` (upstream `MinDrainTime`), so
 /// that pods evicted in the same instant are seen gone by every watcher first.
@@ -124,7 +127,32 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
             .filter(|d| d.status == "Unknown" && d.reason == DRAINING)
             .map(|d| d.last_transition_time.0);
         let Some(draining_since) = draining else {
-            set_condition(&ctx, c, |set| {
+            // The pods this drain moves, for the disruption history: written once, before
+            // the drain says it began, so a retry after a crash keeps the first count.
+            let mut c = c.clone();
+            if annotation(&c, DRAINED_PODS_ANNOTATION).is_none() {
+                let moved = DrainedPods::of(
+                    pods.iter()
+                        .filter(|p| is_reschedulable(p))
+                        .map(|p| {
+                            format!(
+                                "{}/{}",
+                                p.metadata.namespace.as_deref().unwrap_or_default(),
+                                p.metadata.name.as_deref().unwrap_or_default()
+                            )
+                        })
+                        .collect(),
+                );
+                let text = serde_json::to_string(&moved).unwrap_or_default();
+                c.metadata.resource_version = patch_metadata(
+                    &ctx,
+                    c.metadata.name.as_deref().unwrap_or_default(),
+                    json!({"resourceVersion": c.metadata.resource_version,
+                           "annotations": {DRAINED_PODS_ANNOTATION: text}}),
+                )
+                .await?;
+            }
+            set_condition(&ctx, &c, |set| {
                 set.set_unknown_with_reason(DRAINED, DRAINING, DRAINING)
             })
             .await?;

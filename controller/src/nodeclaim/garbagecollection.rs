@@ -230,7 +230,9 @@ async fn pass(ctx: &Context, sightings: &mut Sightings) -> Result<Collection, Cl
         };
         // Counted only when this call started the deletion (not when the NodeClaim was
         // already deleting, or changed since it was read).
-        match super::writes::delete_claim_as_read(&ctx.client, claim).await {
+        let why = format!("NodeClaim {name}: its instance no longer exists");
+        let gc = crds::history::reason::GARBAGE_COLLECTED;
+        match super::writes::disrupt_claim(ctx, claim, gc, &why).await {
             Ok(true) => {
                 let gc = crate::runtime::metrics::reason::GARBAGE_COLLECTED;
                 ctx.metrics.nodeclaim_disrupted(claim, gc, &ctx.state);

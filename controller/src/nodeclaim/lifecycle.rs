@@ -15,14 +15,14 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::writes::{
-    delete_claim, delete_claim_as_read, patch_metadata, write_metadata, write_status,
-};
+use super::writes::{disrupt_claim, patch_metadata, write_metadata, write_status};
 use super::{initialization, launch, registration, termination};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
+use crate::runtime::metrics::reason as metrics_reason;
 use crate::runtime::reconcile::{ReconcileError, affected_by, drive};
 use crds::duration::format_go_duration;
+use crds::history;
 use karpenter_core::lifecycle::{expiration, liveness};
 
 /// Run the controller until the task is aborted.
@@ -83,10 +83,17 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
                 metric_reason,
                 event,
             } => {
+                let message = event.message.clone();
                 ctx.recorder.publish(*event);
-                delete_claim(&ctx, &name).await?;
-                ctx.metrics
-                    .nodeclaim_disrupted(&claim, metric_reason, &ctx.state);
+                let why = if metric_reason == metrics_reason::INSUFFICIENT_CAPACITY {
+                    history::reason::INSUFFICIENT_CAPACITY
+                } else {
+                    history::reason::NODE_CLASS_NOT_READY
+                };
+                if disrupt_claim(&ctx, &claim, why, &message).await? {
+                    ctx.metrics
+                        .nodeclaim_disrupted(&claim, metric_reason, &ctx.state);
+                }
                 return Ok(Action::await_change());
             }
             launch::Outcome::Retry { events } => {
@@ -106,13 +113,14 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
         initialization::initialize(&ctx, &mut claim).await?;
     }
     if let Some(why) = liveness::expired(&claim, ctx.settings.liveness_timeouts(), now) {
-        let (event, message) = match why {
+        let (event, message, recorded) = match why {
             liveness::LAUNCH_TIMEOUT => (
                 reason::LAUNCH_TIMEOUT,
                 format!(
                     "Deleting NodeClaim: not launched within {} of creation",
                     format_go_duration(ctx.settings.launch_timeout)
                 ),
+                history::reason::LAUNCH_TIMEOUT,
             ),
             _ => (
                 reason::REGISTRATION_TIMEOUT,
@@ -120,13 +128,14 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
                     "Deleting NodeClaim: no node registered within {}",
                     format_go_duration(ctx.settings.registration_ttl)
                 ),
+                history::reason::REGISTRATION_TIMEOUT,
             ),
         };
         tracing::info!(nodeclaim = %name, reason = why, "deleting nodeclaim");
         ctx.recorder
-            .about(&claim, EventType::Warning, event, message);
+            .about(&claim, EventType::Warning, event, message.clone());
         claim.metadata.resource_version = write_status(&ctx, &obj, &claim).await?;
-        if delete_claim_as_read(&ctx.client, &claim).await? {
+        if disrupt_claim(&ctx, &claim, recorded, &message).await? {
             ctx.metrics.nodeclaim_disrupted(&claim, why, &ctx.state);
         }
         return Ok(Action::await_change());
@@ -134,17 +143,14 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
     if let Some(expires) = expiration::expires_at(&claim) {
         if expires <= now {
             tracing::info!(nodeclaim = %name, reason = "expired", "deleting nodeclaim");
-            ctx.recorder.about(
-                &claim,
-                EventType::Normal,
-                reason::EXPIRED,
-                format!(
-                    "Deleting NodeClaim: expireAfter {} elapsed",
-                    claim.spec.expire_after.as_string()
-                ),
+            let message = format!(
+                "Deleting NodeClaim: expireAfter {} elapsed",
+                claim.spec.expire_after.as_string()
             );
+            ctx.recorder
+                .about(&claim, EventType::Normal, reason::EXPIRED, message.clone());
             claim.metadata.resource_version = write_status(&ctx, &obj, &claim).await?;
-            if delete_claim_as_read(&ctx.client, &claim).await? {
+            if disrupt_claim(&ctx, &claim, history::reason::EXPIRED, &message).await? {
                 let expired = crate::runtime::metrics::reason::EXPIRED;
                 ctx.metrics.nodeclaim_disrupted(&claim, expired, &ctx.state);
             }

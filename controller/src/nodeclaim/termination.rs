@@ -1,7 +1,8 @@
 //! The NodeClaim termination finalizer (upstream `lifecycle/controller.go` finalize): stamp the
 //! termination time when the NodeClaim has a `terminationGracePeriod`, delete the NodeClaim's
 //! node and wait for it (the node's own finalizer drains it), then terminate the instance and
-//! wait until the cloud reports it gone, then release the finalizer.
+//! wait until the cloud reports it gone, then record the removal in the disruption history
+//! ([`super::history::record_removal`]) and release the finalizer.
 
 use std::time::Duration;
 
@@ -89,6 +90,15 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Result<Action, Reconc
             Ok(Action::requeue(INSTANCE_POLL))
         }
         Err(CloudError::NodeClaimNotFound(_)) => {
+            // Recorded before the finalizer goes (a record is written at most once, by uid):
+            // a failure that may pass holds the finalizer for another try; one that cannot
+            // (no RBAC, no namespace) is logged and never blocks the termination.
+            if let Err(e) = super::history::record_removal(ctx, claim).await {
+                if super::history::retryable(&e) {
+                    return Err(e.into());
+                }
+                tracing::warn!(nodeclaim = %name, error = %e, "disruption history not written");
+            }
             let remaining: Vec<String> = finalizers
                 .into_iter()
                 .filter(|f| f != TERMINATION_FINALIZER)

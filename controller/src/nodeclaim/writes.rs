@@ -102,6 +102,78 @@ pub async fn delete_claim_as_read(
     }
 }
 
+/// Delete `claim` (as read) for a Karpenter reason: first set its `DisruptionReason` condition
+/// to True with `reason` (one of [`crds::history::reason`], upstream Karpenter v1's
+/// `ConditionTypeDisruptionReason`) and `message`, in a status patch guarded by the
+/// resourceVersion read, then delete it with a precondition on the resourceVersion that patch
+/// returned ([`delete_claim_as_read`]). The termination finalizer reads the condition back when
+/// it records the removal. Returns whether this call started the deletion (already deleting,
+/// or gone: `Ok(false)`).
+///
+/// Errors: 409 Conflict when the NodeClaim changed since it was read (at either write), and any
+/// other API failure.
+pub async fn disrupt_claim(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reason: &str,
+    message: &str,
+) -> Result<bool, kube::Error> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Ok(false);
+    }
+    let mut marked = claim.clone();
+    let changed = marked.condition_set(ctx.clock.now()).set_true_with_reason(
+        crds::conditions::DISRUPTION_REASON,
+        reason,
+        message,
+    );
+    if changed {
+        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+        let name = claim.metadata.name.as_deref().unwrap_or("");
+        let written = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"resourceVersion": claim.metadata.resource_version},
+                    "status": marked.status,
+                })),
+            )
+            .await;
+        match written {
+            Ok(w) => marked.metadata.resource_version = w.metadata.resource_version,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    delete_claim_as_read(&ctx.client, &marked).await
+}
+
+/// [`disrupt_claim`] on the NodeClaim `name` as the API server has it now (read fresh, retried
+/// up to three times when it changes in between), for deletions decided about a NodeClaim the
+/// caller did not read itself, such as a rolled-back replacement. Gone: `Ok(false)`.
+///
+/// Errors: it kept changing (409), or any other API failure.
+pub async fn disrupt_by_name(
+    ctx: &Context,
+    name: &str,
+    reason: &str,
+    message: &str,
+) -> Result<bool, kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(fresh) = api.get_opt(name).await? else {
+            return Ok(false);
+        };
+        match disrupt_claim(ctx, &fresh, reason, message).await {
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 3 => continue,
+            other => return other,
+        }
+    }
+}
+
 /// One status patch, only when the status changed, with the resourceVersion the status was
 /// computed from (`after`'s: the reconcile's own metadata patches update it), so a concurrent
 /// writer, such as node termination setting `Drained`, makes it conflict and retry instead of

@@ -105,6 +105,10 @@ pub struct Settings {
     /// The gates `FEATURE_GATES` names; every other gate keeps upstream's default (only
     /// `ReservedCapacity` is on).
     pub feature_gates: FeatureGates,
+    /// The namespace of the disruption history ConfigMap (`crds::history::CONFIGMAP_NAME`):
+    /// `karpenter run` sets the leader Lease's namespace ([`RunSettings::namespace`]); default
+    /// `kube-system`. Not a flag of its own.
+    pub system_namespace: String,
 }
 
 impl Settings {
@@ -134,6 +138,7 @@ impl Default for Settings {
             disruption_poll: Duration::from_secs(10),
             consolidation_validation_delay: Duration::from_secs(15),
             feature_gates: FeatureGates::default(),
+            system_namespace: "kube-system".into(),
         }
     }
 }
@@ -342,6 +347,10 @@ pub struct RunSettings {
     pub burst: u32,
     /// Leader election, or `None` when disabled.
     pub leader_election: Option<super::leader::LeaseConfig>,
+    /// Karpenter's own namespace: the Lease's (`LEADER_ELECTION_NAMESPACE`, else the pod's,
+    /// else `kube-system`), also when leader election is disabled. The disruption history
+    /// ConfigMap lives there.
+    pub namespace: String,
 }
 
 /// A Kubernetes name rule (`apimachinery/pkg/util/validation`): lowercase alphanumerics and
@@ -456,12 +465,13 @@ impl RunOptions {
             burst: self.kube_client_burst,
             leader_election: (!self.disable_leader_election).then(|| super::leader::LeaseConfig {
                 name: self.leader_election_name.clone(),
-                namespace,
+                namespace: namespace.clone(),
                 identity,
                 lease_duration: self.leader_election_lease_duration,
                 renew_deadline: self.leader_election_renew_deadline,
                 retry_period: self.leader_election_retry_period,
             }),
+            namespace,
         })
     }
 }

@@ -13,21 +13,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::INITIALIZED;
+use crds::history;
 use crds::labels::{INSTANCE_TYPE_LABEL, NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION};
 use crds::upgrade::{
-    HISTORY_ANNOTATION, Outcome, PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION,
-    REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION, STEP_ALLOWANCE_ANNOTATION,
-    STEP_STARTED_ANNOTATION, StepRecord, push_history,
+    PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION,
+    STEP_ALLOWANCE_ANNOTATION, STEP_STARTED_ANNOTATION,
 };
 use crds::{NodeClaim, NodePool, StatusConditions, conditions};
-use jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::nodeclaim::writes::{
-    delete_claim, delete_claim_as_read, generated_name, patch_metadata,
-};
+use crate::nodeclaim::writes::{disrupt_by_name, disrupt_claim, generated_name, patch_metadata};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
 use crate::runtime::reconcile::ReconcileError;
@@ -160,7 +157,8 @@ async fn reconcile(
 }
 
 /// Replacements whose drifted NodeClaim is gone: once the replacement is initialized, the step
-/// succeeded; record it in the NodePool's history (at most once), then drop the marker. A
+/// succeeded (the old NodeClaim's removal is in the disruption history); say so on the NodePool,
+/// then drop the marker. A
 /// replacement that is itself being deleted (rolled back, interrupted) just loses its marker.
 async fn finish_steps(
     ctx: &Context,
@@ -186,22 +184,8 @@ async fn finish_steps(
             continue;
         }
         if !deleting {
-            let started = annotation(claim, STEP_STARTED_ANNOTATION);
-            record(
-                ctx,
-                pool,
-                StepRecord {
-                    nodeclaim: old.clone(),
-                    node: None,
-                    replacement: Some(replacement.clone()),
-                    outcome: Outcome::Succeeded,
-                    reason: None,
-                    started: started.clone().unwrap_or_default(),
-                    finished: ctx.clock.now().to_string(),
-                    seconds: seconds_since(ctx, started.as_deref()),
-                },
-            )
-            .await?;
+            // The step's record is the old NodeClaim's removal, which its termination
+            // finalizer wrote to the disruption history as it released it.
             pool_event(
                 ctx,
                 pool,
@@ -256,23 +240,8 @@ async fn advance(
         return Ok(());
     };
     let Some(replacement_name) = &step.replacement else {
-        // An empty node: nothing to wait for.
-        drain(ctx, pool, old).await?;
-        return record(
-            ctx,
-            pool,
-            StepRecord {
-                nodeclaim: step.nodeclaim.clone(),
-                node: step.node.clone(),
-                replacement: None,
-                outcome: Outcome::Succeeded,
-                reason: Some("empty node: drained without a replacement".into()),
-                started: started.to_string(),
-                finished: ctx.clock.now().to_string(),
-                seconds: seconds_since(ctx, Some(&started.to_string())),
-            },
-        )
-        .await;
+        // An empty node: nothing to wait for (its removal is recorded as it goes).
+        return drain(ctx, pool, old).await;
     };
     let replacement = claims
         .iter()
@@ -381,7 +350,8 @@ async fn drain(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Result<(), Re
     }
     // Counted only when this call started the deletion: a repeated step on a stale cache (or
     // another replica) finds the NodeClaim changed and counts nothing.
-    if delete_claim_as_read(&ctx.client, &as_read).await? {
+    let why = format!("Upgrading: replacing drifted NodeClaim {name}");
+    if disrupt_claim(ctx, &as_read, history::reason::DRIFTED, &why).await? {
         let policy = Some(pool.spec.disruption.consolidation_policy);
         let drifted = crate::runtime::metrics::reason::DRIFTED;
         ctx.metrics.nodeclaim_disrupted_with(old, drifted, policy);
@@ -440,23 +410,16 @@ async fn roll_back(
         }}})),
     )
     .await?;
-    delete_claim(ctx, replacement_name).await?;
-    let started = annotation(old, STEP_STARTED_ANNOTATION);
-    record(
+    disrupt_by_name(ctx, replacement_name, history::reason::ROLLED_BACK, &why).await?;
+    let record = crate::nodeclaim::history::rollback_record(
         ctx,
-        pool,
-        StepRecord {
-            nodeclaim: old_name.clone(),
-            node: old.status.as_ref().and_then(|s| s.node_name.clone()),
-            replacement: Some(replacement_name.to_string()),
-            outcome: Outcome::RolledBack,
-            reason: Some(why.clone()),
-            started: started.clone().unwrap_or_default(),
-            finished: ctx.clock.now().to_string(),
-            seconds: seconds_since(ctx, started.as_deref()),
-        },
-    )
-    .await?;
+        old,
+        history::reason::DRIFTED,
+        replacement_name,
+        replacement,
+        &why,
+    );
+    crate::nodeclaim::history::append(ctx, record).await?;
     patch_metadata(
         ctx,
         &old_name,
@@ -677,38 +640,6 @@ async fn create_replacement(
     }
 }
 
-/// Append a finished step to the NodePool's history (guarded by its resourceVersion).
-async fn record(ctx: &Context, pool: &NodePool, step: StepRecord) -> Result<(), ReconcileError> {
-    let api: Api<NodePool> = Api::all(ctx.client.clone());
-    let name = pool.metadata.name.clone().unwrap_or_default();
-    let fresh = api.get(&name).await?;
-    let text = fresh
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(HISTORY_ANNOTATION))
-        .map(String::as_str);
-    // A step already recorded (a retry after a crash or conflict) is not recorded twice.
-    let recorded = crds::upgrade::read_history(text).iter().any(|r| {
-        r.nodeclaim == step.nodeclaim
-            && r.replacement == step.replacement
-            && r.outcome == step.outcome
-    });
-    if recorded {
-        return Ok(());
-    }
-    let history = push_history(text, step);
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {
-            "resourceVersion": fresh.metadata.resource_version,
-            "annotations": {HISTORY_ANNOTATION: history}}})),
-    )
-    .await?;
-    Ok(())
-}
-
 fn pool_event(ctx: &Context, pool: &NodePool, type_: EventType, message: String) {
     ctx.recorder.about(pool, type_, reason::UPGRADE, message);
 }
@@ -720,11 +651,4 @@ fn annotation(claim: &NodeClaim, key: &str) -> Option<String> {
         .as_ref()
         .and_then(|a| a.get(key))
         .cloned()
-}
-
-fn seconds_since(ctx: &Context, started: Option<&str>) -> u64 {
-    started
-        .and_then(|s| s.parse::<Timestamp>().ok())
-        .map(|s| ctx.clock.now().duration_since(s).as_secs().max(0) as u64)
-        .unwrap_or(0)
 }

@@ -159,7 +159,7 @@ impl PoolRow {
         }
         // Pods and PodDisruptionBudgets only decide which drifted NodeClaims are skipped;
         // queued plus skipped, the count this row shows, does not depend on them.
-        let status = PoolStatus::of(pool, &mine, &[], &[], now);
+        let status = PoolStatus::of(pool, &mine, &[], &[], &[], now);
         let condition = conditions::get(pool.status_conditions(), UPGRADING_CONDITION);
         let reported_phase = condition
             .filter(|c| c.status == "True")

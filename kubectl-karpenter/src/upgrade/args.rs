@@ -28,9 +28,10 @@ step, with the reason), the step allowance left while paused, how many steps may
 drifted NodeClaims queued in the order they will be replaced (empty nodes first, then fewest
 pods, then oldest) with their pods and drain timeout, the drifted NodeClaims skipped and why (a
 PodDisruptionBudget that allows no disruption, karpenter.sh/do-not-disrupt), the recent steps
-from the NodePool's history, and an estimate of the time left: the mean duration of the recent
-succeeded steps times the steps left (queued plus in progress; skipped ones are not counted),
-or unknown without a succeeded step in the history.
+(the NodePool's Drifted records of the disruption history; `kubectl karpenter history` shows
+every record), and an estimate of the time left: the mean duration of the recent succeeded
+steps times the steps left (queued plus in progress; skipped ones are not counted), or unknown
+without a succeeded step in the history.
 
 Every NodePool is shown unless --nodepool names one. -o json|yaml prints a list with, per
 NodePool, the controller's plan (the fields above), its history and the estimate.

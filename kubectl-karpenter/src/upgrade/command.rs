@@ -1,6 +1,6 @@
 //! `upgrade status|pause|resume|step` against the cluster: reads the NodePools (refusing a
 //! `--nodepool` that names none), and for `status` their NodeClaims, pods and
-//! PodDisruptionBudgets; for the controls, sends each NodePool the patch [`control::plan`]
+//! PodDisruptionBudgets and the disruption history (ConfigMap `karpenter-disruption-history`); for the controls, sends each NodePool the patch [`control::plan`]
 //! computes, re-reading and recomputing on a conflict. Exit 1 from `status` when anything is
 //! drifted.
 
@@ -8,6 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crds::conditions::{self, DRIFTED};
+use crds::history::Record;
 use crds::{NodePool, StatusConditions};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -41,7 +42,14 @@ pub async fn run<O: Write, E: Write>(
     let pools = nodepools(&conn, &selection).await?;
     let action = match &args.action {
         UpgradeAction::Status(_) => {
-            let statuses = read_status(&conn, &pools).await?;
+            let histories = crate::history::command::read_histories(
+                &conn,
+                global.namespace.as_deref(),
+                &mut *io.err,
+            )
+            .await?;
+            let records: Vec<Record> = histories.into_iter().flat_map(|h| h.records).collect();
+            let statuses = read_status(&conn, &pools, &records).await?;
             return write_status(output, &statuses, Timestamp::now(), io);
         }
         UpgradeAction::Pause(_) => Action::Pause,
@@ -78,8 +86,13 @@ async fn nodepools(conn: &Connection, selection: &Selection) -> Result<Vec<NodeP
 }
 
 /// Reads the NodeClaims, and the pods and PodDisruptionBudgets when a NodeClaim is drifted
-/// (only drifted NodeClaims' pods matter), and plans every NodePool.
-async fn read_status(conn: &Connection, pools: &[NodePool]) -> Result<Vec<PoolStatus>, Error> {
+/// (only drifted NodeClaims' pods matter), and plans every NodePool; `records` is the
+/// disruption history, whose `Drifted` records are the NodePools' finished steps.
+async fn read_status(
+    conn: &Connection,
+    pools: &[NodePool],
+    records: &[Record],
+) -> Result<Vec<PoolStatus>, Error> {
     if pools.is_empty() {
         return Ok(Vec::new());
     }
@@ -106,6 +119,7 @@ async fn read_status(conn: &Connection, pools: &[NodePool]) -> Result<Vec<PoolSt
         &claims,
         &pods,
         &pdbs,
+        records,
         Timestamp::now(),
     ))
 }

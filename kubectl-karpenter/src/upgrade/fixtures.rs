@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use crds::history::{Record, Replacement, reason};
 use crds::upgrade::{
-    HISTORY_ANNOTATION, Outcome, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION,
-    STEP_STARTED_ANNOTATION, StepRecord,
+    Outcome, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION, STEP_STARTED_ANNOTATION, StepRecord,
 };
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
@@ -41,17 +41,51 @@ pub fn record(nodeclaim: &str, outcome: Outcome, seconds: u64) -> StepRecord {
     }
 }
 
-/// The `default` NodePool with one succeeded (250s) and one rolled-back step in its history.
+/// The disruption history's record of a finished step of `nodeclaim` in `default` that took
+/// `seconds`, ending an hour before [`now`] (as [`record`] shows it).
+pub fn history_record(nodeclaim: &str, outcome: Outcome, seconds: u64) -> Record {
+    let step = record(nodeclaim, outcome, seconds);
+    let finished: Timestamp = step.finished.parse().expect("fixture time");
+    let decided = finished - jiff::SignedDuration::from_secs(seconds as i64);
+    Record {
+        id: format!("uid-{nodeclaim}"),
+        nodeclaim: nodeclaim.into(),
+        nodepool: "default".into(),
+        node: None,
+        instance_type: None,
+        capacity_type: None,
+        zone: None,
+        reason: reason::DRIFTED.into(),
+        message: step.reason,
+        outcome,
+        decided,
+        finished,
+        pods_moved: 0,
+        pods: vec![],
+        price: None,
+        replacement: step.replacement.map(|nodeclaim| Replacement {
+            nodeclaim,
+            ..Replacement::default()
+        }),
+        cost_change: None,
+    }
+}
+
+/// The disruption history: one succeeded (250s) and one rolled-back step of `default`, and a
+/// consolidation record that is no upgrade step.
+pub fn records() -> Vec<Record> {
+    let mut consolidated = history_record("default-small", Outcome::Succeeded, 30);
+    consolidated.reason = reason::EMPTY.into();
+    vec![
+        history_record("default-old1", Outcome::Succeeded, 250),
+        history_record("default-old2", Outcome::RolledBack, 610),
+        consolidated,
+    ]
+}
+
+/// The `default` NodePool.
 pub fn pool() -> NodePool {
-    let history = vec![
-        record("default-old1", Outcome::Succeeded, 250),
-        record("default-old2", Outcome::RolledBack, 610),
-    ];
-    let history = serde_json::to_string(&history).expect("history JSON");
-    nodepool("default")
-        .resource_version("7")
-        .annotation(HISTORY_ANNOTATION, history)
-        .build()
+    nodepool("default").resource_version("7").build()
 }
 
 /// Sets an annotation on `pool`.
@@ -176,5 +210,5 @@ pub struct Objects {
 /// The status of [`pool`] over [`objects`] at [`now`].
 pub fn status() -> PoolStatus {
     let o = objects();
-    PoolStatus::of(&pool(), &o.claims, &o.pods, &o.pdbs, now())
+    PoolStatus::of(&pool(), &o.claims, &o.pods, &o.pdbs, &records(), now())
 }

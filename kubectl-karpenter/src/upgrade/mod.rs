@@ -2,10 +2,10 @@
 //! serial node upgrades (the controller replaces drifted nodes one at a time).
 //!
 //! All state lives in the cluster ([`crds::upgrade`]): the controls are NodePool annotations
-//! (paused, step allowance), the step in progress is marked on NodeClaims, and the NodePool keeps
-//! a history of finished steps. `status` runs the controller's own planner
-//! ([`karpenter_core::disruption::upgrade`]) over what it reads, so it shows what the
-//! orchestrator will do. The core is pure: [`report`] builds the document, [`render`] prints it,
+//! (paused, step allowance), the step in progress is marked on NodeClaims, and finished steps
+//! are the `Drifted` records of the durable disruption history ([`crds::history`]). `status`
+//! runs the controller's own planner ([`karpenter_core::disruption::upgrade`]) over what it
+//! reads, so it shows what the orchestrator will do. The core is pure: [`report`] builds the document, [`render`] prints it,
 //! [`control`] decides the patch each control sends; [`command`] reads and writes the cluster.
 
 pub mod args;

@@ -1,10 +1,11 @@
 //! What `upgrade status` reports about one NodePool: the controller's rollout [`Plan`] (run by
 //! the same pure planner the orchestrator uses), the state in words, the recent steps from the
-//! NodePool's history and an estimate of the time left. The JSON and YAML document; pure.
+//! disruption history (its `Drifted` records) and an estimate of the time left. The JSON and YAML document; pure.
 
 use std::sync::Arc;
 
-use crds::upgrade::{HISTORY_ANNOTATION, Outcome, StepRecord, read_history};
+use crds::history::{Record, upgrade_steps};
+use crds::upgrade::{Outcome, StepRecord};
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -22,7 +23,7 @@ pub struct PoolStatus {
     pub plan: Plan,
     /// Running, paused, or paused by the controller.
     pub state: State,
-    /// The finished steps the NodePool keeps, oldest first.
+    /// The NodePool's most recent finished steps from the disruption history, oldest first.
     pub history: Vec<StepRecord>,
     /// How long the rest of the rollout should take.
     pub estimate: Estimate,
@@ -81,13 +82,15 @@ impl Estimate {
 }
 
 impl PoolStatus {
-    /// The status of `pool` given its NodeClaims and every pod and PodDisruptionBudget. Scheduled
-    /// budgets count as active, as the orchestrator's own view does.
+    /// The status of `pool` given its NodeClaims, every pod and PodDisruptionBudget and the
+    /// disruption history's records (any NodePool's; its own `Drifted` ones are its steps).
+    /// Scheduled budgets count as active, as the orchestrator's own view does.
     pub fn of(
         pool: &NodePool,
         claims: &[Arc<NodeClaim>],
         pods: &[Arc<Pod>],
         pdbs: &[Arc<PodDisruptionBudget>],
+        records: &[Record],
         now: Timestamp,
     ) -> PoolStatus {
         let plan = plan(&View {
@@ -104,13 +107,7 @@ impl PoolStatus {
             (true, false) => State::Paused,
             (true, true) => State::PausedByController,
         };
-        let history = read_history(
-            pool.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(HISTORY_ANNOTATION))
-                .map(String::as_str),
-        );
+        let history = upgrade_steps(records, pool.metadata.name.as_deref().unwrap_or_default());
         let estimate = Estimate::of(plan.queue.len() + plan.in_progress.len(), &history);
         PoolStatus {
             plan,
@@ -129,13 +126,14 @@ impl PoolStatus {
 }
 
 /// The status of each of `pools` (in name order), given every NodeClaim, pod and
-/// PodDisruptionBudget; NodeClaims belong to the NodePool their `karpenter.sh/nodepool` label
-/// names.
+/// PodDisruptionBudget and the disruption history's records; NodeClaims belong to the NodePool
+/// their `karpenter.sh/nodepool` label names.
 pub fn statuses(
     pools: &[NodePool],
     claims: &[NodeClaim],
     pods: &[Arc<Pod>],
     pdbs: &[Arc<PodDisruptionBudget>],
+    records: &[Record],
     now: Timestamp,
 ) -> Vec<PoolStatus> {
     let mut pools: Vec<&NodePool> = pools.iter().collect();
@@ -149,7 +147,7 @@ pub fn statuses(
                 .filter(|c| name.is_some() && nodepool_of(c.metadata.labels.as_ref()) == name)
                 .map(|c| Arc::new(c.clone()))
                 .collect();
-            PoolStatus::of(pool, &mine, pods, pdbs, now)
+            PoolStatus::of(pool, &mine, pods, pdbs, records, now)
         })
         .collect()
 }
@@ -208,7 +206,7 @@ mod tests {
     fn state_and_drift_follow_the_annotations() {
         let mut pool = fixtures::pool();
         fixtures::annotate(&mut pool, crds::upgrade::PAUSED_ANNOTATION, "true");
-        let s = PoolStatus::of(&pool, &[], &[], &[], fixtures::now());
+        let s = PoolStatus::of(&pool, &[], &[], &[], &[], fixtures::now());
         assert_eq!(s.state, State::Paused);
         assert!(!s.drifted());
         assert_eq!(s.estimate.seconds, Some(0));
@@ -217,10 +215,10 @@ mod tests {
             crds::upgrade::PAUSED_REASON_ANNOTATION,
             "replacement did not initialize",
         );
-        let s = PoolStatus::of(&pool, &[], &[], &[], fixtures::now());
+        let s = PoolStatus::of(&pool, &[], &[], &[], &[], fixtures::now());
         assert_eq!(s.state, State::PausedByController);
         fixtures::annotate(&mut pool, crds::upgrade::PAUSED_ANNOTATION, "false");
-        let s = PoolStatus::of(&pool, &[], &[], &[], fixtures::now());
+        let s = PoolStatus::of(&pool, &[], &[], &[], &[], fixtures::now());
         assert_eq!(s.state, State::Running);
     }
 
@@ -231,7 +229,8 @@ mod tests {
         let o = fixtures::objects();
         let claims: Vec<NodeClaim> = o.claims.iter().map(|c| (**c).clone()).collect();
         let pools = [other, fixtures::pool()];
-        let all = statuses(&pools, &claims, &o.pods, &o.pdbs, fixtures::now());
+        let records = fixtures::records();
+        let all = statuses(&pools, &claims, &o.pods, &o.pdbs, &records, fixtures::now());
         assert_eq!(all[0].plan.nodepool, "default");
         assert!(all[0].drifted());
         assert_eq!(all[1].plan.nodepool, "gpu");

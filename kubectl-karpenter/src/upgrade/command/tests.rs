@@ -265,7 +265,7 @@ fn status_output(format: UpgradeOutput, statuses: &[PoolStatus]) -> (Outcome, St
 fn status_exits_1_only_with_drifted_nodeclaims() {
     let (outcome, _, _) = status_output(UpgradeOutput::Text, &[fixtures::status()]);
     assert_eq!(outcome, Outcome::Found);
-    let idle = PoolStatus::of(&fixtures::pool(), &[], &[], &[], fixtures::now());
+    let idle = PoolStatus::of(&fixtures::pool(), &[], &[], &[], &[], fixtures::now());
     let (outcome, out, _) = status_output(UpgradeOutput::Yaml, &[idle]);
     assert_eq!(outcome, Outcome::Clean);
     assert!(out.starts_with("- nodepool: default\n"), "{out}");

@@ -25,7 +25,7 @@ fn idle_paused() -> PoolStatus {
         "replacement gpu-x did not initialize",
     );
     annotate(&mut pool, STEP_ALLOWANCE_ANNOTATION, "1");
-    PoolStatus::of(&pool, &[], &[], &[], fixtures::now())
+    PoolStatus::of(&pool, &[], &[], &[], &[], fixtures::now())
 }
 
 #[test]
