@@ -6,7 +6,6 @@
 //! schedule. Each new NodeClaim keeps every instance type that still fits, cheapest first.
 //! Pure: no I/O, no clock.
 
-use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::rc::Rc;
@@ -285,7 +284,7 @@ pub fn solve(input: &Input) -> Output {
         let (x, y) = (&input.existing[a], &input.existing[b]);
         y.initialized.cmp(&x.initialized).then(x.name.cmp(&y.name))
     });
-    let node_index: FxHashMap<&str, usize> = input
+    let node_index: HashMap<&str, usize> = input
         .existing
         .iter()
         .enumerate()
@@ -299,11 +298,7 @@ pub fn solve(input: &Input) -> Output {
             host_ports: Vec::new(),
         })
         .collect();
-    for b in input
-        .bound_pods
-        .iter()
-        .filter(|b| !b.pod.constraints.host_ports.is_empty())
-    {
+    for b in &input.bound_pods {
         if let Some(&i) = node_index.get(b.node.as_str()) {
             existing[i]
                 .host_ports
@@ -355,20 +350,13 @@ fn pod_ref(p: &PodInfo) -> PodRef<'_> {
 
 /// Domains of every topology key in play: values from the pools' requirements and instance
 /// types (with the pool's taints) and from existing nodes' labels.
-fn build_topology(input: &Input, pools: &[Pool], node_index: &FxHashMap<&str, usize>) -> Topology {
+fn build_topology(input: &Input, pools: &[Pool], node_index: &HashMap<&str, usize>) -> Topology {
     let mut keys: BTreeSet<&str> = BTreeSet::new();
-    // Groups come from the pods being placed and from bound pods' required anti-affinity (the
-    // only constraint of a bound pod that binds newcomers): only their keys need domains.
-    for b in &input.bound_pods {
-        keys.extend(
-            b.pod
-                .constraints
-                .anti_affinity
-                .iter()
-                .map(|t| t.key.as_str()),
-        );
-    }
-    for p in &input.pods {
+    for p in input
+        .pods
+        .iter()
+        .chain(input.bound_pods.iter().map(|b| &b.pod))
+    {
         let c = &p.constraints;
         keys.extend(c.spread.iter().map(|s| s.key.as_str()));
         for t in c

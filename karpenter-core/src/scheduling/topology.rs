@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-use rustc_hash::FxHashMap;
 
 use super::constraints::{NamespaceSpec, PodConstraints, PodSelector, Relaxation};
 use super::requirements::{Requirement, Requirements};
@@ -178,17 +177,9 @@ impl Group {
     }
 
     fn record_value(&mut self, v: &str) {
-        // Counting tens of thousands of existing pods per solve: no allocation for a known domain.
-        let became = match self.by_value.get_mut(v) {
-            Some(c) => {
-                *c += 1;
-                *c == 1
-            }
-            None => {
-                self.by_value.insert(v.to_string(), 1);
-                true
-            }
-        };
+        let mut c = self.by_value.get(v).copied().unwrap_or(0);
+        let became = self.bump(&mut c);
+        self.by_value.insert(v.to_string(), c);
         if became {
             self.nonzero += 1;
         }
@@ -416,25 +407,13 @@ impl Topology {
                 .filter(|&g| t.inverse[g].selects(pod))
                 .collect();
         }
-        // Existing pods mostly come in a few label sets (one per workload): which groups select
-        // a (namespace, labels) pair is worked out once per pair, not once per pod.
-        let mut selecting: FxHashMap<(&str, &BTreeMap<String, String>), Vec<usize>> =
-            FxHashMap::default();
         for (i, (pod, target)) in existing.iter().enumerate() {
             let spread_counts = spread_counts.get(i).copied().unwrap_or(true);
-            let groups = selecting
-                .entry((pod.namespace, pod.labels))
-                .or_insert_with(|| {
-                    (0..t.groups.len())
-                        .filter(|&g| t.groups[g].selects(pod))
-                        .collect()
-                });
-            for &g in groups.iter() {
-                let g = &mut t.groups[g];
+            for g in &mut t.groups {
                 if g.kind == Kind::Spread && !spread_counts {
                     continue;
                 }
-                if g.counts_on(target) {
+                if g.selects(pod) && g.counts_on(target) {
                     let all = g.kind == Kind::AntiAffinity;
                     record_group(g, target, all);
                 }
@@ -853,13 +832,6 @@ impl Topology {
 fn record_group(g: &mut Group, target: &Target, all_domains: bool) {
     if g.hostname {
         g.record_target(target.id());
-        return;
-    }
-    if let Target::Node { labels, .. } = target {
-        // A node has one domain per key (or none): no list to build.
-        if let Some(v) = labels.get(&g.key) {
-            g.record_value(v);
-        }
         return;
     }
     match target.values(&g.key) {
