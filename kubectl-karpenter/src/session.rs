@@ -260,6 +260,23 @@ impl Connection {
         self.list_or_empty(&api, &ListParams::default(), what).await
     }
 
+    /// [`Connection::list_all`], each object behind an `Arc` (the form the core's `Snapshot`
+    /// holds).
+    ///
+    /// Errors: [`Error::ListOther`] naming `what`.
+    pub async fn list_shared<K>(&self, what: &'static str) -> Result<Vec<std::sync::Arc<K>>, Error>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        Ok(self
+            .list_all::<K>(what)
+            .await?
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect())
+    }
+
     /// Checks that `name` is one of `pools` (the `--nodepool` of `status` and `upgrade`).
     ///
     /// Errors: [`Error::UnknownNodePool`] listing the NodePools there are.

@@ -4,7 +4,6 @@
 //! report or the what-if with the pure core and prints it.
 
 use std::collections::HashMap;
-use std::fmt::Debug;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -19,7 +18,6 @@ use karpenter_core::disruption::report::{self, Report};
 use karpenter_core::provisioning::plan::Listing;
 use karpenter_core::snapshot::Snapshot;
 use kube::api::ListParams;
-use serde::de::DeserializeOwned;
 
 use super::DisruptionError;
 use super::args::{DisruptionAction, DisruptionArgs, DisruptionOutput, ExplainArgs};
@@ -28,20 +26,6 @@ use crate::cli::GlobalArgs;
 use crate::output;
 use crate::session::{Connection, Error, Io, Outcome};
 use crate::why_pending::command::catalog_instance_types;
-
-/// Every object of a kind, shared.
-async fn list_all<K>(conn: &Connection, what: &'static str) -> Result<Vec<Arc<K>>, Error>
-where
-    K: kube::Resource + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
-{
-    Ok(conn
-        .list_all::<K>(what)
-        .await?
-        .into_iter()
-        .map(Arc::new)
-        .collect())
-}
 
 /// The cluster as the orchestrator sees it.
 ///
@@ -54,17 +38,23 @@ async fn read_snapshot(conn: &Connection) -> Result<Snapshot, Error> {
         .map(Arc::new)
         .collect();
     Ok(Snapshot {
-        pods: list_all::<Pod>(conn, "Pods").await?,
-        nodes: list_all::<Node>(conn, "Nodes").await?,
+        pods: conn.list_shared::<Pod>("Pods").await?,
+        nodes: conn.list_shared::<Node>("Nodes").await?,
         nodeclaims,
-        nodepools: list_all::<NodePool>(conn, "NodePools").await?,
-        nodeclasses: list_all::<EC2NodeClass>(conn, "EC2NodeClasses").await?,
-        daemonsets: list_all::<DaemonSet>(conn, "DaemonSets").await?,
-        namespaces: list_all::<Namespace>(conn, "Namespaces").await?,
-        pvcs: list_all::<PersistentVolumeClaim>(conn, "PersistentVolumeClaims").await?,
-        pvs: list_all::<PersistentVolume>(conn, "PersistentVolumes").await?,
-        storage_classes: list_all::<StorageClass>(conn, "StorageClasses").await?,
-        pdbs: list_all::<PodDisruptionBudget>(conn, "PodDisruptionBudgets").await?,
+        nodepools: conn.list_shared::<NodePool>("NodePools").await?,
+        nodeclasses: conn.list_shared::<EC2NodeClass>("EC2NodeClasses").await?,
+        daemonsets: conn.list_shared::<DaemonSet>("DaemonSets").await?,
+        namespaces: conn.list_shared::<Namespace>("Namespaces").await?,
+        pvcs: conn
+            .list_shared::<PersistentVolumeClaim>("PersistentVolumeClaims")
+            .await?,
+        pvs: conn
+            .list_shared::<PersistentVolume>("PersistentVolumes")
+            .await?,
+        storage_classes: conn.list_shared::<StorageClass>("StorageClasses").await?,
+        pdbs: conn
+            .list_shared::<PodDisruptionBudget>("PodDisruptionBudgets")
+            .await?,
     })
 }
 

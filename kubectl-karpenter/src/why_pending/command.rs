@@ -28,20 +28,6 @@ use crate::cli::{GlobalArgs, Namespaces};
 use crate::output;
 use crate::session::{Connection, Error, Io, Outcome};
 
-/// Every object of a kind, shared ([`Connection::list_all`]).
-async fn list_all<K>(conn: &Connection, what: &'static str) -> Result<Vec<Arc<K>>, Error>
-where
-    K: kube::Resource + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
-{
-    Ok(conn
-        .list_all::<K>(what)
-        .await?
-        .into_iter()
-        .map(Arc::new)
-        .collect())
-}
-
 /// The objects of a namespaced kind matching `params`, in `namespace` or in every namespace.
 async fn list_in<K>(
     conn: &Connection,
@@ -108,19 +94,23 @@ async fn read_world(
         .collect();
     let all_pods = match ns {
         None if pod_name.is_none() => pods.iter().cloned().map(Arc::new).collect(),
-        _ => list_all::<Pod>(conn, "Pods").await?,
+        _ => conn.list_shared::<Pod>("Pods").await?,
     };
     let snapshot = Snapshot {
         pods: all_pods,
-        nodes: list_all::<Node>(conn, "Nodes").await?,
+        nodes: conn.list_shared::<Node>("Nodes").await?,
         nodeclaims,
-        nodepools: list_all::<NodePool>(conn, "NodePools").await?,
-        nodeclasses: list_all::<EC2NodeClass>(conn, "EC2NodeClasses").await?,
-        daemonsets: list_all::<DaemonSet>(conn, "DaemonSets").await?,
-        namespaces: list_all::<Namespace>(conn, "Namespaces").await?,
-        pvcs: list_all::<PersistentVolumeClaim>(conn, "PersistentVolumeClaims").await?,
-        pvs: list_all::<PersistentVolume>(conn, "PersistentVolumes").await?,
-        storage_classes: list_all::<StorageClass>(conn, "StorageClasses").await?,
+        nodepools: conn.list_shared::<NodePool>("NodePools").await?,
+        nodeclasses: conn.list_shared::<EC2NodeClass>("EC2NodeClasses").await?,
+        daemonsets: conn.list_shared::<DaemonSet>("DaemonSets").await?,
+        namespaces: conn.list_shared::<Namespace>("Namespaces").await?,
+        pvcs: conn
+            .list_shared::<PersistentVolumeClaim>("PersistentVolumeClaims")
+            .await?,
+        pvs: conn
+            .list_shared::<PersistentVolume>("PersistentVolumes")
+            .await?,
+        storage_classes: conn.list_shared::<StorageClass>("StorageClasses").await?,
         // Placement does not depend on disruption budgets.
         pdbs: Vec::new(),
     };
