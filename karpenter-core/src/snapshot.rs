@@ -1,7 +1,7 @@
 //! One copy of the cluster state and the pure derivations decisions need from it: pending pods,
 //! requests per node, existing and in-flight capacity, and NodePool usage.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crds::conditions::{self, INITIALIZED, LAUNCHED};
@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::capacity::InstanceType;
-use crate::scheduling::pod::{PodInfo, is_provisionable, is_terminal, pod_requests};
+use crate::scheduling::pod::{PodInfo, PodKey, is_provisionable, is_terminal, pod_requests};
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{ExistingNode, NodeLabels};
@@ -49,6 +49,43 @@ pub struct Snapshot {
     /// PodDisruptionBudgets (with their `status.disruptionsAllowed`), which decide whether a
     /// node's pods may be evicted now.
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
+    /// The provisioner's plan for pods still waiting for an in-flight NodeClaim: pod → the
+    /// name of the NodeClaim it was planned onto (the controller's in-memory record; empty
+    /// where no provisioner ran, e.g. in the plugin). Each such pod is reserved on its
+    /// NodeClaim ([`Snapshot::reservations`]) until its node registers and the pod is
+    /// nominated there (`status.nominatedNodeName`), binds, or the NodeClaim goes away.
+    pub planned: HashMap<PodKey, String>,
+}
+
+/// A pod that waits for a node (not bound, not finished, not deleting) and where it is
+/// expected: the node in its `status.nominatedNodeName`, or the in-flight NodeClaim the
+/// provisioner planned it onto.
+#[derive(Clone, Debug)]
+pub struct Reservation {
+    /// The waiting pod.
+    pub pod: Arc<Pod>,
+    /// Where its room is held, named as [`Snapshot::existing_capacity`] names capacity: the
+    /// node's name (a nominated node, or the registered node of the planned NodeClaim), else
+    /// the NodeClaim's name.
+    pub target: String,
+}
+
+/// The node a pod is nominated to (`status.nominatedNodeName`), if set and not empty.
+pub fn nominated_node(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// Whether a pod still waits for a node: not bound, not finished and not being deleted.
+pub fn is_waiting(pod: &Pod) -> bool {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    !bound && !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).
@@ -69,13 +106,101 @@ pub fn annotation<'a>(claim: &'a NodeClaim, key: &str) -> Option<&'a str> {
 }
 
 impl Snapshot {
-    /// Pods Karpenter should provision for.
+    /// Pods Karpenter should provision for: provisionable ([`is_provisionable`]; a nominated
+    /// pod is not) and not already planned onto a live in-flight NodeClaim
+    /// ([`planned`](Self::planned)).
     pub fn provisionable_pods(&self) -> Vec<Arc<Pod>> {
+        let live = self.live_claims();
         self.pods
             .iter()
             .filter(|p| is_provisionable(p))
+            .filter(|p| {
+                self.planned.is_empty()
+                    || !self
+                        .planned
+                        .get(&PodKey::of(p))
+                        .is_some_and(|c| live.contains_key(c.as_str()))
+            })
             .cloned()
             .collect()
+    }
+
+    /// NodeClaims not being deleted, by name.
+    fn live_claims(&self) -> HashMap<&str, &Arc<NodeClaim>> {
+        self.nodeclaims
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
+            .collect()
+    }
+
+    /// The registered node of a NodeClaim: the node in this snapshot whose providerID is the
+    /// NodeClaim's, by name.
+    pub fn node_of_claim(&self, claim: &NodeClaim) -> Option<&Arc<Node>> {
+        let pid = claim.status.as_ref()?.provider_id.as_deref()?;
+        self.nodes
+            .iter()
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+    }
+
+    /// Room held for waiting pods ([`Reservation`]), as kube-scheduler holds a nominated pod's
+    /// room on its node (for pods of equal or lower priority) and as the provisioner planned
+    /// its in-flight NodeClaims: every waiting pod nominated to a node of this snapshot, and
+    /// every waiting pod [`planned`](Self::planned) onto a NodeClaim that is not being deleted.
+    /// A nomination to a node that is not here holds nothing.
+    pub fn reservations(&self) -> Vec<Reservation> {
+        let nodes: HashSet<&str> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let live = if self.planned.is_empty() {
+            HashMap::new()
+        } else {
+            self.live_claims()
+        };
+        let mut out = Vec::new();
+        for pod in self.pods.iter().filter(|p| is_waiting(p)) {
+            if let Some(node) = nominated_node(pod) {
+                if nodes.contains(node) {
+                    out.push(Reservation {
+                        pod: Arc::clone(pod),
+                        target: node.to_string(),
+                    });
+                }
+                continue;
+            }
+            if self.planned.is_empty() {
+                continue;
+            }
+            let Some(claim) = self
+                .planned
+                .get(&PodKey::of(pod))
+                .and_then(|c| live.get(c.as_str()))
+            else {
+                continue;
+            };
+            let target = match self.node_of_claim(claim) {
+                Some(node) => node.metadata.name.clone().unwrap_or_default(),
+                None => claim.metadata.name.clone().unwrap_or_default(),
+            };
+            out.push(Reservation {
+                pod: Arc::clone(pod),
+                target,
+            });
+        }
+        out
+    }
+
+    /// Requests of the reserved pods ([`Snapshot::reservations`]) per node or NodeClaim name.
+    fn reserved_by_target(&self) -> HashMap<String, Resources> {
+        let mut out: HashMap<String, Resources> = HashMap::new();
+        for r in self.reservations() {
+            if let Ok(requests) = pod_requests(&r.pod) {
+                out.entry(r.target).or_default().add(&requests);
+            }
+        }
+        out
     }
 
     /// Namespaces with their labels.
@@ -91,11 +216,20 @@ impl Snapshot {
             .collect()
     }
 
-    /// Active pods bound to one of `nodes`, compiled (pods that do not compile are skipped).
-    pub fn bound_pods(
-        &self,
-        nodes: &std::collections::HashSet<String>,
-    ) -> Vec<crate::scheduling::solver::BoundPod> {
+    /// Active pods bound to one of `nodes` (names of nodes or in-flight NodeClaims, as
+    /// [`Snapshot::existing_capacity`] names them), and the waiting pods reserved there
+    /// ([`Snapshot::reservations`]), compiled (pods that do not compile are skipped).
+    pub fn bound_pods(&self, nodes: &HashSet<String>) -> Vec<crate::scheduling::solver::BoundPod> {
+        let reserved = self
+            .reservations()
+            .into_iter()
+            .filter(|r| nodes.contains(&r.target))
+            .filter_map(|r| {
+                Some(crate::scheduling::solver::BoundPod {
+                    pod: PodInfo::from_pod(&r.pod).ok()?,
+                    node: r.target,
+                })
+            });
         self.pods
             .iter()
             .filter(|p| !is_terminal(p))
@@ -111,6 +245,7 @@ impl Snapshot {
                     node,
                 })
             })
+            .chain(reserved)
             .collect()
     }
 
@@ -143,20 +278,25 @@ impl Snapshot {
     /// Existing nodes and in-flight NodeClaims as capacity the solver fills before launching.
     ///
     /// `daemon_overhead` is each NodePool's DaemonSet overhead, subtracted from NodeClaims whose
-    /// nodes do not run those pods yet; `types` resolves an unlaunched claim's options.
+    /// nodes do not run those pods yet; `types` resolves an unlaunched claim's options. The
+    /// room of reserved pods ([`Snapshot::reservations`]) is taken, as their bound pods'.
     pub fn existing_capacity(
         &self,
         daemon_overhead: &HashMap<String, Resources>,
         types: &HashMap<String, Arc<InstanceType>>,
     ) -> Vec<ExistingNode> {
-        let used = self.requests_by_node();
+        let mut used = self.requests_by_node();
+        let reserved = self.reserved_by_target();
+        for (target, requests) in &reserved {
+            used.entry(target.clone()).or_default().add(requests);
+        }
         let nodes_by_provider: HashMap<&str, &Arc<Node>> = self
             .nodes
             .iter()
             .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
             .collect();
         let mut out = Vec::new();
-        let mut claimed_nodes = std::collections::HashSet::new();
+        let mut claimed_nodes = HashSet::new();
         for claim in &self.nodeclaims {
             if claim.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -186,6 +326,9 @@ impl Snapshot {
                 None => smallest_option(claim, types),
             };
             available.sub(&overhead);
+            if let Some(r) = reserved.get(&name) {
+                available.sub(r);
+            }
             let mut reqs = Requirements::from_api(&claim.spec.requirements);
             for (k, v) in claim.metadata.labels.iter().flatten() {
                 reqs.add(Requirement::is_in(k, [v.clone()]));

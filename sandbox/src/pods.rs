@@ -32,6 +32,11 @@ pub fn bind(store: &Store, namespace: &str, pod: &str, node: &str) -> ApiResult<
             ));
         }
         p["spec"]["nodeName"] = json!(node);
+        // kube-apiserver clears a nomination when it binds the pod (KEP-5278: the nomination
+        // was a plan; the binding is the outcome).
+        if let Some(status) = p.get_mut("status").and_then(Value::as_object_mut) {
+            status.remove("nominatedNodeName");
+        }
         set_pod_condition(p, "PodScheduled", "True", None, None);
         Ok(())
     })
@@ -279,6 +284,28 @@ mod tests {
                 .expect_err("rebind")
                 .reason,
             Reason::Conflict
+        );
+    }
+
+    /// KEP-5278: kube-apiserver clears `status.nominatedNodeName` when it binds the pod, to
+    /// whichever node.
+    #[test]
+    fn binding_clears_the_nomination() {
+        let store = Store::new();
+        let rt = store.resource("", "v1", "pods").expect("pods");
+        store
+            .create(
+                &rt,
+                "default",
+                json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+                       "status": {"nominatedNodeName": "planned"}}),
+            )
+            .expect("pod");
+        let bound = bind(&store, "default", "p", "elsewhere").expect("bound");
+        assert_eq!(bound["spec"]["nodeName"], "elsewhere");
+        assert!(
+            bound["status"].get("nominatedNodeName").is_none(),
+            "{bound}"
         );
     }
 

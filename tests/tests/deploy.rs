@@ -524,6 +524,7 @@ async fn apply_k_installs_karpenter_and_its_rbac_covers_every_controller_call() 
         "patch karpenter.sh nodeclaims/status",
         "watch core pods",
         "create core pods/eviction -n default",
+        "patch core pods/status -n default",
         "delete core pods -n default",
         "patch core nodes",
         "delete core nodes",

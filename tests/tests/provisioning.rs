@@ -325,3 +325,162 @@ async fn deleting_a_nodepool_removes_its_nodeclaims_and_instances() {
     })
     .await;
 }
+
+/// A NodePool of one GPU type and two CPU types, on-demand.
+const GPU_AND_CPU_POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: mixed
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+      - {key: node.kubernetes.io/instance-type, operator: In, values: ["g4dn.xlarge", "c5.large", "c5.xlarge"]}
+"#;
+
+/// One pod asking a GPU and `cpu`.
+fn gpu_deployment(name: &str, cpu: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n        resources:\n          requests: {{cpu: \"{cpu}\", memory: 1Gi, nvidia.com/gpu: \"1\"}}\n          limits: {{nvidia.com/gpu: \"1\"}}\n"
+    )
+}
+
+/// The node each pod of `app` is bound to.
+fn nodes_of(c: &TestCluster, app: &str) -> Vec<String> {
+    c.objects("", "pods")
+        .iter()
+        .filter(|p| p.pointer("/metadata/labels/app").and_then(Value::as_str) == Some(app))
+        .filter_map(|p| p["spec"]["nodeName"].as_str().map(String::from))
+        .collect()
+}
+
+/// Plan = binding (issue 17): the pods planned onto a NodeClaim are nominated to its node when it
+/// registers (`status.nominatedNodeName`), and kube-scheduler holds their room against pods of
+/// the same priority. CPU-only pods pending at the same time, older and so ahead in the queue,
+/// would otherwise fill the GPU node (LeastAllocated favours the largest free node), leave the
+/// GPU pod without CPU and launch a second GPU node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too() {
+    let yaml = format!(
+        "{GPU_AND_CPU_POOL}---\n{}---\n{}",
+        deployment("cpu-only", 5, "1", "1Gi"),
+        gpu_deployment("gpu", "2")
+    );
+    let c = TestCluster::start(
+        &yaml,
+        Options {
+            batch_idle: Duration::from_secs(1),
+            ..Options::default()
+        },
+    )
+    .await;
+    let o = c
+        .wait_for("every pod bound", SETTLE, |o| {
+            o.pods_bound == 6 && o.settled()
+        })
+        .await;
+    let gpu_nodes: Vec<String> = c
+        .objects("", "nodes")
+        .iter()
+        .filter(|n| {
+            n.pointer("/metadata/labels/node.kubernetes.io~1instance-type")
+                == Some(&Value::from("g4dn.xlarge"))
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        gpu_nodes.len(),
+        1,
+        "one GPU node, as planned: {:?}",
+        o.by_instance_type
+    );
+    assert_eq!(
+        nodes_of(&c, "gpu"),
+        gpu_nodes,
+        "the GPU pod runs on the GPU node planned for it"
+    );
+    // Every pod planned onto a NodeClaim that registered landed on that NodeClaim's node.
+    let claims = c.nodeclaims();
+    for p in c.objects("", "pods") {
+        let name = p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let planned = c
+            .events(&name, "Nominated")
+            .iter()
+            .filter_map(|e| e["message"].as_str())
+            .filter_map(|m| {
+                m.rsplit_once("nodeclaim/")
+                    .map(|(_, claim)| claim.to_string())
+            })
+            .next_back();
+        let Some(claim) = planned else { continue };
+        let node = claims
+            .iter()
+            .find(|cl| cl["metadata"]["name"] == claim.as_str())
+            .and_then(|cl| cl["status"]["nodeName"].as_str());
+        assert_eq!(
+            p["spec"]["nodeName"].as_str(),
+            node,
+            "pod {name} was planned onto nodeclaim {claim}"
+        );
+        assert!(
+            p["status"].get("nominatedNodeName").is_none(),
+            "binding clears the nomination"
+        );
+    }
+}
+
+/// A nomination the plan no longer holds is cleared (KEP-5278: the component that sets one clears
+/// it; kube-scheduler no longer does): a pending pod nominated to a Karpenter node that goes
+/// away is nominated nowhere, so it can be provisioned for again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nomination_is_cleared_when_its_node_goes_away() {
+    let c = TestCluster::start(&deployment("web", 1, "500m", "512Mi"), Options::default()).await;
+    c.wait_for("settled", SETTLE, |o| o.pods_bound == 1 && o.settled())
+        .await;
+    let node = c.objects("", "nodes")[0]["metadata"]["name"]
+        .as_str()
+        .expect("a node")
+        .to_string();
+    // A pod no node matches (and no NodePool can label), nominated by hand to the Karpenter
+    // node: it fits the node's room, so only the node going away makes the nomination stale.
+    c.kubectl_ok(&[
+        "run",
+        "huge",
+        "--image=pause",
+        "--overrides",
+        r#"{"spec": {"nodeSelector": {"example.com/nowhere": "true"}}}"#,
+    ])
+    .await;
+    c.kubectl_ok(&[
+        "patch",
+        "pod",
+        "huge",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"status": {{"nominatedNodeName": "{node}"}}}}"#),
+    ])
+    .await;
+    let nominated = |c: &TestCluster| {
+        c.objects("", "pods")
+            .iter()
+            .find(|p| p["metadata"]["name"] == "huge")
+            .and_then(|p| p["status"]["nominatedNodeName"].as_str().map(String::from))
+    };
+    let claim = c.nodeclaims()[0]["metadata"]["name"]
+        .as_str()
+        .expect("a nodeclaim")
+        .to_string();
+    c.kubectl_ok(&["delete", "nodeclaim", &claim, "--wait=false"])
+        .await;
+    c.eventually("the nomination is cleared", SETTLE, |c| {
+        nominated(c).is_none()
+    })
+    .await;
+}

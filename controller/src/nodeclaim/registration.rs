@@ -16,6 +16,29 @@ use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, refer
 use crate::runtime::reconcile::ReconcileError;
 use karpenter_core::lifecycle::registration::registration_patch;
 
+/// Nominate the pods the provisioner planned onto this NodeClaim to its node (plan = binding),
+/// before the registration patch lifts the `karpenter.sh/unregistered` taint, so kube-scheduler
+/// holds their room from the moment any pod could land there. Failed writes are retried by the
+/// provisioner's nomination sweep.
+async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) {
+    let Some(name) = claim.metadata.name.as_deref() else {
+        return;
+    };
+    let planned = ctx.state.planned().clone();
+    if !planned.values().any(|c| c == name) {
+        return;
+    }
+    let snap = karpenter_core::snapshot::Snapshot {
+        pods: ctx.state.pods.state(),
+        planned,
+        ..Default::default()
+    };
+    let pods = karpenter_core::provisioning::nomination::planned_onto(&snap, name);
+    if !pods.is_empty() {
+        crate::provisioning::nomination::nominate(ctx, &pods, node).await;
+    }
+}
+
 /// Register the node for a launched NodeClaim, if it has appeared.
 ///
 /// Errors: the node patch failed (retried; a conflict means the node changed meanwhile).
@@ -61,6 +84,7 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
             dedupe: DEFAULT_DEDUPE,
         });
     }
+    nominate_planned_pods(ctx, claim, &node_name).await;
     if let Some(mut patch) = registration_patch(claim, node) {
         if !has_label {
             // The write that adds the registered label counts the node as created; bound to

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crds::NodeClaim;
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_core::provisioning::NOMINATION_PREFIX;
-use karpenter_core::provisioning::plan::{self, Listing, Plan, PlannedNodeClaim};
+use karpenter_core::provisioning::plan::{self, Listing, Plan, PlannedNodeClaim, Target};
 use karpenter_core::provisioning::template::{self, SkipReason};
 use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::scheduling::resources::Resources;
@@ -22,6 +22,8 @@ use kube::api::PostParams;
 
 use crate::runtime::Context;
 use crate::runtime::events::{self, EventSpec, EventType, reason, reference};
+
+pub mod nomination;
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
@@ -52,6 +54,7 @@ pub async fn run(ctx: Arc<Context>) {
         tokio::select! {
             _ = ctx.state.pod_trigger.notified() => {}
             _ = requeue.tick() => {
+                nomination::sweep(&ctx).await;
                 if ctx.state.snapshot().provisionable_pods().is_empty() {
                     continue;
                 }
@@ -126,6 +129,7 @@ pub(crate) async fn list_instance_types(
 /// Errors: only when the planning task itself could not run; per-pod and per-NodeClaim failures
 /// are reported as Events and in the result.
 pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
+    nomination::sweep(ctx).await;
     let snap = Arc::new(ctx.state.snapshot());
     if snap.provisionable_pods().is_empty() {
         return Ok(PassResult::default());
@@ -133,7 +137,7 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
     let listings = list_instance_types(ctx, &snap).await;
     let settings = plan::Settings {
         hash_versions: ctx.settings.hash_versions.clone(),
-        repack: false,
+        repack: true,
     };
     let started = Instant::now();
     let planned = {
@@ -190,6 +194,9 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
                 ctx.metrics
                     .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
                 let name = created.metadata.name.clone().unwrap_or_default();
+                ctx.state
+                    .planned()
+                    .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
                 let entry = created_usage.entry(decision.nodepool.clone()).or_default();
                 entry.0.add(&claim.largest_capacity());
                 entry.1 += 1;
@@ -218,6 +225,31 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
                 );
             }
         }
+    }
+    // Pods planned onto a Karpenter node are nominated there now (it is typically still
+    // initializing); onto an in-flight NodeClaim, when its node registers. A node Karpenter does
+    // not manage only gets the Event: nothing would take back a nomination kube-scheduler
+    // cannot honour there.
+    let managed: std::collections::HashSet<&str> = snap
+        .nodes
+        .iter()
+        .filter(|n| karpenter_core::snapshot::nodepool_of(n.metadata.labels.as_ref()).is_some())
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut to_nodes: BTreeMap<&str, Vec<PodKey>> = BTreeMap::new();
+    for n in &planned.nominations {
+        match &n.target {
+            Target::Node(node) if managed.contains(node.as_str()) => {
+                to_nodes.entry(node).or_default().push(n.pod.clone())
+            }
+            Target::Node(_) => {}
+            Target::NodeClaim(claim) => {
+                ctx.state.planned().insert(n.pod.clone(), claim.clone());
+            }
+        }
+    }
+    for (node, pods) in to_nodes {
+        nomination::nominate(ctx, &pods, node).await;
     }
     for nomination in &planned.nominations {
         result.placed_existing += 1;

@@ -19,6 +19,9 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
+use std::collections::HashMap;
+
+use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::snapshot::Snapshot;
 
 mod pod_events;
@@ -72,6 +75,10 @@ pub struct ClusterState {
     /// Becomes true once every cache has completed its initial list. One task waits on the
     /// stores and publishes here, because a store's readiness wakes only one waiter.
     synced: tokio::sync::watch::Receiver<bool>,
+    /// The provisioner's plan for pods waiting on in-flight NodeClaims: pod → NodeClaim name
+    /// (copied into every snapshot as [`Snapshot::planned`]). In memory only: after a restart
+    /// the next pass plans those pods onto the in-flight NodeClaims again.
+    planned: Arc<std::sync::Mutex<HashMap<PodKey, String>>>,
 }
 
 /// A watch stopped before the cluster state synced.
@@ -281,6 +288,7 @@ impl ClusterState {
             pod_trigger,
             nodeclaim_changed,
             synced,
+            planned: Default::default(),
         };
         let stores = state.clone();
         let t11 = tokio::spawn(async move {
@@ -331,7 +339,13 @@ impl ClusterState {
             pvs: self.pvs.state(),
             storage_classes: self.storage_classes.state(),
             pdbs: self.pdbs.state(),
+            planned: self.planned().clone(),
         }
+    }
+
+    /// The provisioner's plan for pods waiting on in-flight NodeClaims (pod → NodeClaim name), locked.
+    pub fn planned(&self) -> std::sync::MutexGuard<'_, HashMap<PodKey, String>> {
+        self.planned.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The nodes registered for a NodeClaim's providerID (none before launch).

@@ -100,6 +100,13 @@ pub enum NotCandidate {
         /// When it will have passed.
         at: Timestamp,
     },
+    /// Pending pods are nominated to the node (`status.nominatedNodeName`) or planned onto its
+    /// NodeClaim and wait to land there (upstream: "state node is nominated for a pending
+    /// pod").
+    Nominated {
+        /// How many pending pods wait for it.
+        pods: usize,
+    },
     /// The NodePool's `consolidationPolicy: WhenEmpty` and the node has pods to move.
     WhenEmptyOnly {
         /// How many pods would have to move.
@@ -129,6 +136,9 @@ impl fmt::Display for NotCandidate {
                 "consolidateAfter has not elapsed (at {})",
                 at.strftime("%Y-%m-%dT%H:%M:%SZ")
             ),
+            NotCandidate::Nominated { pods } => {
+                write!(f, "nominated for {pods} pending pod(s)")
+            }
             NotCandidate::WhenEmptyOnly { pods } => write!(
                 f,
                 "consolidationPolicy WhenEmpty and {pods} pod(s) would have to move"
@@ -296,6 +306,10 @@ pub fn verdicts(
             pods_by_node.entry(node).or_default().push(pod);
         }
     }
+    let mut waiting: HashMap<String, usize> = HashMap::new();
+    for r in snap.reservations() {
+        *waiting.entry(r.target).or_default() += 1;
+    }
     let mut out: Vec<Verdict> = snap
         .nodeclaims
         .iter()
@@ -316,15 +330,32 @@ pub fn verdicts(
                 nodeclaim: claim.name_any(),
                 node: node.map(|n| n.name_any()),
                 nodepool: Some(pool_name.to_string()),
-                standing: judge(
-                    claim,
-                    node,
-                    pools.get(pool_name).copied(),
-                    bound,
-                    snap,
-                    types,
-                    now,
-                ),
+                standing: {
+                    let standing = judge(
+                        claim,
+                        node,
+                        pools.get(pool_name).copied(),
+                        bound,
+                        snap,
+                        types,
+                        now,
+                    );
+                    let nominated = node
+                        .and_then(|n| n.metadata.name.as_deref())
+                        .and_then(|n| waiting.get(n));
+                    match (standing, nominated) {
+                        (
+                            s @ Err(
+                                NotCandidate::Deleting
+                                | NotCandidate::InProgress { .. }
+                                | NotCandidate::Replacement { .. },
+                            ),
+                            _,
+                        ) => s,
+                        (_, Some(&pods)) => Err(NotCandidate::Nominated { pods }),
+                        (s, None) => s,
+                    }
+                },
             })
         })
         .collect();

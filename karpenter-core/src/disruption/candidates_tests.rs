@@ -276,3 +276,43 @@ fn the_last_pod_event_restarts_consolidate_after() {
     assert!(standing(&snap, "2026-01-01T01:29:59Z")[0].1.is_err());
     assert_eq!(standing(&snap, "2026-01-01T01:30:00Z")[0].1, Ok(0));
 }
+
+/// Upstream leaves a node alone while pending pods are nominated to it ("state node is
+/// nominated for a pending pod"); here also while pods planned onto its NodeClaim wait for it.
+#[test]
+fn a_node_pending_pods_wait_for_is_not_a_candidate() {
+    let (a, na) = karpenter_node("a", "gp.xlarge", "on-demand");
+    let (b, nb) = karpenter_node("b", "gp.xlarge", "on-demand");
+    let nominated = pod("nominated")
+        .cpu("1")
+        .unschedulable()
+        .merge(serde_json::json!({"status": {"nominatedNodeName": "a"}}))
+        .arc();
+    let planned = pod("planned").cpu("1").unschedulable().arc();
+    let snap = Snapshot {
+        nodeclaims: vec![a, b],
+        nodes: vec![na, nb],
+        nodepools: vec![pool(serde_json::json!({}))],
+        pods: vec![nominated, planned],
+        planned: HashMap::from([(
+            crate::scheduling::pod::PodKey::of(&pod("planned").build()),
+            "default-b".to_string(),
+        )]),
+        ..Snapshot::default()
+    };
+    let v = verdicts(&snap, &types(), at("2026-01-01T00:00:01Z"));
+    let standing: Vec<String> = v
+        .iter()
+        .map(|v| match &v.standing {
+            Ok(_) => "candidate".to_string(),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        standing,
+        [
+            "nominated for 1 pending pod(s)",
+            "nominated for 1 pending pod(s)"
+        ]
+    );
+}

@@ -3,6 +3,7 @@
 //! create, nominations, failures). The batcher and the executor that creates NodeClaims live in
 //! `controller::provisioning`.
 
+pub mod nomination;
 pub mod plan;
 pub mod template;
 

@@ -5,6 +5,17 @@
 //! first 100 feasible nodes, and kube-scheduler's `0/N nodes are available` messages.
 //! Preferences (preferred affinities, `ScheduleAnyway` spreads) only score in kube-scheduler, so
 //! they never filter here.
+//!
+//! Nominations (`status.nominatedNodeName`) as kube-scheduler 1.35 treats them with KEP-5278's
+//! `NominatedNodeNameForExpectation` (beta, on by default): a pod's nominated node is evaluated
+//! first and, when it passes the filters, taken without scoring (`schedule_one.go`
+//! `evaluateNominatedNode`); every other pod is filtered as if the pods nominated to a node
+//! with equal or higher priority were already there (their requests and host ports:
+//! `RunFilterPluginsWithNominatedPods`, whose with-nominated pass is the stricter one for
+//! those filters), while scoring ignores them; a nomination is never cleared on failure
+//! (KEP-5278 removed that), and the binding clears it (kube-apiserver, `sandbox::pods::bind`).
+//! Nominated pods are not added to the topology counts of the with-nominated pass (pod
+//! (anti-)affinity, spread): a simplification.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -157,6 +168,66 @@ struct NodeState {
     ports: Vec<HostPort>,
 }
 
+/// Room held on a node for the pods nominated to it (kube-scheduler's nominator).
+#[derive(Default)]
+struct Nominator {
+    /// Each pending pod's nominated node (an index into the node states), while it waits.
+    node_of: Vec<Option<usize>>,
+    /// Each pending pod's priority (`spec.priority`, 0 when unset).
+    priority: Vec<i32>,
+    /// Each pending pod's requests (empty for pods that did not compile).
+    requests: Vec<Resources>,
+    /// Each pending pod's host ports.
+    ports: Vec<Vec<HostPort>>,
+    /// Pending pods nominated to each node.
+    by_node: Vec<Vec<usize>>,
+    /// Per priority threshold asked so far: the requests nominated to each node by waiting
+    /// pods of at least that priority.
+    totals: HashMap<i32, Vec<Resources>>,
+}
+
+impl Nominator {
+    /// The room nominated pods hold on `node` against pod `k`: requests and host ports of the
+    /// waiting pods nominated there with a priority of at least `k`'s, `k` itself excluded.
+    fn held(&mut self, node: usize, k: usize) -> (Resources, Vec<HostPort>) {
+        let threshold = self.priority[k];
+        if !self.totals.contains_key(&threshold) {
+            let mut totals = vec![Resources::default(); self.by_node.len()];
+            for (n, pods) in self.by_node.iter().enumerate() {
+                for &q in pods {
+                    if self.priority[q] >= threshold {
+                        totals[n].add(&self.requests[q]);
+                    }
+                }
+            }
+            self.totals.insert(threshold, totals);
+        }
+        let mut requests = self.totals[&threshold][node].clone();
+        if self.node_of[k] == Some(node) {
+            requests.sub(&self.requests[k]);
+        }
+        let ports = self.by_node[node]
+            .iter()
+            .filter(|&&q| q != k && self.priority[q] >= threshold)
+            .flat_map(|&q| self.ports[q].iter().cloned())
+            .collect();
+        (requests, ports)
+    }
+
+    /// Pod `k` was placed: its nomination no longer holds room.
+    fn resolve(&mut self, k: usize) {
+        let Some(node) = self.node_of[k].take() else {
+            return;
+        };
+        self.by_node[node].retain(|&q| q != k);
+        for (threshold, totals) in &mut self.totals {
+            if self.priority[k] >= *threshold {
+                totals[node].sub(&self.requests[k]);
+            }
+        }
+    }
+}
+
 /// The simulated kube-scheduler's placement logic.
 #[derive(Default)]
 pub struct KubeScheduler {
@@ -285,8 +356,13 @@ impl KubeScheduler {
         })
     }
 
-    /// The node filters before topology, as kube-scheduler words their failures.
-    fn filter(pod: &CompiledPod, node: &NodeState) -> Result<Requirements, Vec<String>> {
+    /// The node filters before topology, as kube-scheduler words their failures, with the room
+    /// nominated pods hold on the node (`held`: requests and host ports) taken.
+    fn filter(
+        pod: &CompiledPod,
+        node: &NodeState,
+        held: &(Resources, Vec<HostPort>),
+    ) -> Result<Requirements, Vec<String>> {
         let tolerations = &pod.info.tolerations;
         if node.unschedulable {
             let unschedulable = taint("node.kubernetes.io/unschedulable", None, "NoSchedule");
@@ -318,13 +394,13 @@ impl KubeScheduler {
             .constraints
             .host_ports
             .iter()
-            .any(|p| node.ports.iter().any(|u| u.conflicts(p)))
+            .any(|p| node.ports.iter().chain(&held.1).any(|u| u.conflicts(p)))
         {
             return Err(vec![
                 "node(s) didn't have free ports for the requested pod ports".into(),
             ]);
         }
-        let total = node.used.plus(&pod.info.requests);
+        let total = node.used.plus(&held.0).plus(&pod.info.requests);
         let short: Vec<String> = total
             .exceeding(&node.allocatable)
             .into_iter()
@@ -483,32 +559,98 @@ impl PodPlacer for KubeScheduler {
             .filter_map(|c| c.as_ref().ok().cloned())
             .collect();
         let mut topology = KubeScheduler::topology(view, &states, &ok, &bound);
+        let mut nominator = Nominator {
+            node_of: view
+                .pending
+                .iter()
+                .map(|p| {
+                    let nominated = p.status.as_ref()?.nominated_node_name.as_deref()?;
+                    index.get(nominated).copied()
+                })
+                .collect(),
+            priority: view
+                .pending
+                .iter()
+                .map(|p| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0))
+                .collect(),
+            requests: compiled
+                .iter()
+                .map(|c| {
+                    c.as_ref()
+                        .map(|c| c.info.requests.clone())
+                        .unwrap_or_default()
+                })
+                .collect(),
+            ports: compiled
+                .iter()
+                .map(|c| {
+                    c.as_ref()
+                        .map(|c| c.info.constraints.host_ports.clone())
+                        .unwrap_or_default()
+                })
+                .collect(),
+            by_node: vec![Vec::new(); states.len()],
+            totals: HashMap::new(),
+        };
+        for (k, node) in nominator.node_of.clone().into_iter().enumerate() {
+            match (node, &compiled[k]) {
+                (Some(i), Ok(_)) => nominator.by_node[i].push(k),
+                _ => nominator.node_of[k] = None,
+            }
+        }
         let total = states.len();
         let mut topo_index = 0;
-        compiled
-            .into_iter()
-            .map(|c| {
-                let compiled = c?;
-                let ti = topo_index;
-                topo_index += 1;
-                if total == 0 {
-                    return Err("no nodes available to schedule pods".to_string());
+        let mut out = Vec::with_capacity(compiled.len());
+        for (k, c) in compiled.into_iter().enumerate() {
+            let compiled = match c {
+                Ok(c) => c,
+                Err(e) => {
+                    out.push(Err(e));
+                    continue;
                 }
-                let relax = required_only(&compiled.info.constraints);
-                let involves = topology.involves(ti);
-                let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-                let mut best: Option<(f64, usize)> = None;
+            };
+            let ti = topo_index;
+            topo_index += 1;
+            if total == 0 {
+                out.push(Err("no nodes available to schedule pods".to_string()));
+                continue;
+            }
+            let relax = required_only(&compiled.info.constraints);
+            let involves = topology.involves(ti);
+            let check = |i: usize, nominator: &mut Nominator| {
+                let node = &states[i];
+                let held = nominator.held(i, k);
+                KubeScheduler::filter(&compiled, node, &held).and_then(|term| {
+                    if !involves {
+                        return Ok(());
+                    }
+                    let target = Target::Node {
+                        id: i,
+                        labels: &node.labels,
+                        taints: &node.taints,
+                    };
+                    let own = topology.requirements(
+                        ti,
+                        &pod_ref(&compiled.info),
+                        &Relaxation {
+                            node_terms: 0,
+                            ..relax
+                        },
+                        &term,
+                        &target,
+                    );
+                    own.map(|_| ()).map_err(|e| vec![reason(&e)])
+                })
+            };
+            // evaluateNominatedNode: a nominated node that passes the filters is taken as the
+            // only feasible node, without scoring.
+            let nominated = nominator.node_of[k].filter(|&i| check(i, &mut nominator).is_ok());
+            let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+            let mut best: Option<(f64, usize)> = nominated.map(|i| (0.0, i));
+            if nominated.is_none() {
                 let mut feasible = 0;
                 for (i, node) in states.iter().enumerate() {
-                    let check = KubeScheduler::filter(&compiled, node).and_then(|term| {
-                        if !involves {
-                            return Ok(());
-                        }
-                        let target = Target::Node { id: i, labels: &node.labels, taints: &node.taints };
-                        let own = topology.requirements(ti, &pod_ref(&compiled.info), &Relaxation { node_terms: 0, ..relax }, &term, &target);
-                        own.map(|_| ()).map_err(|e| vec![reason(&e)])
-                    });
-                    match check {
+                    match check(i, &mut nominator) {
                         Ok(()) => {
                             let s = KubeScheduler::score(&compiled, node);
                             if best.is_none_or(|(b, _)| s > b) {
@@ -526,25 +668,33 @@ impl PodPlacer for KubeScheduler {
                         }
                     }
                 }
-                match best {
-                    Some((_, i)) => {
-                        let node = &mut states[i];
-                        node.used.add(&compiled.info.requests);
-                        node.ports.extend(compiled.info.constraints.host_ports.iter().cloned());
-                        let target = Target::Node { id: i, labels: &states[i].labels, taints: &states[i].taints };
-                        topology.record(ti, &target);
-                        Ok(states[i].name.clone())
-                    }
-                    None => {
-                        let why: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-                        Err(format!(
-                            "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
-                            why.join(", ")
-                        ))
-                    }
+            }
+            match best {
+                Some((_, i)) => {
+                    nominator.resolve(k);
+                    let node = &mut states[i];
+                    node.used.add(&compiled.info.requests);
+                    node.ports
+                        .extend(compiled.info.constraints.host_ports.iter().cloned());
+                    let target = Target::Node {
+                        id: i,
+                        labels: &states[i].labels,
+                        taints: &states[i].taints,
+                    };
+                    topology.record(ti, &target);
+                    out.push(Ok(states[i].name.clone()));
                 }
-            })
-            .collect()
+                None => {
+                    let why: Vec<String> =
+                        reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+                    out.push(Err(format!(
+                        "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
+                        why.join(", ")
+                    )));
+                }
+            }
+        }
+        out
     }
 
     fn eligible(&self, pod: &Pod, node: &Node) -> bool {

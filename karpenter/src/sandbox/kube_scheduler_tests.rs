@@ -1436,3 +1436,148 @@ fn daemonset_probe_is_judged_by_labels_and_taints() {
     let taint = json!([{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]);
     assert!(!scheduler.eligible(&probe, &tainted(ssd, taint)));
 }
+
+/// A Ready node with `cpu` CPUs, 64Gi of memory and room for 110 pods.
+fn sized(name: &str, cpu: &str) -> Node {
+    testutil::node(name)
+        .label(HOSTNAME, name)
+        .allocatable("cpu", cpu)
+        .allocatable("memory", "64Gi")
+        .allocatable("pods", "110")
+        .ready("True")
+        .build()
+}
+
+/// A pod asking `cpu`, with priority `priority` and, if given, nominated to `nominated`.
+fn asking(name: &str, cpu: &str, priority: i32, nominated: Option<&str>) -> Pod {
+    let mut p = testutil::pod(name)
+        .uid(format!("uid-{name}"))
+        .cpu(cpu)
+        .merge(json!({"spec": {"priority": priority}}))
+        .build();
+    if let Some(n) = nominated {
+        p.status
+            .get_or_insert_with(Default::default)
+            .nominated_node_name = Some(n.to_string());
+    }
+    p
+}
+
+/// One pass of `place` over `pending`, in that (queue) order.
+fn pass(nodes: Vec<Node>, bound: Vec<Pod>, pending: Vec<Pod>) -> Vec<Result<String, String>> {
+    let nodes: Vec<Arc<Node>> = nodes.into_iter().map(Arc::new).collect();
+    let bound: Vec<Arc<Pod>> = bound.into_iter().map(Arc::new).collect();
+    let pending: Vec<Arc<Pod>> = pending.into_iter().map(Arc::new).collect();
+    let namespaces = namespaces();
+    let view = ClusterView {
+        pending: &pending,
+        nodes: &nodes,
+        bound: &bound,
+        namespaces: &namespaces,
+        pvcs: &[],
+        pvs: &[],
+        storage_classes: &[],
+    };
+    KubeScheduler::new().place(&view)
+}
+
+/// kube-scheduler `schedule_one.go` `findNodesThatFitPod`: a pod's nominated node is evaluated
+/// first (`evaluateNominatedNode`) and, when it passes the filters, is the only feasible node,
+/// taken without scoring (`schedule_one_test.go` `TestPreferNominatedNodeFilterCallCounts`,
+/// "pod has the nominated node set, filter is called only once"). LeastAllocated alone would
+/// pick the empty `big`.
+#[test]
+fn a_nominated_node_that_fits_is_chosen_without_scoring() {
+    let out = pass(
+        vec![sized("big", "16"), sized("small", "4")],
+        vec![on("small", asking("running", "2", 0, None))],
+        vec![asking("planned", "1", 0, Some("small"))],
+    );
+    assert_eq!(out, vec![Ok("small".to_string())]);
+}
+
+/// Same source, "nominated pod cannot pass the filter, filter is called for each node": the pod
+/// then goes through normal filtering and scoring over every node.
+#[test]
+fn a_nominated_node_that_does_not_fit_falls_back_to_filtering_and_scoring() {
+    let out = pass(
+        vec![sized("big", "16"), sized("mid", "8"), sized("small", "4")],
+        vec![on("small", asking("running", "2", 0, None))],
+        vec![asking("planned", "3", 0, Some("small"))],
+    );
+    assert_eq!(
+        out,
+        vec![Ok("big".to_string())],
+        "LeastAllocated among big and mid"
+    );
+    let out = pass(
+        vec![sized("small", "4")],
+        vec![on("small", asking("running", "2", 0, None))],
+        vec![asking("planned", "3", 0, Some("small"))],
+    );
+    assert_eq!(
+        out,
+        vec![Err("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string())]
+    );
+}
+
+/// kube-scheduler `framework/runtime/framework.go` `RunFilterPluginsWithNominatedPods` /
+/// `addGENominatedPods`: a node is filtered as if the pods nominated to it with equal or higher
+/// priority were there, so an older pod of the same priority cannot take the room a nominated
+/// pod waits for (KEP-5278 integration test: "once the nodes appear, the pod with NNN set is
+/// scheduled there, even if there are other equal-priority pending pods"). Scoring ignores them.
+#[test]
+fn nominated_pods_hold_their_room_against_equal_and_lower_priority_pods() {
+    let out = pass(
+        vec![sized("gpu", "4")],
+        vec![],
+        vec![
+            asking("cpu-only", "3", 0, None),
+            asking("low", "1", -10, None),
+            asking("gpu-pod", "3", 0, Some("gpu")),
+        ],
+    );
+    assert_eq!(
+        out,
+        vec![
+            Err("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.".to_string()),
+            Ok("gpu".to_string()),
+            Ok("gpu".to_string()),
+        ],
+        "the 1-CPU pod fits beside the held 3 CPUs; the 3-CPU one does not"
+    );
+}
+
+/// Same source: only nominated pods of at least the incoming pod's priority are added, so a
+/// higher-priority pod takes the room; the nominated pod then does not fit its node and stays
+/// pending with its nomination (KEP-5278: the scheduler never clears it).
+#[test]
+fn higher_priority_pods_ignore_lower_priority_nominations() {
+    let out = pass(
+        vec![sized("gpu", "4")],
+        vec![],
+        vec![
+            asking("urgent", "3", 1000, None),
+            asking("gpu-pod", "3", 0, Some("gpu")),
+        ],
+    );
+    assert_eq!(out[0], Ok("gpu".to_string()));
+    assert!(out[1].is_err(), "{:?}", out[1]);
+}
+
+/// KEP-5278 "External components put NominatedNodeName", and `schedule_one_test.go`
+/// `TestEvaluateNominatedNode` ("When NNN is not present in snapshot, returns error", after which
+/// every node is filtered): a nomination to a node that does not exist (yet) holds nothing and
+/// does not stop normal scheduling.
+#[test]
+fn a_nomination_to_an_absent_node_schedules_normally() {
+    let out = pass(
+        vec![sized("a", "4"), sized("b", "8")],
+        vec![],
+        vec![
+            asking("nominated-away", "1", 0, Some("not-yet")),
+            asking("other", "7", 0, None),
+        ],
+    );
+    assert_eq!(out, vec![Ok("b".to_string()), Ok("b".to_string())]);
+}

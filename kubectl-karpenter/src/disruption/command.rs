@@ -55,6 +55,9 @@ async fn read_snapshot(conn: &Connection) -> Result<Snapshot, Error> {
         pdbs: conn
             .list_shared::<PodDisruptionBudget>("PodDisruptionBudgets")
             .await?,
+        // The controller's plan for pods waiting on in-flight NodeClaims lives in its memory;
+        // nominations it made are on the pods.
+        planned: Default::default(),
     })
 }
 

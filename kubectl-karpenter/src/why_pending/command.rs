@@ -113,6 +113,9 @@ async fn read_world(
         storage_classes: conn.list_shared::<StorageClass>("StorageClasses").await?,
         // Placement does not depend on disruption budgets.
         pdbs: Vec::new(),
+        // The controller's plan for pods waiting on in-flight NodeClaims lives in its memory;
+        // nominations it made are on the pods.
+        planned: Default::default(),
     };
     Ok(World {
         pods,
