@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crds::NodeClaim;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use karpenter_core::provisioning::NOMINATION_PREFIX;
 use karpenter_core::provisioning::plan::{self, Listing, Plan, PlannedNodeClaim, Target};
@@ -27,6 +28,8 @@ pub mod nomination;
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
+/// NodeClaim creates in flight at once (for NodePools without limits).
+const CREATE_CONCURRENCY: usize = 16;
 /// How long the provisioner waits for its own NodeClaims to reach the cache.
 const OWN_WRITES_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -182,49 +185,44 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let mut created_usage: BTreeMap<String, (Resources, i64)> = BTreeMap::new();
-    for claim in &planned.nodeclaims {
-        let decision = &claim.decision;
+    // A NodePool with limits has its NodeClaims created one at a time, each limit re-check
+    // counting the ones before it; the others are created concurrently, as upstream creates a
+    // pass's NodeClaims in parallel.
+    let (limited, unlimited): (Vec<&PlannedNodeClaim>, Vec<&PlannedNodeClaim>) = planned
+        .nodeclaims
+        .iter()
+        .partition(|c| !c.nodepool.spec.limits.is_empty());
+    for claim in limited {
         if let Err(why) = recheck_limits(ctx, claim, &planned, &created_usage) {
-            result.failed += decision.pods.len();
-            fail_pods(ctx, &pods, &decision.pods, &why);
+            result.failed += claim.decision.pods.len();
+            fail_pods(ctx, &pods, &claim.decision.pods, &why);
             continue;
         }
-        match api.create(&PostParams::default(), &claim.nodeclaim).await {
-            Ok(created) => {
-                ctx.metrics
-                    .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
-                let name = created.metadata.name.clone().unwrap_or_default();
-                ctx.state
-                    .planned()
-                    .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
-                let entry = created_usage.entry(decision.nodepool.clone()).or_default();
-                entry.0.add(&claim.largest_capacity());
-                entry.1 += 1;
-                tracing::info!(nodeclaim = %name, nodepool = %decision.nodepool, requests = %decision.requests,
-                    instance_types = decision.instance_types.len(), pods = decision.pods.len(), "created nodeclaim");
-                for key in &decision.pods {
-                    pod_event(
-                        ctx,
-                        &pods,
-                        key,
-                        EventType::Normal,
-                        reason::NOMINATED,
-                        format!("{NOMINATION_PREFIX}nodeclaim/{name}"),
-                    );
-                }
-                result.created.push(name);
-            }
-            Err(e) => {
-                tracing::warn!(nodepool = %decision.nodepool, error = %e, "creating nodeclaim failed");
-                result.failed += decision.pods.len();
-                fail_pods(
-                    ctx,
-                    &pods,
-                    &decision.pods,
-                    &format!("creating nodeclaim: {e}"),
-                );
-            }
-        }
+        let outcome = api.create(&PostParams::default(), &claim.nodeclaim).await;
+        record_create(ctx, &pods, claim, outcome, &mut result, &mut created_usage);
+    }
+    let jobs: Vec<(usize, NodeClaim)> = unlimited
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i, c.nodeclaim.clone()))
+        .collect();
+    let outcomes = futures::stream::iter(jobs)
+        .map(|(i, nodeclaim)| {
+            let api = api.clone();
+            async move { (i, api.create(&PostParams::default(), &nodeclaim).await) }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    for (i, outcome) in outcomes {
+        record_create(
+            ctx,
+            &pods,
+            unlimited[i],
+            outcome,
+            &mut result,
+            &mut created_usage,
+        );
     }
     // Pods planned onto a Karpenter node are nominated there now (it is typically still
     // initializing); onto an in-flight NodeClaim, when its node registers. A node Karpenter does
@@ -272,6 +270,56 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
     }
     wait_for_own_writes(ctx, &result.created).await;
     result
+}
+
+/// Account for one NodeClaim create: on success the metric, the plan record (its pods are
+/// planned onto it), the NodePool's usage for later limit re-checks, the log line and each
+/// pod's `Nominated` Event; on failure a `FailedScheduling` Event for each of its pods.
+fn record_create(
+    ctx: &Context,
+    pods: &HashMap<PodKey, &Arc<Pod>>,
+    claim: &PlannedNodeClaim,
+    outcome: Result<NodeClaim, kube::Error>,
+    result: &mut PassResult,
+    created_usage: &mut BTreeMap<String, (Resources, i64)>,
+) {
+    let decision = &claim.decision;
+    match outcome {
+        Ok(created) => {
+            ctx.metrics
+                .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
+            let name = created.metadata.name.clone().unwrap_or_default();
+            ctx.state
+                .planned()
+                .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
+            let entry = created_usage.entry(decision.nodepool.clone()).or_default();
+            entry.0.add(&claim.largest_capacity());
+            entry.1 += 1;
+            tracing::info!(nodeclaim = %name, nodepool = %decision.nodepool, requests = %decision.requests,
+                instance_types = decision.instance_types.len(), pods = decision.pods.len(), "created nodeclaim");
+            for key in &decision.pods {
+                pod_event(
+                    ctx,
+                    pods,
+                    key,
+                    EventType::Normal,
+                    reason::NOMINATED,
+                    format!("{NOMINATION_PREFIX}nodeclaim/{name}"),
+                );
+            }
+            result.created.push(name);
+        }
+        Err(e) => {
+            tracing::warn!(nodepool = %decision.nodepool, error = %e, "creating nodeclaim failed");
+            result.failed += decision.pods.len();
+            fail_pods(
+                ctx,
+                pods,
+                &decision.pods,
+                &format!("creating nodeclaim: {e}"),
+            );
+        }
+    }
 }
 
 /// Limits re-checked just before create, against the latest state plus this pass's creations

@@ -35,10 +35,12 @@ pub struct Nominate {
 }
 
 /// How long kube-scheduler has, once a nominated node initialized, to bind the pods nominated
-/// to it before the nominations are taken back: upstream's nomination window (twice the
-/// default `BATCH_MAX_DURATION` of 10 s), during which its cluster state treats a node as
-/// nominated.
-pub const NOMINATION_WINDOW: SignedDuration = SignedDuration::from_secs(20);
+/// to it before the nominations are taken back (and how long a plan waits for a nomination that
+/// could not be written): three times upstream's nomination window (twice the default
+/// `BATCH_MAX_DURATION` of 10 s, during which upstream's cluster state treats a node as
+/// nominated), so a busy kube-scheduler working through a large backlog is not second-guessed;
+/// a nomination taken back too early costs a provisioning pass, one left too long only delay.
+pub const NOMINATION_WINDOW: SignedDuration = SignedDuration::from_secs(60);
 
 /// Why a nomination no longer holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

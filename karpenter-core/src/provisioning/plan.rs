@@ -26,8 +26,8 @@ use crate::snapshot::Snapshot;
 pub struct Settings {
     /// The drift hash versions stamped on the NodeClaims created.
     pub hash_versions: HashVersions,
-    /// Run the solver's cost re-pack after first fit (`karpenter simulate` does; the live
-    /// provisioner does not yet).
+    /// Run the solver's cost re-pack after first fit (`karpenter simulate` and the live
+    /// provisioner do; see [`Input::repack`]).
     pub repack: bool,
 }
 

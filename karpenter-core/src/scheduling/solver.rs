@@ -100,9 +100,10 @@ pub struct Input {
     pub well_known_labels: Vec<String>,
     /// Namespaces and their labels (for affinity terms' namespace selectors).
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// Run the cost re-pack after first fit ([`super::repack`]). `karpenter simulate` does; the
-    /// live provisioner does not yet, because kube-scheduler binds pods without regard to the
-    /// plan and tightly packed NodeClaims then leave pods pending for more rounds.
+    /// Run the cost re-pack after first fit ([`super::repack`]). `karpenter simulate` and the live
+    /// provisioner do: the plan's pods are nominated to their nodes (plan = binding,
+    /// [`crate::provisioning::nomination`]), so tightly packed NodeClaims get the pods they were
+    /// packed for. Consolidation's what-if simulations do not.
     pub repack: bool,
 }
 

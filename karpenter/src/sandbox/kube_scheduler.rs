@@ -168,6 +168,39 @@ struct NodeState {
     ports: Vec<HostPort>,
 }
 
+/// The resources whose sum over `parts` is non-zero and exceeds `allocatable`, in
+/// [`Resources::iter`]'s order (cpu, memory, pods, ephemeral-storage, then extended resources by
+/// name): what `parts` summed and [`Resources::exceeding`] would say, without building the sum
+/// (this runs for every pending pod on every node).
+fn short_of<'a>(allocatable: &Resources, parts: [&'a Resources; 3]) -> Vec<&'a str> {
+    use karpenter_core::scheduling::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+    let mut out = Vec::new();
+    for (name, get) in [
+        (CPU, (|r: &Resources| r.cpu) as fn(&Resources) -> i64),
+        (MEMORY, |r: &Resources| r.memory),
+        (PODS, |r: &Resources| r.pods),
+        (EPHEMERAL_STORAGE, |r: &Resources| r.ephemeral),
+    ] {
+        let total: i64 = parts.iter().map(|r| get(r)).sum();
+        if total != 0 && total > get(allocatable) {
+            out.push(name);
+        }
+    }
+    if parts.iter().any(|r| !r.extended.is_empty()) {
+        let names: BTreeSet<&'a str> = parts
+            .iter()
+            .flat_map(|r| r.extended.keys().map(String::as_str))
+            .collect();
+        for name in names {
+            let total: i64 = parts.iter().map(|r| r.get(name)).sum();
+            if total != 0 && total > allocatable.get(name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
 /// Room held on a node for the pods nominated to it (kube-scheduler's nominator).
 #[derive(Default)]
 struct Nominator {
@@ -181,6 +214,8 @@ struct Nominator {
     ports: Vec<Vec<HostPort>>,
     /// Pending pods nominated to each node.
     by_node: Vec<Vec<usize>>,
+    /// Of those, the ones with host ports.
+    with_ports: Vec<Vec<usize>>,
     /// Per priority threshold asked so far: the requests nominated to each node by waiting
     /// pods of at least that priority.
     totals: HashMap<i32, Vec<Resources>>,
@@ -189,7 +224,7 @@ struct Nominator {
 impl Nominator {
     /// The room nominated pods hold on `node` against pod `k`: requests and host ports of the
     /// waiting pods nominated there with a priority of at least `k`'s, `k` itself excluded.
-    fn held(&mut self, node: usize, k: usize) -> (Resources, Vec<HostPort>) {
+    fn held(&mut self, node: usize, k: usize) -> (std::borrow::Cow<'_, Resources>, Vec<HostPort>) {
         let threshold = self.priority[k];
         if !self.totals.contains_key(&threshold) {
             let mut totals = vec![Resources::default(); self.by_node.len()];
@@ -202,11 +237,15 @@ impl Nominator {
             }
             self.totals.insert(threshold, totals);
         }
-        let mut requests = self.totals[&threshold][node].clone();
-        if self.node_of[k] == Some(node) {
-            requests.sub(&self.requests[k]);
-        }
-        let ports = self.by_node[node]
+        let total = &self.totals[&threshold][node];
+        let requests = if self.node_of[k] == Some(node) {
+            let mut own_excluded = total.clone();
+            own_excluded.sub(&self.requests[k]);
+            std::borrow::Cow::Owned(own_excluded)
+        } else {
+            std::borrow::Cow::Borrowed(total)
+        };
+        let ports = self.with_ports[node]
             .iter()
             .filter(|&&q| q != k && self.priority[q] >= threshold)
             .flat_map(|&q| self.ports[q].iter().cloned())
@@ -220,6 +259,7 @@ impl Nominator {
             return;
         };
         self.by_node[node].retain(|&q| q != k);
+        self.with_ports[node].retain(|&q| q != k);
         for (threshold, totals) in &mut self.totals {
             if self.priority[k] >= *threshold {
                 totals[node].sub(&self.requests[k]);
@@ -361,7 +401,7 @@ impl KubeScheduler {
     fn filter(
         pod: &CompiledPod,
         node: &NodeState,
-        held: &(Resources, Vec<HostPort>),
+        held: &(std::borrow::Cow<'_, Resources>, Vec<HostPort>),
     ) -> Result<Requirements, Vec<String>> {
         let tolerations = &pod.info.tolerations;
         if node.unschedulable {
@@ -400,18 +440,17 @@ impl KubeScheduler {
                 "node(s) didn't have free ports for the requested pod ports".into(),
             ]);
         }
-        let total = node.used.plus(&held.0).plus(&pod.info.requests);
-        let short: Vec<String> = total
-            .exceeding(&node.allocatable)
-            .into_iter()
-            .map(|r| {
-                if r == "pods" {
-                    "Too many pods".to_string()
-                } else {
-                    format!("Insufficient {r}")
-                }
-            })
-            .collect();
+        let short: Vec<String> =
+            short_of(&node.allocatable, [&node.used, &held.0, &pod.info.requests])
+                .into_iter()
+                .map(|r| {
+                    if r == "pods" {
+                        "Too many pods".to_string()
+                    } else {
+                        format!("Insufficient {r}")
+                    }
+                })
+                .collect();
         if short.is_empty() {
             Ok(term.clone())
         } else {
@@ -590,11 +629,17 @@ impl PodPlacer for KubeScheduler {
                 })
                 .collect(),
             by_node: vec![Vec::new(); states.len()],
+            with_ports: vec![Vec::new(); states.len()],
             totals: HashMap::new(),
         };
         for (k, node) in nominator.node_of.clone().into_iter().enumerate() {
             match (node, &compiled[k]) {
-                (Some(i), Ok(_)) => nominator.by_node[i].push(k),
+                (Some(i), Ok(_)) => {
+                    nominator.by_node[i].push(k);
+                    if !nominator.ports[k].is_empty() {
+                        nominator.with_ports[i].push(k);
+                    }
+                }
                 _ => nominator.node_of[k] = None,
             }
         }

@@ -59,11 +59,18 @@ pub fn pass(store: &Store) -> usize {
     deleted
 }
 
-/// Collect garbage every second until the task is aborted.
+/// Collect garbage every second until the task is aborted. A pass reads every stored object,
+/// which takes a while in a cluster of thousands of pods and Events, so it runs on the blocking
+/// pool rather than holding up an API server worker; the next tick waits for it.
 pub async fn run(store: Arc<Store>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        pass(&store);
+        let s = Arc::clone(&store);
+        if tokio::task::spawn_blocking(move || pass(&s)).await.is_err() {
+            tracing::error!("garbage collection pass panicked");
+            return;
+        }
     }
 }

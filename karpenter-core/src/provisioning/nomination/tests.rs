@@ -299,8 +299,8 @@ fn a_nomination_kube_scheduler_did_not_honour_within_the_window_is_stale() {
         pods: vec![nominated("old", "1", "n1"), nominated("fresh", "1", "n2")],
         nodes: vec![karpenter_node("n1", true), karpenter_node("n2", true)],
         nodeclaims: vec![
-            claim("c1", "n1", "2026-01-01T00:09:39Z"),
-            claim("c2", "n2", "2026-01-01T00:09:41Z"),
+            claim("c1", "n1", "2026-01-01T00:08:59Z"),
+            claim("c2", "n2", "2026-01-01T00:09:01Z"),
         ],
         ..Snapshot::default()
     };
@@ -311,7 +311,7 @@ fn a_nomination_kube_scheduler_did_not_honour_within_the_window_is_stale() {
     assert_eq!(
         found,
         vec![("old".into(), StaleReason::NotBound)],
-        "21 s and 19 s after initialization"
+        "61 s and 59 s after initialization"
     );
 }
 
@@ -321,7 +321,7 @@ fn a_plan_whose_nomination_never_came_is_forgotten_after_the_window() {
         .nodepool("default")
         .provider_id("sim:///n1")
         .node_name("n1")
-        .with_condition(testutil::condition("Initialized", "True").at("2026-01-01T00:09:00Z"))
+        .with_condition(testutil::condition("Initialized", "True").at("2026-01-01T00:08:30Z"))
         .arc();
     let snap = Snapshot {
         pods: vec![waiting("planned", "1")],
@@ -334,6 +334,6 @@ fn a_plan_whose_nomination_never_came_is_forgotten_after_the_window() {
     let earlier = "2026-01-01T00:09:10Z".parse().expect("a timestamp");
     assert!(
         settled(&snap, earlier).is_empty(),
-        "10 s after initialization it still holds"
+        "40 s after initialization it still holds"
     );
 }
