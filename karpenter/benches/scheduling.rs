@@ -99,7 +99,7 @@ fn main() {
         "case", "pods", "claims", "solve s", "pods/s", "cost $/h", "bound $/h", "ratio"
     );
     for case in cases {
-        let (input, candidates) = match build(&case.args) {
+        let sim = match build(&case.args) {
             Ok(x) => x,
             Err(e) => {
                 println!("{:<30} error: {e}", case.name);
@@ -108,7 +108,7 @@ fn main() {
         };
         let runs = if quick {
             1
-        } else if input.pods.len() >= 10_000 {
+        } else if sim.snapshot.pods.len() >= 10_000 {
             3
         } else {
             5
@@ -116,7 +116,7 @@ fn main() {
         let mut times = Vec::with_capacity(runs);
         let mut last = None;
         for _ in 0..runs {
-            match simulate(&input, &candidates, case.args.instance_types) {
+            match simulate(&sim) {
                 Ok(r) => {
                     times.push(r.solve_seconds);
                     last = Some(r);

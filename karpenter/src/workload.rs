@@ -168,13 +168,19 @@ pub fn parse_yaml(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadEr
     Ok(out)
 }
 
+/// One row of an `openb_pod_list` file. The published variants differ in columns: every one
+/// has `name,cpu_milli,memory_mib,num_gpu,gpu_milli`; some add `gpu_spec`, `qos`, `pod_phase`,
+/// `creation_time`, `deletion_time`, `scheduled_time`. A missing (or empty) column is absent:
+/// no GPUs, no phase (the task is kept). Columns not read here are ignored.
 #[derive(Deserialize)]
 struct TraceRow {
     name: String,
     cpu_milli: i64,
     memory_mib: i64,
-    num_gpu: i64,
-    pod_phase: String,
+    #[serde(default)]
+    num_gpu: Option<i64>,
+    #[serde(default)]
+    pod_phase: Option<String>,
 }
 
 /// Whether a file is an Alibaba `openb_pod_list` trace (by extension or header).
@@ -182,11 +188,13 @@ pub fn is_trace(path: &Path, text: &str) -> bool {
     path.extension().is_some_and(|e| e == "csv") || text.starts_with("name,cpu_milli,memory_mib")
 }
 
-/// One bare pod per trace row whose phase is not `Failed`, requesting `cpu_milli` millicores,
-/// `memory_mib` MiB and `num_gpu` as `nvidia.com/gpu` (requests and limits, as extended
-/// resources require).
+/// One bare pod per trace row whose phase is not `Failed` (a file without `pod_phase` keeps
+/// every row), requesting `cpu_milli` millicores, `memory_mib` MiB and `num_gpu` as
+/// `nvidia.com/gpu` (requests and limits, as extended resources require). Any variant of the
+/// published files reads: see `TraceRow` for the columns.
 ///
-/// Errors: a row that does not parse, or negative requests.
+/// Errors: a row that does not parse (a required column `name`, `cpu_milli`, `memory_mib`
+/// missing or not a number), or negative requests.
 pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadError> {
     let path = source.display().to_string();
     let mut reader = csv::Reader::from_reader(text.as_bytes());
@@ -198,10 +206,11 @@ pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadE
             line,
             message: e.to_string(),
         })?;
-        if row.pod_phase == "Failed" {
+        if row.pod_phase.as_deref() == Some("Failed") {
             continue;
         }
-        if row.cpu_milli < 0 || row.memory_mib < 0 || row.num_gpu < 0 {
+        let num_gpu = row.num_gpu.unwrap_or(0);
+        if row.cpu_milli < 0 || row.memory_mib < 0 || num_gpu < 0 {
             return Err(WorkloadError::Csv {
                 path: path.clone(),
                 line,
@@ -210,12 +219,12 @@ pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadE
         }
         let mut requests = json!({"cpu": format!("{}m", row.cpu_milli), "memory": format!("{}Mi", row.memory_mib)});
         let mut limits = json!({});
-        if row.num_gpu > 0 {
-            requests["nvidia.com/gpu"] = json!(row.num_gpu.to_string());
-            limits["nvidia.com/gpu"] = json!(row.num_gpu.to_string());
+        if num_gpu > 0 {
+            requests["nvidia.com/gpu"] = json!(num_gpu.to_string());
+            limits["nvidia.com/gpu"] = json!(num_gpu.to_string());
         }
         let mut resources = json!({"requests": requests});
-        if row.num_gpu > 0 {
+        if num_gpu > 0 {
             resources["limits"] = limits;
         }
         let object = json!({
@@ -320,6 +329,25 @@ mod tests {
         )
         .expect_err("bad row");
         assert!(bad.to_string().starts_with("t.csv: line 2:"), "{bad}");
+    }
+
+    #[test]
+    fn a_minimal_columns_trace_reads_with_missing_columns_absent() {
+        // The published variants with only these five columns: no phase (every row kept), no
+        // QoS or times; an empty GPU count is no GPU.
+        let text = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\
+            p0,4000,8192,2,1000\np1,500,256,0,0\np2,250,128,,\n";
+        let pods = parse_trace(Path::new("minimal.csv"), text).expect("parses");
+        assert_eq!(pods.len(), 3);
+        let resources = |i: usize| &pods[i].object["spec"]["containers"][0]["resources"];
+        assert_eq!(resources(0)["requests"]["nvidia.com/gpu"], "2");
+        assert_eq!(resources(0)["limits"]["nvidia.com/gpu"], "2");
+        assert_eq!(resources(1)["requests"]["memory"], "256Mi");
+        assert!(resources(2)["requests"].get("nvidia.com/gpu").is_none());
+        assert!(resources(2).get("limits").is_none());
+        // A required column missing is an error that names the file and line.
+        let err = parse_trace(Path::new("m.csv"), "name,cpu_milli\np,1\n").expect_err("no memory");
+        assert!(err.to_string().starts_with("m.csv: line 2:"), "{err}");
     }
 
     #[test]

@@ -91,6 +91,15 @@ fn a_workload_file_is_solved_and_text_goes_to_stdout() {
     let total = json["pods"]["total"].as_u64().expect("total");
     assert!(total > 0);
     assert_eq!(json["pods"]["scheduled"].as_u64(), Some(total));
+    // The serialised NodeClaims' sizes, and the spot-price caveat.
+    let p50 = number(&json, "/nodeclaims/bytes_p50");
+    let p99 = number(&json, "/nodeclaims/bytes_p99");
+    assert!(p50 > 0.0 && p99 >= p50, "p50 {p50} p99 {p99}");
+    assert_eq!(json["spot_prices_estimated"], true);
+    assert!(
+        text.contains("Prices:") && text.contains("estimated"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -12,9 +12,17 @@
 //!   10 cores cannot use the GPU of a 4-core GPU node, so its GPU, CPU and memory must all come
 //!   from GPU nodes with at least 10 cores.
 //!
+//! And one node count per *hostname anti-affinity group*: pods of one namespace that carry the
+//! same required pod anti-affinity term with topology key `kubernetes.io/hostname`, naming
+//! their own namespace, whose selector matches their own labels. Each term forbids every other
+//! member on its node (hostnames are unique per node), so the group needs as many nodes as it
+//! has members: for every distinct admissible set A of a member, `Σ_{t∈A} x_t ≥` the members
+//! whose admissible set lies within A.
+//!
 //! Any real fleet gives a feasible solution (count its nodes by type), so the optimum is a valid
-//! lower bound. It ignores per-node DaemonSet overhead and integrality, both of which only raise
-//! a real fleet's cost.
+//! lower bound. It ignores per-node DaemonSet overhead, integrality and every other topology
+//! constraint (spread, affinity, anti-affinity between different terms), all of which only
+//! raise a real fleet's cost.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +30,7 @@ use std::sync::Arc;
 use microlp::{ComparisonOp, OptimizationDirection, Problem};
 
 use karpenter_core::capacity::InstanceType;
+use karpenter_core::scheduling::constraints::NamespaceSpec;
 use karpenter_core::scheduling::pod::PodInfo;
 use karpenter_core::scheduling::requirements::Requirements;
 use karpenter_core::scheduling::resources::Resources;
@@ -66,6 +75,29 @@ pub struct Candidate {
     pub requirements: Requirements,
 }
 
+/// Topology key whose domains are single nodes.
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// The hostname anti-affinity group of a pod (see the module docs), as an identity: its
+/// namespace and the canonical selector and namespaces of the first required anti-affinity
+/// term that forbids the pod's own kind on its node. `None` when it has no such term.
+fn anti_affinity_group(p: &PodInfo) -> Option<String> {
+    p.constraints.anti_affinity.iter().find_map(|term| {
+        let own_namespace = match &term.namespaces {
+            NamespaceSpec::Named(names) => names.contains(&p.key.namespace),
+            NamespaceSpec::Selected(..) => false,
+        };
+        (term.key == HOSTNAME && own_namespace && term.selector.matches(&p.labels)).then(|| {
+            format!(
+                "{}/{}/{}",
+                p.key.namespace,
+                term.selector.canonical,
+                term.namespaces.canonical()
+            )
+        })
+    })
+}
+
 /// The bound for `pods` over `candidates` (each at its cheapest available offering under its
 /// pool's requirements). Ephemeral storage is left out, as the simulated pods rarely request it.
 ///
@@ -82,6 +114,8 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
         .collect();
     // Pods with the same requirements and requests have the same admissible types.
     let mut shapes: BTreeMap<String, (Vec<bool>, BTreeMap<String, f64>)> = BTreeMap::new();
+    // Per hostname anti-affinity group: members by their shape.
+    let mut groups: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     for p in pods {
         let terms: Vec<String> = p
             .requirement_terms
@@ -109,6 +143,13 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
         });
         if !entry.0.iter().any(|a| *a) {
             return Err(BoundError::Infeasible(key));
+        }
+        if let Some(group) = anti_affinity_group(p) {
+            *groups
+                .entry(group)
+                .or_default()
+                .entry(key.clone())
+                .or_default() += 1.0;
         }
         for (k, v) in scaled(&request) {
             *entry.1.entry(k).or_default() += v;
@@ -168,6 +209,26 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
     add(&all, &total);
     for c in &built {
         add(&c.types, &c.demand);
+    }
+    // Node counts: each member of an anti-affinity group on a node of its own.
+    for members in groups.values() {
+        let member_sets: Vec<&Vec<bool>> = members.keys().map(|k| &shapes[k].0).collect();
+        let mut distinct = member_sets.clone();
+        distinct.sort();
+        distinct.dedup();
+        for set in distinct {
+            let need: f64 = members
+                .iter()
+                .zip(&member_sets)
+                .filter(|(_, a)| subset(a, set))
+                .map(|((_, n), _)| n)
+                .sum();
+            let terms: Vec<(microlp::Variable, f64)> = (0..set.len())
+                .filter(|&t| set[t])
+                .filter_map(|t| vars[t].map(|v| (v, 1.0)))
+                .collect();
+            problem.add_constraint(terms.as_slice(), ComparisonOp::Ge, need);
+        }
     }
     match problem.solve() {
         Ok(solution) => Ok(solution.objective()),
@@ -236,5 +297,37 @@ mod tests {
             lower_bound(&[&huge], &candidates(types)),
             Err(BoundError::Infeasible(_))
         ));
+    }
+
+    #[test]
+    fn each_member_of_a_hostname_anti_affinity_group_counts_one_node() {
+        // Three 500m pods that repel their own kind per hostname need three nodes, although
+        // their 1.5 cores fit one: the bound is three of the cheapest node, at spot (0.6x).
+        let types = vec![
+            instance_type("two", 2, 64, 0.2),
+            instance_type("eight", 8, 64, 0.8),
+        ];
+        let anti = |selector: serde_json::Value| {
+            json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}]}}})
+        };
+        let member = |n: &str, selector: serde_json::Value| {
+            let mut p = pod(n, 500, 100, anti(selector));
+            p.labels.insert("app".into(), "nginx".into());
+            p
+        };
+        let group: Vec<PodInfo> = (0..3)
+            .map(|i| member(&format!("n{i}"), json!({"app": "nginx"})))
+            .collect();
+        let refs: Vec<&PodInfo> = group.iter().collect();
+        let b = lower_bound(&refs, &candidates(types.clone())).expect("bound");
+        assert!((b - 3.0 * 0.2 * 0.6).abs() < 1e-6, "three nodes: {b}");
+        // A term that does not select the pod's own labels forms no group: the fluid bound.
+        let others: Vec<PodInfo> = (0..3)
+            .map(|i| member(&format!("o{i}"), json!({"app": "redis"})))
+            .collect();
+        let refs: Vec<&PodInfo> = others.iter().collect();
+        let b = lower_bound(&refs, &candidates(types)).expect("bound");
+        assert!((b - 1.5 * 0.1 * 0.6).abs() < 1e-6, "fluid: {b}");
     }
 }

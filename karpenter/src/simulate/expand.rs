@@ -1,13 +1,16 @@
 //! Workload manifests turned into what a simulation needs, without a cluster: pods (bare pods,
 //! and the replicas of Deployments, ReplicaSets, StatefulSets and Jobs, with the API server's
-//! defaults applied), DaemonSets (per-node overhead), NodePools and EC2NodeClasses.
+//! defaults applied), DaemonSets (per-node overhead), NodePools, EC2NodeClasses, Namespaces and
+//! the volume objects (PersistentVolumeClaims, PersistentVolumes, StorageClasses) that confine a
+//! pod's zone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crds::{EC2NodeClass, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use sandbox::admission;
 use sandbox::registry::Registry;
 use serde_json::{Value, json};
@@ -33,6 +36,12 @@ pub struct Expanded {
     pub nodeclasses: Vec<Arc<EC2NodeClass>>,
     /// Namespaces (with labels) the workload defines, plus `default`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// The workload's PersistentVolumeClaims: with PVs and StorageClasses, their pods' zones.
+    pub pvcs: Vec<Arc<PersistentVolumeClaim>>,
+    /// The workload's PersistentVolumes (a bound volume's node affinity confines its pods).
+    pub pvs: Vec<Arc<PersistentVolume>>,
+    /// The workload's StorageClasses (`allowedTopologies` confine an unbound claim's pods).
+    pub storage_classes: Vec<Arc<StorageClass>>,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(m: &Manifest) -> Result<T, ManifestError> {
@@ -63,7 +72,7 @@ fn pod_from(
 
 /// Expand manifests.
 ///
-/// Errors: a NodePool, EC2NodeClass, DaemonSet or pod that does not deserialize.
+/// Errors: a NodePool, EC2NodeClass, DaemonSet, pod or volume object that does not deserialize.
 pub fn expand(manifests: &[Manifest]) -> Result<Expanded, ManifestError> {
     let registry = Registry::default();
     let mut x = Expanded::default();
@@ -117,6 +126,13 @@ pub fn expand(manifests: &[Manifest]) -> Result<Expanded, ManifestError> {
             ("apps/v1", "DaemonSet") => x.daemonsets.push(Arc::new(typed(m)?)),
             ("karpenter.sh/v1", "NodePool") => x.nodepools.push(Arc::new(typed(m)?)),
             ("karpenter.k8s.aws/v1", "EC2NodeClass") => x.nodeclasses.push(Arc::new(typed(m)?)),
+            ("v1", "PersistentVolumeClaim") => {
+                let mut pvc: PersistentVolumeClaim = typed(m)?;
+                pvc.metadata.namespace = Some(ns.clone());
+                x.pvcs.push(Arc::new(pvc));
+            }
+            ("v1", "PersistentVolume") => x.pvs.push(Arc::new(typed(m)?)),
+            ("storage.k8s.io/v1", "StorageClass") => x.storage_classes.push(Arc::new(typed(m)?)),
             ("v1", "Namespace") => {
                 let mut labels: BTreeMap<String, String> = serde_json::from_value(
                     m.object

@@ -1,21 +1,26 @@
 //! `karpenter simulate`: what Karpenter would launch for a workload, without a cluster. Workloads
 //! (YAML or Alibaba trace CSV, as for the sandbox) or a generated benchmark mix are expanded into
-//! pods, solved against the real EC2 catalog or upstream's synthetic one, and reported with the
-//! fleet's cost next to a lower bound on any fleet's cost.
+//! the cluster snapshot the live provisioner would see (pending pods, NodePools, node classes,
+//! DaemonSets, ...), planned with the live provisioner's own pass
+//! (`karpenter_core::provisioning::plan::plan`) against the real EC2 catalog or upstream's
+//! synthetic one, and reported with the fleet's cost next to a lower bound on any fleet's cost.
 
 pub mod bound;
 pub mod diverse;
 pub mod expand;
 pub mod synthetic;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use crds::labels::WELL_KNOWN_LABELS;
+use crds::conditions::{self, ConditionStatus, READY};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 use self::bound::{Candidate, lower_bound};
@@ -23,11 +28,12 @@ use self::expand::Expanded;
 use crate::sandbox::{ReportFormat, with_defaults};
 use crate::workload::{self, ONLINE_BOUTIQUE};
 use controller::cloudprovider::sim::network::SimNetwork;
-use karpenter_core::capacity::InstanceType;
 use karpenter_core::capacity::catalog::Catalog;
+use karpenter_core::provisioning::plan::{self, Listing, Settings};
 use karpenter_core::provisioning::template;
-use karpenter_core::scheduling::pod::PodInfo;
-use karpenter_core::scheduling::solver::{self, Input, NodePoolTemplate};
+use karpenter_core::scheduling::pod::{PodInfo, PodKey};
+use karpenter_core::scheduling::volumes::VolumeIndex;
+use karpenter_core::snapshot::Snapshot;
 
 /// Which instance types to solve against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,6 +107,20 @@ pub struct ClaimCounts {
     pub total: usize,
     /// NodeClaims by the instance type they would launch (their cheapest option).
     pub by_instance_type: BTreeMap<String, usize>,
+    /// Median serialised size of the NodeClaims, in bytes: the JSON object the provisioner
+    /// sends to the API server on create (nearest rank; 0 with no NodeClaim).
+    pub bytes_p50: usize,
+    /// 99th-percentile serialised size of the NodeClaims, in bytes (nearest rank).
+    pub bytes_p99: usize,
+}
+
+/// A NodePool the provisioner left out of the plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedNodePool {
+    /// The NodePool's name.
+    pub name: String,
+    /// Why, e.g. `NodePool requirements filtered out all compatible available instance types`.
+    pub reason: String,
 }
 
 /// The simulate report.
@@ -110,15 +130,24 @@ pub struct SimulateReport {
     pub instance_types: String,
     /// Pods: total, scheduled, and those that fit nowhere.
     pub pods: PodCounts,
-    /// NodeClaims: how many, and by instance type.
+    /// NodeClaims: how many, by instance type, and their serialised sizes.
     pub nodeclaims: ClaimCounts,
-    /// Sum of each NodeClaim's cheapest offering, USD/hour.
+    /// NodePools the provisioner left out, with the reason (empty when all were used).
+    pub skipped_nodepools: Vec<SkippedNodePool>,
+    /// Sum of each NodeClaim's cheapest offering, USD/hour. Spot offerings are priced by
+    /// estimate (see `price_note`).
     pub cost_per_hour_usd: f64,
     /// A lower bound on the cost of any fleet holding the scheduled pods (see `bound`), USD/hour.
     pub lower_bound_cost_per_hour_usd: f64,
     /// `cost_per_hour_usd / lower_bound_cost_per_hour_usd`.
     pub cost_over_bound: f64,
-    /// Seconds spent in the solve alone.
+    /// Always true: no spot price shown is a real market price (the vendored EC2 data has
+    /// on-demand prices only; spot prices are derived estimates).
+    pub spot_prices_estimated: bool,
+    /// Where the prices come from, in one sentence.
+    pub price_note: String,
+    /// Seconds spent in the provisioning pass (`plan`: compiling the pending pods, the solve
+    /// with its cost re-pack, and building the NodeClaim objects); the bound is not included.
     pub solve_seconds: f64,
 }
 
@@ -142,159 +171,300 @@ impl From<expand::ManifestError> for SimulateError {
     }
 }
 
-/// A NodePool with the instance types it may launch.
-type PoolTypes = (Arc<crds::NodePool>, Vec<Arc<InstanceType>>);
+/// Everything one simulation decides from: the cluster as the live provisioner would see it
+/// once the workload is applied, and what the cloud would list for each node class.
+#[derive(Clone, Debug)]
+pub struct Simulation {
+    /// The cluster with no nodes or NodeClaims yet: every pod pending and marked unschedulable
+    /// (`PodScheduled=False`, reason `Unschedulable`, as kube-scheduler leaves it), the
+    /// NodePools (validated and `Ready=True`), the EC2NodeClasses (status resolved from the
+    /// simulated network), DaemonSets, Namespaces and volume objects.
+    pub snapshot: Snapshot,
+    /// Instance types by EC2NodeClass name: the real catalog in the class's subnet zones (as
+    /// the sandbox's simulated cloud lists them) or the synthetic types.
+    pub listings: HashMap<String, Listing>,
+    /// Which instance types were listed.
+    pub instance_types: InstanceTypes,
+}
 
-/// Instance types per NodePool: the real catalog in the pool's node-class zones, or synthetic.
-fn pool_types(
-    x: &Expanded,
+/// A UID shaped like the API server's (36 characters), stable per name: NodeClaims carry their
+/// NodePool's UID in `ownerReferences`, so their serialised size counts one.
+fn stable_uid(kind: &str, name: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in kind.bytes().chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        (h >> 20) & 0xfff,
+        h & 0xffff_ffff_ffff
+    )
+}
+
+/// The pod as the provisioner finds it after kube-scheduler failed to place it.
+fn unschedulable(mut pod: Pod) -> Pod {
+    let status = pod.status.get_or_insert_with(PodStatus::default);
+    status.phase = Some("Pending".into());
+    status.conditions = Some(vec![PodCondition {
+        type_: "PodScheduled".into(),
+        status: "False".into(),
+        reason: Some("Unschedulable".into()),
+        message: Some("0/0 nodes are available".into()),
+        ..PodCondition::default()
+    }]);
+    pod
+}
+
+/// The simulation's snapshot and listings from expanded manifests. Every NodePool is validated
+/// and must reference an EC2NodeClass of the workload whose selectors resolve (with
+/// `--instance-types aws`); it then gets `Ready=True`, as the controller's readiness check
+/// would give it.
+///
+/// Errors: an invalid NodePool, a missing or not-ready node class.
+pub fn prepare(
+    x: Expanded,
     choice: InstanceTypes,
     cluster: &str,
-) -> Result<Vec<PoolTypes>, SimulateError> {
-    let synthetic =
-        matches!(choice, InstanceTypes::Synthetic400).then(|| synthetic::instance_types(400));
+) -> Result<Simulation, SimulateError> {
     let catalog = match choice {
         InstanceTypes::Aws => {
             Some(Catalog::embedded().map_err(|e| SimulateError::Manifest(e.to_string()))?)
         }
         InstanceTypes::Synthetic400 => None,
     };
+    let synthetic = Arc::new(synthetic::instance_types(400));
     let network = SimNetwork::new(cluster);
-    let mut out = Vec::new();
+    let mut classes = Vec::new();
+    let mut listings: HashMap<String, Listing> = HashMap::new();
+    let mut not_ready = HashMap::new();
+    for class in &x.nodeclasses {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let resolved = network.resolve(cluster, class);
+        let zones: BTreeSet<String> = resolved
+            .status
+            .subnets
+            .iter()
+            .map(|s| s.zone.clone())
+            .collect();
+        let types = match &catalog {
+            Some(c) => Arc::new(c.instance_types(&zones, |_, _, _| false)),
+            None => Arc::clone(&synthetic),
+        };
+        if let (Some(_), Some((_, reason, message))) = (&catalog, resolved.not_ready) {
+            not_ready.insert(name.clone(), format!("{reason}: {message}"));
+        }
+        listings.insert(name.clone(), Ok(types));
+        let mut class = (**class).clone();
+        class.metadata.uid = Some(stable_uid("EC2NodeClass", &name));
+        class.status = Some(resolved.status);
+        classes.push(Arc::new(class));
+    }
+    let mut pools = Vec::new();
     for pool in &x.nodepools {
-        if let Err(msg) = karpenter_core::provisioning::template::validate(pool) {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        if let Err(msg) = template::validate(pool) {
             return Err(SimulateError::Manifest(format!(
-                "NodePool {:?} is invalid: {msg}",
-                pool.metadata.name.as_deref().unwrap_or("")
+                "NodePool {name:?} is invalid: {msg}"
             )));
         }
-        let types = match (&synthetic, &catalog) {
-            (Some(s), _) => s.clone(),
-            (None, Some(c)) => {
-                let class_name = &pool.spec.template.spec.node_class_ref.name;
-                let class = x.nodeclasses.iter().find(|nc| nc.metadata.name.as_deref() == Some(class_name.as_str())).ok_or_else(|| {
-                    SimulateError::Manifest(format!("NodePool {:?} references EC2NodeClass {class_name:?}, which the workload does not define", pool.metadata.name.as_deref().unwrap_or("")))
-                })?;
-                let resolved = network.resolve(cluster, class);
-                if let Some((_, reason, message)) = resolved.not_ready {
-                    return Err(SimulateError::Manifest(format!(
-                        "EC2NodeClass {class_name:?} is not ready: {reason}: {message}"
-                    )));
-                }
-                let zones: BTreeSet<String> = resolved
-                    .status
-                    .subnets
-                    .iter()
-                    .map(|s| s.zone.clone())
-                    .collect();
-                c.instance_types(&zones, |_, _, _| false)
-            }
-            (None, None) => Vec::new(),
-        };
-        out.push((Arc::clone(pool), types));
+        let class_name = &pool.spec.template.spec.node_class_ref.name;
+        if !listings.contains_key(class_name) {
+            return Err(SimulateError::Manifest(format!(
+                "NodePool {name:?} references EC2NodeClass {class_name:?}, which the workload does not define"
+            )));
+        }
+        if let Some(why) = not_ready.get(class_name) {
+            return Err(SimulateError::Manifest(format!(
+                "EC2NodeClass {class_name:?} is not ready: {why}"
+            )));
+        }
+        let mut pool = (**pool).clone();
+        pool.metadata.uid = Some(stable_uid("NodePool", &name));
+        let status = pool.status.get_or_insert_with(Default::default);
+        conditions::set(
+            &mut status.conditions,
+            conditions::new_condition(
+                READY,
+                ConditionStatus::True,
+                "",
+                "",
+                0,
+                Timestamp::UNIX_EPOCH,
+            ),
+            Timestamp::UNIX_EPOCH,
+        );
+        pools.push(Arc::new(pool));
     }
-    Ok(out)
+    let namespaces = x
+        .namespaces
+        .into_iter()
+        .map(|(name, labels)| {
+            Arc::new(Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            })
+        })
+        .collect();
+    let snapshot = Snapshot {
+        pods: x
+            .pods
+            .into_iter()
+            .map(|p| Arc::new(unschedulable(p)))
+            .collect(),
+        nodepools: pools,
+        nodeclasses: classes,
+        daemonsets: x.daemonsets,
+        namespaces,
+        pvcs: x.pvcs,
+        pvs: x.pvs,
+        storage_classes: x.storage_classes,
+        ..Snapshot::default()
+    };
+    Ok(Simulation {
+        snapshot,
+        listings,
+        instance_types: choice,
+    })
 }
 
-/// Build the solver input from expanded manifests.
-///
-/// Errors: invalid NodePools or node classes.
-pub fn prepare(
-    x: &Expanded,
-    choice: InstanceTypes,
-    cluster: &str,
-) -> Result<(Input, Vec<Candidate>), SimulateError> {
-    let allow = |k: &str| WELL_KNOWN_LABELS.contains(&k);
-    let mut templates: Vec<NodePoolTemplate> = Vec::new();
-    let mut candidates = Vec::new();
-    for (pool, types) in pool_types(x, choice, cluster)? {
-        let reqs = template::pool_requirements(&pool)
-            .map_err(|e| SimulateError::Manifest(e.to_string()))?;
-        let overhead = template::daemon_overhead(&reqs, &pool, &x.daemonsets, &allow);
-        let remaining = template::remaining_limits(&pool, &Default::default(), 0);
-        candidates.extend(types.iter().map(|t| Candidate {
+/// The lower bound's candidates: every instance type of each NodePool the provisioner uses
+/// (the same checks as `plan`: ready, node class listed, requirements leave a type), under the
+/// pool's requirements.
+fn candidates(sim: &Simulation) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for pool in &sim.snapshot.nodepools {
+        let Ok(class) = template::node_class_of(pool, &sim.snapshot) else {
+            continue;
+        };
+        let class = class.metadata.name.as_deref().unwrap_or_default();
+        let Some(Ok(types)) = sim.listings.get(class) else {
+            continue;
+        };
+        let Ok(reqs) = template::usable_requirements(pool, types) else {
+            continue;
+        };
+        out.extend(types.iter().map(|t| Candidate {
             instance_type: Arc::clone(t),
             requirements: reqs.clone(),
         }));
-        templates.push(template::template(&pool, reqs, &types, overhead, remaining));
     }
-    let mut pods = Vec::with_capacity(x.pods.len());
-    for p in &x.pods {
-        let info = PodInfo::from_pod(p).map_err(|e| {
+    out
+}
+
+/// The value at quantile `q` (0..=1, nearest rank) of sorted `xs`; 0 when empty.
+fn quantile(xs: &[usize], q: f64) -> usize {
+    if xs.is_empty() {
+        return 0;
+    }
+    let rank = (q * xs.len() as f64).ceil() as usize;
+    xs[rank.clamp(1, xs.len()) - 1]
+}
+
+/// What the report says about prices for each choice of instance types.
+fn price_note(choice: InstanceTypes) -> &'static str {
+    match choice {
+        InstanceTypes::Aws => {
+            "on-demand: us-east-1 list prices (vendored); spot: estimated at 35-70% of on-demand per type and zone (the vendored data has no spot prices)"
+        }
+        InstanceTypes::Synthetic400 => {
+            "synthetic: upstream's fake cloud provider formula (0.1 x vCPU + 0.1 x GB), spot and on-demand alike"
+        }
+    }
+}
+
+/// Plan with the live provisioner's code (`karpenter_core::provisioning::plan::plan`, cost
+/// re-pack on) and report: pods scheduled and unschedulable, NodeClaims by instance type with
+/// their serialised sizes, the fleet's cost and the lower bound over the same listings.
+///
+/// Errors: a pod whose spec cannot be read, or no lower bound can be computed.
+pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
+    let settings = Settings {
+        repack: true,
+        ..Settings::default()
+    };
+    let start = Instant::now();
+    let plan = plan::plan(&sim.snapshot, &sim.listings, &settings);
+    let solve_seconds = start.elapsed().as_secs_f64();
+    let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut cost = 0.0;
+    let mut sizes = Vec::with_capacity(plan.nodeclaims.len());
+    for c in &plan.nodeclaims {
+        if let Some(t) = c.decision.instance_types.first() {
+            *by_type.entry(t.name.clone()).or_default() += 1;
+        }
+        cost += c.decision.cheapest_price().unwrap_or(0.0);
+        sizes.push(serde_json::to_vec(&c.nodeclaim).map_or(0, |b| b.len()));
+    }
+    sizes.sort_unstable();
+    let claims = plan.nodeclaims.len();
+    let unschedulable: Vec<Unscheduled> = plan
+        .failures
+        .iter()
+        .map(|f| Unscheduled {
+            name: f.pod.to_string(),
+            reason: f.reason.clone(),
+        })
+        .collect();
+    let skipped: Vec<SkippedNodePool> = plan
+        .skipped
+        .iter()
+        .map(|(name, why)| SkippedNodePool {
+            name: name.clone(),
+            reason: why.to_string(),
+        })
+        .collect();
+    let failed: HashSet<PodKey> = plan.failures.into_iter().map(|f| f.pod).collect();
+    let volumes = VolumeIndex::new(
+        &sim.snapshot.pvcs,
+        &sim.snapshot.pvs,
+        &sim.snapshot.storage_classes,
+    );
+    let mut scheduled = Vec::new();
+    for p in &sim.snapshot.pods {
+        let mut info = PodInfo::from_pod(p).map_err(|e| {
             SimulateError::Manifest(format!(
                 "pod {}: {e}",
                 p.metadata.name.as_deref().unwrap_or("")
             ))
         })?;
-        pods.push(info);
-    }
-    let input = Input {
-        pods,
-        nodepools: templates,
-        well_known_labels: WELL_KNOWN_LABELS.iter().map(|s| s.to_string()).collect(),
-        namespaces: x.namespaces.clone(),
-        repack: true,
-        ..Input::default()
-    };
-    Ok((input, candidates))
-}
-
-/// Solve and report.
-///
-/// Errors: a lower bound cannot be computed.
-pub fn simulate(
-    input: &Input,
-    candidates: &[Candidate],
-    choice: InstanceTypes,
-) -> Result<SimulateReport, SimulateError> {
-    let start = Instant::now();
-    let out = solver::solve(input);
-    let solve_seconds = start.elapsed().as_secs_f64();
-    let failed: BTreeSet<(String, String)> = out
-        .errors
-        .iter()
-        .map(|e| (e.pod.namespace.clone(), e.pod.name.clone()))
-        .collect();
-    let scheduled: Vec<&PodInfo> = input
-        .pods
-        .iter()
-        .filter(|p| !failed.contains(&(p.key.namespace.clone(), p.key.name.clone())))
-        .collect();
-    let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
-    let mut cost = 0.0;
-    for c in &out.new_claims {
-        if let Some(t) = c.instance_types.first() {
-            *by_type.entry(t.name.clone()).or_default() += 1;
+        if failed.contains(&info.key) {
+            continue;
         }
-        cost += c.cheapest_price().unwrap_or(0.0);
+        info.add_volume_requirements(&volumes.requirements(p));
+        scheduled.push(info);
     }
     let bound = if scheduled.is_empty() {
         0.0
     } else {
-        lower_bound(&scheduled, candidates)?
+        let refs: Vec<&PodInfo> = scheduled.iter().collect();
+        lower_bound(&refs, &candidates(sim))?
     };
     let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
     Ok(SimulateReport {
-        instance_types: match choice {
+        instance_types: match sim.instance_types {
             InstanceTypes::Aws => "aws".into(),
             InstanceTypes::Synthetic400 => "synthetic-400".into(),
         },
         pods: PodCounts {
-            total: input.pods.len(),
+            total: sim.snapshot.pods.len(),
             scheduled: scheduled.len(),
-            unschedulable: out
-                .errors
-                .iter()
-                .map(|e| Unscheduled {
-                    name: e.pod.to_string(),
-                    reason: e.to_string(),
-                })
-                .collect(),
+            unschedulable,
         },
         nodeclaims: ClaimCounts {
-            total: out.new_claims.len(),
+            total: claims,
             by_instance_type: by_type,
+            bytes_p50: quantile(&sizes, 0.5),
+            bytes_p99: quantile(&sizes, 0.99),
         },
+        skipped_nodepools: skipped,
         cost_per_hour_usd: round(cost),
         lower_bound_cost_per_hour_usd: round(bound),
         cost_over_bound: if bound > 0.0 {
@@ -302,13 +472,16 @@ pub fn simulate(
         } else {
             0.0
         },
+        spot_prices_estimated: true,
+        price_note: price_note(sim.instance_types).into(),
         solve_seconds: (solve_seconds * 1_000_000.0).round() / 1_000_000.0,
     })
 }
 
 impl SimulateReport {
-    /// The report as text: pods scheduled, NodeClaims, cost per hour against the lower bound,
-    /// solve time, the 15 commonest instance types and up to 10 unscheduled pods.
+    /// The report as text: pods scheduled, NodeClaims and their serialised sizes, cost per hour
+    /// against the lower bound, where prices come from, solve time, the 15 commonest instance
+    /// types, NodePools left out and up to 10 unscheduled pods.
     pub fn text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
@@ -318,17 +491,25 @@ impl SimulateReport {
             "Pods: {} scheduled of {}",
             self.pods.scheduled, self.pods.total
         );
-        let _ = writeln!(s, "NodeClaims: {}", self.nodeclaims.total);
+        let _ = writeln!(
+            s,
+            "NodeClaims: {} (serialised size p50 {} B, p99 {} B)",
+            self.nodeclaims.total, self.nodeclaims.bytes_p50, self.nodeclaims.bytes_p99
+        );
         let _ = writeln!(
             s,
             "Cost: ${:.4}/hour; lower bound ${:.4}/hour (x{:.3})",
             self.cost_per_hour_usd, self.lower_bound_cost_per_hour_usd, self.cost_over_bound
         );
+        let _ = writeln!(s, "Prices: {}", self.price_note);
         let _ = writeln!(s, "Solve: {:.3}s", self.solve_seconds);
         let mut types: Vec<(&String, &usize)> = self.nodeclaims.by_instance_type.iter().collect();
         types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         for (t, n) in types.iter().take(15) {
             let _ = writeln!(s, "  {n:>6}  {t}");
+        }
+        for p in &self.skipped_nodepools {
+            let _ = writeln!(s, "  NodePool {} left out: {}", p.name, p.reason);
         }
         for u in self.pods.unschedulable.iter().take(10) {
             let _ = writeln!(s, "  unschedulable {}: {}", u.name, u.reason);
@@ -358,17 +539,16 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
 }
 
 fn run_inner(args: &SimulateArgs) -> Result<SimulateReport, SimulateError> {
-    let (input, candidates) = build(args)?;
-    simulate(&input, &candidates, args.instance_types)
+    simulate(&build(args)?)
 }
 
-/// The solver input and lower-bound candidates for the command's arguments (`report` is not
-/// used): workloads expanded (the bundled Online Boutique when none is given and nothing is
-/// generated), scaled, defaulted with a NodePool and node class, plus the generated mix. The
-/// API objects are dropped before returning (only the compiled pods are kept).
+/// The simulation for the command's arguments (`report` is not used): workloads expanded (the
+/// bundled Online Boutique when none is given and nothing is generated), scaled, defaulted
+/// with a NodePool and node class, plus the generated mix, as a snapshot with listings
+/// ([`prepare`]).
 ///
 /// Errors: unreadable or invalid workloads, invalid NodePools or node classes.
-pub fn build(args: &SimulateArgs) -> Result<(Input, Vec<Candidate>), SimulateError> {
+pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
     let mut manifests = Vec::new();
     for path in &args.workloads {
         manifests.extend(workload::load(path)?);
@@ -386,5 +566,75 @@ pub fn build(args: &SimulateArgs) -> Result<(Input, Vec<Candidate>), SimulateErr
     if let Some(n) = args.generate {
         expanded.pods.extend(diverse::diverse_pods(n));
     }
-    prepare(&expanded, args.instance_types, &args.cluster_name)
+    prepare(expanded, args.instance_types, &args.cluster_name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::parse_yaml;
+    use std::path::Path;
+
+    fn boutique(scale: u32) -> Expanded {
+        let mut ms = parse_yaml(Path::new("ob.yaml"), ONLINE_BOUTIQUE).expect("parses");
+        workload::scale(&mut ms, scale);
+        let ms = with_defaults(ms, "sandbox").expect("defaults");
+        expand::expand(&ms).expect("expands")
+    }
+
+    #[test]
+    fn the_snapshot_is_what_the_live_provisioner_plans_from() {
+        let sim = prepare(boutique(2), InstanceTypes::Aws, "sandbox").expect("prepares");
+        // Every pod is provisionable and every NodePool usable, as in a live cluster.
+        assert_eq!(sim.snapshot.provisionable_pods().len(), 24);
+        let plan = plan::plan(
+            &sim.snapshot,
+            &sim.listings,
+            &Settings {
+                repack: true,
+                ..Settings::default()
+            },
+        );
+        assert!(plan.skipped.is_empty(), "{:?}", plan.skipped);
+        assert!(plan.failures.is_empty(), "{:?}", plan.failures);
+        // The report is the plan's: same NodeClaims, sizes of the objects sent on create.
+        let report = simulate(&sim).expect("simulates");
+        assert_eq!(report.pods.scheduled, 24);
+        assert_eq!(report.nodeclaims.total, plan.nodeclaims.len());
+        let mut sizes: Vec<usize> = plan
+            .nodeclaims
+            .iter()
+            .map(|c| serde_json::to_vec(&c.nodeclaim).expect("serialises").len())
+            .collect();
+        sizes.sort_unstable();
+        assert_eq!(report.nodeclaims.bytes_p99, sizes[sizes.len() - 1]);
+        assert!(report.nodeclaims.bytes_p50 > 0);
+        // The NodeClaims name their NodePool's UID, as ones created against an API server do.
+        let owner = &plan.nodeclaims[0].nodeclaim.metadata.owner_references;
+        assert_eq!(owner.as_ref().map(|o| o[0].uid.len()), Some(36));
+        assert!(report.spot_prices_estimated);
+        assert!(report.text().contains("spot: estimated"));
+    }
+
+    #[test]
+    fn a_nodepool_without_its_node_class_is_a_clear_error() {
+        let mut x = boutique(1);
+        x.nodeclasses.clear();
+        let err = prepare(x, InstanceTypes::Synthetic400, "sandbox").expect_err("no class");
+        assert!(
+            err.to_string().contains(
+                "references EC2NodeClass \"default\", which the workload does not define"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let xs: Vec<usize> = (1..=100).collect();
+        assert_eq!(quantile(&xs, 0.5), 50);
+        assert_eq!(quantile(&xs, 0.99), 99);
+        assert_eq!(quantile(&[7], 0.99), 7);
+        assert_eq!(quantile(&[], 0.5), 0);
+    }
 }
