@@ -137,7 +137,9 @@ async fn scaling_down_deletes_empty_nodes_and_replaces_underutilized_ones() {
             .filter(|p| p["status"]["phase"] == "Running")
             .count();
         let cost = fleet_cost(&c);
-        if live(&c).len() == 1 && cost < before && all_running(&c, "web") {
+        // The cost re-pack may plan the 24 pods onto several sizes; the fleet has followed the
+        // load down once one node, sized for the two pods left, holds them.
+        if live(&c).len() == 1 && cost < before / 2.0 && all_running(&c, "web") {
             break;
         }
         assert!(
@@ -718,6 +720,11 @@ async fn spot_nodes_are_replaced_with_spot_only_behind_the_feature_gate() {
     let off = cluster_with(&pool, &workload, fast()).await;
     settled(&off, "4 spot pods provisioned").await;
     scale(&off, "web", 1).await;
+    // Nodes left empty go first (the plan may have spread the four pods).
+    off.eventually("one NodeClaim left, the empty ones gone", SETTLE, |c| {
+        c.nodeclaims().len() == 1
+    })
+    .await;
     off.eventually("Unconsolidatable says spot-to-spot is off", SETTLE, |c| {
         c.events_with_reason("Unconsolidatable")
             .iter()

@@ -670,9 +670,15 @@ async fn killed_right_after_a_consolidation_replacement_was_created() {
             .filter(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running"))
             .count()
     };
-    // Four 1-cpu pods, then one: the node left holding it is oversized and gets replaced.
+    // Four 1-cpu pods that must share a node (required pod affinity on the hostname, so the
+    // cost re-pack cannot spread them), then one: the node left holding it is oversized and
+    // gets replaced.
+    let together = deployment("app", 4, "1", "1Gi").replace(
+        "      containers:\n",
+        "      affinity:\n        podAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n          - topologyKey: kubernetes.io/hostname\n            labelSelector: {matchLabels: {app: app}}\n      containers:\n",
+    );
     let mut tc = TestCluster::start(
-        &deployment("app", 4, "1", "1Gi"),
+        &together,
         Options {
             settings: controller::runtime::Settings {
                 disruption_poll: Duration::from_millis(500),
