@@ -20,9 +20,10 @@ use super::{initialization, launch, registration, termination};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
 use crate::runtime::metrics::reason as metrics_reason;
-use crate::runtime::reconcile::{ReconcileError, affected_by, drive};
+use crate::runtime::reconcile::{ReconcileError, affected_by_key, drive};
 use crds::duration::format_go_duration;
 use crds::history;
+use k8s_openapi::api::core::v1::Node;
 use karpenter_core::lifecycle::{expiration, liveness};
 
 /// Run the controller until the task is aborted.
@@ -36,13 +37,11 @@ pub async fn run(ctx: Arc<Context>) {
     let controller = Controller::new(claims, watcher::Config::default());
     // A node maps to the NodeClaim with its providerID. Triggered by the node cache that
     // registration and initialization read, so they see the node that triggered them.
-    let node_triggers = affected_by(
+    let node_triggers = affected_by_key(
         ctx.state.node_changes.subscribe(),
         controller.store(),
-        |node, claim| {
-            let pid = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            pid.is_some() && claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) == pid
-        },
+        |node: &Node| node.spec.as_ref()?.provider_id.clone(),
+        |claim: &NodeClaim| claim.status.as_ref()?.provider_id.clone(),
     );
     let controller = controller.reconcile_on(node_triggers);
     drive(controller, reconcile, ctx).await;

@@ -24,12 +24,27 @@ async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) {
     let Some(name) = claim.metadata.name.as_deref() else {
         return;
     };
-    let planned = ctx.state.planned().clone();
-    if !planned.values().any(|c| c == name) {
+    let planned: std::collections::HashMap<_, _> = ctx
+        .state
+        .planned()
+        .iter()
+        .filter(|(_, c)| c.as_str() == name)
+        .map(|(p, c)| (p.clone(), c.clone()))
+        .collect();
+    if planned.is_empty() {
         return;
     }
+    // Only this NodeClaim's pods, looked up by key in the pod cache.
+    let pods = planned
+        .keys()
+        .filter_map(|k| {
+            ctx.state
+                .pods
+                .get(&kube::runtime::reflector::ObjectRef::new(&k.name).within(&k.namespace))
+        })
+        .collect();
     let snap = karpenter_core::snapshot::Snapshot {
-        pods: ctx.state.pods.state(),
+        pods,
         planned,
         ..Default::default()
     };
@@ -43,6 +58,13 @@ async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) {
 ///
 /// Errors: the node patch failed (retried; a conflict means the node changed meanwhile).
 pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), ReconcileError> {
+    // Nominations first (they await API writes), then the node is read afresh: the
+    // registration patch below is bound to the resourceVersion it reads.
+    if let [node] = ctx.state.nodes_for_claim(claim).as_slice()
+        && let Some(name) = node.metadata.name.as_deref()
+    {
+        nominate_planned_pods(ctx, claim, name).await;
+    }
     let now = ctx.clock.now();
     let nodes = ctx.state.nodes_for_claim(claim);
     let node = match nodes.as_slice() {
@@ -84,7 +106,6 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
             dedupe: DEFAULT_DEDUPE,
         });
     }
-    nominate_planned_pods(ctx, claim, &node_name).await;
     if let Some(mut patch) = registration_patch(claim, node) {
         if !has_label {
             // The write that adds the registered label counts the node as created; bound to

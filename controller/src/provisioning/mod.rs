@@ -140,7 +140,7 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
     let listings = list_instance_types(ctx, &snap).await;
     let settings = plan::Settings {
         hash_versions: ctx.settings.hash_versions.clone(),
-        repack: true,
+        repack: ctx.settings.cost_repack,
     };
     let started = Instant::now();
     let planned = {

@@ -57,6 +57,39 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(ERROR_REQUEUE)
 }
 
+/// Triggers for [`Controller::reconcile_on`] by key: each changed object mapped to the objects
+/// of `store` whose `object_key` equals its `change_key` (e.g. a node's providerID to the
+/// NodeClaim with that providerID). Changes are taken in batches of whatever has arrived (up to
+/// 1024), and each batch is matched through one index of `store`, so a burst of changes (a
+/// resync after a subscriber fell behind sends every object) costs one pass over the store
+/// rather than one per change. Same `store` caveat as [`affected_by`].
+pub fn affected_by_key<C, K>(
+    changes: impl futures::Stream<Item = Arc<C>> + Send + 'static,
+    store: kube::runtime::reflector::Store<K>,
+    change_key: impl Fn(&C) -> Option<String> + Send + 'static,
+    object_key: impl Fn(&K) -> Option<String> + Send + 'static,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static
+where
+    C: Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    changes.ready_chunks(1024).flat_map(move |batch| {
+        let keys: std::collections::HashSet<String> =
+            batch.iter().filter_map(|c| change_key(c)).collect();
+        let refs: Vec<_> = if keys.is_empty() {
+            Vec::new()
+        } else {
+            store
+                .state()
+                .into_iter()
+                .filter(|o| object_key(o).is_some_and(|k| keys.contains(&k)))
+                .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
+                .collect()
+        };
+        futures::stream::iter(refs)
+    })
+}
+
 /// Triggers for [`Controller::reconcile_on`]: each changed object (from
 /// [`crate::state::Changes::subscribe`]) mapped to the objects of `store` that `affected` picks.
 /// `store` should be the controller's own ([`Controller::store`]): an object it does not hold
