@@ -40,9 +40,9 @@ fn online_boutique_times_ten_settles_with_instance_types_and_cost() {
 #[test]
 fn alibaba_trace_settles_and_lists_only_pods_nothing_can_hold() {
     let trace = repo_file("examples/traces/openb_pod_list_default.csv");
-    // First fit (`--cost-repack=false`): the cost re-pack plans the trace onto 1,955 smaller
-    // NodeClaims (as `karpenter simulate` does), more than this debug-build sandbox launches
-    // and registers within the window; this test is about settling and the pending report.
+    // First fit (`--cost-repack=false`, the default for now): the cost re-pack plans the trace
+    // onto 1,955 smaller NodeClaims (as `karpenter simulate` does), more than this debug-build
+    // sandbox has been seen to launch and register within the window.
     let out = karpenter(&[
         "sandbox",
         "--workload",

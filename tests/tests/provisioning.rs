@@ -326,6 +326,16 @@ async fn deleting_a_nodepool_removes_its_nodeclaims_and_instances() {
     .await;
 }
 
+/// Controller settings with plan = binding and the live cost re-pack on (both off by default
+/// until measured at scale).
+fn plan_is_binding() -> controller::runtime::Settings {
+    controller::runtime::Settings {
+        nominate_planned_pods: true,
+        cost_repack: true,
+        ..Default::default()
+    }
+}
+
 /// A NodePool of one GPU type and two CPU types, on-demand.
 const GPU_AND_CPU_POOL: &str = r#"
 apiVersion: karpenter.sh/v1
@@ -373,6 +383,7 @@ async fn a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too(
         &yaml,
         Options {
             batch_idle: Duration::from_secs(1),
+            settings: plan_is_binding(),
             ..Options::default()
         },
     )
@@ -440,7 +451,14 @@ async fn a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too(
 /// away is nominated nowhere, so it can be provisioned for again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_nomination_is_cleared_when_its_node_goes_away() {
-    let c = TestCluster::start(&deployment("web", 1, "500m", "512Mi"), Options::default()).await;
+    let c = TestCluster::start(
+        &deployment("web", 1, "500m", "512Mi"),
+        Options {
+            settings: plan_is_binding(),
+            ..Options::default()
+        },
+    )
+    .await;
     c.wait_for("settled", SETTLE, |o| o.pods_bound == 1 && o.settled())
         .await;
     let node = c.objects("", "nodes")[0]["metadata"]["name"]

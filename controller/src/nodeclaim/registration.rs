@@ -3,6 +3,8 @@
 //! termination finalizer and an owner reference, and remove the `karpenter.sh/unregistered`
 //! taint. Karpenter never creates the Node: the kubelet registers it.
 
+use std::sync::Arc;
+
 use crds::conditions::REGISTERED;
 use crds::labels::{NODE_REGISTERED_LABEL, UNREGISTERED_TAINT_KEY};
 use crds::{NodeClaim, StatusConditions};
@@ -19,10 +21,10 @@ use karpenter_core::lifecycle::registration::registration_patch;
 /// Nominate the pods the provisioner planned onto this NodeClaim to its node (plan = binding),
 /// before the registration patch lifts the `karpenter.sh/unregistered` taint, so kube-scheduler
 /// holds their room from the moment any pod could land there. Failed writes are retried by the
-/// provisioner's nomination sweep.
-async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) {
+/// provisioner's nomination sweep. Returns how many pods were nominated.
+async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) -> usize {
     let Some(name) = claim.metadata.name.as_deref() else {
-        return;
+        return 0;
     };
     let planned: std::collections::HashMap<_, _> = ctx
         .state
@@ -32,7 +34,7 @@ async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) {
         .map(|(p, c)| (p.clone(), c.clone()))
         .collect();
     if planned.is_empty() {
-        return;
+        return 0;
     }
     // Only this NodeClaim's pods, looked up by key in the pod cache.
     let pods = planned
@@ -49,22 +51,16 @@ async fn nominate_planned_pods(ctx: &Context, claim: &NodeClaim, node: &str) {
         ..Default::default()
     };
     let pods = karpenter_core::provisioning::nomination::planned_onto(&snap, name);
-    if !pods.is_empty() {
-        crate::provisioning::nomination::nominate(ctx, &pods, node).await;
+    if pods.is_empty() {
+        return 0;
     }
+    crate::provisioning::nomination::nominate(ctx, &pods, node).await
 }
 
 /// Register the node for a launched NodeClaim, if it has appeared.
 ///
 /// Errors: the node patch failed (retried; a conflict means the node changed meanwhile).
 pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), ReconcileError> {
-    // Nominations first (they await API writes), then the node is read afresh: the
-    // registration patch below is bound to the resourceVersion it reads.
-    if let [node] = ctx.state.nodes_for_claim(claim).as_slice()
-        && let Some(name) = node.metadata.name.as_deref()
-    {
-        nominate_planned_pods(ctx, claim, name).await;
-    }
     let now = ctx.clock.now();
     let nodes = ctx.state.nodes_for_claim(claim);
     let node = match nodes.as_slice() {
@@ -106,6 +102,19 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
             dedupe: DEFAULT_DEDUPE,
         });
     }
+    // Nominate this NodeClaim's planned pods while the taint still keeps other pods off, then
+    // read the node afresh from the API: the registration patch is bound to the resourceVersion
+    // it reads, and the node (its kubelet's status) changed while the nominations were written.
+    let mut fresh = None;
+    if ctx.settings.nominate_planned_pods
+        && has_taint
+        && !has_label
+        && nominate_planned_pods(ctx, claim, &node_name).await > 0
+    {
+        let api: Api<Node> = Api::all(ctx.client.clone());
+        fresh = Some(Arc::new(api.get(&node_name).await?));
+    }
+    let node = fresh.as_ref().unwrap_or(node);
     if let Some(mut patch) = registration_patch(claim, node) {
         if !has_label {
             // The write that adds the registered label counts the node as created; bound to

@@ -57,7 +57,9 @@ pub async fn run(ctx: Arc<Context>) {
         tokio::select! {
             _ = ctx.state.pod_trigger.notified() => {}
             _ = requeue.tick() => {
-                nomination::sweep(&ctx).await;
+                if ctx.settings.nominate_planned_pods {
+                    nomination::sweep(&ctx).await;
+                }
                 if ctx.state.snapshot().provisionable_pods().is_empty() {
                     continue;
                 }
@@ -132,7 +134,9 @@ pub(crate) async fn list_instance_types(
 /// Errors: only when the planning task itself could not run; per-pod and per-NodeClaim failures
 /// are reported as Events and in the result.
 pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
-    nomination::sweep(ctx).await;
+    if ctx.settings.nominate_planned_pods {
+        nomination::sweep(ctx).await;
+    }
     let snap = Arc::new(ctx.state.snapshot());
     if snap.provisionable_pods().is_empty() {
         return Ok(PassResult::default());
@@ -235,7 +239,11 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();
     let mut to_nodes: BTreeMap<&str, Vec<PodKey>> = BTreeMap::new();
-    for n in &planned.nominations {
+    for n in planned
+        .nominations
+        .iter()
+        .filter(|_| ctx.settings.nominate_planned_pods)
+    {
         match &n.target {
             Target::Node(node) if managed.contains(node.as_str()) => {
                 to_nodes.entry(node).or_default().push(n.pod.clone())
@@ -289,9 +297,11 @@ fn record_create(
             ctx.metrics
                 .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
             let name = created.metadata.name.clone().unwrap_or_default();
-            ctx.state
-                .planned()
-                .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
+            if ctx.settings.nominate_planned_pods {
+                ctx.state
+                    .planned()
+                    .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
+            }
             let entry = created_usage.entry(decision.nodepool.clone()).or_default();
             entry.0.add(&claim.largest_capacity());
             entry.1 += 1;

@@ -70,11 +70,18 @@ pub struct ControllerOptions {
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
     /// Run the cost re-pack after first fit in every provisioning pass (as `karpenter simulate`
-    /// does), so the fleet launched is the cheapest the solver finds; `false` launches first
-    /// fit's NodeClaims (fewer, larger, dearer nodes, planned faster). Not an upstream setting.
-    #[arg(long, env = "COST_REPACK", num_args = 0..=1, default_value = "true",
+    /// does), so the fleet launched is the cheapest the solver finds. Off by default until its
+    /// live fleet is measured settled at scale (issue 17); off launches first fit's NodeClaims.
+    /// Not an upstream setting.
+    #[arg(long, env = "COST_REPACK", num_args = 0..=1, default_value = "false",
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub cost_repack: bool,
+    /// Plan = binding: nominate the pods planned onto a NodeClaim to its node when it registers
+    /// (`status.nominatedNodeName`, KEP-5278) and take back nominations the plan no longer
+    /// holds. Off by default until measured at scale (issue 17). Not an upstream setting.
+    #[arg(long, env = "NOMINATE_PLANNED_PODS", num_args = 0..=1, default_value = "false",
+          default_missing_value = "true", value_parser = parse_go_bool)]
+    pub nominate_planned_pods: bool,
     /// Log level filter (`error`, `warn`, `info`, `debug`, or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -111,8 +118,11 @@ pub struct Settings {
     /// The gates `FEATURE_GATES` names; every other gate keeps upstream's default (only
     /// `ReservedCapacity` is on).
     pub feature_gates: FeatureGates,
-    /// Whether provisioning runs the cost re-pack after first fit (`COST_REPACK`, default true).
+    /// Whether provisioning runs the cost re-pack after first fit (`COST_REPACK`, default off).
     pub cost_repack: bool,
+    /// Whether planned pods are nominated to their NodeClaim's node (`NOMINATE_PLANNED_PODS`,
+    /// default off).
+    pub nominate_planned_pods: bool,
     /// The namespace of the disruption history ConfigMap (`crds::history::CONFIGMAP_NAME`):
     /// `karpenter run` sets the leader Lease's namespace ([`RunSettings::namespace`]); default
     /// `kube-system`. Not a flag of its own.
@@ -146,7 +156,8 @@ impl Default for Settings {
             disruption_poll: Duration::from_secs(10),
             consolidation_validation_delay: Duration::from_secs(15),
             feature_gates: FeatureGates::default(),
-            cost_repack: true,
+            cost_repack: false,
+            nominate_planned_pods: false,
             system_namespace: "kube-system".into(),
         }
     }
@@ -273,6 +284,7 @@ impl ControllerOptions {
             upgrade_initialization_timeout: self.upgrade_initialization_timeout,
             feature_gates,
             cost_repack: self.cost_repack,
+            nominate_planned_pods: self.nominate_planned_pods,
             ..Settings::default()
         })
     }
