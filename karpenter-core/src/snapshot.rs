@@ -78,6 +78,16 @@ pub fn nominated_node(pod: &Pod) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
+/// The registered node of a NodeClaim: the node whose providerID is the NodeClaim's, looked up
+/// in [`Snapshot::nodes_by_provider_id`].
+pub fn registered_node<'a>(
+    claim: &NodeClaim,
+    by_provider: &HashMap<&str, &'a Arc<Node>>,
+) -> Option<&'a Arc<Node>> {
+    let pid = claim.status.as_ref()?.provider_id.as_deref()?;
+    by_provider.get(pid).copied()
+}
+
 /// Whether a pod still waits for a node: not bound, not finished and not being deleted.
 pub fn is_waiting(pod: &Pod) -> bool {
     let bound = pod
@@ -134,13 +144,13 @@ impl Snapshot {
             .collect()
     }
 
-    /// The registered node of a NodeClaim: the node in this snapshot whose providerID is the
-    /// NodeClaim's, by name.
-    pub fn node_of_claim(&self, claim: &NodeClaim) -> Option<&Arc<Node>> {
-        let pid = claim.status.as_ref()?.provider_id.as_deref()?;
+    /// The nodes of this snapshot by providerID: with [`registered_node`], a NodeClaim's node in
+    /// constant time.
+    pub fn nodes_by_provider_id(&self) -> HashMap<&str, &Arc<Node>> {
         self.nodes
             .iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+            .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
+            .collect()
     }
 
     /// Room held for waiting pods ([`Reservation`]), as kube-scheduler holds a nominated pod's
@@ -158,6 +168,11 @@ impl Snapshot {
             HashMap::new()
         } else {
             self.live_claims()
+        };
+        let by_provider = if self.planned.is_empty() {
+            HashMap::new()
+        } else {
+            self.nodes_by_provider_id()
         };
         let mut out = Vec::new();
         for pod in self.pods.iter().filter(|p| is_waiting(p)) {
@@ -180,7 +195,7 @@ impl Snapshot {
             else {
                 continue;
             };
-            let target = match self.node_of_claim(claim) {
+            let target = match registered_node(claim, &by_provider) {
                 Some(node) => node.metadata.name.clone().unwrap_or_default(),
                 None => claim.metadata.name.clone().unwrap_or_default(),
             };

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::scheduling::pod::{PodKey, pod_requests};
 use crate::scheduling::resources::Resources;
-use crate::snapshot::{Snapshot, is_waiting, nominated_node};
+use crate::snapshot::{Snapshot, is_waiting, nominated_node, registered_node};
 
 /// A pod to nominate: the registered node of the NodeClaim it was planned onto.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +94,7 @@ pub fn to_nominate(snap: &Snapshot) -> Vec<Nominate> {
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
         .collect();
+    let by_provider = snap.nodes_by_provider_id();
     let mut out: Vec<Nominate> = snap
         .pods
         .iter()
@@ -101,7 +102,10 @@ pub fn to_nominate(snap: &Snapshot) -> Vec<Nominate> {
         .filter_map(|p| {
             let key = PodKey::of(p);
             let claim = claims.get(snap.planned.get(&key)?.as_str())?;
-            let node = snap.node_of_claim(claim)?.metadata.name.clone()?;
+            let node = registered_node(claim, &by_provider)?
+                .metadata
+                .name
+                .clone()?;
             Some(Nominate { pod: key, node })
         })
         .collect();
