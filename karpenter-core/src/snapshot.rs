@@ -88,15 +88,16 @@ pub fn registered_node<'a>(
     by_provider.get(pid).copied()
 }
 
-/// Whether a pod still waits for a node: not bound, not finished and not being deleted.
-pub fn is_waiting(pod: &Pod) -> bool {
-    let bound = pod
-        .spec
+/// A node's `status.allocatable` (zero where missing or unreadable).
+pub fn node_allocatable(node: &Node) -> Resources {
+    node.status
         .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
-    !bound && !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| Resources::from_list(a).ok())
+        .unwrap_or_default()
 }
+
+pub use crate::scheduling::pod::is_waiting;
 
 /// The NodePool a NodeClaim or Node belongs to (its `karpenter.sh/nodepool` label).
 pub fn nodepool_of(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
@@ -136,7 +137,7 @@ impl Snapshot {
     }
 
     /// NodeClaims not being deleted, by name.
-    fn live_claims(&self) -> HashMap<&str, &Arc<NodeClaim>> {
+    pub fn live_claims(&self) -> HashMap<&str, &Arc<NodeClaim>> {
         self.nodeclaims
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
@@ -462,12 +463,7 @@ fn node_capacity(
         return None;
     }
     let name = node.metadata.name.clone()?;
-    let mut available = node
-        .status
-        .as_ref()
-        .and_then(|s| s.allocatable.as_ref())
-        .and_then(|a| Resources::from_list(a).ok())
-        .unwrap_or_default();
+    let mut available = node_allocatable(node);
     if let Some(u) = used.get(&name) {
         available.sub(u);
     }

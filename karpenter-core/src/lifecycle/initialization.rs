@@ -44,12 +44,7 @@ pub fn pending_reason(claim: &NodeClaim, node: &Node) -> Option<(&'static str, S
         ));
     }
     let requested = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
-    let allocatable = node
-        .status
-        .as_ref()
-        .and_then(|s| s.allocatable.as_ref())
-        .and_then(|a| Resources::from_list(a).ok())
-        .unwrap_or_default();
+    let allocatable = crate::snapshot::node_allocatable(node);
     if let Some((name, _)) = requested
         .iter()
         .find(|(name, _)| allocatable.get(name) == 0)

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::scheduling::pod::{PodKey, pod_requests};
 use crate::scheduling::resources::Resources;
-use crate::snapshot::{Snapshot, is_waiting, nominated_node, registered_node};
+use crate::snapshot::{Snapshot, is_waiting, node_allocatable, nominated_node, registered_node};
 
 /// A pod to nominate: the registered node of the NodeClaim it was planned onto.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,12 +88,7 @@ pub fn to_nominate(snap: &Snapshot) -> Vec<Nominate> {
     if snap.planned.is_empty() {
         return Vec::new();
     }
-    let claims: HashMap<&str, &Arc<crds::NodeClaim>> = snap
-        .nodeclaims
-        .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
-        .collect();
+    let claims = snap.live_claims();
     let by_provider = snap.nodes_by_provider_id();
     let mut out: Vec<Nominate> = snap
         .pods
@@ -145,11 +140,10 @@ pub fn settled(snap: &Snapshot, now: Timestamp) -> Vec<PodKey> {
         .map(|p| PodKey::of(p))
         .collect();
     let claims: HashSet<&str> = snap
-        .nodeclaims
-        .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .filter(|c| initialized_at(c).is_none_or(|at| !window_passed(at, now)))
-        .filter_map(|c| c.metadata.name.as_deref())
+        .live_claims()
+        .into_iter()
+        .filter(|(_, c)| initialized_at(c).is_none_or(|at| !window_passed(at, now)))
+        .map(|(name, _)| name)
         .collect();
     let mut out: Vec<PodKey> = snap
         .planned
@@ -268,12 +262,7 @@ pub fn stale(snap: &Snapshot, now: Timestamp) -> Vec<Stale> {
             let Some(node) = nodes.get(name) else {
                 continue;
             };
-            let allocatable = node
-                .status
-                .as_ref()
-                .and_then(|s| s.allocatable.as_ref())
-                .and_then(|a| Resources::from_list(a).ok())
-                .unwrap_or_default();
+            let allocatable = node_allocatable(node);
             let mut total = used.remove(name).unwrap_or_default();
             pods.sort_by(|a, b| {
                 let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);

@@ -232,23 +232,26 @@ pub fn is_provisionable(pod: &Pod) -> bool {
                     && c.reason.as_deref() == Some("Unschedulable")
             })
         });
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
     let nominated = pod
         .status
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
     unschedulable
-        && !bound
         && !nominated
-        && !is_terminal(pod)
-        && pod.metadata.deletion_timestamp.is_none()
+        && is_waiting(pod)
         && !is_owned_by(pod, "DaemonSet")
         && !is_owned_by(pod, "Node")
+}
+
+/// Whether a pod still waits for a node: not bound, not finished and not being deleted.
+pub fn is_waiting(pod: &Pod) -> bool {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    !bound && !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// Whether the pod finished (phase Succeeded or Failed).

@@ -9,7 +9,7 @@ use crds::EC2NodeClass;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use karpenter_core::capacity::InstanceType;
 use karpenter_core::scheduling::explain::{self, PoolCandidate, PoolVerdict, Verdict};
-use karpenter_core::scheduling::pod::{PodInfo, is_owned_by, is_provisionable, is_terminal};
+use karpenter_core::scheduling::pod::{PodInfo, is_owned_by, is_provisionable};
 use karpenter_core::scheduling::volumes::VolumeIndex;
 use karpenter_core::snapshot::Snapshot;
 use serde::Serialize;
@@ -97,15 +97,9 @@ pub struct PodReport {
     pub nodepools: Vec<PoolLine>,
 }
 
-/// Whether a pod is pending: not bound to a node, not finished and not being deleted.
-pub fn is_pending(pod: &Pod) -> bool {
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
-    !bound && !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
-}
+/// Whether a pod is pending: not bound to a node, not finished and not being deleted (the
+/// provisioner's own rule, [`karpenter_core::snapshot::is_waiting`]).
+pub use karpenter_core::snapshot::is_waiting as is_pending;
 
 /// Reports for the pending pods of `world` (every pod of it when `named`, pending or not), in
 /// namespace and name order. `instance_types` lists a node class's instance types.
