@@ -630,29 +630,14 @@ fn check_min_values(
     decision: &NewClaim,
     types: &[Arc<InstanceType>],
 ) -> Result<(), Unconsolidatable> {
-    for req in decision.requirements.iter() {
-        let Some(needed) = req.min_values else {
-            continue;
-        };
-        let values: HashSet<&str> = types
-            .iter()
-            .filter_map(|t| {
-                t.requirements
-                    .get(&req.key)
-                    .and_then(|r| r.single_value())
-                    .or_else(|| (req.key == INSTANCE_TYPE_LABEL).then_some(t.name.as_str()))
-            })
-            .filter(|v| req.has(v))
-            .collect();
-        if values.len() < needed {
-            return Err(Unconsolidatable::MinValues {
-                key: req.key.clone(),
-                needed,
-                left: values.len(),
-            });
-        }
+    match template::min_values_shortfall(&decision.requirements, types) {
+        None => Ok(()),
+        Some(s) => Err(Unconsolidatable::MinValues {
+            key: s.key,
+            needed: s.needed,
+            left: s.left,
+        }),
     }
-    Ok(())
 }
 
 /// Candidates in the order consolidation tries them: cheapest to disrupt first, then the most
