@@ -33,6 +33,7 @@ use karpenter_core::disruption::candidates::is_reschedulable;
 use karpenter_core::disruption::consolidation;
 use karpenter_core::disruption::upgrade::{self as plan, Candidate, Plan, StepInProgress, View};
 use karpenter_core::provisioning::template;
+use karpenter_core::scheduling::choices;
 use karpenter_core::scheduling::requirements::Requirement;
 use karpenter_core::scheduling::resources::Resources;
 use karpenter_core::scheduling::solver::NewClaim;
@@ -600,14 +601,22 @@ async fn create_replacement(
             "could not be created: no instance type the NodePool allows fits {requests}"
         )));
     }
+    let fitting: Vec<Arc<karpenter_core::capacity::InstanceType>> =
+        fitting.into_iter().map(|(_, t)| t).collect();
+    // The types a user would accept, as the solver lists them for any new NodeClaim.
+    let instance_types: Vec<_> = choices::accepted(&requirements, &fitting)
+        .into_iter()
+        .map(|i| Arc::clone(&fitting[i]))
+        .collect();
     requirements.add(Requirement::is_in(
         INSTANCE_TYPE_LABEL,
-        fitting.iter().map(|(_, t)| t.name.clone()),
+        instance_types.iter().map(|t| t.name.clone()),
     ));
     let decision = NewClaim {
         nodepool: pool.metadata.name.clone().unwrap_or_default(),
         requirements,
-        instance_types: fitting.into_iter().map(|(_, t)| t).collect(),
+        instance_types,
+        fitting,
         requests,
         pods: vec![],
     };

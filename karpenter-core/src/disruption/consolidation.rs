@@ -25,6 +25,7 @@ use crate::capacity::InstanceType;
 use crate::lifecycle::drift::HashVersions;
 use crate::provisioning::plan::{self, Listing, PlannedNodeClaim};
 use crate::provisioning::template;
+use crate::scheduling::choices;
 use crate::scheduling::pod::{PodInfo, PodKey};
 use crate::scheduling::requirements::Requirement;
 use crate::scheduling::solver::{self, Input, NewClaim};
@@ -481,14 +482,7 @@ impl<'a> Simulator<'a> {
                 [CAPACITY_TYPE_SPOT],
             ));
         }
-        let priced: Vec<(f64, Arc<InstanceType>)> = decision
-            .instance_types
-            .iter()
-            .filter_map(|t| {
-                t.cheapest_offering(&decision.requirements)
-                    .map(|o| (o.price, Arc::clone(t)))
-            })
-            .collect();
+        let priced = rechoose(&mut decision);
         let cheapest = priced.iter().map(|(p, _)| *p).fold(f64::INFINITY, f64::min);
         let Some(current) = current else {
             return Err(Unconsolidatable::NotCheaper {
@@ -615,6 +609,39 @@ fn placements(out: &solver::Output, moving: &HashSet<PodKey>) -> Vec<Placement> 
         .collect()
 }
 
+/// The decision's options chosen again ([`choices::accepted`]) for its requirements as the
+/// replacement launches with them (capacity type fixed), from every type that fits, with their
+/// prices (USD/hour), cheapest first. The solver chose for the claim's own requirements, under
+/// which, say, spot types dearer than on-demand ones go; an on-demand replacement keeps them.
+/// The instance-type requirement is widened back to every fitting type (its `minValues` kept).
+fn rechoose(decision: &mut NewClaim) -> Vec<(f64, Arc<InstanceType>)> {
+    let min_values = decision
+        .requirements
+        .get(INSTANCE_TYPE_LABEL)
+        .and_then(|r| r.min_values);
+    decision.requirements.remove(INSTANCE_TYPE_LABEL);
+    let mut fitting = Requirement::is_in(
+        INSTANCE_TYPE_LABEL,
+        decision.fitting.iter().map(|t| t.name.clone()),
+    );
+    fitting.min_values = min_values;
+    decision.requirements.add(fitting);
+    let mut priced: Vec<(f64, Arc<InstanceType>)> = decision
+        .fitting
+        .iter()
+        .filter_map(|t| {
+            t.cheapest_offering(&decision.requirements)
+                .map(|o| (o.price, Arc::clone(t)))
+        })
+        .collect();
+    priced.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
+    let types: Vec<&InstanceType> = priced.iter().map(|(_, t)| &**t).collect();
+    choices::accepted(&decision.requirements, &types)
+        .into_iter()
+        .map(|i| priced[i].clone())
+        .collect()
+}
+
 /// The largest `minValues` among a decision's requirements (0 without any).
 fn min_values_needed(decision: &NewClaim) -> usize {
     decision
@@ -630,7 +657,7 @@ fn check_min_values(
     decision: &NewClaim,
     types: &[Arc<InstanceType>],
 ) -> Result<(), Unconsolidatable> {
-    match template::min_values_shortfall(&decision.requirements, types) {
+    match choices::min_values_shortfall(&decision.requirements, types) {
         None => Ok(()),
         Some(s) => Err(Unconsolidatable::MinValues {
             key: s.key,

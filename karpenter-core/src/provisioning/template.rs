@@ -241,69 +241,10 @@ pub fn template(
     }
 }
 
-/// Upstream's cap on the instance types one NodeClaim lists (`MaxInstanceTypes`, applied by the
-/// scheduler's `InstanceTypeOptions.Truncate` when it turns a plan into a NodeClaim): enough
-/// choice for the launch to fall back on, a NodeClaim of a few kilobytes.
-pub const MAX_INSTANCE_TYPES: usize = 60;
-
-/// A requirement whose `minValues` a set of instance types does not meet.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MinValuesShortfall {
-    /// The requirement's key, e.g. `node.kubernetes.io/instance-type`.
-    pub key: String,
-    /// Its `minValues`.
-    pub needed: usize,
-    /// How many distinct allowed values the instance types have.
-    pub left: usize,
-}
-
-/// The first requirement with `minValues` that `types` do not meet: fewer distinct values of its
-/// key (an instance type's own label, or its name for `node.kubernetes.io/instance-type`) that the
-/// requirement allows than `minValues`. `None` when every one is met.
-pub fn min_values_shortfall(
-    requirements: &Requirements,
-    types: &[Arc<InstanceType>],
-) -> Option<MinValuesShortfall> {
-    requirements.iter().find_map(|req| {
-        let needed = req.min_values?;
-        let values: std::collections::HashSet<&str> = types
-            .iter()
-            .filter_map(|t| {
-                t.requirements
-                    .get(&req.key)
-                    .and_then(|r| r.single_value())
-                    .or_else(|| (req.key == INSTANCE_TYPE_LABEL).then_some(t.name.as_str()))
-            })
-            .filter(|v| req.has(v))
-            .collect();
-        (values.len() < needed).then(|| MinValuesShortfall {
-            key: req.key.clone(),
-            needed,
-            left: values.len(),
-        })
-    })
-}
-
-/// How many of a decision's instance types (cheapest first) its NodeClaim lists: the first
-/// [`MAX_INSTANCE_TYPES`], or more when fewer would break a requirement's `minValues` (the
-/// shortest prefix that keeps every `minValues`, or all of them when none does). Upstream
-/// refuses such a NodeClaim instead; keeping the options the NodePool demands is what its author
-/// asked for.
-pub fn listed_types(requirements: &Requirements, types: &[Arc<InstanceType>]) -> usize {
-    if types.len() <= MAX_INSTANCE_TYPES
-        || min_values_shortfall(requirements, &types[..MAX_INSTANCE_TYPES]).is_none()
-    {
-        return types.len().min(MAX_INSTANCE_TYPES);
-    }
-    (MAX_INSTANCE_TYPES + 1..=types.len())
-        .find(|&n| min_values_shortfall(requirements, &types[..n]).is_none())
-        .unwrap_or(types.len())
-}
-
 /// The NodeClaim object for a solver decision: `generateName: <pool>-`, owned by the NodePool,
 /// labelled with the pool's template labels, the nodepool and node-class labels and the
-/// claim's single-valued requirements; requirements list instance types cheapest first, at most
-/// [`MAX_INSTANCE_TYPES`] of them ([`listed_types`]).
+/// claim's single-valued requirements; requirements list the decision's instance types, cheapest
+/// first (the solver has already narrowed them, see [`crate::scheduling::choices`]).
 /// Annotated with the pool's template annotations and the NodePool drift stamp (hash, hash
 /// version and field snapshot, see [`crds::hash`]) under `versions`.
 pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) -> NodeClaim {
@@ -331,8 +272,8 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
         .parts()
         .map(|(key, operator, values)| {
             let values = if key == INSTANCE_TYPE_LABEL {
-                let listed = listed_types(&decision.requirements, &decision.instance_types);
-                decision.instance_types[..listed]
+                decision
+                    .instance_types
                     .iter()
                     .map(|t| t.name.clone())
                     .collect()
@@ -393,62 +334,5 @@ pub fn validate(pool: &NodePool) -> Result<(), String> {
         Ok(())
     } else {
         Err(crds::validation::summarize(&errors))
-    }
-}
-
-#[cfg(test)]
-mod truncation_tests {
-    use super::*;
-    use crate::scheduling::testing::instance_type_in;
-
-    /// `n` instance types, cheapest first, in `families` families assigned in turn.
-    fn types(n: usize, families: usize) -> Vec<Arc<InstanceType>> {
-        (0..n)
-            .map(|i| {
-                let family = format!("f{}", i % families);
-                instance_type_in(
-                    &format!("{family}.t{i:03}"),
-                    2,
-                    8,
-                    0.01 * (i + 1) as f64,
-                    &["test-zone-a"],
-                    &[("karpenter.k8s.aws/instance-family", family.as_str())],
-                )
-            })
-            .collect()
-    }
-
-    fn family_min(min: usize) -> Requirements {
-        let mut req = Requirement::exists("karpenter.k8s.aws/instance-family");
-        req.min_values = Some(min);
-        let mut reqs = Requirements::default();
-        reqs.add(req);
-        reqs
-    }
-
-    #[test]
-    fn a_nodeclaim_lists_the_60_cheapest_types() {
-        let all = types(200, 4);
-        assert_eq!(listed_types(&Requirements::default(), &all), 60);
-        assert_eq!(listed_types(&Requirements::default(), &all[..12]), 12);
-        // 4 families cycle through the first 60: minValues 4 is kept by the cut.
-        assert_eq!(listed_types(&family_min(4), &all), 60);
-    }
-
-    #[test]
-    fn min_values_keep_more_than_60_when_the_cheapest_60_fall_short() {
-        // 100 families: the cheapest 60 types hold 60 of them; minValues 70 needs 70 types.
-        let all = types(200, 100);
-        assert_eq!(listed_types(&family_min(70), &all), 70);
-        assert_eq!(
-            min_values_shortfall(&family_min(70), &all[..60]),
-            Some(MinValuesShortfall {
-                key: "karpenter.k8s.aws/instance-family".into(),
-                needed: 70,
-                left: 60
-            })
-        );
-        // Never satisfiable: every type is listed.
-        assert_eq!(listed_types(&family_min(150), &all), 200);
     }
 }

@@ -3,6 +3,7 @@
 //! ([`solver`]); [`explain`] answers why a pod can or cannot get a node from the same engine.
 //! No I/O, no clock.
 
+pub mod choices;
 pub mod constraints;
 pub mod explain;
 pub mod pod;
@@ -14,6 +15,8 @@ pub mod taints;
 pub mod topology;
 pub mod volumes;
 
+#[cfg(test)]
+mod choices_tests;
 #[cfg(test)]
 mod solver_tests;
 #[cfg(any(test, feature = "testing"))]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
+use super::choices;
 use super::constraints::{HostPort, Relaxation, node_requirements};
 use super::pod::{PodInfo, PodKey, queue_order};
 use super::requirements::{Incompatible, Requirement, Requirements};
@@ -22,8 +23,6 @@ use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
 use crate::capacity::InstanceType;
 use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
 
-/// Upper bound on instance types written into one NodeClaim (upstream `MaxInstanceTypes`).
-pub const MAX_INSTANCE_TYPES: usize = 600;
 /// Why a pod fails when no NodePool is ready (a verdict that may change once one is).
 pub const NO_READY_NODEPOOL: &str = "no ready NodePool can launch capacity";
 /// The `nodes` key of NodePool limits (a node count).
@@ -115,8 +114,13 @@ pub struct NewClaim {
     /// Requirements including `node.kubernetes.io/instance-type In [options]` and the capacity
     /// types those options offer.
     pub requirements: Requirements,
-    /// Instance-type options, cheapest available compatible offering first.
+    /// Instance-type options, cheapest available compatible offering first: the ones a user
+    /// would accept ([`super::choices::accepted`]), at most
+    /// [`super::choices::MAX_INSTANCE_TYPES`] unless `minValues` needs more.
     pub instance_types: Vec<Arc<InstanceType>>,
+    /// Every instance type that fits, cheapest first, before that choice: consolidation chooses
+    /// again once it has fixed a replacement's capacity type.
+    pub fitting: Vec<Arc<InstanceType>>,
     /// Requests of its pods plus daemon overhead.
     pub requests: Resources,
     /// Pods planned onto it.
@@ -975,7 +979,7 @@ impl Solver<'_> {
                     })
                 })
                 .collect();
-            classes.push(non_dominated(candidates));
+            classes.push(launchable(non_dominated(candidates), t, reqs));
         }
         let work = shapes.len() * classes.iter().map(Vec::len).sum::<usize>();
         if work > super::repack::MAX_WORK {
@@ -1008,29 +1012,12 @@ impl Solver<'_> {
             // Pods popped from the end: keep the first-fit order within a shape.
             s.pods.reverse();
         }
-        let bins = pack(bins, &mut shapes, classes.clone(), 0, dims.len())?;
-        let cheapest = |class: usize, used: &[i64]| {
-            classes[class]
-                .iter()
-                .find(|c| c.room.iter().zip(used).all(|(r, u)| r >= u))
-                .map(|c| c.price)
-        };
-        let mut new_cost = 0.0;
-        for b in &bins {
-            new_cost += cheapest(b.class, &b.used)?;
-        }
+        let bins = pack(bins, &mut shapes, classes, 0, dims.len())?;
+        // Costs as launched: each claim at the cheapest option it would list.
         let mut old_cost = 0.0;
         for &c in &mine {
             let claim = &self.claims[c];
-            let offers = prices.get(pi, t, &claim.requirements);
-            old_cost += claim
-                .options
-                .iter()
-                .filter_map(|&o| offers.price[o])
-                .min_by(f64::total_cmp)?;
-        }
-        if new_cost >= old_cost - 1e-9 {
-            return None;
+            old_cost += launch_price(pi, t, &claim.requirements, &claim.options, prices)?;
         }
         // Limits: give back what the first-fit claims reserved, then reserve for the new ones.
         let mut remaining = self.pools[pi].remaining.clone();
@@ -1038,6 +1025,7 @@ impl Solver<'_> {
             reserve(&mut remaining, t, &self.claims[c].options, 1);
         }
         let mut claims = Vec::with_capacity(bins.len());
+        let mut new_cost = 0.0;
         for b in bins {
             let requirements = class_reqs[b.class].clone();
             let mut requests = t.daemon_overhead.clone();
@@ -1059,6 +1047,10 @@ impl Solver<'_> {
                 })
                 .collect();
             if options.is_empty() || !min_values_ok(&requirements, &t.instance_types, &options) {
+                return None;
+            }
+            new_cost += launch_price(pi, t, &requirements, &options, prices)?;
+            if new_cost >= old_cost - 1e-9 {
                 return None;
             }
             reserve(&mut remaining, t, &options, -1);
@@ -1163,11 +1155,60 @@ impl Prices {
         offers
     }
 }
-fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Prices) -> NewClaim {
-    let pool = pools[claim.pool].t;
-    let offers = prices.get(claim.pool, pool, &claim.requirements);
-    let mut priced: Vec<(f64, usize)> = claim
-        .options
+
+/// Re-pack candidates a claim of these requirements could launch as: without `minValues`, an
+/// exotic type ([`choices::is_exotic`]) goes when an ordinary candidate has at least its room,
+/// since every filling that fits it fits the ordinary one and [`choices::accepted`] would list
+/// that one instead.
+fn launchable(
+    candidates: Vec<super::repack::Candidate>,
+    pool: &NodePoolTemplate,
+    reqs: &Requirements,
+) -> Vec<super::repack::Candidate> {
+    if choices::has_min_values(reqs) {
+        return candidates;
+    }
+    let exotic = |c: &super::repack::Candidate| choices::is_exotic(&pool.instance_types[c.index]);
+    let ordinary: Vec<&[i64]> = candidates
+        .iter()
+        .filter(|c| !exotic(c))
+        .map(|c| c.room.as_slice())
+        .collect();
+    let shadowed: Vec<bool> = candidates
+        .iter()
+        .map(|c| {
+            exotic(c)
+                && ordinary
+                    .iter()
+                    .any(|room| room.iter().zip(&c.room).all(|(a, b)| a >= b))
+        })
+        .collect();
+    candidates
+        .into_iter()
+        .zip(shadowed)
+        .filter(|(_, s)| !s)
+        .map(|(c, _)| c)
+        .collect()
+}
+
+/// What a claim of these requirements and options (indexes into the pool's instance types)
+/// costs as launched, USD/hour: the price of the first type its NodeClaim would list.
+fn launch_price(
+    pool_index: usize,
+    pool: &NodePoolTemplate,
+    requirements: &Requirements,
+    options: &[usize],
+    prices: &mut Prices,
+) -> Option<f64> {
+    let offers = prices.get(pool_index, pool, requirements);
+    let sorted = priced_options(pool, &offers, options);
+    let first = *accepted_options(pool, requirements, sorted.into_iter()).first()?;
+    offers.price[first]
+}
+
+/// `options` with a compatible offering, cheapest first (ties by name).
+fn priced_options(pool: &NodePoolTemplate, offers: &Offers, options: &[usize]) -> Vec<usize> {
+    let mut priced: Vec<(f64, usize)> = options
         .iter()
         .filter_map(|&i| offers.price[i].map(|p| (p, i)))
         .collect();
@@ -1178,15 +1219,36 @@ fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Price
                 .cmp(&pool.instance_types[b.1].name),
         )
     });
-    let mut kept: Vec<usize> = priced.iter().map(|(_, i)| *i).collect();
-    if kept.len() > MAX_INSTANCE_TYPES {
-        let truncated: Vec<usize> = kept[..MAX_INSTANCE_TYPES].to_vec();
-        // Truncation must not break minValues (upstream fails the pod; keeping every option is
-        // the safe equivalent here).
-        if min_values_ok(&claim.requirements, &pool.instance_types, &truncated) {
-            kept = truncated;
-        }
-    }
+    priced.into_iter().map(|(_, i)| i).collect()
+}
+
+/// The options (indexes into the pool's instance types, cheapest first) a NodeClaim lists, in
+/// order: [`choices::accepted`] applied to `options`.
+fn accepted_options(
+    pool: &NodePoolTemplate,
+    requirements: &Requirements,
+    options: impl Iterator<Item = usize>,
+) -> Vec<usize> {
+    let options: Vec<usize> = options.collect();
+    let types: Vec<&InstanceType> = options.iter().map(|&i| &*pool.instance_types[i]).collect();
+    choices::accepted(requirements, &types)
+        .into_iter()
+        .map(|k| options[k])
+        .collect()
+}
+
+/// The [`NewClaim`] for an open claim: its options priced for its requirements, sorted cheapest
+/// first (ties by name), narrowed to the ones a user would accept ([`choices::accepted`]); its
+/// capacity-type requirement lists what those options offer.
+fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Prices) -> NewClaim {
+    let pool = pools[claim.pool].t;
+    let offers = prices.get(claim.pool, pool, &claim.requirements);
+    let sorted = priced_options(pool, &offers, &claim.options);
+    let kept = accepted_options(pool, &claim.requirements, sorted.iter().copied());
+    let fitting: Vec<Arc<InstanceType>> = sorted
+        .iter()
+        .map(|&i| Arc::clone(&pool.instance_types[i]))
+        .collect();
     let instance_types: Vec<Arc<InstanceType>> = kept
         .iter()
         .map(|&i| Arc::clone(&pool.instance_types[i]))
@@ -1217,6 +1279,7 @@ fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Price
         nodepool: pool.name.clone(),
         requirements,
         instance_types,
+        fitting,
         requests: claim.requests,
         pods: claim.pods.iter().map(|&i| pods[i].key.clone()).collect(),
     }

@@ -135,3 +135,35 @@ pub fn well_known() -> Vec<String> {
         .map(|s| s.to_string())
         .collect()
 }
+
+/// A GPU instance type: like [`instance_type`], with `gpus` NVIDIA GPUs as capacity and the
+/// catalog's GPU labels (`karpenter.k8s.aws/instance-gpu-count`, `-manufacturer`).
+pub fn gpu_instance_type(
+    name: &str,
+    vcpus: i64,
+    memory_gib: i64,
+    gpus: i64,
+    price: f64,
+) -> Arc<InstanceType> {
+    let base = instance_type_in(
+        name,
+        vcpus,
+        memory_gib,
+        price,
+        &["test-zone-a", "test-zone-b"],
+        &[
+            (crds::labels::INSTANCE_GPU_COUNT_LABEL, &gpus.to_string()),
+            (crds::labels::INSTANCE_GPU_MANUFACTURER_LABEL, "nvidia"),
+        ],
+    );
+    let mut capacity = base.capacity.clone();
+    capacity.set(super::resources::NVIDIA_GPU, gpus);
+    Arc::new(InstanceType::new(
+        base.name.clone(),
+        base.labels.clone(),
+        &[],
+        capacity,
+        Resources::default(),
+        base.offerings.clone(),
+    ))
+}

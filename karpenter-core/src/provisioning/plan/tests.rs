@@ -94,8 +94,8 @@ fn pending_pods_get_a_nodeclaim_of_their_nodepool() {
     assert_eq!(planned.nodepool.metadata.name.as_deref(), Some("default"));
     assert_eq!(
         planned.largest_capacity().get("cpu"),
-        16_000,
-        "gp.4xlarge, the largest option (16 vCPU)"
+        2_000,
+        "gp.large, the only option listed: the larger types cost more as spot than it does on demand"
     );
 }
 

@@ -1,0 +1,210 @@
+//! Which instance types a new NodeClaim lists: of the options that fit the pods planned onto it
+//! (cheapest first), the ones a user would accept, narrowed as upstream Karpenter narrows them
+//! before a launch. Upstream's AWS provider drops exotic types (metal, GPU and accelerator types)
+//! while an ordinary type remains, and in a launch that may go spot or on-demand drops spot types
+//! dearer than the cheapest on-demand offering (`aws:pkg/providers/instance/filter/filter.go`,
+//! `ExoticInstanceTypeFilter` and `SpotInstanceFilter`; both stand aside when a requirement has
+//! `minValues`); then it lists at most 60 types, cheapest first (`maxInstanceTypes`, core
+//! `pkg/cloudprovider/types.go` `InstanceTypes.Truncate`).
+//!
+//! The options already fit the pods, so a pod that asks for a GPU (or for metal, or for a GPU
+//! family) has only such options and keeps them: the pods are accounted for through the options.
+//! The solver applies [`accepted`] where it finalises each new NodeClaim, so `karpenter simulate`,
+//! the provisioner and consolidation's replacements choose alike. Pure.
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+
+use crate::capacity::InstanceType;
+use crate::capacity::catalog::AWS_NEURON;
+use crate::scheduling::requirements::Requirements;
+use crate::scheduling::resources::NVIDIA_GPU;
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_GPU_COUNT_LABEL,
+    INSTANCE_SIZE_LABEL, INSTANCE_TYPE_LABEL,
+};
+
+/// Upstream's cap on the instance types one launch considers (`maxInstanceTypes` in the AWS
+/// provider): enough choice to fall back on when capacity is short, a NodeClaim of a few
+/// kilobytes.
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+/// Capacity type of reserved offerings (capacity reservations), which upstream's spot filter
+/// never drops.
+const CAPACITY_TYPE_RESERVED: &str = "reserved";
+
+/// Extended resources that make an instance type exotic (upstream's list: Neuron devices and
+/// cores, AMD and NVIDIA GPUs, Habana Gaudi).
+const EXOTIC_RESOURCES: [&str; 5] = [
+    AWS_NEURON,
+    "aws.amazon.com/neuroncore",
+    "amd.com/gpu",
+    NVIDIA_GPU,
+    "habana.ai/gaudi",
+];
+
+/// Whether upstream's AWS provider counts the type as exotic: a metal size
+/// (`karpenter.k8s.aws/instance-size` containing `metal`), or an accelerator among its capacity
+/// (NVIDIA/AMD GPUs, Habana Gaudi, Neuron devices or cores). The embedded catalog registers only
+/// NVIDIA GPUs and Neuron devices as resources, so a type labelled with a GPU count
+/// (`karpenter.k8s.aws/instance-gpu-count`, also AMD and Habana GPUs) is exotic too.
+pub fn is_exotic(it: &InstanceType) -> bool {
+    it.labels
+        .get(INSTANCE_SIZE_LABEL)
+        .is_some_and(|size| size.contains("metal"))
+        || it.labels.contains_key(INSTANCE_GPU_COUNT_LABEL)
+        || EXOTIC_RESOURCES.iter().any(|r| it.capacity.get(r) > 0)
+}
+
+/// Whether some requirement sets `minValues`; upstream then leaves the exotic and spot filters
+/// out, so the options the NodePool demands stay.
+pub fn has_min_values(requirements: &Requirements) -> bool {
+    requirements.iter().any(|r| r.min_values.is_some())
+}
+
+/// The positions in `options` (instance types that fit the NodeClaim, cheapest compatible
+/// offering first) of the types its NodeClaim lists, in the same order:
+/// 1. without `minValues`: exotic types ([`is_exotic`]) dropped when an ordinary one remains;
+/// 2. without `minValues`, when the requirements allow spot and on-demand and the options offer
+///    both: types whose compatible spot offerings all cost more (USD/hour) than the cheapest
+///    compatible on-demand offering dropped, unless they have a reserved offering (upstream keeps
+///    on-demand-only types; when every type would go, all stay);
+/// 3. the first [`MAX_INSTANCE_TYPES`], or more when fewer would break a `minValues`
+///    ([`listed`]).
+///
+/// Offerings count when available and compatible with the requirements' zone and capacity type.
+pub fn accepted<T: Borrow<InstanceType>>(requirements: &Requirements, options: &[T]) -> Vec<usize> {
+    let mut kept: Vec<usize> = (0..options.len()).collect();
+    if !has_min_values(requirements) {
+        let ordinary: Vec<usize> = kept
+            .iter()
+            .copied()
+            .filter(|&i| !is_exotic(options[i].borrow()))
+            .collect();
+        if !ordinary.is_empty() {
+            kept = ordinary;
+        }
+        kept = without_unwanted_spot(requirements, options, kept);
+    }
+    let n = listed(
+        requirements,
+        &kept
+            .iter()
+            .map(|&i| options[i].borrow())
+            .collect::<Vec<_>>(),
+    );
+    kept.truncate(n);
+    kept
+}
+
+/// Step 2 of [`accepted`] over `kept` (positions into `options`).
+fn without_unwanted_spot<T: Borrow<InstanceType>>(
+    requirements: &Requirements,
+    options: &[T],
+    kept: Vec<usize>,
+) -> Vec<usize> {
+    let allows = |ct: &str| {
+        requirements
+            .get(CAPACITY_TYPE_LABEL)
+            .is_none_or(|r| r.has(ct))
+    };
+    if !allows(CAPACITY_TYPE_SPOT) || !allows(CAPACITY_TYPE_ON_DEMAND) {
+        return kept;
+    }
+    let offerings = |i: usize| {
+        options[i]
+            .borrow()
+            .offerings
+            .iter()
+            .filter(|o| o.available && o.compatible(requirements))
+    };
+    let mut cheapest_on_demand = f64::INFINITY;
+    let mut any_spot = false;
+    for &i in &kept {
+        for o in offerings(i) {
+            if o.capacity_type == CAPACITY_TYPE_ON_DEMAND {
+                cheapest_on_demand = cheapest_on_demand.min(o.price);
+            } else if o.capacity_type == CAPACITY_TYPE_SPOT {
+                any_spot = true;
+            }
+        }
+    }
+    if !any_spot || cheapest_on_demand == f64::INFINITY {
+        return kept;
+    }
+    let wanted: Vec<usize> = kept
+        .iter()
+        .copied()
+        .filter(|&i| {
+            let mut has_spot = false;
+            for o in offerings(i) {
+                if o.capacity_type == CAPACITY_TYPE_RESERVED {
+                    return true;
+                }
+                if o.capacity_type == CAPACITY_TYPE_SPOT {
+                    has_spot = true;
+                    if o.price <= cheapest_on_demand {
+                        return true;
+                    }
+                }
+            }
+            !has_spot
+        })
+        .collect();
+    if wanted.is_empty() { kept } else { wanted }
+}
+
+/// A requirement whose `minValues` a set of instance types does not meet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MinValuesShortfall {
+    /// The requirement's key, e.g. `node.kubernetes.io/instance-type`.
+    pub key: String,
+    /// Its `minValues`.
+    pub needed: usize,
+    /// How many distinct allowed values the instance types have.
+    pub left: usize,
+}
+
+/// The first requirement with `minValues` that `types` do not meet: fewer distinct values of its
+/// key (an instance type's own label, or its name for `node.kubernetes.io/instance-type`) that the
+/// requirement allows than `minValues` (upstream `InstanceTypes.SatisfiesMinValues`). `None` when
+/// every one is met.
+pub fn min_values_shortfall<T: Borrow<InstanceType>>(
+    requirements: &Requirements,
+    types: &[T],
+) -> Option<MinValuesShortfall> {
+    requirements.iter().find_map(|req| {
+        let needed = req.min_values?;
+        let values: HashSet<&str> = types
+            .iter()
+            .map(Borrow::borrow)
+            .filter_map(|t: &InstanceType| {
+                t.requirements
+                    .get(&req.key)
+                    .and_then(|r| r.single_value())
+                    .or_else(|| (req.key == INSTANCE_TYPE_LABEL).then_some(t.name.as_str()))
+            })
+            .filter(|v| req.has(v))
+            .collect();
+        (values.len() < needed).then(|| MinValuesShortfall {
+            key: req.key.clone(),
+            needed,
+            left: values.len(),
+        })
+    })
+}
+
+/// How many of `types` (cheapest first) a NodeClaim lists: the first [`MAX_INSTANCE_TYPES`], or
+/// more when fewer would break a requirement's `minValues` (the shortest prefix that keeps every
+/// `minValues`, or all of them when none does). Upstream refuses such a launch instead; keeping
+/// the options the NodePool demands is what its author asked for.
+pub fn listed<T: Borrow<InstanceType>>(requirements: &Requirements, types: &[T]) -> usize {
+    if types.len() <= MAX_INSTANCE_TYPES
+        || min_values_shortfall(requirements, &types[..MAX_INSTANCE_TYPES]).is_none()
+    {
+        return types.len().min(MAX_INSTANCE_TYPES);
+    }
+    (MAX_INSTANCE_TYPES + 1..=types.len())
+        .find(|&n| min_values_shortfall(requirements, &types[..n]).is_none())
+        .unwrap_or(types.len())
+}
