@@ -9,8 +9,12 @@ use serde_json::{Value, json};
 
 /// The bundled Online Boutique manifests (Apache-2.0, GoogleCloudPlatform/microservices-demo).
 pub const ONLINE_BOUTIQUE: &str = include_str!("../../examples/workloads/online-boutique.yaml");
-/// The NodePool and EC2NodeClass created when a workload brings none.
+/// The NodePool and EC2NodeClass created when a workload brings none (upstream's
+/// getting-started NodePool: c, m and r types of generation 3 or later).
 pub const DEFAULT_NODEPOOL: &str = include_str!("../../examples/nodepools/default.yaml");
+/// The NodePool of NVIDIA GPU types added next to [`DEFAULT_NODEPOOL`] when a workload that
+/// brings no NodePool requests `nvidia.com/gpu`.
+pub const GPU_NODEPOOL: &str = include_str!("../../examples/nodepools/gpu.yaml");
 
 /// One object from a workload file, with where it came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -284,6 +288,11 @@ mod tests {
         assert_eq!(
             np.iter().map(Manifest::kind).collect::<Vec<_>>(),
             vec!["NodePool", "EC2NodeClass"]
+        );
+        let gpu = parse_yaml(Path::new("<bundled>"), GPU_NODEPOOL).expect("gpu nodepool parses");
+        assert_eq!(
+            gpu.iter().map(Manifest::kind).collect::<Vec<_>>(),
+            vec!["NodePool"]
         );
     }
 

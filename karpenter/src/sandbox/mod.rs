@@ -25,7 +25,7 @@ use sandbox::registry::TypeKey;
 use sandbox::{Sandbox, Store};
 use serde_json::{Value, json};
 
-use crate::workload::{self, DEFAULT_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
+use crate::workload::{self, DEFAULT_NODEPOOL, GPU_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
 use controller::cloudprovider::CloudProvider;
 use controller::cloudprovider::build::{self as cloud, CloudOptions};
 use controller::cloudprovider::sim::SimCloud;
@@ -153,7 +153,9 @@ pub fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError>
 }
 
 /// Add the default NodePool and EC2NodeClass when the manifests bring none (the node class's
-/// discovery tags point at `cluster_name`), and order Namespaces first as kubectl apply does.
+/// discovery tags point at `cluster_name`), plus the bundled GPU NodePool when they bring no
+/// NodePool and request `nvidia.com/gpu` (the default NodePool, upstream's getting-started one,
+/// has no GPU types); and order Namespaces first as kubectl apply does.
 ///
 /// Errors: the bundled defaults are missing (a build defect).
 pub fn with_defaults(
@@ -162,6 +164,8 @@ pub fn with_defaults(
 ) -> Result<Vec<Manifest>, SandboxError> {
     let source = PathBuf::from("<default nodepool>");
     let defaults = workload::parse_yaml(&source, DEFAULT_NODEPOOL)?;
+    let gpu = !manifests.iter().any(|m| m.kind() == "NodePool")
+        && manifests.iter().any(|m| mentions(&m.object, NVIDIA_GPU));
     for kind in ["NodePool", "EC2NodeClass"] {
         if !manifests.iter().any(|m| m.kind() == kind) {
             let mut m = defaults
@@ -173,8 +177,24 @@ pub fn with_defaults(
             manifests.push(m);
         }
     }
+    if gpu {
+        let source = PathBuf::from("<gpu nodepool>");
+        manifests.extend(workload::parse_yaml(&source, GPU_NODEPOOL)?);
+    }
     manifests.sort_by_key(|m| m.kind() != "Namespace");
     Ok(manifests)
+}
+
+/// Resource name NVIDIA GPUs register as.
+const NVIDIA_GPU: &str = "nvidia.com/gpu";
+
+/// Whether `key` is a key of some object inside `value` (e.g. a container's requests or limits).
+fn mentions(value: &Value, key: &str) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key(key) || map.values().any(|v| mentions(v, key)),
+        Value::Array(items) => items.iter().any(|v| mentions(v, key)),
+        _ => false,
+    }
 }
 
 /// Point the default EC2NodeClass's discovery selectors at this cluster's name.
@@ -641,5 +661,41 @@ mod tests {
         assert!(Cli::try_parse_from(["sandbox", "--cloud-faults", "quota=1"]).is_err());
         let none = Cli::try_parse_from(["sandbox"]).expect("no faults");
         assert_eq!(none.args.api_faults, None::<FaultConfig>);
+    }
+
+    fn pools(manifests: &[Manifest]) -> Vec<&str> {
+        manifests
+            .iter()
+            .filter(|m| m.kind() == "NodePool")
+            .filter_map(|m| m.object.pointer("/metadata/name").and_then(Value::as_str))
+            .collect()
+    }
+
+    #[test]
+    fn gpu_workloads_without_a_nodepool_also_get_the_gpu_nodepool() {
+        let boutique = workload::parse_yaml(&PathBuf::from("ob"), ONLINE_BOUTIQUE).expect("ob");
+        let out = with_defaults(boutique, "c").expect("defaults");
+        assert_eq!(pools(&out), ["default"]);
+        let default = out.iter().find(|m| m.kind() == "NodePool").expect("pool");
+        let reqs = default.object["spec"]["template"]["spec"]["requirements"].to_string();
+        assert!(reqs.contains(r#"["c","m","r"]"#), "{reqs}");
+
+        let trace = workload::parse_trace(
+            &PathBuf::from("t.csv"),
+            "name,cpu_milli,memory_mib,num_gpu,pod_phase\nt,1000,1024,1,Running\n",
+        )
+        .expect("trace");
+        assert_eq!(
+            pools(&with_defaults(trace.clone(), "c").expect("defaults")),
+            ["default", "gpu"]
+        );
+
+        let own = workload::parse_yaml(&PathBuf::from("g"), GPU_NODEPOOL).expect("pool");
+        let out = with_defaults(trace.into_iter().chain(own).collect(), "c").expect("defaults");
+        assert_eq!(
+            pools(&out),
+            ["gpu"],
+            "a workload that brings a NodePool keeps its own"
+        );
     }
 }
