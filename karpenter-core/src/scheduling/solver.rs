@@ -979,7 +979,7 @@ impl Solver<'_> {
                     })
                 })
                 .collect();
-            classes.push(launchable(non_dominated(candidates), t, reqs));
+            classes.push(non_dominated(launchable(candidates, t, reqs)));
         }
         let work = shapes.len() * classes.iter().map(Vec::len).sum::<usize>();
         if work > super::repack::MAX_WORK {
