@@ -252,16 +252,12 @@ fn apply(store: &Store, manifests: &[Manifest]) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn read(store: &Store, group: &str, plural: &str) -> Vec<Value> {
+fn read(store: &Store, group: &str, plural: &str) -> Vec<Arc<Value>> {
     let key = TypeKey {
         group: group.into(),
         plural: plural.into(),
     };
-    store
-        .snapshot(|r| r(&key))
-        .iter()
-        .map(|v| (**v).clone())
-        .collect()
+    store.snapshot(|r| r(&key))
 }
 
 async fn observe_now(

@@ -2,6 +2,7 @@
 //! its reason), NodeClaims by phase and instance type, fleet cost per hour; when the cluster has
 //! settled; and the progress line shown while it runs.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
@@ -59,14 +60,14 @@ fn condition_true(obj: &Value, type_: &str) -> bool {
 /// Build an observation from the sandbox's objects and the cloud's running instances
 /// (instance type, price).
 pub fn observe(
-    pods: &[Value],
-    events: &[Value],
-    nodeclaims: &[Value],
+    pods: &[impl Borrow<Value>],
+    events: &[impl Borrow<Value>],
+    nodeclaims: &[impl Borrow<Value>],
     instances: &[(String, f64)],
 ) -> Observation {
     // Karpenter's latest scheduling verdict per pod uid: (time, reason, message).
     let mut verdicts: HashMap<&str, (&str, &str, &str)> = HashMap::new();
-    for e in events {
+    for e in events.iter().map(Borrow::borrow) {
         if e.pointer("/source/component").and_then(Value::as_str) != Some("karpenter") {
             continue;
         }
@@ -87,7 +88,7 @@ pub fn observe(
         }
     }
     let mut o = Observation::default();
-    for p in pods {
+    for p in pods.iter().map(Borrow::borrow) {
         let phase = p
             .pointer("/status/phase")
             .and_then(Value::as_str)
@@ -135,7 +136,7 @@ pub fn observe(
             karpenter_unschedulable,
         });
     }
-    for c in nodeclaims {
+    for c in nodeclaims.iter().map(Borrow::borrow) {
         o.claims_total += 1;
         o.claims_launched += usize::from(condition_true(c, "Launched"));
         o.claims_registered += usize::from(condition_true(c, "Registered"));
@@ -308,7 +309,7 @@ mod tests {
         let claims = vec![json!({"metadata": {"name": "c"}, "status": {"conditions": [
             {"type": "Launched", "status": "True"}, {"type": "Registered", "status": "True"}, {"type": "Initialized", "status": "True"}]}})];
         let instances = vec![("m5.large".to_string(), 0.096)];
-        let o = observe(&pods, &[], &claims, &instances);
+        let o = observe(&pods, &[] as &[Value], &claims, &instances);
         assert!(!o.settled(), "b has no verdict yet");
         let failed = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling", "message": "Failed to schedule pod, too big",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});

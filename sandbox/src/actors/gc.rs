@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::store::{DeleteOptions, Store};
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    crate::registry::at(v, path)?.as_str()
 }
 
 /// One collection pass; returns how many objects it deleted.
@@ -19,34 +19,34 @@ pub fn pass(store: &Store) -> usize {
     let objects = store.all_objects();
     let uids: HashSet<&str> = objects
         .iter()
-        .filter_map(|(_, o)| str_at(o, "/metadata/uid"))
+        .filter_map(|(_, o)| str_at(o, &["metadata", "uid"]))
         .collect();
     let nodes: HashSet<&str> = objects
         .iter()
         .filter(|(rt, _)| rt.group.is_empty() && rt.plural == "nodes")
-        .filter_map(|(_, o)| str_at(o, "/metadata/name"))
+        .filter_map(|(_, o)| str_at(o, &["metadata", "name"]))
         .collect();
     let namespaces: HashSet<&str> = objects
         .iter()
         .filter(|(rt, _)| rt.group.is_empty() && rt.plural == "namespaces")
-        .filter_map(|(_, o)| str_at(o, "/metadata/name"))
+        .filter_map(|(_, o)| str_at(o, &["metadata", "name"]))
         .collect();
     let mut deleted = 0;
     for (rt, obj) in &objects {
-        let ns = str_at(obj, "/metadata/namespace").unwrap_or("");
-        let name = str_at(obj, "/metadata/name").unwrap_or("");
-        if obj.pointer("/metadata/deletionTimestamp").is_some() {
+        let ns = str_at(obj, &["metadata", "namespace"]).unwrap_or("");
+        let name = str_at(obj, &["metadata", "name"]).unwrap_or("");
+        if crate::registry::at(obj, &["metadata", "deletionTimestamp"]).is_some() {
             continue;
         }
-        let owners: Vec<&str> = obj
-            .pointer("/metadata/ownerReferences")
+        let owners: Vec<&str> = crate::registry::at(obj, &["metadata", "ownerReferences"])
             .and_then(Value::as_array)
             .map(|refs| refs.iter().filter_map(|r| r["uid"].as_str()).collect())
             .unwrap_or_default();
         let orphaned = !owners.is_empty() && owners.iter().all(|u| !uids.contains(u));
         let lost_node = rt.group.is_empty()
             && rt.plural == "pods"
-            && str_at(obj, "/spec/nodeName").is_some_and(|n| !n.is_empty() && !nodes.contains(n));
+            && str_at(obj, &["spec", "nodeName"])
+                .is_some_and(|n| !n.is_empty() && !nodes.contains(n));
         let lost_namespace = rt.namespaced && !namespaces.contains(ns);
         if (orphaned || lost_node || lost_namespace)
             && store

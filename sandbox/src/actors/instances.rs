@@ -185,8 +185,8 @@ pub struct MirrorPlan {
     pub remove: Vec<String>,
 }
 
-fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    crate::registry::at(v, path)?.as_str()
 }
 
 /// Compares the running instances with the mirror objects (pure).
@@ -198,11 +198,11 @@ pub fn plan(running: &[BootRecord], objects: &[Arc<Value>]) -> MirrorPlan {
     let mut plan = MirrorPlan::default();
     let mut mirrored = BTreeSet::new();
     for obj in objects {
-        let Some(name) = str_at(obj, "/metadata/name") else {
+        let Some(name) = str_at(obj, &["metadata", "name"]) else {
             continue;
         };
         mirrored.insert(name);
-        let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
+        let deleting = crate::registry::at(obj, &["metadata", "deletionTimestamp"]).is_some();
         match (deleting, live.get(name)) {
             (true, Some(record)) => plan
                 .terminate

@@ -152,7 +152,7 @@ async fn deleting_the_object_terminates_the_instance() {
         store
             .snapshot(|read| read(&rt.key()))
             .iter()
-            .filter_map(|o| str_at(o, "/metadata/name").map(str::to_owned))
+            .filter_map(|o| str_at(o, &["metadata", "name"]).map(str::to_owned))
             .collect()
     };
     eventually("both mirrored", || names() == ["i-0one", "i-0two"]).await;
