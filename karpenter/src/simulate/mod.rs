@@ -313,12 +313,12 @@ pub fn prepare(
             })
         })
         .collect();
+    // Collected into a buffer of its own: an in-place collect would keep the `Vec<Pod>`'s
+    // allocation (about 2.5 KB a pod, 49 MB for 20,000) alive behind the 8-byte `Arc`s.
+    let mut pods = Vec::with_capacity(x.pods.len());
+    pods.extend(x.pods.into_iter().map(|p| Arc::new(unschedulable(p))));
     let snapshot = Snapshot {
-        pods: x
-            .pods
-            .into_iter()
-            .map(|p| Arc::new(unschedulable(p)))
-            .collect(),
+        pods,
         nodepools: pools,
         nodeclasses: classes,
         daemonsets: x.daemonsets,
@@ -421,7 +421,10 @@ pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
             reason: why.to_string(),
         })
         .collect();
-    let failed: HashSet<PodKey> = plan.failures.into_iter().map(|f| f.pod).collect();
+    let failed: HashSet<PodKey> = plan.failures.iter().map(|f| f.pod.clone()).collect();
+    // The NodeClaims (each listing up to 60 instance types) are summarised above; free them
+    // before the lower bound reads every pod again, so the two never peak together.
+    drop(plan);
     let volumes = VolumeIndex::new(
         &sim.snapshot.pvcs,
         &sim.snapshot.pvs,
