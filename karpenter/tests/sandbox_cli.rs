@@ -40,9 +40,10 @@ fn online_boutique_times_ten_settles_with_instance_types_and_cost() {
 #[test]
 fn alibaba_trace_settles_and_lists_only_pods_nothing_can_hold() {
     let trace = repo_file("examples/traces/openb_pod_list_default.csv");
-    // First fit (`--cost-repack=false`, the default for now): the cost re-pack plans the trace
-    // onto 1,955 smaller NodeClaims (as `karpenter simulate` does), more than this debug-build
-    // sandbox has been seen to launch and register within the window.
+    // First fit (`--cost-repack=false`): the default cost re-pack plans the trace onto 1,866
+    // smaller NodeClaims, which the release build settles in about 220 s (BENCHMARKS.md, "Live
+    // vs plan") and this debug build, with the other tests running, not reliably within the
+    // window. Nominations stay on (the default), so the settle path they add is covered.
     let out = karpenter(&[
         "sandbox",
         "--workload",

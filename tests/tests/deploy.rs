@@ -41,7 +41,7 @@ const JUSTIFIED_UNUSED: &[(&str, &str)] = &[
     ),
     (
         "patch core pods/status",
-        "plan = binding (NOMINATE_PLANNED_PODS, off by default) writes status.nominatedNodeName",
+        "plan = binding (NOMINATE_PLANNED_PODS, on by default) nominates pods when their node registers",
     ),
 ];
 

@@ -70,16 +70,17 @@ pub struct ControllerOptions {
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
     /// Run the cost re-pack after first fit in every provisioning pass (as `karpenter simulate`
-    /// does), so the fleet launched is the cheapest the solver finds. Off by default until its
-    /// live fleet is measured settled at scale (issue 17); off launches first fit's NodeClaims.
-    /// Not an upstream setting.
-    #[arg(long, env = "COST_REPACK", num_args = 0..=1, default_value = "false",
+    /// does), so the fleet launched is the cheapest the solver finds (default on; measured on the
+    /// 6,282-pod trace in BENCHMARKS.md, "Live vs plan"). `false` launches first fit's
+    /// NodeClaims. Not an upstream setting.
+    #[arg(long, env = "COST_REPACK", num_args = 0..=1, default_value = "true",
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub cost_repack: bool,
     /// Plan = binding: nominate the pods planned onto a NodeClaim to its node when it registers
     /// (`status.nominatedNodeName`, KEP-5278) and take back nominations the plan no longer
-    /// holds. Off by default until measured at scale (issue 17). Not an upstream setting.
-    #[arg(long, env = "NOMINATE_PLANNED_PODS", num_args = 0..=1, default_value = "false",
+    /// holds (default on; without it kube-scheduler binds pods wherever they fit first and the
+    /// live fleet drifts from the plan). Needs `patch` on `pods/status`. Not an upstream setting.
+    #[arg(long, env = "NOMINATE_PLANNED_PODS", num_args = 0..=1, default_value = "true",
           default_missing_value = "true", value_parser = parse_go_bool)]
     pub nominate_planned_pods: bool,
     /// Log level filter (`error`, `warn`, `info`, `debug`, or a tracing filter).
@@ -118,10 +119,10 @@ pub struct Settings {
     /// The gates `FEATURE_GATES` names; every other gate keeps upstream's default (only
     /// `ReservedCapacity` is on).
     pub feature_gates: FeatureGates,
-    /// Whether provisioning runs the cost re-pack after first fit (`COST_REPACK`, default off).
+    /// Whether provisioning runs the cost re-pack after first fit (`COST_REPACK`, default on).
     pub cost_repack: bool,
     /// Whether planned pods are nominated to their NodeClaim's node (`NOMINATE_PLANNED_PODS`,
-    /// default off).
+    /// default on).
     pub nominate_planned_pods: bool,
     /// The namespace of the disruption history ConfigMap (`crds::history::CONFIGMAP_NAME`):
     /// `karpenter run` sets the leader Lease's namespace ([`RunSettings::namespace`]); default
@@ -156,8 +157,8 @@ impl Default for Settings {
             disruption_poll: Duration::from_secs(10),
             consolidation_validation_delay: Duration::from_secs(15),
             feature_gates: FeatureGates::default(),
-            cost_repack: false,
-            nominate_planned_pods: false,
+            cost_repack: true,
+            nominate_planned_pods: true,
             system_namespace: "kube-system".into(),
         }
     }
