@@ -314,19 +314,24 @@ fn gpu_pod(name: &str) -> super::pod::PodInfo {
     )
 }
 
+/// A metal box cheaper per hour than any ordinary type that holds the same pods.
+fn cheap_metal() -> Arc<InstanceType> {
+    instance_type_in(
+        "cheap.metal",
+        16,
+        64,
+        0.05,
+        &["test-zone-a"],
+        &[(INSTANCE_SIZE_LABEL, "metal")],
+    )
+}
+
 #[test]
 fn the_solver_lists_ordinary_types_for_cpu_pods_and_gpu_types_for_gpu_pods() {
     let types = vec![
         // The cheapest room is a metal box and a GPU box; a user would not accept either for
         // web pods.
-        instance_type_in(
-            "cheap.metal",
-            16,
-            64,
-            0.05,
-            &["test-zone-a"],
-            &[(INSTANCE_SIZE_LABEL, "metal")],
-        ),
+        cheap_metal(),
         gpu_instance_type("gpu.xlarge", 4, 16, 1, 0.08),
         instance_type("gp.large", 2, 8, 0.10),
         instance_type("gp.4xlarge", 16, 64, 0.80),
@@ -367,14 +372,7 @@ fn the_cost_repack_prices_claims_as_they_would_launch() {
     // would list only ordinary types. First fit opens one claim (gp.4xlarge, $0.48/h spot); the
     // re-pack must not keep a plan priced at the metal box's $0.05.
     let types = vec![
-        instance_type_in(
-            "cheap.metal",
-            16,
-            64,
-            0.05,
-            &["test-zone-a"],
-            &[(INSTANCE_SIZE_LABEL, "metal")],
-        ),
+        cheap_metal(),
         instance_type("gp.large", 2, 8, 0.10),
         instance_type("gp.4xlarge", 16, 64, 0.80),
     ];
