@@ -484,6 +484,11 @@ pub fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, p| cur.get(p))
 }
 
+/// The string at a path of object keys, borrowed (see [`at`]).
+pub fn str_ref_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    at(v, path)?.as_str()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

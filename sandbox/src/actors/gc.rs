@@ -8,11 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::registry::str_ref_at as str_at;
 use crate::store::{DeleteOptions, Store};
-
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    crate::registry::at(v, path)?.as_str()
-}
 
 /// One collection pass; returns how many objects it deleted.
 pub fn pass(store: &Store) -> usize {

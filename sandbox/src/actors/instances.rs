@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::{ActorConfig, BootRecord, InstanceSource, key, wait_for_change};
 use crate::error::Reason;
+use crate::registry::str_ref_at as str_at;
 use crate::store::{DeleteOptions, Store, Subresource};
 
 use crds::labels::{NODECLAIM_TAG_KEY as NODECLAIM_TAG, NODEPOOL_TAG_KEY as NODEPOOL_TAG};
@@ -183,10 +184,6 @@ pub struct MirrorPlan {
     pub release: Vec<String>,
     /// Live objects whose instance went away on its own: remove.
     pub remove: Vec<String>,
-}
-
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    crate::registry::at(v, path)?.as_str()
 }
 
 /// Compares the running instances with the mirror objects (pure).
