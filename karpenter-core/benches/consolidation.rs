@@ -109,7 +109,11 @@ fn main() {
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let catalog = Catalog::embedded().expect("embedded catalog");
     let zones: BTreeSet<String> = ZONES.iter().map(|z| z.to_string()).collect();
-    let types = catalog.instance_types(&zones, |_, _, _| false);
+    let types = catalog.instance_types(
+        &zones,
+        &karpenter_core::capacity::node_class::CapacityConfig::default(),
+        |_, _, _| false,
+    );
     let listings: HashMap<String, Listing> =
         HashMap::from([("default".to_string(), Ok(Arc::new(types.clone())))]);
     let by_name: HashMap<_, _> = types

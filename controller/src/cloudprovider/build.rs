@@ -9,6 +9,7 @@ use clap::Args;
 
 use crate::cloudprovider::CloudProvider;
 use crate::cloudprovider::sim::SimCloud;
+use karpenter_core::capacity::node_class::CapacityOptions;
 use karpenter_core::clock::Clock;
 
 /// Cloud flags shared by `karpenter run` and `karpenter sandbox`.
@@ -26,9 +27,43 @@ pub struct CloudOptions {
     /// API server URL written into nodes' user data (default: the URL the controller uses).
     #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "URL")]
     pub cluster_endpoint: Option<String>,
+    /// ENIs kept out of the VPC CNI's pod addressing when sizing ENI-limited max pods
+    /// (upstream's `RESERVED_ENIS`; default 0).
+    #[arg(long, env = "RESERVED_ENIS", value_name = "COUNT", default_value_t = 0)]
+    pub reserved_enis: i64,
+    /// Fraction of each instance type's memory the hypervisor keeps, taken off capacity
+    /// (upstream's `VM_MEMORY_OVERHEAD_PERCENT`; default 0.075).
+    #[arg(long, env = "VM_MEMORY_OVERHEAD_PERCENT", value_name = "FRACTION")]
+    pub vm_memory_overhead_percent: Option<f64>,
 }
 
 impl CloudOptions {
+    /// `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT` as the capacity model reads them.
+    ///
+    /// Errors: a negative ENI count, or an overhead fraction outside 0 to 1.
+    pub fn capacity_options(&self) -> Result<CapacityOptions, String> {
+        let defaults = CapacityOptions::default();
+        let vm = self
+            .vm_memory_overhead_percent
+            .unwrap_or(defaults.vm_memory_overhead_percent);
+        if self.reserved_enis < 0 {
+            return Err(format!(
+                "--reserved-enis (RESERVED_ENIS) must be 0 or more, not {}",
+                self.reserved_enis
+            ));
+        }
+        if !(0.0..1.0).contains(&vm) {
+            return Err(format!(
+                "--vm-memory-overhead-percent (VM_MEMORY_OVERHEAD_PERCENT) is a fraction \
+                 from 0 up to 1 (0.075 for 7.5%), not {vm}"
+            ));
+        }
+        Ok(CapacityOptions {
+            reserved_enis: self.reserved_enis,
+            vm_memory_overhead_percent: vm,
+        })
+    }
+
     /// The simulated cloud (what `--cloud-provider` defaults to).
     pub fn default_sim() -> CloudOptions {
         CloudOptions {
@@ -108,7 +143,11 @@ pub async fn build(
 ) -> Result<Cloud, String> {
     match opts.cloud_provider.as_str() {
         "sim" => {
-            let sim = Arc::new(SimCloud::new(cluster_name, clock).map_err(|e| e.to_string())?);
+            let sim = Arc::new(
+                SimCloud::new(cluster_name, clock)
+                    .map_err(|e| e.to_string())?
+                    .with_capacity_options(opts.capacity_options()?),
+            );
             Ok(Cloud {
                 provider: Arc::clone(&sim) as Arc<dyn CloudProvider>,
                 sim: Some(sim),
@@ -152,7 +191,8 @@ async fn build_aws(
     };
     let cloud = Arc::new(
         AwsCloud::new(Arc::new(ec2api::SdkEc2::new(&config)), settings, clock)
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| e.to_string())?
+            .with_capacity_options(opts.capacity_options()?),
     );
     Ok(Cloud {
         provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,

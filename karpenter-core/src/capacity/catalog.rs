@@ -12,19 +12,11 @@ use std::sync::{Arc, OnceLock};
 use crds::labels as l;
 use serde::Deserialize;
 
-use crate::capacity::{
-    InstanceType, Offering, default_overhead, eni_limited_pods, vm_memory_overhead_mib,
-};
-use crate::scheduling::resources::{NVIDIA_GPU, Resources};
+use crate::capacity::node_class::CapacityConfig;
+use crate::capacity::{InstanceType, Offering};
 
 /// Region the vendored prices and zone offerings describe.
 pub const REGION: &str = "us-east-1";
-/// Root volume size of the default (AL2023) block device mapping, in bytes: 20 GiB.
-pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
-/// Upstream's default `VM_MEMORY_OVERHEAD_PERCENT`.
-pub const VM_MEMORY_OVERHEAD_PERCENT: f64 = 0.075;
-/// Resource name Neuron accelerators (Inferentia, Trainium) register as.
-pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
 
 const INSTANCE_TYPES_CSV: &str = include_str!("../../data/ec2/ec2-instance-types.csv");
 const PRICES_CSV: &str = include_str!("../../data/ec2/ec2-on-demand-prices.csv");
@@ -82,6 +74,15 @@ pub struct TypeSpec {
     pub baseline_bandwidth_gbps: Option<f64>,
     /// Space-separated usage classes (`on-demand spot`).
     pub usage_classes: String,
+    /// Neuron devices (`aws.amazon.com/neuron`; EC2's `NeuronInfo`).
+    #[serde(default)]
+    pub neuron_devices: i64,
+    /// Neuron cores: devices x cores per device (`aws.amazon.com/neuroncore`).
+    #[serde(default)]
+    pub neuron_cores: i64,
+    /// Most EFA interfaces (`vpc.amazonaws.com/efa`; EC2's `EfaInfo`).
+    #[serde(default)]
+    pub efa_max_interfaces: i64,
 }
 
 #[derive(Deserialize)]
@@ -111,11 +112,9 @@ pub struct CatalogEntry {
     pub name: String,
     /// Labels a node of this type carries (instance type, arch, os, region, provider labels).
     pub labels: BTreeMap<String, String>,
-    /// Capacity: cpu in millicores, memory in bytes after the VM overhead, ENI-limited max
-    /// pods, a 20 GiB root volume as ephemeral storage, NVIDIA GPUs and Neuron devices.
-    pub capacity: Resources,
-    /// Default overhead (kube-reserved + eviction).
-    pub overhead: Resources,
+    /// The hardware, with the ENI limits of upstream's vendored table where it knows the
+    /// type; [`CapacityConfig::allocation`] sizes it for a node class.
+    pub spec: TypeSpec,
     /// On-demand price, USD/hour.
     pub on_demand_price: f64,
     /// Capacity types it is sold as: `on-demand` and/or `spot` (never empty).
@@ -232,30 +231,33 @@ impl Catalog {
         self.by_name.get(name).map(|&i| &self.entries[i])
     }
 
-    /// Instance types offered in `zones`, with `unavailable(type, zone, capacity_type)`
-    /// offerings marked unavailable and spot priced by [`spot_price`]. Types with no offering in
-    /// those zones are left out.
+    /// Instance types offered in `zones`, sized for a node class by `config`, with
+    /// `unavailable(type, zone, capacity_type)` offerings marked unavailable and spot priced by
+    /// [`spot_price`]. Types with no offering in those zones are left out.
     pub fn instance_types(
         &self,
         zones: &BTreeSet<String>,
+        config: &CapacityConfig,
         unavailable: impl Fn(&str, &str, &str) -> bool,
     ) -> Vec<Arc<InstanceType>> {
         instance_types(
             &self.entries,
             zones,
+            config,
             |e, zone| spot_price(e.on_demand_price, &e.name, zone),
             unavailable,
         )
     }
 }
 
-/// Instance types from catalog entries, with offerings for each zone in `zones` the type is
-/// sold in and each capacity type it is sold as: on-demand at the entry's price, spot at
-/// `spot(entry, zone)` (USD/hour), unavailable where `unavailable(type, zone, capacity_type)`.
-/// Types with no offering in those zones are left out.
+/// Instance types from catalog entries, sized for a node class by `config`, with offerings
+/// for each zone in `zones` the type is sold in and each capacity type it is sold as: on-demand
+/// at the entry's price, spot at `spot(entry, zone)` (USD/hour), unavailable where
+/// `unavailable(type, zone, capacity_type)`. Types with no offering in those zones are left out.
 pub fn instance_types(
     entries: &[CatalogEntry],
     zones: &BTreeSet<String>,
+    config: &CapacityConfig,
     spot: impl Fn(&CatalogEntry, &str) -> f64,
     unavailable: impl Fn(&str, &str, &str) -> bool,
 ) -> Vec<Arc<InstanceType>> {
@@ -279,12 +281,13 @@ pub fn instance_types(
                 }
             }
             (!offerings.is_empty()).then(|| {
+                let allocation = config.allocation(&e.spec);
                 Arc::new(InstanceType::new(
                     e.name.clone(),
                     e.labels.clone(),
                     OPTIONAL_LABELS,
-                    e.capacity.clone(),
-                    e.overhead.clone(),
+                    allocation.capacity,
+                    allocation.overhead,
                     offerings,
                 ))
             })
@@ -292,11 +295,10 @@ pub fn instance_types(
         .collect()
 }
 
-/// A catalog entry for one instance type: upstream AWS's labels, capacity (VM memory overhead
-/// taken off, ENI-limited max pods, GPUs and Neuron devices) and overhead, with its on-demand
-/// price (USD/hour) and zones. `eni_limits` (interfaces, IPv4 per interface) overrides the
-/// spec's when known (upstream's vendored ENI table). `None` for types that run no Linux
-/// kubelet (mac, 32-bit only), have no vCPUs or memory, or are sold neither on-demand nor spot.
+/// A catalog entry for one instance type: upstream AWS's labels and its hardware, with its
+/// on-demand price (USD/hour) and zones. `eni_limits` (interfaces, IPv4 per interface)
+/// overrides the spec's when known (upstream's vendored ENI table). `None` for types that run
+/// no Linux kubelet (mac, 32-bit only), have no vCPUs or memory, or are sold neither on-demand nor spot.
 pub fn entry(
     row: &TypeSpec,
     price: f64,
@@ -326,30 +328,15 @@ pub fn entry(
     if sells.is_empty() {
         return None;
     }
-    let (eni, ipv4) = eni_limits.unwrap_or((row.max_network_interfaces, row.ipv4_per_interface));
-    let max_pods = eni_limited_pods(eni, ipv4).max(1);
-    let vm_overhead = vm_memory_overhead_mib(row.memory_mib, VM_MEMORY_OVERHEAD_PERCENT);
-    let mut capacity = Resources {
-        cpu: row.vcpus * 1000,
-        memory: (row.memory_mib - vm_overhead) << 20,
-        pods: max_pods,
-        ephemeral: DEFAULT_ROOT_VOLUME_BYTES,
-        ..Resources::default()
-    };
-    if row.gpu_count > 0 && row.gpu_manufacturer.eq_ignore_ascii_case("nvidia") {
-        capacity.set(NVIDIA_GPU, row.gpu_count);
+    let mut spec = row.clone();
+    if let Some((eni, ipv4)) = eni_limits {
+        spec.max_network_interfaces = eni;
+        spec.ipv4_per_interface = ipv4;
     }
-    let neuron = row.accelerator_name.starts_with("Inferentia")
-        || row.accelerator_name.starts_with("Trainium");
-    if row.accelerator_count > 0 && neuron {
-        capacity.set(AWS_NEURON, row.accelerator_count);
-    }
-    let overhead = default_overhead(row.vcpus, max_pods, DEFAULT_ROOT_VOLUME_BYTES);
     Some(CatalogEntry {
         labels: labels_for(row, arch),
         name: row.instance_type.clone(),
-        capacity,
-        overhead,
+        spec,
         on_demand_price: price,
         sells,
         zones,
@@ -465,14 +452,16 @@ mod tests {
         assert!(c.entries().len() > 700, "{} types", c.entries().len());
         let m5 = c.get("m5.large").expect("m5.large");
         assert_eq!(m5.on_demand_price, 0.096);
-        assert_eq!(m5.capacity.cpu, 2000);
-        assert_eq!(m5.capacity.pods, 29);
-        assert_eq!(m5.capacity.memory, (8192 - 615) << 20);
+        let m5_size = CapacityConfig::default().allocation(&m5.spec);
+        assert_eq!(m5_size.capacity.cpu, 2000);
+        assert_eq!(m5_size.capacity.pods, 29);
+        assert_eq!(m5_size.capacity.memory, (8192 - 615) << 20);
         assert_eq!(m5.labels[l::INSTANCE_FAMILY_LABEL], "m5");
         assert_eq!(m5.labels[l::INSTANCE_GENERATION_LABEL], "5");
         assert_eq!(m5.labels[l::INSTANCE_CATEGORY_LABEL], "m");
         let g4 = c.get("g4dn.xlarge").expect("g4dn.xlarge");
-        assert_eq!(g4.capacity.get(NVIDIA_GPU), 1);
+        let g4_size = CapacityConfig::default().allocation(&g4.spec);
+        assert_eq!(g4_size.capacity.get(l::RESOURCE_NVIDIA_GPU), 1);
         assert_eq!(g4.labels[l::INSTANCE_GPU_NAME_LABEL], "t4");
         assert_eq!(
             c.get("m7g.large").map(|e| e.labels[l::ARCH_LABEL].as_str()),
@@ -492,7 +481,9 @@ mod tests {
     fn zones_and_availability_shape_offerings() {
         let c = catalog();
         let zones: BTreeSet<String> = ["us-east-1a".to_string()].into();
-        let types = c.instance_types(&zones, |t, _, ct| t == "m5.large" && ct == "spot");
+        let types = c.instance_types(&zones, &CapacityConfig::default(), |t, _, ct| {
+            t == "m5.large" && ct == "spot"
+        });
         let m5 = types
             .iter()
             .find(|t| t.name == "m5.large")

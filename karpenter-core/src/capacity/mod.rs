@@ -1,9 +1,12 @@
 //! Instance types and offerings as the scheduler sees them: requirements (labels), capacity,
 //! overhead and allocatable, and priced zonal offerings; plus upstream AWS's overhead math
 //! (`aws:pkg/providers/instancetype/types.go`). [`catalog`] builds them from the embedded EC2
-//! data.
+//! data, sized for a node class by [`node_class`].
 
 pub mod catalog;
+pub mod node_class;
+#[cfg(test)]
+mod node_class_tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -163,12 +166,6 @@ pub fn eni_limited_pods(enis: i64, ipv4_per_eni: i64) -> i64 {
     enis * (ipv4_per_eni - 1) + 2
 }
 
-/// Memory the hypervisor keeps, in MiB: upstream's `VM_MEMORY_OVERHEAD_PERCENT` (default 7.5%)
-/// of the advertised MiB, rounded up.
-pub fn vm_memory_overhead_mib(memory_mib: i64, percent: f64) -> i64 {
-    (memory_mib as f64 * percent).ceil() as i64
-}
-
 /// kube-reserved CPU in millicores for a core count (EKS AMI formula upstream uses): 6% of the
 /// first core, 1% of the second, 0.5% of the third and fourth, 0.25% of every further core.
 pub fn kube_reserved_cpu_milli(vcpus: i64) -> i64 {
@@ -189,17 +186,6 @@ pub fn kube_reserved_memory_mib(max_pods: i64) -> i64 {
     11 * max_pods + 255
 }
 
-/// Upstream AWS's default overhead for a node: kube-reserved (cpu, memory, 1 GiB ephemeral
-/// storage) plus the hard eviction thresholds (100 MiB memory, 10% of nodefs).
-pub fn default_overhead(vcpus: i64, max_pods: i64, ephemeral_bytes: i64) -> Resources {
-    Resources {
-        cpu: kube_reserved_cpu_milli(vcpus),
-        memory: (kube_reserved_memory_mib(max_pods) + 100) << 20,
-        ephemeral: (1 << 30) + ephemeral_bytes / 10,
-        ..Resources::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,7 +200,6 @@ mod tests {
         // m5.large: 3 ENIs x 10 IPv4 -> 29 pods, 574 MiB kube-reserved memory.
         assert_eq!(eni_limited_pods(3, 10), 29);
         assert_eq!(kube_reserved_memory_mib(29), 574);
-        assert_eq!(vm_memory_overhead_mib(8192, 0.075), 615);
     }
 
     #[test]

@@ -16,12 +16,11 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 
 use crate::capacity::InstanceType;
-use crate::capacity::catalog::AWS_NEURON;
 use crate::scheduling::requirements::Requirements;
-use crate::scheduling::resources::NVIDIA_GPU;
 use crds::labels::{
     CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_GPU_COUNT_LABEL,
-    INSTANCE_SIZE_LABEL, INSTANCE_TYPE_LABEL,
+    INSTANCE_SIZE_LABEL, INSTANCE_TYPE_LABEL, RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON,
+    RESOURCE_AWS_NEURON_CORE, RESOURCE_HABANA_GAUDI, RESOURCE_NVIDIA_GPU,
 };
 
 /// Upstream's cap on the instance types one launch considers (`maxInstanceTypes` in the AWS
@@ -36,18 +35,17 @@ const CAPACITY_TYPE_RESERVED: &str = "reserved";
 /// Extended resources that make an instance type exotic (upstream's list: Neuron devices and
 /// cores, AMD and NVIDIA GPUs, Habana Gaudi).
 const EXOTIC_RESOURCES: [&str; 5] = [
-    AWS_NEURON,
-    "aws.amazon.com/neuroncore",
-    "amd.com/gpu",
-    NVIDIA_GPU,
-    "habana.ai/gaudi",
+    RESOURCE_AWS_NEURON,
+    RESOURCE_AWS_NEURON_CORE,
+    RESOURCE_AMD_GPU,
+    RESOURCE_NVIDIA_GPU,
+    RESOURCE_HABANA_GAUDI,
 ];
 
 /// Whether upstream's AWS provider counts the type as exotic: a metal size
 /// (`karpenter.k8s.aws/instance-size` containing `metal`), or an accelerator among its capacity
-/// (NVIDIA/AMD GPUs, Habana Gaudi, Neuron devices or cores). The embedded catalog registers only
-/// NVIDIA GPUs and Neuron devices as resources, so a type labelled with a GPU count
-/// (`karpenter.k8s.aws/instance-gpu-count`, also AMD and Habana GPUs) is exotic too.
+/// (NVIDIA/AMD GPUs, Habana Gaudi, Neuron devices or cores). A type labelled with a GPU count
+/// (`karpenter.k8s.aws/instance-gpu-count`) is exotic too, whatever its GPUs register as.
 pub fn is_exotic(it: &InstanceType) -> bool {
     it.labels
         .get(INSTANCE_SIZE_LABEL)

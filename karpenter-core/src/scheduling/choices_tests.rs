@@ -407,7 +407,11 @@ fn with_the_embedded_catalog_a_small_pod_gets_ordinary_types_at_most_60() {
         .iter()
         .map(|z| z.to_string())
         .collect();
-    let types = catalog.instance_types(&zones, |_, _, _| false);
+    let types = catalog.instance_types(
+        &zones,
+        &crate::capacity::node_class::CapacityConfig::default(),
+        |_, _, _| false,
+    );
     let mut on_demand_pool = pool("default", types.clone());
     on_demand_pool
         .requirements

@@ -12,6 +12,7 @@ use sandbox::actors::{BootRecord, InstanceSource};
 
 use controller::cloudprovider::aws::{AwsCloud, launchtemplate};
 use ec2api::{Filter, instance_id, provider_id};
+use karpenter_core::capacity::node_class::CapacityConfig;
 
 /// An [`InstanceSource`] over EC2, caching each instance's boot record (its user data is read
 /// once).
@@ -70,7 +71,9 @@ impl InstanceSource for Ec2Kubelets {
             let zones = [i.zone.clone()].into();
             let types = self
                 .cloud
-                .types_in(&zones)
+                // The kubelet sizes itself by the instance hardware only: the node class's
+                // kubelet settings are not read back from user data yet.
+                .types_in(&zones, &CapacityConfig::default())
                 .await
                 .map_err(|e| e.to_string())?;
             let Some(it) = types.iter().find(|t| t.name == i.instance_type) else {

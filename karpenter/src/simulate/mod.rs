@@ -29,6 +29,7 @@ use crate::sandbox::{ReportFormat, with_defaults};
 use crate::workload::{self, ONLINE_BOUTIQUE};
 use controller::cloudprovider::sim::network::SimNetwork;
 use karpenter_core::capacity::catalog::Catalog;
+use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::provisioning::plan::{self, Listing, Settings};
 use karpenter_core::provisioning::template;
 use karpenter_core::scheduling::pod::{PodInfo, PodKey};
@@ -251,7 +252,11 @@ pub fn prepare(
             .map(|s| s.zone.clone())
             .collect();
         let types = match &catalog {
-            Some(c) => Arc::new(c.instance_types(&zones, |_, _, _| false)),
+            Some(c) => {
+                let config = CapacityConfig::from_node_class(class, CapacityOptions::default())
+                    .map_err(|e| SimulateError::Manifest(format!("EC2NodeClass {name:?}: {e}")))?;
+                Arc::new(c.instance_types(&zones, &config, |_, _, _| false))
+            }
             None => Arc::clone(&synthetic),
         };
         if let (Some(_), Some((_, reason, message))) = (&catalog, resolved.not_ready) {

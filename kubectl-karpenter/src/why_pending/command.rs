@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use karpenter_core::capacity::InstanceType;
 use karpenter_core::capacity::catalog::Catalog;
+use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::snapshot::Snapshot;
 use kube::api::{Api, ListParams};
 use kube::core::NamespaceResourceScope;
@@ -126,10 +127,12 @@ async fn read_world(
 
 /// The instance types a node class can launch, as the simulated cloud sells them: the
 /// embedded us-east-1 catalog in the zones of the node class's resolved subnets, every
-/// offering available (the plugin cannot see the controller's insufficient-capacity cache).
+/// offering available (the plugin cannot see the controller's insufficient-capacity cache),
+/// sized by the node class's kubelet and block device settings with upstream's default
+/// `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT`.
 ///
-/// Errors: the catalog does not parse (a build defect), or the node class has resolved no
-/// subnets yet.
+/// Errors: the catalog does not parse (a build defect), the node class has resolved no
+/// subnets yet, or its kubelet settings do not parse.
 pub fn catalog_instance_types(nc: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>>, String> {
     let catalog = Catalog::embedded().map_err(|e| e.to_string())?;
     let zones: std::collections::BTreeSet<String> = nc
@@ -143,7 +146,13 @@ pub fn catalog_instance_types(nc: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>
             nc.metadata.name.as_deref().unwrap_or_default()
         ));
     }
-    Ok(catalog.instance_types(&zones, |_, _, _| false))
+    let config = CapacityConfig::from_node_class(nc, CapacityOptions::default()).map_err(|e| {
+        format!(
+            "EC2NodeClass {:?}: {e}",
+            nc.metadata.name.as_deref().unwrap_or_default()
+        )
+    })?;
+    Ok(catalog.instance_types(&zones, &config, |_, _, _| false))
 }
 
 /// `why-pending`.

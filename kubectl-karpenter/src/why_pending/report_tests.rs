@@ -63,7 +63,11 @@ fn world(pods: Vec<Pod>) -> World {
 fn types(_: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>>, String> {
     let catalog = Catalog::embedded().map_err(|e| e.to_string())?;
     let zones = BTreeSet::from(["us-east-1a".to_string()]);
-    Ok(catalog.instance_types(&zones, |_, _, _| false))
+    Ok(catalog.instance_types(
+        &zones,
+        &karpenter_core::capacity::node_class::CapacityConfig::default(),
+        |_, _, _| false,
+    ))
 }
 
 #[test]

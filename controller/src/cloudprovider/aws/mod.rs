@@ -36,6 +36,7 @@ use ec2api::{
 use self::launchtemplate::ClusterInfo;
 use super::CloudProvider;
 use karpenter_core::capacity::catalog::{self, Catalog, CatalogEntry, TypeSpec};
+use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::{InstanceType, launch_offerings};
 use karpenter_core::clock::Clock;
 use karpenter_core::cloud::compatible_ami;
@@ -84,7 +85,7 @@ type OfferingKey = (String, String, String);
 struct State {
     types: Option<Arc<TypeData>>,
     unavailable: HashMap<OfferingKey, Timestamp>,
-    by_zones: HashMap<BTreeSet<String>, Arc<Vec<Arc<InstanceType>>>>,
+    by_zones: HashMap<(BTreeSet<String>, CapacityConfig), Arc<Vec<Arc<InstanceType>>>>,
     templates: BTreeSet<String>,
 }
 
@@ -94,6 +95,7 @@ pub struct AwsCloud {
     settings: AwsSettings,
     clock: Arc<dyn Clock>,
     catalog: Arc<Catalog>,
+    capacity: CapacityOptions,
     state: Mutex<State>,
 }
 
@@ -111,8 +113,24 @@ impl AwsCloud {
             settings,
             clock,
             catalog: Catalog::embedded()?,
+            capacity: CapacityOptions::default(),
             state: Mutex::new(State::default()),
         })
+    }
+
+    /// The same provider with `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT` set.
+    pub fn with_capacity_options(mut self, capacity: CapacityOptions) -> AwsCloud {
+        self.capacity = capacity;
+        self
+    }
+
+    /// The capacity settings of a node class under this provider's options.
+    ///
+    /// Errors: [`CloudError::NodeClassNotReady`] naming the kubelet or block device setting
+    /// that does not parse.
+    pub fn capacity_config(&self, node_class: &EC2NodeClass) -> Result<CapacityConfig, CloudError> {
+        CapacityConfig::from_node_class(node_class, self.capacity)
+            .map_err(|e| CloudError::NodeClassNotReady(e.to_string()))
     }
 
     /// The EC2 API this provider calls.
@@ -226,13 +244,18 @@ impl AwsCloud {
                 ipv4_per_interface: info.ipv4_per_interface,
                 baseline_bandwidth_gbps: info.baseline_bandwidth_gbps,
                 usage_classes: info.usage_classes.join(" "),
+                ..TypeSpec::default()
             };
             let type_zones = zones.remove(&info.name).unwrap_or_default();
             if let Some(mut entry) = catalog::entry(&spec, known.on_demand_price, None, type_zones)
             {
-                // The vendored ENI table decides max pods where it knows the type.
-                entry.capacity.pods = known.capacity.pods;
-                entry.overhead = known.overhead.clone();
+                // The vendored ENI table decides max pods where it knows the type; Neuron and
+                // EFA counts come from the vendored data (the EC2 client does not read them).
+                entry.spec.max_network_interfaces = known.spec.max_network_interfaces;
+                entry.spec.ipv4_per_interface = known.spec.ipv4_per_interface;
+                entry.spec.neuron_devices = known.spec.neuron_devices;
+                entry.spec.neuron_cores = known.spec.neuron_cores;
+                entry.spec.efa_max_interfaces = known.spec.efa_max_interfaces;
                 entries.push(entry);
             }
         }
@@ -247,13 +270,15 @@ impl AwsCloud {
         Ok(data)
     }
 
-    /// The instance types offered in `zones` (cached per zone set), as
-    /// [`CloudProvider::instance_types`] lists them for a node class in those zones.
+    /// The instance types offered in `zones`, sized by a node class's `config` (cached per
+    /// zone set and config), as [`CloudProvider::instance_types`] lists them for a node class
+    /// in those zones.
     ///
     /// Errors: DescribeInstanceTypes or the offerings calls failed.
     pub async fn types_in(
         &self,
         zones: &BTreeSet<String>,
+        config: &CapacityConfig,
     ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
         let data = self.type_data().await?;
         let now = self.clock.now();
@@ -263,13 +288,15 @@ impl AwsCloud {
         if s.unavailable.len() != before {
             s.by_zones.clear();
         }
-        if let Some(cached) = s.by_zones.get(zones) {
+        let key = (zones.clone(), config.clone());
+        if let Some(cached) = s.by_zones.get(&key) {
             return Ok(Arc::clone(cached));
         }
         let unavailable = &s.unavailable;
         let types = catalog::instance_types(
             &data.entries,
             zones,
+            config,
             |e, zone| {
                 data.spot
                     .get(&(e.name.clone(), zone.to_string()))
@@ -279,7 +306,7 @@ impl AwsCloud {
             |t, z, ct| unavailable.contains_key(&(t.to_string(), z.to_string(), ct.to_string())),
         );
         let types = Arc::new(types);
-        s.by_zones.insert(zones.clone(), Arc::clone(&types));
+        s.by_zones.insert(key, Arc::clone(&types));
         Ok(types)
     }
 
@@ -387,7 +414,8 @@ impl AwsCloud {
         warnings: Vec<String>,
     ) -> Result<Launched, CloudError> {
         let zones: BTreeSet<String> = [info.zone.clone()].into();
-        let types = self.types_in(&zones).await?;
+        let config = self.capacity_config(node_class)?;
+        let types = self.types_in(&zones, &config).await?;
         let it = types.iter().find(|t| t.name == info.instance_type);
         let mut labels = it.map(|t| t.labels.clone()).unwrap_or_default();
         labels.insert(l::INSTANCE_TYPE_LABEL.into(), info.instance_type.clone());
@@ -508,8 +536,9 @@ impl CloudProvider for AwsCloud {
         let mut warnings = Vec::new();
         let mut tried: BTreeSet<OfferingKey> = BTreeSet::new();
         let mut last_errors: Vec<String> = Vec::new();
+        let config = self.capacity_config(node_class)?;
         for attempt in 0..MAX_LAUNCH_ATTEMPTS {
-            let types = self.types_in(&zones).await?;
+            let types = self.types_in(&zones, &config).await?;
             let by_name: HashMap<&str, &Arc<InstanceType>> =
                 types.iter().map(|t| (t.name.as_str(), t)).collect();
             let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
@@ -731,7 +760,8 @@ impl CloudProvider for AwsCloud {
             .as_ref()
             .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
             .unwrap_or_default();
-        self.types_in(&zones).await
+        let config = self.capacity_config(node_class)?;
+        self.types_in(&zones, &config).await
     }
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {

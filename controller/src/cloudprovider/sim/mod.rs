@@ -23,6 +23,7 @@ use self::network::{SimAmi, SimNetwork};
 use self::release::{ImageHealth, PublishError};
 use super::CloudProvider;
 use karpenter_core::capacity::catalog::{Catalog, REGION};
+use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::{InstanceType, launch_offerings};
 use karpenter_core::clock::Clock;
 use karpenter_core::cloud::compatible_ami;
@@ -118,14 +119,16 @@ struct State {
     /// Images published broken: instances booted from them never register a Node.
     broken_images: HashSet<String>,
     next_host: HashMap<String, u32>,
-    /// Instance types per zone set, invalidated when availability changes.
-    type_cache: HashMap<BTreeSet<String>, Arc<Vec<Arc<InstanceType>>>>,
+    /// Instance types per zone set and node class capacity settings, invalidated when
+    /// availability changes.
+    type_cache: HashMap<(BTreeSet<String>, CapacityConfig), Arc<Vec<Arc<InstanceType>>>>,
 }
 
 /// The simulated EC2 account.
 pub struct SimCloud {
     cluster_name: String,
     catalog: Arc<Catalog>,
+    capacity: CapacityOptions,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     launches: std::sync::atomic::AtomicUsize,
@@ -147,6 +150,7 @@ impl SimCloud {
         Ok(SimCloud {
             cluster_name: cluster_name.to_string(),
             catalog: Catalog::embedded()?,
+            capacity: CapacityOptions::default(),
             clock,
             state: Mutex::new(State {
                 network: SimNetwork::new(cluster_name),
@@ -162,6 +166,21 @@ impl SimCloud {
             changes: tokio::sync::watch::Sender::new(0),
             faults: Arc::default(),
         })
+    }
+
+    /// The same account with `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT` set.
+    pub fn with_capacity_options(mut self, capacity: CapacityOptions) -> SimCloud {
+        self.capacity = capacity;
+        self
+    }
+
+    /// The capacity settings of a node class under this account's options.
+    ///
+    /// Errors: [`CloudError::NodeClassNotReady`] naming the kubelet or block device setting
+    /// that does not parse.
+    pub fn capacity_config(&self, node_class: &EC2NodeClass) -> Result<CapacityConfig, CloudError> {
+        CapacityConfig::from_node_class(node_class, self.capacity)
+            .map_err(|e| CloudError::NodeClassNotReady(e.to_string()))
     }
 
     /// How many instances this account has launched since it was created (idempotent repeats
@@ -299,6 +318,7 @@ impl SimCloud {
         &self,
         state: &mut State,
         zones: &BTreeSet<String>,
+        config: &CapacityConfig,
     ) -> Arc<Vec<Arc<InstanceType>>> {
         let now = self.clock.now();
         let before = state.unavailable.len();
@@ -306,14 +326,15 @@ impl SimCloud {
         if state.unavailable.len() != before {
             state.type_cache.clear();
         }
-        if let Some(cached) = state.type_cache.get(zones) {
+        let key = (zones.clone(), config.clone());
+        if let Some(cached) = state.type_cache.get(&key) {
             return Arc::clone(cached);
         }
         let unavailable = &state.unavailable;
-        let types = Arc::new(self.catalog.instance_types(zones, |t, z, ct| {
+        let types = Arc::new(self.catalog.instance_types(zones, config, |t, z, ct| {
             unavailable.contains_key(&(t.to_string(), z.to_string(), ct.to_string()))
         }));
-        state.type_cache.insert(zones.clone(), Arc::clone(&types));
+        state.type_cache.insert(key, Arc::clone(&types));
         types
     }
 
@@ -370,7 +391,8 @@ impl CloudProvider for SimCloud {
             .collect();
         let reqs = Requirements::from_api(&claim.spec.requirements);
         let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
-        let types = self.types_for(&mut state, &zones);
+        let config = self.capacity_config(node_class)?;
+        let types = self.types_for(&mut state, &zones, &config);
         let by_name: HashMap<&str, &Arc<InstanceType>> =
             types.iter().map(|t| (t.name.as_str(), t)).collect();
         let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
@@ -552,8 +574,9 @@ impl CloudProvider for SimCloud {
         node_class: &EC2NodeClass,
     ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
         let zones = SimCloud::zones_of(node_class);
+        let config = self.capacity_config(node_class)?;
         let mut state = self.lock();
-        Ok(self.types_for(&mut state, &zones))
+        Ok(self.types_for(&mut state, &zones, &config))
     }
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
