@@ -161,6 +161,9 @@ fn default_pod_spec(spec: &mut Value) {
             }
         }
     }
+    // Pod-level resources (PodLevelResources, on since 1.34): cpu and memory requests default
+    // to their limits.
+    default_requests_to_limits(spec, |k| k == "cpu" || k == "memory");
 }
 
 /// What kube-apiserver's admission plugins add to a Pod, and only to Pods (never to the
@@ -201,6 +204,27 @@ fn admit_pod_spec(spec: &mut Value) {
     }
 }
 
+/// Copy `resources.limits` into `resources.requests` for the resources `wanted` accepts that
+/// have no request yet (core/v1 `SetDefaults_Pod` and `SetDefaults_Container`).
+fn default_requests_to_limits(owner: &mut Value, wanted: impl Fn(&str) -> bool) {
+    let limits = owner
+        .pointer("/resources/limits")
+        .and_then(Value::as_object)
+        .cloned();
+    if let Some(limits) = limits {
+        let requests = owner["resources"]
+            .as_object_mut()
+            .map(|r| r.entry("requests").or_insert_with(|| json!({})));
+        if let Some(Value::Object(req)) = requests {
+            for (k, v) in limits {
+                if wanted(&k) {
+                    req.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+}
+
 fn default_container(c: &mut Value) {
     let image = c.get("image").and_then(Value::as_str).unwrap_or("");
     let tag_latest = !image.contains(':') || image.ends_with(":latest");
@@ -212,20 +236,7 @@ fn default_container(c: &mut Value) {
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     // Requests default to limits when only limits are given (core/v1 defaults).
-    let limits = c
-        .pointer("/resources/limits")
-        .and_then(Value::as_object)
-        .cloned();
-    if let Some(limits) = limits {
-        let requests = c["resources"]
-            .as_object_mut()
-            .map(|r| r.entry("requests").or_insert_with(|| json!({})));
-        if let Some(Value::Object(req)) = requests {
-            for (k, v) in limits {
-                req.entry(k).or_insert(v);
-            }
-        }
-    }
+    default_requests_to_limits(c, |_| true);
     if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
             set_default(p, "protocol", json!("TCP"));
@@ -324,6 +335,18 @@ mod tests {
         assert_eq!(pod["status"]["qosClass"], "Guaranteed");
         assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
         assert_eq!(pod["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn pod_level_requests_default_to_pod_level_limits() {
+        let r = Registry::default();
+        let rt = r.get("", "v1", "pods").expect("pods");
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"limits": {"cpu": "2500m", "memory": "1Gi"}},
+            "containers": [{"name": "c", "image": "nginx:1.27"}]}});
+        on_create(rt, &mut pod).expect("valid");
+        assert_eq!(pod["spec"]["resources"]["requests"]["cpu"], "2500m");
+        assert_eq!(pod["spec"]["resources"]["requests"]["memory"], "1Gi");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Pod, Toleration};
 
 use super::constraints::{self, PodConstraints};
 use super::requirements::{Requirement, RequirementError, Requirements};
-use super::resources::{PODS, QuantityError, Resources};
+use super::resources::{CPU, MEMORY, PODS, QuantityError, Resources};
 
 /// Namespace and name of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,8 +44,8 @@ pub struct PodInfo {
     pub key: PodKey,
     /// UID (tie-breaker in the queue order).
     pub uid: String,
-    /// Effective requests: max(sum of containers, largest init container) + overhead, plus
-    /// `pods: 1` (cpu in millicores, memory in bytes).
+    /// Effective requests as [`pod_requests`] counts them (cpu in millicores, memory in
+    /// bytes, `pods: 1`).
     pub requests: Resources,
     /// Node requirement alternatives: the pod fits a node satisfying any one of them (required
     /// node-affinity terms are ORed; nodeSelector is ANDed into each).
@@ -128,42 +128,65 @@ impl PodInfo {
     }
 }
 
-/// A pod's effective requests as kube-scheduler counts them against a node's allocatable:
-/// the larger of (the app containers plus restartable sidecar init containers) and the largest
-/// other init container, plus `spec.overhead`, plus `pods: 1`; cpu in millicores, memory and
-/// ephemeral-storage in bytes, extended resources in units (upstream Karpenter
-/// `resources.RequestsForPods`, Kubernetes `resourcehelper.PodRequests`). Unlike
-/// [`PodInfo::from_pod`] it reads nothing but resources, so it also takes pods the provisioner
-/// cannot compile (a DaemonSet pod's `matchFields` affinity).
+/// A pod's effective requests as kube-scheduler counts them against a node's allocatable
+/// (Kubernetes `resourcehelper.PodRequests`, which upstream Karpenter's
+/// `resources.RequestsForPods` calls): cpu in millicores, memory and ephemeral-storage in
+/// bytes, extended resources in units, plus `pods: 1`.
 ///
-/// Errors: [`PodError::Quantity`] naming the container (or `<overhead>`) whose request does
-/// not parse.
+/// - App containers are summed; restartable (sidecar) init containers run alongside them and
+///   are added too.
+/// - Each other init container runs with the sidecars started before it, so its requests plus
+///   theirs is a floor; the pod asks the largest of those floors and the sum above.
+/// - Pod-level `spec.resources.requests` (Kubernetes 1.34 `PodLevelResources`, on by default)
+///   replace that aggregate for `cpu` and `memory`, the resources it supports.
+/// - `spec.overhead` (the RuntimeClass's) is added last.
+///
+/// Unlike [`PodInfo::from_pod`] it reads nothing but resources, so it also takes pods the
+/// provisioner cannot compile (a DaemonSet pod's `matchFields` affinity).
+///
+/// Errors: [`PodError::Quantity`] naming the container (`<pod>` for pod-level resources,
+/// `<overhead>` for `spec.overhead`) whose request does not parse.
 pub fn pod_requests(pod: &Pod) -> Result<Resources, PodError> {
     let mut requests = Resources::default();
-    let mut init_max = Resources::default();
-    if let Some(spec) = pod.spec.as_ref() {
-        for c in &spec.containers {
-            requests.add(&container_requests(&c.name, c.resources.as_ref())?);
-        }
-        for c in spec.init_containers.iter().flatten() {
-            let r = container_requests(&c.name, c.resources.as_ref())?;
-            // Restartable (sidecar) init containers run alongside the app containers.
-            if c.restart_policy.as_deref() == Some("Always") {
-                requests.add(&r);
-            } else {
-                init_max = init_max.max(&r);
-            }
-        }
-        if let Some(overhead) = &spec.overhead {
-            let o = Resources::from_list(overhead).map_err(|source| PodError::Quantity {
-                container: "<overhead>".into(),
-                source,
-            })?;
-            requests.add(&o);
-            init_max.add(&o);
+    let Some(spec) = pod.spec.as_ref() else {
+        requests.set(PODS, 1);
+        return Ok(requests);
+    };
+    for c in &spec.containers {
+        requests.add(&container_requests(&c.name, c.resources.as_ref())?);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_floor = Resources::default();
+    for c in spec.init_containers.iter().flatten() {
+        let r = container_requests(&c.name, c.resources.as_ref())?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            requests.add(&r);
+            sidecars.add(&r);
+            init_floor = init_floor.max(&sidecars);
+        } else {
+            init_floor = init_floor.max(&r.plus(&sidecars));
         }
     }
-    let mut requests = requests.max(&init_max);
+    let mut requests = requests.max(&init_floor);
+    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        for name in [CPU, MEMORY] {
+            if let Some(q) = pod_level.get(name) {
+                requests
+                    .set_parsed(name, &q.0)
+                    .map_err(|source| PodError::Quantity {
+                        container: "<pod>".into(),
+                        source,
+                    })?;
+            }
+        }
+    }
+    if let Some(overhead) = &spec.overhead {
+        let o = Resources::from_list(overhead).map_err(|source| PodError::Quantity {
+            container: "<overhead>".into(),
+            source,
+        })?;
+        requests.add(&o);
+    }
     requests.set(PODS, 1);
     Ok(requests)
 }
@@ -318,9 +341,50 @@ mod tests {
         })).build();
         assert_eq!(PodInfo::from_pod(&p).err(), Some(PodError::MatchFields));
         let r = pod_requests(&p).expect("requests parse");
-        // cpu: max(100m + 50m sidecar, 120m init) + 10m overhead; memory: the init container's
-        // 1Gi beats 128Mi, plus 1Mi overhead.
-        assert_eq!((r.cpu, r.memory, r.pods), (160, (1 << 30) + (1 << 20), 1));
+        // cpu: max(100m + 50m sidecar, 120m init + the 50m sidecar started before it) + 10m
+        // overhead; memory: the init container's 1Gi beats 128Mi, plus 1Mi overhead.
+        assert_eq!((r.cpu, r.memory, r.pods), (180, (1 << 30) + (1 << 20), 1));
+    }
+
+    #[test]
+    fn an_init_container_before_a_sidecar_does_not_run_with_it() {
+        // Kubernetes `PodRequests`: sidecars count only for init containers after them.
+        let p = pod("p").uid("u").spec(json!({
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [
+                {"name": "first", "resources": {"requests": {"cpu": "500m"}}},
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+                {"name": "last", "resources": {"requests": {"cpu": "250m"}}}],
+        })).build();
+        // max(100m + 200m, 500m, 250m + 200m) = 500m.
+        assert_eq!(pod_requests(&p).expect("parses").cpu, 500);
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_for_cpu_and_memory() {
+        // Kubernetes 1.34 PodLevelResources: `spec.resources` wins for cpu and memory; other
+        // resources still come from the containers; overhead is added on top.
+        let p = pod("p")
+            .uid("u")
+            .spec(json!({
+                "resources": {"requests": {"cpu": "2500m", "memory": "1Gi"}},
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"ephemeral-storage": "1Gi"}}},
+                    {"name": "b"}],
+                "overhead": {"cpu": "100m"},
+            }))
+            .build();
+        let r = pod_requests(&p).expect("parses");
+        assert_eq!((r.cpu, r.memory, r.ephemeral), (2600, 1 << 30, 1 << 30));
+        let bad = pod("q")
+            .uid("u")
+            .spec(json!({
+            "resources": {"requests": {"cpu": "lots"}}, "containers": []}))
+            .build();
+        assert!(matches!(
+            pod_requests(&bad),
+            Err(PodError::Quantity { container, .. }) if container == "<pod>"
+        ));
     }
 
     #[test]
