@@ -114,3 +114,197 @@ fn bad_input_is_a_clear_error_with_exit_code_two() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("diverse"), "{err}");
 }
+
+/// The EC2NodeClass of issue 18: `maxPods: 8`, one CPU of kube-reserved and a 300Gi root
+/// volume, with a NodePool of m5.large and m5.xlarge on demand.
+const SIZED_NODE_CLASS: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: sized}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  kubelet:
+    maxPods: 8
+    kubeReserved: {cpu: "1"}
+  blockDeviceMappings:
+    - deviceName: /dev/xvda
+      rootVolume: true
+      ebs: {volumeSize: 300Gi, volumeType: gp3}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: sized}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: sized}
+"#;
+
+/// A NodePool open to every instance type of the default node class.
+const ANY_TYPE_POOL: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: any}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"#;
+
+/// A Deployment of `replicas` pods with `resources` (YAML flow map) on the container, or on
+/// the pod when `pod_level`.
+fn deployment(name: &str, replicas: u32, resources: &str, pod_level: bool) -> String {
+    let (pod, container) = if pod_level {
+        (format!("\n      resources: {resources}"), String::new())
+    } else {
+        (String::new(), format!("\n          resources: {resources}"))
+    };
+    format!(
+        r#"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:{pod}
+      containers:
+        - name: app
+          image: public.ecr.aws/eks-distro/kubernetes/pause:3.2{container}
+"#
+    )
+}
+
+/// `karpenter simulate --report json` over the manifests; the report.
+fn simulate_manifests(manifests: &str) -> Value {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("workload.yaml");
+    std::fs::write(&path, manifests).expect("write workload");
+    report(&karpenter(&[
+        "simulate",
+        "--workload",
+        path.to_str().expect("utf-8 path"),
+        "--report",
+        "json",
+    ]))
+}
+
+/// NodeClaims by instance type, e.g. `{"m5.xlarge": 1}`.
+fn claims_by_type(r: &Value) -> std::collections::BTreeMap<String, u64> {
+    r["nodeclaims"]["by_instance_type"]
+        .as_object()
+        .expect("by type")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+        .collect()
+}
+
+fn all_scheduled(r: &Value, pods: u64) {
+    assert_eq!(r["pods"]["total"], pods, "{r}");
+    assert_eq!(r["pods"]["scheduled"], pods, "{}", r["pods"]);
+}
+
+#[test]
+fn max_pods_of_the_node_class_limits_pods_per_nodeclaim() {
+    let r = simulate_manifests(&format!(
+        "{SIZED_NODE_CLASS}{}",
+        deployment("small", 40, "{requests: {cpu: 10m, memory: 16Mi}}", false)
+    ));
+    all_scheduled(&r, 40);
+    let claims = r["nodeclaims"]["total"].as_u64().expect("total");
+    assert!(
+        claims >= 5,
+        "maxPods 8 needs at least 5 NodeClaims for 40 pods: {claims}"
+    );
+}
+
+#[test]
+fn kube_reserved_and_pod_level_requests_decide_the_instance_type() {
+    // m5.large keeps 1000m after one CPU of kube-reserved: neither pod fits there.
+    for (name, resources, pod_level) in [
+        (
+            "container",
+            "{requests: {cpu: 1500m, memory: 256Mi}}",
+            false,
+        ),
+        ("pod-level", "{requests: {cpu: 2500m, memory: 256Mi}}", true),
+    ] {
+        let r = simulate_manifests(&format!(
+            "{SIZED_NODE_CLASS}{}",
+            deployment(name, 1, resources, pod_level)
+        ));
+        all_scheduled(&r, 1);
+        assert_eq!(
+            claims_by_type(&r),
+            [("m5.xlarge".to_string(), 1)].into(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_root_volume_of_the_node_class_is_ephemeral_storage() {
+    let r = simulate_manifests(&format!(
+        "{SIZED_NODE_CLASS}{}",
+        deployment(
+            "scratch",
+            1,
+            "{requests: {cpu: 100m, ephemeral-storage: 200Gi}}",
+            false
+        )
+    ));
+    all_scheduled(&r, 1);
+}
+
+#[test]
+fn amd_gpus_land_on_g4ad_and_neuron_on_inferentia_or_trainium() {
+    // The requests of upstream's `examples/workloads/gpu-amd.yaml` and `neuron.yaml`: one
+    // device as a limit (requests default to it), one CPU, 256M.
+    for (resource, families) in [
+        ("amd.com/gpu", &["g4ad"][..]),
+        (
+            "aws.amazon.com/neuron",
+            &["inf1", "inf2", "trn1", "trn1n", "trn2"][..],
+        ),
+    ] {
+        let r = simulate_manifests(&format!(
+            "{ANY_TYPE_POOL}{}",
+            deployment(
+                "accelerated",
+                1,
+                &format!(
+                    "{{limits: {{{resource}: \"1\"}}, requests: {{cpu: \"1\", memory: 256M}}}}"
+                ),
+                false,
+            )
+        ));
+        all_scheduled(&r, 1);
+        let types = claims_by_type(&r);
+        assert!(
+            types
+                .keys()
+                .all(|t| families.contains(&t.split('.').next().unwrap_or(""))),
+            "{resource}: {types:?}"
+        );
+    }
+}
