@@ -502,3 +502,153 @@ async fn a_nomination_is_cleared_when_its_node_goes_away() {
     })
     .await;
 }
+
+/// Three node classes whose kubelet and volume settings change allocatable, a NodePool pinned
+/// to one instance type for each, and a pod for each NodePool.
+const THREE_NODE_CLASSES: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: plain}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: bottlerocket}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: bottlerocket@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  kubelet:
+    maxPods: 20
+    systemReserved: {memory: 300Mi, cpu: 100m}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: tuned}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  kubelet:
+    podsPerCore: 4
+    kubeReserved: {cpu: 250m, memory: 1Gi}
+    evictionHard: {memory.available: 5%, nodefs.available: 15%}
+  blockDeviceMappings:
+    - {deviceName: /dev/xvda, rootVolume: true, ebs: {volumeSize: 100Gi}}
+"#;
+
+fn pinned_pool_and_pod(pool: &str, class: &str, instance_type: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {pool}}}
+spec:
+  template:
+    spec:
+      requirements:
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: [{instance_type}]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: {class}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: on-{pool}}}
+spec:
+  nodeSelector: {{karpenter.sh/nodepool: {pool}}}
+  containers:
+    - name: app
+      image: public.ecr.aws/eks-distro/kubernetes/pause:3.2
+      resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class() {
+    use karpenter_core::capacity::catalog::Catalog;
+    use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
+
+    let pools = [
+        ("plain", "plain", "m5.large"),
+        ("bottlerocket", "bottlerocket", "m5.xlarge"),
+        ("tuned", "tuned", "c5.2xlarge"),
+    ];
+    let mut yaml = THREE_NODE_CLASSES.to_string();
+    for (pool, class, instance_type) in pools {
+        yaml.push_str(&pinned_pool_and_pod(pool, class, instance_type));
+    }
+    let c = TestCluster::start(
+        &yaml,
+        Options {
+            defaults: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    c.wait_for("three pods bound", SETTLE, |o| {
+        o.pods_bound == 3 && o.settled()
+    })
+    .await;
+    let catalog = Catalog::embedded().expect("catalog");
+    let classes = c.objects("karpenter.k8s.aws", "ec2nodeclasses");
+    let nodes = c.objects("", "nodes");
+    assert_eq!(nodes.len(), 3, "one node per NodePool");
+    for (pool, class_name, instance_type) in pools {
+        let node = nodes
+            .iter()
+            .find(|n| n["metadata"]["labels"]["karpenter.sh/nodepool"] == pool)
+            .unwrap_or_else(|| panic!("a node of {pool}"));
+        assert_eq!(
+            node["metadata"]["labels"]["node.kubernetes.io/instance-type"],
+            instance_type
+        );
+        let class: crds::EC2NodeClass = serde_json::from_value(
+            classes
+                .iter()
+                .find(|o| o["metadata"]["name"] == class_name)
+                .cloned()
+                .expect("node class stored"),
+        )
+        .expect("node class parses");
+        let config = CapacityConfig::from_node_class(&class, CapacityOptions::default())
+            .expect("settings parse");
+        let modelled = config.allocation(&catalog.get(instance_type).expect("in catalog").spec);
+        let mut expected = modelled.capacity.clone();
+        expected.sub(&modelled.overhead);
+        let registered: std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        > = serde_json::from_value(node["status"]["allocatable"].clone()).expect("allocatable");
+        let registered = Resources::from_list(&registered).expect("quantities parse");
+        assert_eq!(
+            registered, expected,
+            "{pool} ({class_name}, {instance_type})"
+        );
+        let capacity: std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        > = serde_json::from_value(node["status"]["capacity"].clone()).expect("capacity");
+        assert_eq!(
+            Resources::from_list(&capacity).expect("quantities parse"),
+            modelled.capacity,
+            "{pool}"
+        );
+        // The node class's own settings show through.
+        match pool {
+            "bottlerocket" => assert_eq!(registered.pods, 20, "maxPods"),
+            "tuned" => {
+                assert_eq!(modelled.capacity.ephemeral, 100 << 30, "root volume");
+                assert_eq!(registered.pods, 32, "podsPerCore 4 x 8 vCPUs");
+            }
+            _ => assert_eq!(registered.pods, 29, "m5.large's ENI limit"),
+        }
+    }
+}
