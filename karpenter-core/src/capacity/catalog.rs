@@ -282,14 +282,16 @@ pub fn instance_types(
             }
             (!offerings.is_empty()).then(|| {
                 let allocation = config.allocation(&e.spec);
-                Arc::new(InstanceType::new(
+                let mut it = InstanceType::new(
                     e.name.clone(),
                     e.labels.clone(),
                     OPTIONAL_LABELS,
                     allocation.capacity,
                     allocation.overhead,
                     offerings,
-                ))
+                );
+                it.sizing = allocation.sizing;
+                Arc::new(it)
             })
         })
         .collect()

@@ -62,6 +62,10 @@ pub struct InstanceType {
     pub allocatable: Resources,
     /// Where it can be bought: zone and capacity type, with price (USD/hour) and availability.
     pub offerings: Vec<Offering>,
+    /// Why a resource's allocatable is what it is, in the node class's terms, by resource
+    /// name, e.g. `pods` → `maxPods 8 (EC2NodeClass capped)`; empty when not known (synthetic
+    /// and test types). `why-pending` and `status -o wide` print it.
+    pub sizing: BTreeMap<String, String>,
 }
 
 impl InstanceType {
@@ -95,6 +99,7 @@ impl InstanceType {
             overhead,
             allocatable,
             offerings,
+            sizing: BTreeMap::new(),
         }
     }
 

@@ -18,7 +18,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::capacity::catalog::TypeSpec;
 use crate::capacity::{eni_limited_pods, kube_reserved_cpu_milli, kube_reserved_memory_mib};
-use crate::scheduling::resources::{CPU, QuantityError, Resources, parse_milli, parse_units};
+use crate::scheduling::resources::{
+    CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, Resources, format_quantity, parse_milli,
+    parse_units,
+};
 
 /// Kubelet eviction signal for available memory.
 pub const MEMORY_AVAILABLE: &str = "memory.available";
@@ -127,6 +130,9 @@ pub struct Allocation {
     pub overhead: Resources,
     /// Where the pod count comes from.
     pub pods_limit: PodsLimit,
+    /// Why pods, cpu, memory and ephemeral-storage are what they are, in the node class's
+    /// numbers, e.g. `cpu` → `4 vCPUs, reserved 1 (EC2NodeClass)`.
+    pub sizing: BTreeMap<String, String>,
 }
 
 /// A node class setting the capacity model cannot read.
@@ -494,11 +500,64 @@ impl CapacityConfig {
         };
         overhead.memory += hard(MEMORY_AVAILABLE, memory, Threshold::Bytes(100 << 20));
         overhead.ephemeral += hard(NODEFS_AVAILABLE, ephemeral, Threshold::Percent(10.0));
+        let sizing = self.sizing(spec, pods_limit, &capacity, &overhead);
         Allocation {
             capacity,
             overhead,
             pods_limit,
+            sizing,
         }
+    }
+}
+
+impl CapacityConfig {
+    /// The words `why-pending` and `status -o wide` use for each resource's allocatable.
+    fn sizing(
+        &self,
+        spec: &TypeSpec,
+        pods: PodsLimit,
+        capacity: &Resources,
+        overhead: &Resources,
+    ) -> BTreeMap<String, String> {
+        let reserved = |name: &str| {
+            let by_class =
+                self.kube_reserved.contains_key(name) || self.system_reserved.contains_key(name);
+            format!(
+                "reserved {} ({})",
+                format_quantity(name, overhead.get(name)),
+                if by_class { "EC2NodeClass" } else { "default" }
+            )
+        };
+        let storage = if self.raid0 && spec.instance_storage_gb.is_some() {
+            "RAID0 instance store".to_string()
+        } else if self.volumes.iter().any(|v| v.bytes.is_some()) {
+            "blockDeviceMappings (EC2NodeClass)".to_string()
+        } else {
+            format!("the {} default volume", self.family.as_str())
+        };
+        [
+            (PODS, pods.explain()),
+            (CPU, format!("{} vCPUs, {}", spec.vcpus, reserved(CPU))),
+            (
+                MEMORY,
+                format!(
+                    "{} after VM overhead, {}",
+                    format_quantity(MEMORY, capacity.memory),
+                    reserved(MEMORY)
+                ),
+            ),
+            (
+                EPHEMERAL_STORAGE,
+                format!(
+                    "{} from {storage}, {}",
+                    format_quantity(EPHEMERAL_STORAGE, capacity.ephemeral),
+                    reserved(EPHEMERAL_STORAGE)
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 }
 

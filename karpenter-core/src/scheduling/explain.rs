@@ -137,6 +137,10 @@ pub struct Largest {
     pub available: String,
     /// The instance type that has it.
     pub instance_type: String,
+    /// Why that type's allocatable is what it is, in its node class's numbers (e.g.
+    /// `maxPods 8 (EC2NodeClass capped)`), when the instance type says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sizing: Option<String>,
 }
 
 impl fmt::Display for Reason {
@@ -173,10 +177,16 @@ impl fmt::Display for Reason {
                 let parts: Vec<String> = largest
                     .iter()
                     .map(|l| {
-                        format!(
-                            "{} requested {}, largest {} ({})",
+                        let mut part = format!(
+                            "{} requested {}, largest {} ({}",
                             l.resource, l.requested, l.available, l.instance_type
-                        )
+                        );
+                        if let Some(sizing) = &l.sizing {
+                            part.push_str(": ");
+                            part.push_str(sizing);
+                        }
+                        part.push(')');
+                        part
                     })
                     .collect();
                 write!(f, ": {}", parts.join("; "))
@@ -463,6 +473,7 @@ fn too_large(requests: &Resources, compatible: &[&Arc<InstanceType>]) -> Reason 
                 requested: format_quantity(name, wanted),
                 available: format_quantity(name, it.allocatable.get(name)),
                 instance_type: it.name.clone(),
+                sizing: it.sizing.get(name).cloned(),
             });
         }
     }

@@ -190,6 +190,7 @@ fn too_large_names_the_largest_type_per_resource() {
             requested: "20500m".into(),
             available: "16".into(),
             instance_type: "gp.4xlarge".into(),
+            sizing: None,
         }]
     );
     assert_eq!(
@@ -378,5 +379,35 @@ fn in_flight_nodeclaims_hold_pods_that_fit_them() {
             &pools
         ),
         None
+    );
+}
+
+#[test]
+fn too_large_says_how_the_node_class_sized_the_largest_type() {
+    use crate::capacity::catalog::Catalog;
+    use crate::capacity::node_class::{CapacityConfig, CapacityOptions};
+    // Issue 18's node class: one CPU of kube-reserved leaves m5.large 1 CPU.
+    let nc: EC2NodeClass = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "sized"},
+        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"id": "subnet-1"}],
+                 "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                 "kubelet": {"maxPods": 8, "kubeReserved": {"cpu": "1"}}}}))
+    .expect("node class");
+    let config = CapacityConfig::from_node_class(&nc, CapacityOptions::default()).expect("parses");
+    let zones = ["us-east-1a".to_string()].into();
+    let types: Vec<Arc<InstanceType>> = Catalog::embedded()
+        .expect("catalog")
+        .instance_types(&zones, &config, |_, _, _| false)
+        .into_iter()
+        .filter(|t| t.name == "m5.large")
+        .collect();
+    let p = pod("web", 1500, 256, json!({}));
+    let r = rejected(&p, ready(pool("sized", types)));
+    assert_eq!(
+        r.to_string(),
+        "no instance type large enough for {cpu: 1500m, memory: 256Mi, pods: 1}: cpu requested \
+         1500m, largest 1 (m5.large: 2 vCPUs, reserved 1 (EC2NodeClass))"
     );
 }
