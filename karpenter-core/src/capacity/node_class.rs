@@ -9,7 +9,10 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-use crds::ec2nodeclass::{AmiFamily, EC2NodeClass, InstanceStorePolicy, InterfaceType};
+use crds::ec2nodeclass::{
+    AmiFamily, BlockDeviceMapping, EC2NodeClass, InstanceStorePolicy, InterfaceType,
+    KubeletConfiguration, NetworkInterface,
+};
 use crds::labels::{
     RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON, RESOURCE_AWS_NEURON_CORE, RESOURCE_EFA,
     RESOURCE_HABANA_GAUDI, RESOURCE_NVIDIA_GPU,
@@ -259,7 +262,31 @@ impl CapacityConfig {
         options: CapacityOptions,
     ) -> Result<CapacityConfig, ConfigError> {
         let spec = &nc.spec;
-        let kubelet = spec.kubelet.clone().unwrap_or_default();
+        CapacityConfig::from_kubelet(
+            nc.ami_family(),
+            spec.kubelet.as_ref(),
+            &spec.block_device_mappings,
+            spec.instance_store_policy,
+            &spec.network_interfaces,
+            options,
+        )
+    }
+
+    /// The capacity settings from their parts: what a kubelet knows of itself (its family's
+    /// defaults and its configuration, e.g. read back from user data) and the node's volumes
+    /// and network interfaces.
+    ///
+    /// Errors: as [`CapacityConfig::from_node_class`].
+    pub fn from_kubelet(
+        family: AmiFamily,
+        kubelet: Option<&KubeletConfiguration>,
+        block_device_mappings: &[BlockDeviceMapping],
+        instance_store_policy: Option<InstanceStorePolicy>,
+        network_interfaces: &[NetworkInterface],
+        options: CapacityOptions,
+    ) -> Result<CapacityConfig, ConfigError> {
+        let empty = KubeletConfiguration::default();
+        let kubelet = kubelet.unwrap_or(&empty);
         let max_pods = match &kubelet.max_pods {
             None => None,
             Some(IntOrString::Int(n)) if *n >= 0 => Some(i64::from(*n)),
@@ -269,8 +296,7 @@ impl CapacityConfig {
                 _ => return Err(ConfigError::MaxPods(s.clone())),
             },
         };
-        let volumes = spec
-            .block_device_mappings
+        let volumes = block_device_mappings
             .iter()
             .map(|m| {
                 let device_name = m.device_name.clone().unwrap_or_default();
@@ -290,14 +316,14 @@ impl CapacityConfig {
             })
             .collect::<Result<Vec<_>, ConfigError>>()?;
         let efa = |card0: bool| {
-            spec.network_interfaces
+            network_interfaces
                 .iter()
                 .filter(|n| n.interface_type == InterfaceType::EfaOnly)
                 .filter(|n| !card0 || n.network_card_index == 0)
                 .count() as i64
         };
         Ok(CapacityConfig {
-            family: nc.ami_family(),
+            family,
             max_pods,
             pods_per_core: kubelet.pods_per_core.map(i64::from),
             kube_reserved: reserved("kubeReserved", &kubelet.kube_reserved)?,
@@ -305,8 +331,8 @@ impl CapacityConfig {
             eviction_hard: thresholds("evictionHard", &kubelet.eviction_hard)?,
             eviction_soft: thresholds("evictionSoft", &kubelet.eviction_soft)?,
             volumes,
-            raid0: spec.instance_store_policy == Some(InstanceStorePolicy::Raid0),
-            network_interfaces_set: !spec.network_interfaces.is_empty(),
+            raid0: instance_store_policy == Some(InstanceStorePolicy::Raid0),
+            network_interfaces_set: !network_interfaces.is_empty(),
             efa_only_interfaces: efa(false),
             efa_only_on_card0: efa(true),
             options,

@@ -68,12 +68,28 @@ impl InstanceSource for Ec2Kubelets {
                 .map_err(|e| e.to_string())?
                 .unwrap_or_default();
             let (mut labels, taints) = launchtemplate::parse_registration(&user_data);
+            // The kubelet sizes its Node from its own configuration in user data and its
+            // family's default volumes (the instance's block devices are not read back).
+            let (family, kubelet) = launchtemplate::parse_kubelet(&user_data);
+            let config = match CapacityConfig::from_kubelet(
+                family,
+                Some(&kubelet),
+                &[],
+                None,
+                &[],
+                self.cloud.capacity_options(),
+            ) {
+                Ok(config) => config,
+                Err(e) => {
+                    tracing::warn!(instance = %i.id, error = %e,
+                        "sandbox kubelet: unreadable kubelet configuration; not registering");
+                    continue;
+                }
+            };
             let zones = [i.zone.clone()].into();
             let types = self
                 .cloud
-                // The kubelet sizes itself by the instance hardware only: the node class's
-                // kubelet settings are not read back from user data yet.
-                .types_in(&zones, &CapacityConfig::default())
+                .types_in(&zones, &config)
                 .await
                 .map_err(|e| e.to_string())?;
             let Some(it) = types.iter().find(|t| t.name == i.instance_type) else {

@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use base64::Engine as _;
-use crds::ec2nodeclass::{AmiFamily, HttpTokens, Toggle};
+use crds::ec2nodeclass::{AmiFamily, HttpTokens, KubeletConfiguration, Toggle};
 use crds::{EC2NodeClass, NodeClaim};
 use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::cloudprovider::sim::network::DISCOVERY_TAG;
 use ec2api::{BlockDevice, LaunchTemplateData, MetadataOptions};
@@ -79,10 +80,9 @@ pub fn user_data(
 ) -> String {
     let kubelet = node_class.spec.kubelet.as_ref();
     let max_pods = kubelet.and_then(|k| k.max_pods.as_ref()).map(|m| match m {
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i) => i.to_string(),
-        k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
     });
-    let cluster_dns: Vec<String> = kubelet.map(|k| k.cluster_dns.clone()).unwrap_or_default();
     let taint_list: Vec<String> = taints.iter().map(taint_flag).collect();
     match family {
         // A custom (or Windows) image bootstraps itself: its user data passes through as given.
@@ -99,6 +99,21 @@ pub fn user_data(
             }
             if let Some(m) = &max_pods {
                 let _ = writeln!(s, "max-pods = {m}");
+            }
+            if let Some(k) = kubelet {
+                for (table, map) in [
+                    ("kube-reserved", &k.kube_reserved),
+                    ("system-reserved", &k.system_reserved),
+                    ("eviction-hard", &k.eviction_hard),
+                    ("eviction-soft", &k.eviction_soft),
+                ] {
+                    if !map.is_empty() {
+                        let _ = writeln!(s, "\n[settings.kubernetes.{table}]");
+                        for (key, value) in map {
+                            let _ = writeln!(s, "{key:?} = {value:?}");
+                        }
+                    }
+                }
             }
             s.push_str("\n[settings.kubernetes.node-labels]\n");
             for (k, v) in labels {
@@ -130,6 +145,25 @@ pub fn user_data(
             if let Some(m) = &max_pods {
                 let _ = write!(extra, " --max-pods={m}");
             }
+            if let Some(k) = kubelet {
+                if let Some(n) = k.pods_per_core {
+                    let _ = write!(extra, " --pods-per-core={n}");
+                }
+                for (flag, map, separator) in [
+                    ("--system-reserved", &k.system_reserved, "="),
+                    ("--kube-reserved", &k.kube_reserved, "="),
+                    ("--eviction-hard", &k.eviction_hard, "<"),
+                    ("--eviction-soft", &k.eviction_soft, "<"),
+                ] {
+                    if !map.is_empty() {
+                        let pairs: Vec<String> = map
+                            .iter()
+                            .map(|(k, v)| format!("{k}{separator}{v}"))
+                            .collect();
+                        let _ = write!(extra, " {flag}={}", pairs.join(","));
+                    }
+                }
+            }
             let mut s = String::from("#!/bin/bash -xe\n");
             if let Some(custom) = &node_class.spec.user_data {
                 s.push_str(custom);
@@ -153,13 +187,12 @@ pub fn user_data(
             if !taint_list.is_empty() {
                 flags.push(format!("--register-with-taints={}", taint_list.join(",")));
             }
-            let mut config = String::new();
-            if let Some(m) = &max_pods {
-                let _ = writeln!(config, "      maxPods: {m}");
-            }
-            if !cluster_dns.is_empty() {
-                let _ = writeln!(config, "      clusterDNS: {cluster_dns:?}");
-            }
+            // nodeadm passes the node class's kubelet configuration through as written.
+            let config = kubelet
+                .and_then(|k| serde_json::to_string(k).ok())
+                .filter(|json| json != "{}")
+                .map(|json| format!("      {json}\n"))
+                .unwrap_or_default();
             let mut s = format!(
                 "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{MIME_BOUNDARY}\"\n\n\
                  --{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n\
@@ -260,6 +293,81 @@ pub fn parse_registration(user_data: &str) -> (BTreeMap<String, String>, Vec<Tai
         }
     }
     (labels, taints)
+}
+
+/// The kubelet's view of its own configuration in user data written by [`user_data`]: the AMI
+/// family the format belongs to (nodeadm `NodeConfig`: AL2023; `bootstrap.sh`: AL2;
+/// Bottlerocket TOML; anything else: Custom) and the settings that size the node (`maxPods`,
+/// `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`, `evictionSoft`). The
+/// sandbox's simulated kubelets on the AWS provider size their Node from it, as a real kubelet
+/// reads its flags and config file.
+pub fn parse_kubelet(user_data: &str) -> (AmiFamily, KubeletConfiguration) {
+    let mut kubelet = KubeletConfiguration::default();
+    if user_data.contains("application/node.eks.aws") {
+        // The `config:` mapping is one JSON line under `kubelet:`.
+        let mut lines = user_data.lines();
+        while let Some(line) = lines.next() {
+            if line.trim() == "config:"
+                && let Some(json) = lines.next()
+                && let Ok(parsed) = serde_json::from_str::<KubeletConfiguration>(json.trim())
+            {
+                kubelet = parsed;
+                break;
+            }
+        }
+        return (AmiFamily::Al2023, kubelet);
+    }
+    if user_data.contains("/etc/eks/bootstrap.sh") {
+        for token in user_data.split([' ', '\'', '"', '\n']) {
+            let Some((flag, value)) = token.split_once('=') else {
+                continue;
+            };
+            let pairs = |separator: char| -> BTreeMap<String, String> {
+                value
+                    .split(',')
+                    .filter_map(|p| p.split_once(separator))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            };
+            match flag {
+                "--max-pods" => kubelet.max_pods = value.parse().ok().map(IntOrString::Int),
+                "--pods-per-core" => kubelet.pods_per_core = value.parse().ok(),
+                "--kube-reserved" => kubelet.kube_reserved = pairs('='),
+                "--system-reserved" => kubelet.system_reserved = pairs('='),
+                "--eviction-hard" => kubelet.eviction_hard = pairs('<'),
+                "--eviction-soft" => kubelet.eviction_soft = pairs('<'),
+                _ => {}
+            }
+        }
+        return (AmiFamily::Al2, kubelet);
+    }
+    if user_data.contains("[settings.kubernetes]") {
+        let unquote = |s: &str| s.trim().trim_matches('"').to_string();
+        let mut table = "";
+        for line in user_data.lines() {
+            let line = line.trim();
+            if let Some(name) = line.strip_prefix("[settings.kubernetes") {
+                table = name.trim_end_matches(']').trim_start_matches('.');
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            let (key, value) = (unquote(key), unquote(value));
+            match table {
+                "" if key == "max-pods" => {
+                    kubelet.max_pods = value.parse().ok().map(IntOrString::Int);
+                }
+                "kube-reserved" => _ = kubelet.kube_reserved.insert(key, value),
+                "system-reserved" => _ = kubelet.system_reserved.insert(key, value),
+                "eviction-hard" => _ = kubelet.eviction_hard.insert(key, value),
+                "eviction-soft" => _ = kubelet.eviction_soft.insert(key, value),
+                _ => {}
+            }
+        }
+        return (AmiFamily::Bottlerocket, kubelet);
+    }
+    (AmiFamily::Custom, kubelet)
 }
 
 /// Default block devices when the node class lists none: a 20 GiB gp3 root volume on
@@ -428,6 +536,38 @@ mod tests {
             assert_eq!(l, labels, "{family:?} labels:\n{ud}");
             assert_eq!(t, taints, "{family:?} taints:\n{ud}");
         }
+    }
+
+    #[test]
+    fn every_family_round_trips_the_kubelet_settings_that_size_the_node() {
+        let nc: EC2NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "sized"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"id": "subnet-1"}],
+                     "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                     "kubelet": {"maxPods": 8, "podsPerCore": 4,
+                                 "kubeReserved": {"cpu": "1", "memory": "1Gi"},
+                                 "systemReserved": {"memory": "300Mi"},
+                                 "evictionHard": {"memory.available": "5%"},
+                                 "evictionSoft": {"nodefs.available": "15%"}}}}))
+        .expect("node class");
+        let want = nc.spec.kubelet.clone().expect("kubelet");
+        for family in [AmiFamily::Al2023, AmiFamily::Al2, AmiFamily::Bottlerocket] {
+            let ud = user_data(family, &cluster(), &nc, &BTreeMap::new(), &[]);
+            let (seen, k) = parse_kubelet(&ud);
+            assert_eq!(seen, family, "{ud}");
+            assert_eq!(k.max_pods, want.max_pods, "{family:?}:\n{ud}");
+            assert_eq!(k.kube_reserved, want.kube_reserved, "{family:?}:\n{ud}");
+            assert_eq!(k.system_reserved, want.system_reserved, "{family:?}:\n{ud}");
+            assert_eq!(k.eviction_hard, want.eviction_hard, "{family:?}:\n{ud}");
+            assert_eq!(k.eviction_soft, want.eviction_soft, "{family:?}:\n{ud}");
+            if family != AmiFamily::Bottlerocket {
+                // Bottlerocket has no podsPerCore setting (upstream leaves it out).
+                assert_eq!(k.pods_per_core, want.pods_per_core, "{family:?}");
+            }
+        }
+        assert_eq!(parse_kubelet("#!/bin/bash\necho hi").0, AmiFamily::Custom);
     }
 
     #[test]

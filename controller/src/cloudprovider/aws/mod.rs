@@ -124,6 +124,11 @@ impl AwsCloud {
         self
     }
 
+    /// `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT` as this provider sizes instance types.
+    pub fn capacity_options(&self) -> CapacityOptions {
+        self.capacity
+    }
+
     /// The capacity settings of a node class under this provider's options.
     ///
     /// Errors: [`CloudError::NodeClassNotReady`] naming the kubelet or block device setting
