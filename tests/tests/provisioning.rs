@@ -652,3 +652,59 @@ async fn the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_class_whose_kubelet_settings_do_not_parse_is_not_valid_and_launches_nothing() {
+    let node_class = THREE_NODE_CLASSES
+        .split("---")
+        .next()
+        .expect("the plain node class")
+        .replace("metadata: {name: plain}", "metadata: {name: default}")
+        + "  kubelet:\n    kubeReserved: {cpu: lots}\n";
+    let pool = karpenter::workload::DEFAULT_NODEPOOL
+        .split("---")
+        .next()
+        .expect("NodePool document");
+    let yaml = format!(
+        "{pool}---{node_class}---\n{}",
+        deployment("web", 2, "100m", "64Mi")
+    );
+    let c = TestCluster::start(
+        &yaml,
+        Options {
+            defaults: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    c.eventually("node class validated", SETTLE, |c| {
+        c.objects("karpenter.k8s.aws", "ec2nodeclasses")
+            .iter()
+            .any(|p| condition(p, "ValidationSucceeded").as_deref() == Some("False"))
+    })
+    .await;
+    let class = c.objects("karpenter.k8s.aws", "ec2nodeclasses").remove(0);
+    let validation = class["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|x| x["type"] == "ValidationSucceeded"))
+        .cloned()
+        .expect("condition");
+    assert_eq!(validation["reason"], "InvalidKubeletConfiguration");
+    assert!(
+        validation["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("kubeReserved") && m.contains("lots")),
+        "{validation}"
+    );
+    assert_eq!(condition(&class, "Ready").as_deref(), Some("False"));
+    c.eventually("pods told no NodePool is ready", SETTLE, |c| {
+        c.objects("", "events")
+            .iter()
+            .any(|e| e["reason"] == "FailedScheduling" && e["source"]["component"] == "karpenter")
+    })
+    .await;
+    assert!(
+        c.nodeclaims().is_empty(),
+        "nothing launched from an invalid node class"
+    );
+}

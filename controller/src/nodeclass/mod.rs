@@ -13,6 +13,7 @@ use crds::conditions::{
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
 use crds::{EC2NodeClass, StatusConditions};
 use futures::StreamExt;
+use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -97,7 +98,17 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     let restamp_pending = crate::drift::stamp::stamp_nodeclass(&ctx, &obj).await? > 0;
-    let resolution = ctx.cloud.resolve_node_class(&obj).await;
+    let mut resolution = ctx.cloud.resolve_node_class(&obj).await;
+    if resolution.not_ready.is_none()
+        && let Err(e) = CapacityConfig::from_node_class(&obj, CapacityOptions::default())
+    {
+        // Settings the capacity model cannot read would fail every launch: say so here.
+        resolution.not_ready = Some((
+            VALIDATION_SUCCEEDED.to_string(),
+            e.condition_reason().to_string(),
+            e.to_string(),
+        ));
+    }
     let mut nc = (*obj).clone();
     let mut status = resolution.status;
     status.conditions = nc

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
+use crds::conditions::reason;
 use crds::ec2nodeclass::{
     AmiFamily, BlockDeviceMapping, EC2NodeClass, InstanceStorePolicy, InterfaceType,
     KubeletConfiguration, NetworkInterface,
@@ -168,6 +169,17 @@ pub enum ConfigError {
         /// The value as written.
         value: String,
     },
+}
+
+impl ConfigError {
+    /// The reason of the node class's `ValidationSucceeded=False` condition: a CEL `maxPods`
+    /// is `UnsupportedKubeletConfiguration`, anything else `InvalidKubeletConfiguration`.
+    pub fn condition_reason(&self) -> &'static str {
+        match self {
+            ConfigError::MaxPods(_) => reason::UNSUPPORTED_KUBELET_CONFIGURATION,
+            _ => reason::INVALID_KUBELET_CONFIGURATION,
+        }
+    }
 }
 
 /// The node class settings that decide an instance type's capacity and overhead, parsed once
