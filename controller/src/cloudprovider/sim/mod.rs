@@ -107,6 +107,9 @@ impl SimInstance {
 
 type OfferingKey = (String, String, String);
 
+/// Instance types are listed per zone set and node class capacity settings.
+type TypeCacheKey = (BTreeSet<String>, CapacityConfig);
+
 struct State {
     network: SimNetwork,
     instances: BTreeMap<String, SimInstance>,
@@ -121,7 +124,7 @@ struct State {
     next_host: HashMap<String, u32>,
     /// Instance types per zone set and node class capacity settings, invalidated when
     /// availability changes.
-    type_cache: HashMap<(BTreeSet<String>, CapacityConfig), Arc<Vec<Arc<InstanceType>>>>,
+    type_cache: HashMap<TypeCacheKey, Arc<Vec<Arc<InstanceType>>>>,
 }
 
 /// The simulated EC2 account.
