@@ -1,5 +1,5 @@
 //! The simulated cluster around the API server: kube-scheduler, kubelets, workload controllers
-//! (Deployment, ReplicaSet, DaemonSet), the disruption (PDB status) controller, the garbage
+//! (Deployment, ReplicaSet, DaemonSet, StatefulSet), the disruption (PDB status) controller, the garbage
 //! collector, and the mirror of the cloud's instances as `Instance` objects. Each actor reads
 //! the store, wakes on the changes it cares about, and writes through the same store operations
 //! the HTTP API uses.
@@ -10,6 +10,7 @@ pub mod instances;
 pub mod kubelet;
 pub mod pdb;
 pub mod scheduler;
+pub mod statefulset;
 pub mod workloads;
 
 use std::collections::BTreeMap;
@@ -151,6 +152,7 @@ pub fn spawn_all(
         )),
         tokio::spawn(instances::run(Arc::clone(store), config.clone(), source)),
         tokio::spawn(workloads::run(Arc::clone(store), placer)),
+        tokio::spawn(statefulset::run(Arc::clone(store))),
         tokio::spawn(pdb::run(Arc::clone(store))),
         tokio::spawn(gc::run(Arc::clone(store))),
     ]
