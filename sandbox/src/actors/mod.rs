@@ -1,10 +1,12 @@
 //! The simulated cluster around the API server: kube-scheduler, kubelets, workload controllers
-//! (Deployment, ReplicaSet, DaemonSet, StatefulSet), the disruption (PDB status) controller, the garbage
+//! (Deployment, ReplicaSet, DaemonSet, StatefulSet), the EBS CSI driver with volume provisioning
+//! and attach/detach, the disruption (PDB status) controller, the garbage
 //! collector, and the mirror of the cloud's instances as `Instance` objects. Each actor reads
 //! the store, wakes on the changes it cares about, and writes through the same store operations
 //! the HTTP API uses.
 
 mod cache;
+pub mod csi;
 pub mod gc;
 pub mod instances;
 pub mod kubelet;
@@ -121,6 +123,10 @@ pub struct ActorConfig {
     pub registration_delay: Duration,
     /// How often kubelets poll the cloud.
     pub kubelet_poll: Duration,
+    /// How many EBS volumes an instance type can attach besides its root volume, reported as
+    /// its nodes' CSINode `allocatable.count` for `ebs.csi.aws.com`; `None` (the default for
+    /// every type) reports no limit.
+    pub ebs_attach_limit: fn(&str) -> Option<i32>,
 }
 
 impl Default for ActorConfig {
@@ -128,6 +134,7 @@ impl Default for ActorConfig {
         ActorConfig {
             registration_delay: Duration::from_secs(3),
             kubelet_poll: Duration::from_millis(500),
+            ebs_attach_limit: |_| None,
         }
     }
 }
@@ -153,6 +160,7 @@ pub fn spawn_all(
         tokio::spawn(instances::run(Arc::clone(store), config.clone(), source)),
         tokio::spawn(workloads::run(Arc::clone(store), placer)),
         tokio::spawn(statefulset::run(Arc::clone(store))),
+        tokio::spawn(csi::run(Arc::clone(store), config.ebs_attach_limit)),
         tokio::spawn(pdb::run(Arc::clone(store))),
         tokio::spawn(gc::run(Arc::clone(store))),
     ]

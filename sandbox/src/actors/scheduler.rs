@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::Value;
 
+use super::csi::SELECTED_NODE;
 use super::{ClusterView, PodPlacer, TypedCache, key, wait_for_change};
 use crate::pods::{bind, set_pod_condition};
 use crate::store::{Store, Subresource};
@@ -144,7 +145,9 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         match result {
-            Ok(node) => match bind(store, ns, name, &node) {
+            Ok(node) => match select_node(store, pod, &node, &pvcs, &storage_classes)
+                .and_then(|()| bind(store, ns, name, &node))
+            {
                 Ok(_) => bound_count += 1,
                 Err(e) => tracing::debug!(pod = name, error = %e, "binding failed"),
             },
@@ -171,11 +174,76 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
     bound_count
 }
 
+/// kube-scheduler's VolumeBinding PreBind: each of the pod's unbound claims whose class binds
+/// `WaitForFirstConsumer` is annotated with the chosen node
+/// (`volume.kubernetes.io/selected-node`), which tells the provisioner where to create its
+/// volume. kube-scheduler then waits for the claims to be bound before binding the pod; here the
+/// pod is bound at once and the kubelet holds it in `ContainerCreating` until its volumes are
+/// attached.
+///
+/// Errors: a claim could not be annotated (the pod is not bound and is retried next pass).
+fn select_node(
+    store: &Store,
+    pod: &Pod,
+    node: &str,
+    pvcs: &[Arc<PersistentVolumeClaim>],
+    classes: &[Arc<StorageClass>],
+) -> crate::error::ApiResult<()> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let claims = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.persistent_volume_claim.as_ref());
+    for claim in claims {
+        let Some(pvc) = pvcs.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(ns)
+                && c.metadata.name.as_deref() == Some(claim.claim_name.as_str())
+        }) else {
+            continue;
+        };
+        let spec = pvc.spec.as_ref();
+        let unbound = spec
+            .and_then(|s| s.volume_name.as_deref())
+            .is_none_or(str::is_empty);
+        let class = spec.and_then(|s| s.storage_class_name.as_deref());
+        let wait_for_consumer = classes.iter().any(|c| {
+            c.metadata.name.as_deref() == class
+                && c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+        });
+        let selected = pvc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SELECTED_NODE))
+            .is_some_and(|n| n == node);
+        if !unbound || !wait_for_consumer || selected {
+            continue;
+        }
+        let Some(rt) = store.resource("", "v1", "persistentvolumeclaims") else {
+            continue;
+        };
+        store.modify(&rt, ns, &claim.claim_name, Subresource::Main, |c| {
+            c["metadata"]["annotations"][SELECTED_NODE] = serde_json::json!(node);
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
 /// Schedule until the store goes away.
 pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
     let mut rx = store.subscribe();
     let mut caches = Caches::default();
-    let interest = [key("", "pods"), key("", "nodes")];
+    // Claims and volumes too: a pod waits for its claim to exist or its volume to be bound.
+    let interest = [
+        key("", "pods"),
+        key("", "nodes"),
+        key("", "persistentvolumeclaims"),
+        key("", "persistentvolumes"),
+        key("storage.k8s.io", "csinodes"),
+        key("storage.k8s.io", "volumeattachments"),
+    ];
     loop {
         let (s, p) = (Arc::clone(&store), Arc::clone(&placer));
         let result = tokio::task::spawn_blocking(move || {
