@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
@@ -101,6 +101,10 @@ pub struct ClusterView<'a> {
     pub pvs: &'a [Arc<PersistentVolume>],
     /// StorageClasses: an unbound claim's class `allowedTopologies` confine its pod.
     pub storage_classes: &'a [Arc<StorageClass>],
+    /// CSINodes: how many volumes of each CSI driver a node can attach (NodeVolumeLimits).
+    pub csinodes: &'a [Arc<CSINode>],
+    /// VolumeAttachments: volumes attached to a node count against its limits too.
+    pub volume_attachments: &'a [Arc<VolumeAttachment>],
 }
 
 /// The filter-and-score half of kube-scheduler, injected so the sandbox schedules with the same

@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use serde_json::Value;
 
 use super::csi::SELECTED_NODE;
@@ -75,6 +75,8 @@ pub struct Caches {
     pvcs: TypedCache<PersistentVolumeClaim>,
     pvs: TypedCache<PersistentVolume>,
     storage_classes: TypedCache<StorageClass>,
+    csinodes: TypedCache<CSINode>,
+    volume_attachments: TypedCache<VolumeAttachment>,
 }
 
 impl Default for Caches {
@@ -86,6 +88,8 @@ impl Default for Caches {
             pvcs: TypedCache::new(key("", "persistentvolumeclaims")),
             pvs: TypedCache::new(key("", "persistentvolumes")),
             storage_classes: TypedCache::new(key("storage.k8s.io", "storageclasses")),
+            csinodes: TypedCache::new(key("storage.k8s.io", "csinodes")),
+            volume_attachments: TypedCache::new(key("storage.k8s.io", "volumeattachments")),
         }
     }
 }
@@ -127,6 +131,10 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
         caches.pvs.refresh(store),
         caches.storage_classes.refresh(store),
     );
+    let (csinodes, volume_attachments) = (
+        caches.csinodes.refresh(store),
+        caches.volume_attachments.refresh(store),
+    );
     let view = ClusterView {
         pending: &pending,
         nodes: &all_nodes,
@@ -135,6 +143,8 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
         pvcs: &pvcs,
         pvs: &pvs,
         storage_classes: &storage_classes,
+        csinodes: &csinodes,
+        volume_attachments: &volume_attachments,
     };
     let results = placer.place(&view);
     let Some(rt) = store.resource("", "v1", "pods") else {
