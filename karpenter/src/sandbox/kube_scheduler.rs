@@ -1,7 +1,8 @@
 //! kube-scheduler's filter and score steps over the shared scheduling core, for the sandbox's
-//! simulated scheduler: filters in kube-scheduler's plugin order (NodeUnschedulable, NodeName,
-//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeVolumeLimits,
-//! PodTopologySpread, InterPodAffinity), volume topology, scoring by the default LeastAllocated
+//! simulated scheduler: VolumeBinding's PreFilter (claims that keep a pod off every node), filters
+//! in kube-scheduler's plugin order (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
+//! NodePorts, NodeResourcesFit, NodeVolumeLimits, PodTopologySpread, InterPodAffinity), volume
+//! topology, scoring by the default LeastAllocated
 //! strategy over the first 100 feasible nodes, and kube-scheduler's `0/N nodes are available`
 //! messages.
 //! Preferences (preferred affinities, `ScheduleAnyway` spreads) only score in kube-scheduler, so
@@ -34,6 +35,7 @@ use karpenter_core::scheduling::topology::{
 };
 use karpenter_core::scheduling::volumes::VolumeIndex;
 
+use super::volume_binding::VolumeBinding;
 use super::volume_limits::{MAX_VOLUME_COUNT, VolumeLimits, pending_volumes};
 
 /// kube-scheduler stops looking after this many feasible nodes (`minFeasibleNodesToFind`).
@@ -574,10 +576,17 @@ impl PodPlacer for KubeScheduler {
         let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
         let mut limits = VolumeLimits::new(view);
         let pod_volumes = pending_volumes(&limits, view.pending);
+        let binding = VolumeBinding::new(view.pvcs, view.storage_classes);
         let compiled: Vec<Result<Arc<CompiledPod>, String>> = view
             .pending
             .iter()
             .map(|p| {
+                if let Some(why) = binding.blocker(p) {
+                    let n = states.len();
+                    return Err(format!(
+                        "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+                    ));
+                }
                 let c = self.compile(p)?;
                 let alternatives = volumes.requirements(p);
                 if alternatives.is_empty() {

@@ -15,6 +15,7 @@ mod kube_scheduler_volume_tests;
 pub mod kubelets;
 pub mod publish;
 pub mod report;
+pub mod volume_binding;
 pub mod volume_limits;
 
 use std::io::{IsTerminal, Write};

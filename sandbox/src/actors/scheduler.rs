@@ -273,3 +273,46 @@ pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::csi::fixtures::{claim, cluster, object, pod};
+    use super::*;
+
+    /// Places every pod on `n1`.
+    struct OnN1;
+
+    impl PodPlacer for OnN1 {
+        fn place(&self, view: &ClusterView) -> Vec<Result<String, String>> {
+            view.pending.iter().map(|_| Ok("n1".to_string())).collect()
+        }
+
+        fn eligible(&self, _: &Pod, _: &Node) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn binding_a_pod_selects_its_node_for_wait_for_first_consumer_claims() {
+        let store = cluster();
+        claim(&store, "later", Some("wait"), "1Gi");
+        claim(&store, "now", Some("now"), "1Gi");
+        pod(&store, "a", "later", None);
+        pod(&store, "b", "now", None);
+        assert_eq!(pass(&store, &OnN1, &mut Caches::default()), 2);
+        let later = object(&store, "", "persistentvolumeclaims", "default", "later");
+        assert_eq!(later["metadata"]["annotations"][SELECTED_NODE], "n1");
+        let now = object(&store, "", "persistentvolumeclaims", "default", "now");
+        assert_eq!(
+            now["metadata"]["annotations"][SELECTED_NODE],
+            json!(null),
+            "Immediate claims are provisioned without the scheduler"
+        );
+        assert_eq!(
+            object(&store, "", "pods", "default", "a")["spec"]["nodeName"],
+            "n1"
+        );
+    }
+}

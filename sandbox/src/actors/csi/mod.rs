@@ -20,7 +20,7 @@ use crate::store::Store;
 
 pub mod attacher;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 pub mod provisioner;
 
 /// The driver's name, as StorageClasses (`provisioner`), PersistentVolumes (`spec.csi.driver`),
