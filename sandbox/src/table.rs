@@ -410,6 +410,8 @@ macro_rules! cells {
     ($($cell:expr),* $(,)?) => { vec![$(Value::from($cell)),*] };
 }
 
+mod storage;
+
 /// Column set and row function of a built-in kind; unknown kinds get Name and Age.
 fn printer(group: &str, kind: &str) -> (&'static str, CellFn) {
     match (if group == "core" { "" } else { group }, kind) {
@@ -439,6 +441,16 @@ fn printer(group: &str, kind: &str) -> (&'static str, CellFn) {
             let ready = format!("{}/{}", int(o, "status.readyReplicas"), replicas(o));
             with_template(cells![name(o), ready, age(o, now)], o, None)
         }),
+        ("", "PersistentVolume") => (storage::PERSISTENT_VOLUME, storage::persistent_volume),
+        ("", "PersistentVolumeClaim") => (
+            storage::PERSISTENT_VOLUME_CLAIM,
+            storage::persistent_volume_claim,
+        ),
+        ("storage.k8s.io", "StorageClass") => (storage::STORAGE_CLASS, storage::storage_class),
+        ("storage.k8s.io", "CSINode") => (storage::CSI_NODE, storage::csi_node),
+        ("storage.k8s.io", "VolumeAttachment") => {
+            (storage::VOLUME_ATTACHMENT, storage::volume_attachment)
+        }
         ("batch", "Job") => (JOB, job_cells),
         ("policy", "PodDisruptionBudget") => (PDB, pdb_cells),
         ("coordination.k8s.io", "Lease") => ("Name,Holder,Age", |o, now| {
@@ -1307,10 +1319,25 @@ mod tests {
             0,
             r#"["nodepools.karpenter.sh", "2025-05-01T08:30:00Z"]"#,
         );
-        let sc = json!({"metadata": {"name": "gp3", "creationTimestamp": ago(7200)}});
+        let sc = json!({"metadata": {"name": "gp3", "creationTimestamp": ago(7200)},
+            "provisioner": "ebs.csi.aws.com", "allowVolumeExpansion": true});
         let t = built_in("storage.k8s.io", "StorageClass", &[sc]);
-        assert_eq!(headers(&t), ["Name", "Age"]);
-        assert_row(&t, 0, r#"["gp3", "120m"]"#);
+        assert_eq!(
+            headers(&t),
+            [
+                "Name",
+                "Provisioner",
+                "ReclaimPolicy",
+                "VolumeBindingMode",
+                "AllowVolumeExpansion",
+                "Age"
+            ]
+        );
+        assert_row(
+            &t,
+            0,
+            r#"["gp3", "ebs.csi.aws.com", "Delete", "Immediate", true, "120m"]"#,
+        );
     }
 
     #[test]

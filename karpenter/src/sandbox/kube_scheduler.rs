@@ -1,8 +1,10 @@
 //! kube-scheduler's filter and score steps over the shared scheduling core, for the sandbox's
-//! simulated scheduler: filters in kube-scheduler's plugin order (NodeUnschedulable, NodeName,
-//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread,
-//! InterPodAffinity), volume topology, scoring by the default LeastAllocated strategy over the
-//! first 100 feasible nodes, and kube-scheduler's `0/N nodes are available` messages.
+//! simulated scheduler: VolumeBinding's PreFilter (claims that keep a pod off every node), filters
+//! in kube-scheduler's plugin order (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
+//! NodePorts, NodeResourcesFit, NodeVolumeLimits, PodTopologySpread, InterPodAffinity), volume
+//! topology, scoring by the default LeastAllocated
+//! strategy over the first 100 feasible nodes, and kube-scheduler's `0/N nodes are available`
+//! messages.
 //! Preferences (preferred affinities, `ScheduleAnyway` spreads) only score in kube-scheduler, so
 //! they never filter here.
 //!
@@ -32,6 +34,9 @@ use karpenter_core::scheduling::topology::{
     Mode, PodRef, Target, Topology, TopologyError, Universe,
 };
 use karpenter_core::scheduling::volumes::VolumeIndex;
+
+use super::volume_binding::VolumeBinding;
+use super::volume_limits::{MAX_VOLUME_COUNT, VolumeLimits, pending_volumes};
 
 /// kube-scheduler stops looking after this many feasible nodes (`minFeasibleNodesToFind`).
 const FEASIBLE_NODES_TO_SCORE: usize = 100;
@@ -569,10 +574,19 @@ impl PodPlacer for KubeScheduler {
             }
         }
         let volumes = VolumeIndex::new(view.pvcs, view.pvs, view.storage_classes);
+        let mut limits = VolumeLimits::new(view);
+        let pod_volumes = pending_volumes(&limits, view.pending);
+        let binding = VolumeBinding::new(view.pvcs, view.storage_classes);
         let compiled: Vec<Result<Arc<CompiledPod>, String>> = view
             .pending
             .iter()
             .map(|p| {
+                if let Some(why) = binding.blocker(p) {
+                    let n = states.len();
+                    return Err(format!(
+                        "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+                    ));
+                }
                 let c = self.compile(p)?;
                 let alternatives = volumes.requirements(p);
                 if alternatives.is_empty() {
@@ -666,6 +680,9 @@ impl PodPlacer for KubeScheduler {
                 let node = &states[i];
                 let held = nominator.held(i, k);
                 KubeScheduler::filter(&compiled, node, &held).and_then(|term| {
+                    if !limits.fits(&node.name, &pod_volumes[k]) {
+                        return Err(vec![MAX_VOLUME_COUNT.to_string()]);
+                    }
                     if !involves {
                         return Ok(());
                     }
@@ -727,6 +744,7 @@ impl PodPlacer for KubeScheduler {
                         taints: &states[i].taints,
                     };
                     topology.record(ti, &target);
+                    limits.add(&states[i].name, pod_volumes[k].clone());
                     out.push(Ok(states[i].name.clone()));
                 }
                 None => {

@@ -185,6 +185,8 @@ fn feasible(c: &Case) -> Result<Vec<String>, String> {
             pvcs: &[],
             pvs: &[],
             storage_classes: &[],
+            csinodes: &[],
+            volume_attachments: &[],
         };
         match KubeScheduler::new().place(&view).as_slice() {
             [Ok(chosen)] if *chosen == target_name => fits.push(target_name),
@@ -1477,6 +1479,8 @@ fn pass(nodes: Vec<Node>, bound: Vec<Pod>, pending: Vec<Pod>) -> Vec<Result<Stri
         pvcs: &[],
         pvs: &[],
         storage_classes: &[],
+        csinodes: &[],
+        volume_attachments: &[],
     };
     KubeScheduler::new().place(&view)
 }

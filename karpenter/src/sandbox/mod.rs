@@ -4,14 +4,19 @@
 //! `karpenter sandbox publish-ami`, which publishes a new AMI release into a running sandbox.
 
 pub mod amirelease;
+pub mod ebs_limits;
 #[cfg(feature = "aws")]
 pub mod ec2_kubelets;
 pub mod kube_scheduler;
 #[cfg(test)]
 mod kube_scheduler_tests;
+#[cfg(test)]
+mod kube_scheduler_volume_tests;
 pub mod kubelets;
 pub mod publish;
 pub mod report;
+pub mod volume_binding;
+pub mod volume_limits;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -457,6 +462,7 @@ where
     apply(sb.store(), manifests)?;
     let actors = ActorConfig {
         registration_delay: cfg.registration_delay,
+        ebs_attach_limit: ebs_limits::attach_limit,
         ..ActorConfig::default()
     };
     let instances = kubelets::for_cloud(&built).map_err(SandboxError::Startup)?;

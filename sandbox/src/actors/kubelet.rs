@@ -1,14 +1,18 @@
 //! Simulated kubelets (and the cloud-node-lifecycle part of the cloud controller manager): for
 //! each running instance, register a Node a configurable delay after launch, with the
 //! providerID, labels and taints its user data configured and capacity from its instance type;
-//! report it Ready; start the pods bound to it. Nodes whose instance is gone are deleted.
+//! report it Ready; start the pods bound to it once their claims are bound and their CSI volumes
+//! attached to the node (until then a pod stays `Pending`, as in `ContainerCreating`). Nodes whose
+//! instance is gone are deleted.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use serde_json::{Value, json};
 
+use super::csi::{ClaimVolume, Claims, DRIVER, attachment_name};
 use super::{ActorConfig, BootRecord, InstanceSource, TypedCache, key, wait_for_change};
 use crate::pods::set_pod_condition;
 use crate::store::{DeleteOptions, Store, Subresource, now_rfc3339};
@@ -71,6 +75,9 @@ struct Kubelets {
     source: Arc<dyn InstanceSource>,
     nodes: TypedCache<Node>,
     pods: TypedCache<Pod>,
+    claims: TypedCache<PersistentVolumeClaim>,
+    volumes: TypedCache<PersistentVolume>,
+    attachments: TypedCache<VolumeAttachment>,
     /// Pod IPs handed out per node.
     next_ip: HashMap<String, u32>,
 }
@@ -163,10 +170,22 @@ impl Kubelets {
                 Some((n.metadata.name.clone()?, ip))
             })
             .collect();
+        let claims = Claims::new(&self.claims.refresh(store), &self.volumes.refresh(store));
+        let attached: HashSet<String> = self
+            .attachments
+            .refresh(store)
+            .iter()
+            .filter(|a| a.status.as_ref().is_some_and(|s| s.attached))
+            .filter(|a| a.metadata.deletion_timestamp.is_none())
+            .filter_map(|a| a.metadata.name.clone())
+            .collect();
         for pod in self.pods.refresh(store) {
             let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
                 continue;
             };
+            if !volumes_ready(&pod, &node, &claims, &attached) {
+                continue;
+            }
             let phase = pod
                 .status
                 .as_ref()
@@ -228,6 +247,19 @@ impl Kubelets {
     }
 }
 
+/// Whether every claim of the pod is bound and every EBS volume among them is attached to
+/// `node` (`attached`: names of attached VolumeAttachments).
+fn volumes_ready(pod: &Pod, node: &str, claims: &Claims, attached: &HashSet<String>) -> bool {
+    claims.of_pod(pod).iter().all(|v| match v {
+        ClaimVolume::Unbound => false,
+        ClaimVolume::Csi(csi) if csi.driver == DRIVER => {
+            attached.contains(&attachment_name(&csi.handle, &csi.driver, node))
+        }
+        // Other drivers are not simulated: their volumes need no attaching here.
+        ClaimVolume::Csi(_) | ClaimVolume::Other => true,
+    })
+}
+
 fn pod_ip(host_ip: &str, n: u32) -> String {
     let octets: Vec<u32> = host_ip.split('.').filter_map(|o| o.parse().ok()).collect();
     match octets.as_slice() {
@@ -250,9 +282,17 @@ pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn Instanc
         source,
         nodes: TypedCache::new(key("", "nodes")),
         pods: TypedCache::new(key("", "pods")),
+        claims: TypedCache::new(key("", "persistentvolumeclaims")),
+        volumes: TypedCache::new(key("", "persistentvolumes")),
+        attachments: TypedCache::new(key("storage.k8s.io", "volumeattachments")),
         next_ip: HashMap::new(),
     };
-    let interest = [key("", "pods"), key("", "nodes")];
+    let interest = [
+        key("", "pods"),
+        key("", "nodes"),
+        key("", "persistentvolumeclaims"),
+        key("storage.k8s.io", "volumeattachments"),
+    ];
     loop {
         kubelets.pass(&store).await;
         if !wait_for_change(

@@ -1,15 +1,18 @@
 //! The simulated cluster around the API server: kube-scheduler, kubelets, workload controllers
-//! (Deployment, ReplicaSet, DaemonSet), the disruption (PDB status) controller, the garbage
+//! (Deployment, ReplicaSet, DaemonSet, StatefulSet), the EBS CSI driver with volume provisioning
+//! and attach/detach, the disruption (PDB status) controller, the garbage
 //! collector, and the mirror of the cloud's instances as `Instance` objects. Each actor reads
 //! the store, wakes on the changes it cares about, and writes through the same store operations
 //! the HTTP API uses.
 
 mod cache;
+pub mod csi;
 pub mod gc;
 pub mod instances;
 pub mod kubelet;
 pub mod pdb;
 pub mod scheduler;
+pub mod statefulset;
 pub mod workloads;
 
 use std::collections::BTreeMap;
@@ -19,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
@@ -98,6 +101,10 @@ pub struct ClusterView<'a> {
     pub pvs: &'a [Arc<PersistentVolume>],
     /// StorageClasses: an unbound claim's class `allowedTopologies` confine its pod.
     pub storage_classes: &'a [Arc<StorageClass>],
+    /// CSINodes: how many volumes of each CSI driver a node can attach (NodeVolumeLimits).
+    pub csinodes: &'a [Arc<CSINode>],
+    /// VolumeAttachments: volumes attached to a node count against its limits too.
+    pub volume_attachments: &'a [Arc<VolumeAttachment>],
 }
 
 /// The filter-and-score half of kube-scheduler, injected so the sandbox schedules with the same
@@ -120,6 +127,10 @@ pub struct ActorConfig {
     pub registration_delay: Duration,
     /// How often kubelets poll the cloud.
     pub kubelet_poll: Duration,
+    /// How many EBS volumes an instance type can attach besides its root volume, reported as
+    /// its nodes' CSINode `allocatable.count` for `ebs.csi.aws.com`; `None` (the default for
+    /// every type) reports no limit.
+    pub ebs_attach_limit: fn(&str) -> Option<i32>,
 }
 
 impl Default for ActorConfig {
@@ -127,6 +138,7 @@ impl Default for ActorConfig {
         ActorConfig {
             registration_delay: Duration::from_secs(3),
             kubelet_poll: Duration::from_millis(500),
+            ebs_attach_limit: |_| None,
         }
     }
 }
@@ -151,6 +163,8 @@ pub fn spawn_all(
         )),
         tokio::spawn(instances::run(Arc::clone(store), config.clone(), source)),
         tokio::spawn(workloads::run(Arc::clone(store), placer)),
+        tokio::spawn(statefulset::run(Arc::clone(store))),
+        tokio::spawn(csi::run(Arc::clone(store), config.ebs_attach_limit)),
         tokio::spawn(pdb::run(Arc::clone(store))),
         tokio::spawn(gc::run(Arc::clone(store))),
     ]

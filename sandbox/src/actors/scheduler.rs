@@ -9,9 +9,10 @@ use std::time::Duration;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use serde_json::Value;
 
+use super::csi::SELECTED_NODE;
 use super::{ClusterView, PodPlacer, TypedCache, key, wait_for_change};
 use crate::pods::{bind, set_pod_condition};
 use crate::store::{Store, Subresource};
@@ -74,6 +75,8 @@ pub struct Caches {
     pvcs: TypedCache<PersistentVolumeClaim>,
     pvs: TypedCache<PersistentVolume>,
     storage_classes: TypedCache<StorageClass>,
+    csinodes: TypedCache<CSINode>,
+    volume_attachments: TypedCache<VolumeAttachment>,
 }
 
 impl Default for Caches {
@@ -85,6 +88,8 @@ impl Default for Caches {
             pvcs: TypedCache::new(key("", "persistentvolumeclaims")),
             pvs: TypedCache::new(key("", "persistentvolumes")),
             storage_classes: TypedCache::new(key("storage.k8s.io", "storageclasses")),
+            csinodes: TypedCache::new(key("storage.k8s.io", "csinodes")),
+            volume_attachments: TypedCache::new(key("storage.k8s.io", "volumeattachments")),
         }
     }
 }
@@ -126,6 +131,10 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
         caches.pvs.refresh(store),
         caches.storage_classes.refresh(store),
     );
+    let (csinodes, volume_attachments) = (
+        caches.csinodes.refresh(store),
+        caches.volume_attachments.refresh(store),
+    );
     let view = ClusterView {
         pending: &pending,
         nodes: &all_nodes,
@@ -134,6 +143,8 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
         pvcs: &pvcs,
         pvs: &pvs,
         storage_classes: &storage_classes,
+        csinodes: &csinodes,
+        volume_attachments: &volume_attachments,
     };
     let results = placer.place(&view);
     let Some(rt) = store.resource("", "v1", "pods") else {
@@ -144,7 +155,9 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         match result {
-            Ok(node) => match bind(store, ns, name, &node) {
+            Ok(node) => match select_node(store, pod, &node, &pvcs, &storage_classes)
+                .and_then(|()| bind(store, ns, name, &node))
+            {
                 Ok(_) => bound_count += 1,
                 Err(e) => tracing::debug!(pod = name, error = %e, "binding failed"),
             },
@@ -171,11 +184,76 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
     bound_count
 }
 
+/// kube-scheduler's VolumeBinding PreBind: each of the pod's unbound claims whose class binds
+/// `WaitForFirstConsumer` is annotated with the chosen node
+/// (`volume.kubernetes.io/selected-node`), which tells the provisioner where to create its
+/// volume. kube-scheduler then waits for the claims to be bound before binding the pod; here the
+/// pod is bound at once and the kubelet holds it in `ContainerCreating` until its volumes are
+/// attached.
+///
+/// Errors: a claim could not be annotated (the pod is not bound and is retried next pass).
+fn select_node(
+    store: &Store,
+    pod: &Pod,
+    node: &str,
+    pvcs: &[Arc<PersistentVolumeClaim>],
+    classes: &[Arc<StorageClass>],
+) -> crate::error::ApiResult<()> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let claims = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.persistent_volume_claim.as_ref());
+    for claim in claims {
+        let Some(pvc) = pvcs.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(ns)
+                && c.metadata.name.as_deref() == Some(claim.claim_name.as_str())
+        }) else {
+            continue;
+        };
+        let spec = pvc.spec.as_ref();
+        let unbound = spec
+            .and_then(|s| s.volume_name.as_deref())
+            .is_none_or(str::is_empty);
+        let class = spec.and_then(|s| s.storage_class_name.as_deref());
+        let wait_for_consumer = classes.iter().any(|c| {
+            c.metadata.name.as_deref() == class
+                && c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+        });
+        let selected = pvc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SELECTED_NODE))
+            .is_some_and(|n| n == node);
+        if !unbound || !wait_for_consumer || selected {
+            continue;
+        }
+        let Some(rt) = store.resource("", "v1", "persistentvolumeclaims") else {
+            continue;
+        };
+        store.modify(&rt, ns, &claim.claim_name, Subresource::Main, |c| {
+            c["metadata"]["annotations"][SELECTED_NODE] = serde_json::json!(node);
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
 /// Schedule until the store goes away.
 pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
     let mut rx = store.subscribe();
     let mut caches = Caches::default();
-    let interest = [key("", "pods"), key("", "nodes")];
+    // Claims and volumes too: a pod waits for its claim to exist or its volume to be bound.
+    let interest = [
+        key("", "pods"),
+        key("", "nodes"),
+        key("", "persistentvolumeclaims"),
+        key("", "persistentvolumes"),
+        key("storage.k8s.io", "csinodes"),
+        key("storage.k8s.io", "volumeattachments"),
+    ];
     loop {
         let (s, p) = (Arc::clone(&store), Arc::clone(&placer));
         let result = tokio::task::spawn_blocking(move || {
@@ -193,5 +271,48 @@ pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
         if !wait_for_change(&mut rx, &interest, RESYNC, SETTLE).await {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::csi::fixtures::{claim, cluster, object, pod};
+    use super::*;
+
+    /// Places every pod on `n1`.
+    struct OnN1;
+
+    impl PodPlacer for OnN1 {
+        fn place(&self, view: &ClusterView) -> Vec<Result<String, String>> {
+            view.pending.iter().map(|_| Ok("n1".to_string())).collect()
+        }
+
+        fn eligible(&self, _: &Pod, _: &Node) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn binding_a_pod_selects_its_node_for_wait_for_first_consumer_claims() {
+        let store = cluster();
+        claim(&store, "later", Some("wait"), "1Gi");
+        claim(&store, "now", Some("now"), "1Gi");
+        pod(&store, "a", "later", None);
+        pod(&store, "b", "now", None);
+        assert_eq!(pass(&store, &OnN1, &mut Caches::default()), 2);
+        let later = object(&store, "", "persistentvolumeclaims", "default", "later");
+        assert_eq!(later["metadata"]["annotations"][SELECTED_NODE], "n1");
+        let now = object(&store, "", "persistentvolumeclaims", "default", "now");
+        assert_eq!(
+            now["metadata"]["annotations"][SELECTED_NODE],
+            json!(null),
+            "Immediate claims are provisioned without the scheduler"
+        );
+        assert_eq!(
+            object(&store, "", "pods", "default", "a")["spec"]["nodeName"],
+            "n1"
+        );
     }
 }

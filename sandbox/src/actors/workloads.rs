@@ -25,12 +25,12 @@ const DAEMON_TOLERATIONS: &[(&str, &str)] = &[
     ("node.kubernetes.io/unschedulable", "NoSchedule"),
 ];
 
-fn owner_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
+pub(crate) fn owner_ref(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
     json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
         "controller": true, "blockOwnerDeletion": true})
 }
 
-fn controller_uid(
+pub(crate) fn controller_uid(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<&str> {
     meta.owner_references
@@ -41,7 +41,7 @@ fn controller_uid(
 }
 
 /// Running, Ready and not deleting (what ready and available replicas count).
-fn is_ready(pod: &Pod) -> bool {
+pub(crate) fn is_ready(pod: &Pod) -> bool {
     let status = pod.status.as_ref();
     pod.metadata.deletion_timestamp.is_none()
         && status.and_then(|s| s.phase.as_deref()) == Some("Running")
@@ -50,7 +50,7 @@ fn is_ready(pod: &Pod) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-fn is_active(pod: &Pod) -> bool {
+pub(crate) fn is_active(pod: &Pod) -> bool {
     let phase = pod
         .status
         .as_ref()
