@@ -81,11 +81,14 @@ struct TypeData {
 
 type OfferingKey = (String, String, String);
 
+/// Instance types are listed per zone set and node class capacity settings.
+type TypeCacheKey = (BTreeSet<String>, CapacityConfig);
+
 #[derive(Default)]
 struct State {
     types: Option<Arc<TypeData>>,
     unavailable: HashMap<OfferingKey, Timestamp>,
-    by_zones: HashMap<(BTreeSet<String>, CapacityConfig), Arc<Vec<Arc<InstanceType>>>>,
+    by_zones: HashMap<TypeCacheKey, Arc<Vec<Arc<InstanceType>>>>,
     templates: BTreeSet<String>,
 }
 
