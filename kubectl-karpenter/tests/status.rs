@@ -401,7 +401,8 @@ async fn wide_json_sort_and_nodepool_filter() {
             "NODE",
             "PRICE/HOUR",
             "NODECLASS",
-            "PROVIDER-ID"
+            "PROVIDER-ID",
+            "LIMITED-BY"
         ])[..]
     );
     assert_eq!(rows[1][0], "gpu-initializing");
@@ -421,6 +422,9 @@ async fn wide_json_sort_and_nodepool_filter() {
         rows[2][3..6],
         row(&["1", "0.1/1.93 (5%)", "128Mi/7.1Gi (1%)"])[..]
     );
+    // No EC2NodeClass in this cluster: what limits the node, unexplained.
+    assert_eq!(rows[2][14], "cpu 5%", "\n{text}");
+    assert_eq!(rows[1][14], "pods 0/29", "\n{text}");
     assert!(
         text.lines()
             .last()
@@ -473,12 +477,18 @@ async fn wide_json_sort_and_nodepool_filter() {
     );
     assert_eq!(
         ready["allocatable"],
-        json!({"cpu": 1930, "memory": 7291u64 << 20})
+        json!({"cpu": 1930, "memory": 7291u64 << 20, "pods": 29})
+    );
+    assert_eq!(
+        ready["limitedBy"],
+        json!({"resource": "cpu", "used": 1100, "allocatable": 1930, "percent": 56,
+            "explanation": null})
     );
     let launching = &doc["nodeClaims"][0];
     assert_eq!(launching["name"], "default-launching");
     assert_eq!(launching["pods"], 0);
     assert_eq!(launching["allocatable"], Value::Null);
+    assert_eq!(launching["limitedBy"], Value::Null);
     let pool = &doc["nodePools"][0];
     assert_eq!(pool["name"], "default");
     assert_eq!(pool["limits"], json!({"cpu": "100"}));
@@ -817,12 +827,27 @@ fn check_snapshot(name: &str, got: &str) {
     support::snapshot::check_snapshot(&dir, name, got);
 }
 
+/// Creates the `default` EC2NodeClass (AL2023, no kubelet settings), which every NodeClaim of
+/// [`Cluster::populate`] names: m5.large ENI-limited to 29 pods, reserving 70m of its 2 vCPUs.
+fn create_default_node_class(cluster: &Cluster) {
+    let store = cluster.sandbox.store();
+    let rt = store
+        .resource("karpenter.k8s.aws", "v1", "ec2nodeclasses")
+        .expect("EC2NodeClasses are served");
+    store
+        .create(&rt, "", testutil::ec2nodeclass("default").json())
+        .expect("create EC2NodeClass");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_of_every_view_of_a_sandbox() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
     add_nodes_and_pods(&cluster);
     create_default_pool(&cluster);
+    // LIMITED-BY explained by the node class: the ready node by cpu (`2 vCPUs, reserved 70m`);
+    // the g5.xlarge node registered 29 pods where the node class gives 58, so not explained.
+    create_default_node_class(&cluster);
     let kubeconfig = cluster.kubeconfig();
     let kc = kubeconfig.to_str().expect("utf-8 path");
     let run = |output: &'static str| {

@@ -1,13 +1,13 @@
 //! `kubectl karpenter status` against the cluster: lists NodePools, NodeClaims and Nodes (only
-//! those of `--nodepool` when given) and the pods that are not Succeeded or Failed (one list
-//! call over every namespace, summed per node), builds the document and prints it once, or with
+//! those of `--nodepool` when given), the pods that are not Succeeded or Failed (one list
+//! call over every namespace, summed per node) and the EC2NodeClasses, builds the document and prints it once, or with
 //! `--watch` reads again every [`INTERVAL`] and hands each document to the [`Printer`] until
 //! Ctrl-C.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use crds::NodePool;
+use crds::{EC2NodeClass, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
@@ -103,9 +103,10 @@ fn print(args: &StatusArgs, color: bool) -> Print {
 pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// Reads the NodePools, NodeClaims and Nodes (of `nodepool` only, when given, by the
-/// `karpenter.sh/nodepool` label) and every pod not Succeeded or Failed, each in one list call.
-/// A server without the NodePool CRD has no NodePools; one without the NodeClaim CRD is an
-/// error.
+/// `karpenter.sh/nodepool` label), every pod not Succeeded or Failed and every EC2NodeClass,
+/// each in one list call. A server without the NodePool CRD has no NodePools; one without the
+/// NodeClaim CRD is an error. EC2NodeClasses only explain the LIMITED-BY column: without their
+/// CRD, or when the user may not list them (403), there are none.
 ///
 /// Errors: [`Error::NotInstalled`], [`Error::List`], [`Error::ListOther`] (e.g. Nodes or Pods
 /// not readable with the user's RBAC);
@@ -128,12 +129,30 @@ pub async fn read(conn: &Connection, nodepool: Option<&str>) -> Result<Snapshot,
     let pods: Api<Pod> = Api::all(conn.client.clone());
     let active = ListParams::default().fields(ACTIVE_PODS);
     let pods = conn.list_or_empty(&pods, &active, "Pods").await?;
+    let classes: Api<EC2NodeClass> = Api::all(conn.client.clone());
+    let node_classes = conn
+        .list_or_empty(&classes, &ListParams::default(), "EC2NodeClasses")
+        .await;
     Ok(Snapshot {
         pools,
         claims,
         nodes,
         pods,
+        node_classes: forbidden_is_empty(node_classes)?,
     })
+}
+
+/// The objects of a list call whose kind is optional to the view: a 403 (the user's RBAC does
+/// not allow the list) reads as none; other errors stay errors.
+///
+/// Errors: `listed`'s error, unless it is a 403.
+fn forbidden_is_empty<K>(listed: Result<Vec<K>, Error>) -> Result<Vec<K>, Error> {
+    match listed {
+        Err(Error::ListOther { source, .. }) if matches!(source.as_ref(), kube::Error::Api(status) if status.code == 403) => {
+            Ok(Vec::new())
+        }
+        other => other,
+    }
 }
 
 /// The terminal's height, when it reports one (a pseudo-terminal may report 0: not cut).
@@ -309,6 +328,25 @@ mod tests {
         assert_eq!((out.as_str(), err.as_str()), ("", "No resources found\n"));
         let (out, err) = render(&args(OutputFormat::Name), &pools_only);
         assert_eq!((out.as_str(), err.as_str()), ("", "No resources found\n"));
+    }
+
+    #[test]
+    fn node_classes_the_user_may_not_list_are_none() {
+        let failed = |code: u16| -> Result<Vec<EC2NodeClass>, Error> {
+            Err(Error::ListOther {
+                what: "EC2NodeClasses",
+                server: "https://127.0.0.1:6443".into(),
+                context: "test".into(),
+                source: Box::new(kube::Error::Api(Box::new(
+                    kube::core::Status::failure("no", "Forbidden").with_code(code),
+                ))),
+            })
+        };
+        assert_eq!(forbidden_is_empty(failed(403)).expect("403 is none"), []);
+        let err = forbidden_is_empty(failed(500)).expect_err("500 stays an error");
+        assert!(err.to_string().contains("EC2NodeClasses"), "{err}");
+        let listed = vec![testutil::ec2nodeclass("default").build()];
+        assert_eq!(forbidden_is_empty(Ok(listed.clone())).expect("ok"), listed);
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The one document `kubectl karpenter status` prints, whatever the format: `nodePools`,
 //! `nodeClaims` and `totals` (camelCase keys, every key always present, `null` for unknown
-//! values), built from a snapshot of NodePools, NodeClaims, Nodes and pods. Tables render it,
+//! values), built from a snapshot of NodePools, NodeClaims, Nodes, pods and EC2NodeClasses. Tables render it,
 //! `-o json|yaml` serialize it, `--watch` compares it. Pure: no I/O.
 
-use crds::{NodeClaim, NodePool};
+use crds::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use karpenter_core::capacity::catalog::Catalog;
 use serde::Serialize;
 
+use super::limits::Sizing;
 use super::load::Loads;
 use super::pools::{PoolRow, build_pool_rows};
 use super::rows::{PriceBook, Row, Totals, filter_nodepool};
@@ -24,6 +26,8 @@ pub struct Snapshot {
     pub nodes: Vec<Node>,
     /// Every pod not Succeeded or Failed, in every namespace: what runs on each node.
     pub pods: Vec<Pod>,
+    /// Every EC2NodeClass (none when they cannot be read): why a node holds what it does.
+    pub node_classes: Vec<EC2NodeClass>,
 }
 
 /// What to show of a snapshot.
@@ -48,7 +52,8 @@ pub struct Document {
 }
 
 impl Document {
-    /// The document of `snapshot` as `view` asks, seen at `now`.
+    /// The document of `snapshot` as `view` asks, seen at `now`; instance types are sized
+    /// from the embedded catalog (when it cannot be read, nothing is explained).
     pub fn build(
         snapshot: &Snapshot,
         view: &View,
@@ -64,9 +69,10 @@ impl Document {
             .cloned()
             .collect();
         let loads = Loads::of(&snapshot.nodes, &snapshot.pods);
+        let sizing = Sizing::new(&snapshot.node_classes, Catalog::embedded().ok());
         let mut rows: Vec<Row> = claims
             .iter()
-            .map(|c| Row::of(c, now, prices, &loads))
+            .map(|c| Row::of(c, now, prices, &loads, &sizing))
             .collect();
         sort_rows(&mut rows, view.sort);
         Document {

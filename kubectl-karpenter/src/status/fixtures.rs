@@ -1,15 +1,16 @@
 //! Test builders for `status`: three NodePools (limited, paused without limits, idle), the
-//! shared NodeClaim sample plus a drifted NodeClaim, the Nodes they registered and the pods on
-//! them, at the shared fixed `now`.
+//! shared NodeClaim sample plus a drifted NodeClaim, the Nodes they registered, the pods on
+//! them and the `default` EC2NodeClass (`maxPods: 8`), at the shared fixed `now`.
 
 use crds::upgrade::PAUSED_ANNOTATION;
-use crds::{NodeClaim, NodePool};
+use crds::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use testutil::{condition, node, nodepool, pod};
+use testutil::{condition, ec2nodeclass, node, nodepool, pod};
 
 use super::document::Snapshot;
 
+use super::limits::Sizing;
 use super::load::Loads;
 use super::rows::{PriceBook, Row};
 use super::sort::{SortBy, sort_rows};
@@ -80,7 +81,8 @@ pub fn pools() -> Vec<NodePool> {
 
 /// The shared sample (one NodeClaim in each state, one stray) plus `default-drift`: ready and
 /// drifted, a spot c5.xlarge created two days before [`now`]. The registering NodeClaim has an
-/// allocatable (no Node yet).
+/// allocatable (no Node yet). The `gpu` NodeClaims name the node class `gpu`, which is not
+/// among [`node_classes`]; the others name `default`.
 pub fn claims() -> Vec<NodeClaim> {
     let mut claims = crate::fixtures::sample();
     let mut drifted = crate::fixtures::claim("default-drift", "default", "2025-05-30T09:30:00Z");
@@ -106,37 +108,58 @@ pub fn claims() -> Vec<NodeClaim> {
             );
         }
     }
+    for claim in &mut claims {
+        if claim
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("gpu-"))
+        {
+            claim.spec.node_class_ref.name = "gpu".into();
+        }
+    }
     claims
 }
 
-/// Every NodePool, NodeClaim, Node and pod of the fixtures.
+/// The `default` EC2NodeClass: AL2023 with `kubelet.maxPods: 8`.
+pub fn node_classes() -> Vec<EC2NodeClass> {
+    vec![
+        ec2nodeclass("default")
+            .merge(serde_json::json!({"spec": {"kubelet": {"maxPods": 8}}}))
+            .build(),
+    ]
+}
+
+/// Every NodePool, NodeClaim, Node, pod and EC2NodeClass of the fixtures.
 pub fn snapshot() -> Snapshot {
     Snapshot {
         pools: pools(),
         claims: claims(),
         nodes: nodes(),
         pods: pods(),
+        node_classes: node_classes(),
     }
 }
 
 /// A Node `name` with an EKS-like allocatable.
-fn sized_node(name: &str, cpu: &str, memory: &str) -> Node {
+fn sized_node(name: &str, cpu: &str, memory: &str, pods: &str) -> Node {
     node(name)
         .allocatable("cpu", cpu)
         .allocatable("memory", memory)
-        .allocatable("pods", "58")
+        .allocatable("pods", pods)
         .build()
 }
 
-/// The Nodes of the ready (m5.large), drifted (c5.xlarge), initializing and terminating
-/// (g5.xlarge) NodeClaims, and one no NodeClaim names.
+/// The Nodes of the ready (m5.large) and drifted (c5.xlarge) NodeClaims, 8 pods each as their
+/// node class says; of the initializing and terminating (g5.xlarge) NodeClaims, ENI-limited
+/// to 58 pods; and one no NodeClaim names.
 pub fn nodes() -> Vec<Node> {
     vec![
-        sized_node("ip-10-0-1-17.ec2.internal", "1930m", "7291Mi"),
-        sized_node("ip-10-0-3-44.ec2.internal", "3920m", "6903Mi"),
-        sized_node("ip-10-0-3-9.ec2.internal", "3920m", "14879Mi"),
-        sized_node("ip-10-0-1-200.ec2.internal", "3920m", "14879Mi"),
-        sized_node("ip-10-0-9-9.ec2.internal", "8", "30Gi"),
+        sized_node("ip-10-0-1-17.ec2.internal", "1930m", "7291Mi", "8"),
+        sized_node("ip-10-0-3-44.ec2.internal", "3920m", "6903Mi", "8"),
+        sized_node("ip-10-0-3-9.ec2.internal", "3920m", "14879Mi", "58"),
+        sized_node("ip-10-0-1-200.ec2.internal", "3920m", "14879Mi", "58"),
+        sized_node("ip-10-0-9-9.ec2.internal", "8", "30Gi", "58"),
     ]
 }
 
@@ -186,10 +209,10 @@ pub fn pods() -> Vec<Pod> {
 
 /// Rows for every NodeClaim, in the default order.
 pub fn build_rows(claims: &[NodeClaim], now: Timestamp, prices: &dyn PriceBook) -> Vec<Row> {
-    let loads = Loads::default();
+    let (loads, sizing) = (Loads::default(), Sizing::default());
     let mut rows: Vec<Row> = claims
         .iter()
-        .map(|c| Row::of(c, now, prices, &loads))
+        .map(|c| Row::of(c, now, prices, &loads, &sizing))
         .collect();
     sort_rows(&mut rows, SortBy::default());
     rows

@@ -1,6 +1,7 @@
 //! What runs on each node, as `kubectl karpenter status` shows it beside its NodeClaim (the view
 //! eks-node-viewer gives): how many pods are bound to it, how many of those consolidation would
-//! have to move, and the cpu and memory they request against the node's allocatable. Requests
+//! have to move, and the cpu and memory they request against the node's allocatable cpu, memory
+//! and pods. Requests
 //! are counted as kube-scheduler counts them (karpenter-core's [`pod_requests`]), over the pods
 //! it counts (bound and not Succeeded or Failed). Pure: the pods and Nodes come in as arguments.
 
@@ -11,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_core::disruption::candidates::is_reschedulable;
 use karpenter_core::scheduling::pod::{is_terminal, pod_requests};
-use karpenter_core::scheduling::resources::{CPU, MEMORY, parse_milli, parse_units};
+use karpenter_core::scheduling::resources::{CPU, MEMORY, PODS, parse_milli, parse_units};
 use serde::Serialize;
 
 /// An amount of cpu and memory.
@@ -23,13 +24,27 @@ pub struct Amounts {
     pub memory: i64,
 }
 
-impl Amounts {
-    /// The `cpu` and `memory` of a resource list (a Node's or NodeClaim's `status.allocatable`),
-    /// or `None` when either is missing or does not parse as a quantity.
-    pub fn of_list(list: &BTreeMap<String, Quantity>) -> Option<Amounts> {
+/// What pods may use of a node: its cpu, memory and pod slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Allocatable {
+    /// CPU in millicores.
+    pub cpu: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+    /// Pods the kubelet admits (its `maxPods`); `null` when the list does not say or the
+    /// value does not parse as a quantity.
+    pub pods: Option<i64>,
+}
+
+impl Allocatable {
+    /// The `cpu`, `memory` and `pods` of a resource list (a Node's or NodeClaim's
+    /// `status.allocatable`), or `None` when cpu or memory is missing or does not parse as a
+    /// quantity (a missing or malformed `pods` leaves only `pods` unknown).
+    pub fn of_list(list: &BTreeMap<String, Quantity>) -> Option<Allocatable> {
         let cpu = i64::try_from(parse_milli(&list.get(CPU)?.0).ok()?).ok()?;
         let memory = parse_units(&list.get(MEMORY)?.0).ok()?;
-        Some(Amounts { cpu, memory })
+        let pods = list.get(PODS).and_then(|q| parse_units(&q.0).ok());
+        Some(Allocatable { cpu, memory, pods })
     }
 }
 
@@ -83,7 +98,7 @@ pub struct NodeLoad {
     pub pods: PodLoad,
     /// Its node's `status.allocatable`; for a NodeClaim whose Node is not there (yet), the
     /// NodeClaim's own `status.allocatable`; `None` when neither says (not launched yet).
-    pub allocatable: Option<Amounts>,
+    pub allocatable: Option<Allocatable>,
 }
 
 /// What the NodeClaim rows need to know about nodes: the pods on each and each Node's
@@ -91,7 +106,7 @@ pub struct NodeLoad {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Loads {
     pods: HashMap<String, PodLoad>,
-    allocatable: HashMap<String, Amounts>,
+    allocatable: HashMap<String, Allocatable>,
 }
 
 impl Loads {
@@ -102,7 +117,7 @@ impl Loads {
             .filter_map(|n| {
                 let name = n.metadata.name.clone()?;
                 let list = n.status.as_ref()?.allocatable.as_ref()?;
-                Some((name, Amounts::of_list(list)?))
+                Some((name, Allocatable::of_list(list)?))
             })
             .collect();
         Loads {
@@ -125,7 +140,7 @@ impl Loads {
         let allocatable = node
             .and_then(|n| self.allocatable.get(n))
             .copied()
-            .or_else(|| status.and_then(|s| Amounts::of_list(&s.allocatable)));
+            .or_else(|| status.and_then(|s| Allocatable::of_list(&s.allocatable)));
         NodeLoad { pods, allocatable }
     }
 }
@@ -208,6 +223,7 @@ mod tests {
             node("n1")
                 .allocatable("cpu", "1930m")
                 .allocatable("memory", "7548500Ki")
+                .allocatable("pods", "29")
                 .build(),
             node("broken").allocatable("cpu", "2").build(),
         ];
@@ -223,35 +239,50 @@ mod tests {
         assert_eq!(n1.pods.pods, 3);
         assert_eq!(
             n1.allocatable,
-            Some(Amounts {
+            Some(Allocatable {
                 cpu: 1930,
-                memory: 7_548_500 << 10
+                memory: 7_548_500 << 10,
+                pods: Some(29),
             })
         );
-        // No usable Node (no memory in its allocatable): the NodeClaim's figures.
+        // No usable Node (no memory in its allocatable): the NodeClaim's figures, which do
+        // not say how many pods.
         let broken = loads.of_claim(&on_node("broken"));
         assert_eq!(broken.pods, PodLoad::default());
         assert_eq!(
             broken.allocatable,
-            Some(Amounts {
+            Some(Allocatable {
                 cpu: 3920,
-                memory: 14 << 30
+                memory: 14 << 30,
+                pods: None,
             })
         );
         // In flight: no node, no pods, the NodeClaim's allocatable if it has one.
         let launched = nodeclaim("launched")
             .allocatable("cpu", "2")
             .allocatable("memory", "4Gi")
+            .allocatable("pods", "8")
             .build();
         assert_eq!(
             loads.of_claim(&launched),
             NodeLoad {
                 pods: PodLoad::default(),
-                allocatable: Some(Amounts {
+                allocatable: Some(Allocatable {
                     cpu: 2000,
-                    memory: 4 << 30
+                    memory: 4 << 30,
+                    pods: Some(8),
                 }),
             }
+        );
+        // A malformed pod count leaves only the pods unknown.
+        let odd = nodeclaim("odd")
+            .allocatable("cpu", "2")
+            .allocatable("memory", "4Gi")
+            .allocatable("pods", "many")
+            .build();
+        assert_eq!(
+            loads.of_claim(&odd).allocatable.map(|a| (a.cpu, a.pods)),
+            Some((2000, None))
         );
         assert_eq!(
             loads.of_claim(&nodeclaim("launching").build()),

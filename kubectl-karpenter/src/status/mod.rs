@@ -5,13 +5,14 @@
 //! then the totals with the fleet's hourly cost. `--watch` keeps it on screen.
 //!
 //! The core is pure: [`rows`] derives NodeClaim rows and totals, [`load`] what runs on each
-//! node, [`sort`] orders them, [`pools`] the NodePool rows, [`document`] assembles and sorts the
+//! node, [`limits`] which resource fills it first and why, [`sort`] orders them, [`pools`] the NodePool rows, [`document`] assembles and sorts the
 //! one document every output format prints, [`table`] lays it out as kubectl-style tables and
 //! [`mod@print`] picks the format for `-o`.
 //! [`command`] reads the cluster and [`watch`] decides what to print as it changes.
 
 pub mod command;
 pub mod document;
+pub mod limits;
 pub mod load;
 pub mod pools;
 pub mod print;

@@ -11,7 +11,8 @@ use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOP
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::load::{Amounts, Loads};
+use super::limits::{LimitedBy, Sizing};
+use super::load::{Allocatable, Amounts, Loads};
 use crate::age;
 
 /// Where a NodeClaim is in its lifecycle, as the STATE column shows it. Ordered as the
@@ -135,7 +136,11 @@ pub struct Row {
     /// What pods may use of its node (`cpu` in millicores, `memory` in bytes): the Node's
     /// `status.allocatable`, else the NodeClaim's (in flight, before its Node joins); `null`
     /// when neither is known (not launched yet).
-    pub allocatable: Option<Amounts>,
+    pub allocatable: Option<Allocatable>,
+    /// Which of pods, cpu and memory is closest to full on its node, and why the node holds
+    /// that much under its node class ([`LimitedBy`]); `null` when the allocatable is not
+    /// known (not launched yet).
+    pub limited_by: Option<LimitedBy>,
     /// Hourly price of its offering in USD, when known.
     #[serde(rename = "pricePerHour")]
     pub price: Option<f64>,
@@ -166,8 +171,15 @@ fn non_empty(value: Option<&String>) -> Option<String> {
 
 impl Row {
     /// Builds the row of one NodeClaim as seen at `now`, with the pods and allocatable of its
-    /// node from `loads`.
-    pub fn of(claim: &NodeClaim, now: Timestamp, prices: &dyn PriceBook, loads: &Loads) -> Row {
+    /// node from `loads` and what limits the node explained by `sizing` (from its
+    /// `spec.nodeClassRef.name` and instance type label).
+    pub fn of(
+        claim: &NodeClaim,
+        now: Timestamp,
+        prices: &dyn PriceBook,
+        loads: &Loads,
+        sizing: &Sizing,
+    ) -> Row {
         let instance_type = label(claim, INSTANCE_TYPE_LABEL);
         let capacity_type = label(claim, CAPACITY_TYPE_LABEL);
         let zone = label(claim, TOPOLOGY_ZONE_LABEL);
@@ -177,6 +189,13 @@ impl Row {
         let status = claim.status.as_ref();
         let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let load = loads.of_claim(claim);
+        let node_class = non_empty(Some(&claim.spec.node_class_ref.name));
+        let allocation = node_class
+            .as_deref()
+            .zip(instance_type.as_deref())
+            .and_then(|(class, itype)| sizing.allocation(class, itype));
+        let limited_by = LimitedBy::of(load.pods.pods, load.pods.requests, load.allocatable)
+            .map(|l| l.explained(allocation.as_ref()));
         Row {
             name: claim.metadata.name.clone().unwrap_or_default(),
             nodepool: label(claim, NODEPOOL_LABEL),
@@ -189,10 +208,11 @@ impl Row {
             reschedulable_pods: load.pods.reschedulable,
             requests: load.pods.requests,
             allocatable: load.allocatable,
+            limited_by,
             price,
             created,
             age: age::age(created, now),
-            node_class: non_empty(Some(&claim.spec.node_class_ref.name)),
+            node_class,
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
         }
     }

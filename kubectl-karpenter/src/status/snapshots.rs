@@ -53,6 +53,28 @@ fn json() {
     let mut keys: Vec<&String> = doc.as_object().expect("object").keys().collect();
     keys.sort_by_key(|k| got.find(&format!("\n    \"{k}\": ")));
     assert_eq!(keys, ["nodePools", "nodeClaims", "totals"]);
+    // `limitedBy` is on every NodeClaim: null before launch, without an explanation when the
+    // node class (`gpu`) is not known, explained by the `default` node class's maxPods.
+    let limited_by = |name: &str| {
+        let claims = doc["nodeClaims"].as_array().expect("nodeClaims");
+        let claim = claims.iter().find(|c| c["name"] == name).expect(name);
+        claim
+            .get("limitedBy")
+            .cloned()
+            .expect("limitedBy is present")
+    };
+    assert_eq!(limited_by("default-klmno"), serde_json::Value::Null);
+    assert_eq!(limited_by("stray"), serde_json::Value::Null);
+    assert_eq!(
+        limited_by("gpu-uvwxy"),
+        serde_json::json!({"resource": "cpu", "used": 600, "allocatable": 3920, "percent": 15,
+            "explanation": null})
+    );
+    assert_eq!(
+        limited_by("default-drift"),
+        serde_json::json!({"resource": "pods", "used": 1, "allocatable": 8, "percent": 12,
+            "explanation": "maxPods 8 (EC2NodeClass capped)"})
+    );
 }
 
 #[test]

@@ -25,7 +25,7 @@ const HEADERS: [&str; 7] = [
     "MEMORY",
     "AGE",
 ];
-const WIDE_HEADERS: [&str; 7] = [
+const WIDE_HEADERS: [&str; 8] = [
     "NODEPOOL",
     "CAPACITY-TYPE",
     "ZONE",
@@ -33,6 +33,7 @@ const WIDE_HEADERS: [&str; 7] = [
     "PRICE/HOUR",
     "NODECLASS",
     "PROVIDER-ID",
+    "LIMITED-BY",
 ];
 const POOL_HEADERS: [&str; 8] = [
     "NODEPOOL",
@@ -131,6 +132,9 @@ fn cells(row: &Row, wide: bool) -> Vec<Cell> {
         cells.push(Cell::plain(format_price(row.price)));
         cells.push(Cell::or_none(row.node_class.as_deref()));
         cells.push(Cell::or_none(row.provider_id.as_deref()));
+        cells.push(Cell::or_none(
+            row.limited_by.as_ref().map(ToString::to_string).as_deref(),
+        ));
     }
     cells
 }
