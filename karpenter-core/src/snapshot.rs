@@ -12,13 +12,15 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::capacity::InstanceType;
+use crate::scheduling::attach::{self, AttachLimits, EBS_CSI_DRIVER, Volumes};
 use crate::scheduling::pod::{PodInfo, PodKey, is_provisionable, is_terminal, pod_requests};
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{ExistingNode, NodeLabels};
+use crate::scheduling::volumes::VolumeIndex;
 
 /// Copies of every cache at one moment.
 #[derive(Clone, Debug, Default)]
@@ -46,6 +48,8 @@ pub struct Snapshot {
     pub pvs: Vec<Arc<PersistentVolume>>,
     /// Every StorageClass: an unbound claim's class `allowedTopologies` confine its pod.
     pub storage_classes: Vec<Arc<StorageClass>>,
+    /// Every CSINode (named as its node): how many volumes each CSI driver may attach there.
+    pub csinodes: Vec<Arc<CSINode>>,
     /// PodDisruptionBudgets (with their `status.disruptionsAllowed`), which decide whether a
     /// node's pods may be evicted now.
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
@@ -306,6 +310,12 @@ impl Snapshot {
         for (target, requests) in &reserved {
             used.entry(target.clone()).or_default().add(requests);
         }
+        let mut attached = self.volumes_by_target();
+        let csinodes: HashMap<&str, AttachLimits> = self
+            .csinodes
+            .iter()
+            .filter_map(|c| Some((c.metadata.name.as_deref()?, attach::csinode_limits(c))))
+            .collect();
         let nodes_by_provider: HashMap<&str, &Arc<Node>> = self
             .nodes
             .iter()
@@ -327,12 +337,18 @@ impl Snapshot {
                 .and_then(|p| nodes_by_provider.get(p));
             if let Some(node) = node {
                 claimed_nodes.insert(node.metadata.name.clone().unwrap_or_default());
-                if let Some(e) = node_capacity(
+                if let Some(mut e) = node_capacity(
                     node,
                     &used,
                     !conditions::is_true(conds, INITIALIZED),
                     &claim.spec.startup_taints,
                 ) {
+                    e.volumes = attached.remove(&e.name).unwrap_or_default();
+                    e.attach_limits = csinodes.get(e.name.as_str()).cloned().unwrap_or_default();
+                    // Until the EBS driver registers on the node, its type's limit stands.
+                    if !e.attach_limits.contains_key(EBS_CSI_DRIVER) {
+                        e.attach_limits.extend(claim_limits(claim, types));
+                    }
                     out.push(e);
                 }
                 continue;
@@ -350,6 +366,8 @@ impl Snapshot {
                 reqs.add(Requirement::is_in(k, [v.clone()]));
             }
             out.push(ExistingNode {
+                volumes: attached.remove(&name).unwrap_or_default(),
+                attach_limits: claim_limits(claim, types),
                 name,
                 labels: NodeLabels::Pending(reqs),
                 taints: claim.spec.taints.clone(),
@@ -366,8 +384,42 @@ impl Snapshot {
             if nodepool_of(node.metadata.labels.as_ref()).is_some() && !self.has_claim_for(node) {
                 continue;
             }
-            if let Some(e) = node_capacity(node, &used, false, &[]) {
+            if let Some(mut e) = node_capacity(node, &used, false, &[]) {
+                e.volumes = attached.remove(&e.name).unwrap_or_default();
+                e.attach_limits = csinodes.get(e.name.as_str()).cloned().unwrap_or_default();
                 out.push(e);
+            }
+        }
+        out
+    }
+
+    /// The volumes attached per node or in-flight NodeClaim (named as
+    /// [`Snapshot::existing_capacity`] names them): those of active pods bound there and of
+    /// the waiting pods reserved there ([`Snapshot::reservations`]).
+    fn volumes_by_target(&self) -> HashMap<String, Volumes> {
+        let mut out: HashMap<String, Volumes> = HashMap::new();
+        let uses_volumes = |p: &Pod| {
+            p.spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+        };
+        if !self.pods.iter().any(|p| uses_volumes(p)) {
+            return out;
+        }
+        let index = VolumeIndex::new(&self.pvcs, &self.pvs, &self.storage_classes);
+        let bound = self
+            .pods
+            .iter()
+            .filter(|p| !is_terminal(p))
+            .filter_map(|p| {
+                let node = p.spec.as_ref()?.node_name.clone()?;
+                Some((node, Arc::clone(p)))
+            });
+        let reserved = self.reservations().into_iter().map(|r| (r.target, r.pod));
+        for (target, pod) in bound.chain(reserved) {
+            if uses_volumes(&pod) {
+                out.entry(target).or_default().add(&index.attachments(&pod));
             }
         }
         out
@@ -444,6 +496,22 @@ fn smallest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>
     })
 }
 
+/// The attach limits of a NodeClaim's instance type: the launched type (its instance-type
+/// label), else the tightest of its options (it may launch as any of them); beyond upstream,
+/// which counts no limit before the node's CSINode reports one.
+fn claim_limits(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> AttachLimits {
+    let launched = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crds::labels::INSTANCE_TYPE_LABEL))
+        .and_then(|t| types.get(t));
+    match launched {
+        Some(it) => attach::instance_type_limits(it),
+        None => attach::tightest(option_types(claim, types).into_iter().map(|t| &**t)),
+    }
+}
+
 fn largest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> Resources {
     option_types(claim, types)
         .iter()
@@ -488,6 +556,8 @@ fn node_capacity(
         taints,
         available,
         initialized: !initializing,
+        volumes: Volumes::default(),
+        attach_limits: AttachLimits::new(),
     })
 }
 

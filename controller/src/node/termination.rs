@@ -3,8 +3,9 @@
 //! through the eviction API in priority groups ([`karpenter_core::lifecycle::drain`];
 //! PodDisruptionBudgets answer 429 and are retried with backoff, do-not-disrupt pods wait),
 //! delete pods that the NodeClaim's termination time leaves no room for, mark the NodeClaim
-//! `Drained` (having noted the pods it moves for the disruption history), terminate the instance and wait until the cloud reports it gone, and release the
-//! `karpenter.sh/termination` finalizer.
+//! `Drained` (having noted the pods it moves for the disruption history), wait for its volumes
+//! to detach ([`super::volume_detachment`]), terminate the instance and wait until the cloud
+//! reports it gone, and release the `karpenter.sh/termination` finalizer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use crds::labels::{
 use crds::{NodeClaim, StatusConditions};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -29,7 +31,7 @@ use crate::nodeclaim::termination::INSTANCE_POLL;
 use crate::nodeclaim::writes::{patch_metadata, set_condition};
 use crate::runtime::Context;
 use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
-use crate::runtime::reconcile::{ReconcileError, drive};
+use crate::runtime::reconcile::{ReconcileError, affected_by, drive};
 use karpenter_core::cloud::CloudError;
 use karpenter_core::cloud::claim_for_instance;
 use karpenter_core::disruption::candidates::is_reschedulable;
@@ -43,12 +45,18 @@ pub const MIN_DRAIN_TIME: SignedDuration = SignedDuration::from_secs(5);
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    drive(
-        Controller::new(nodes, watcher::Config::default()),
-        reconcile,
-        ctx,
-    )
-    .await;
+    let controller = Controller::new(nodes, watcher::Config::default());
+    // A deleting node waiting for its volumes is triggered by the VolumeAttachment cache that
+    // the wait reads, so the reconcile a detachment triggers sees the attachment gone.
+    let detachments = affected_by(
+        ctx.state.volume_attachment_changes.subscribe(),
+        controller.store(),
+        |attachment: &VolumeAttachment, node: &Node| {
+            node.metadata.deletion_timestamp.is_some()
+                && node.metadata.name.as_deref() == Some(attachment.spec.node_name.as_str())
+        },
+    );
+    drive(controller.reconcile_on(detachments), reconcile, ctx).await;
 }
 
 /// The NodeClaim's termination time (`karpenter.sh/nodeclaim-termination-timestamp`, RFC 3339),
@@ -182,6 +190,14 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
         // back) is drained all the same.
         execute(&ctx, &node, claim.as_deref(), &plan).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    // Volumes detach before the instance goes; a node without a NodeClaim has no condition to
+    // say so on and is terminated at once.
+    if let Some(c) = claim.as_deref()
+        && let Some(action) =
+            super::volume_detachment::hold(&ctx, &node, c, &pods, now, termination_time(c)).await?
+    {
+        return Ok(action);
     }
     // Terminate the instance; without a NodeClaim the cloud is asked by providerID alone.
     let target = match claim.as_deref() {

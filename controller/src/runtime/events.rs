@@ -55,6 +55,9 @@ pub mod reason {
     pub const DRAINING: &str = "Draining";
     /// A node has no pods left to evict.
     pub const DRAINED: &str = "Drained";
+    /// A drained node's instance waits for its volumes to detach; the message names them.
+    pub const AWAITING_VOLUME_DETACHMENT: &str =
+        crds::conditions::reason::AWAITING_VOLUME_DETACHMENT;
     /// A pod was deleted because its node's termination time left no room for eviction.
     pub const DISRUPTED: &str = "Disrupted";
     /// A NodeClaim's instance is being terminated.

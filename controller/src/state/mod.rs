@@ -1,5 +1,6 @@
 //! Cluster state: reflector caches of the objects Karpenter decides from (pods, nodes,
-//! NodeClaims, NodePools, node classes, DaemonSets), fed by watches. Decision code never reads
+//! NodeClaims, NodePools, node classes, DaemonSets, volumes, CSINodes, VolumeAttachments), fed
+//! by watches. Decision code never reads
 //! the API directly; it takes a [`snapshot`](ClusterState::snapshot) (`karpenter_core::snapshot`).
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -56,6 +57,11 @@ pub struct ClusterState {
     pub storage_classes: Store<StorageClass>,
     /// PodDisruptionBudgets (upgrades skip nodes whose pods they block).
     pub pdbs: Store<PodDisruptionBudget>,
+    /// CSINodes: how many volumes each CSI driver may attach to a node (attach limits).
+    pub csinodes: Store<CSINode>,
+    /// VolumeAttachments: node termination waits for a drained node's to go; changes are
+    /// announced on [`volume_attachment_changes`](Self::volume_attachment_changes).
+    pub volume_attachments: Store<VolumeAttachment>,
     /// Pod events per node as the pod cache applies them (consolidation's `consolidateAfter`
     /// counts from the last one).
     pub pod_events: PodEvents,
@@ -72,6 +78,9 @@ pub struct ClusterState {
     /// Nodes as [`nodes`](Self::nodes) applies them (NodeClaim registration and
     /// initialization follow them).
     pub node_changes: Changes<Node>,
+    /// VolumeAttachments as [`volume_attachments`](Self::volume_attachments) applies them,
+    /// deletions included (node termination follows them).
+    pub volume_attachment_changes: Changes<VolumeAttachment>,
     /// Becomes true once every cache has completed its initial list. One task waits on the
     /// stores and publishes here, because a store's readiness wakes only one waiter.
     synced: tokio::sync::watch::Receiver<bool>,
@@ -259,6 +268,13 @@ impl ClusterState {
         let (pvs, t9) = reflect(Api::<PersistentVolume>::all(client.clone()), |_| {});
         let (storage_classes, t10) = reflect(Api::<StorageClass>::all(client.clone()), |_| {});
         let (pdbs, t12) = reflect(Api::<PodDisruptionBudget>::all(client.clone()), |_| {});
+        let (csinodes, t13) = reflect(Api::<CSINode>::all(client.clone()), |_| {});
+        let (attachment_tx, _) = broadcast::channel(CHANGE_BUFFER);
+        let tx = attachment_tx.clone();
+        let (volume_attachments, t14) =
+            reflect(Api::<VolumeAttachment>::all(client.clone()), move |a| {
+                Changes::publish(&tx, a)
+            });
         let (synced_tx, synced) = tokio::sync::watch::channel(false);
         let state = ClusterState {
             nodepool_changes: Changes {
@@ -273,6 +289,10 @@ impl ClusterState {
                 tx: node_tx,
                 store: nodes.clone(),
             },
+            volume_attachment_changes: Changes {
+                tx: attachment_tx,
+                store: volume_attachments.clone(),
+            },
             pods,
             pod_events,
             nodes,
@@ -285,6 +305,8 @@ impl ClusterState {
             pvs,
             storage_classes,
             pdbs,
+            csinodes,
+            volume_attachments,
             pod_trigger,
             nodeclaim_changed,
             synced,
@@ -298,7 +320,7 @@ impl ClusterState {
         });
         (
             state,
-            vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12],
+            vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14],
         )
     }
 
@@ -322,6 +344,8 @@ impl ClusterState {
         self.pvcs.wait_until_ready().await?;
         self.pvs.wait_until_ready().await?;
         self.storage_classes.wait_until_ready().await?;
+        self.csinodes.wait_until_ready().await?;
+        self.volume_attachments.wait_until_ready().await?;
         self.pdbs.wait_until_ready().await
     }
 
@@ -338,6 +362,7 @@ impl ClusterState {
             pvcs: self.pvcs.state(),
             pvs: self.pvs.state(),
             storage_classes: self.storage_classes.state(),
+            csinodes: self.csinodes.state(),
             pdbs: self.pdbs.state(),
             planned: self.planned().clone(),
         }

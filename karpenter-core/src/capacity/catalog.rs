@@ -83,6 +83,9 @@ pub struct TypeSpec {
     /// Most EFA interfaces (`vpc.amazonaws.com/efa`; EC2's `EfaInfo`).
     #[serde(default)]
     pub efa_max_interfaces: i64,
+    /// EBS volumes the type can attach, root volume included (`EbsInfo`); `None` if unknown.
+    #[serde(default)]
+    pub ebs_max_attachments: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +294,7 @@ pub fn instance_types(
                     offerings,
                 );
                 it.sizing = allocation.sizing;
+                it.ebs_attach_limit = super::ebs_attach_limit(e.spec.ebs_max_attachments);
                 Arc::new(it)
             })
         })
@@ -461,6 +465,11 @@ mod tests {
         assert_eq!(m5.labels[l::INSTANCE_FAMILY_LABEL], "m5");
         assert_eq!(m5.labels[l::INSTANCE_GENERATION_LABEL], "5");
         assert_eq!(m5.labels[l::INSTANCE_CATEGORY_LABEL], "m");
+        assert_eq!(
+            super::super::ebs_attach_limit(m5.spec.ebs_max_attachments),
+            Some(26),
+            "27 attachments less the root volume"
+        );
         let g4 = c.get("g4dn.xlarge").expect("g4dn.xlarge");
         let g4_size = CapacityConfig::default().allocation(&g4.spec);
         assert_eq!(g4_size.capacity.get(l::RESOURCE_NVIDIA_GPU), 1);

@@ -66,6 +66,10 @@ pub struct InstanceType {
     /// name, e.g. `pods` → `maxPods 8 (EC2NodeClass capped)`; empty when not known (synthetic
     /// and test types). `why-pending` and `status -o wide` print it.
     pub sizing: BTreeMap<String, String>,
+    /// EBS volumes a node of this type can attach besides its root volume
+    /// ([`ebs_attach_limit`]); `None` where the type's limit is unknown (unlimited). Set with
+    /// [`InstanceType::with_ebs_attach_limit`].
+    pub ebs_attach_limit: Option<i64>,
 }
 
 impl InstanceType {
@@ -100,7 +104,15 @@ impl InstanceType {
             allocatable,
             offerings,
             sizing: BTreeMap::new(),
+            ebs_attach_limit: None,
         }
+    }
+
+    /// This type with its EBS attach limit (volumes besides the root one, see
+    /// [`ebs_attach_limit`]); `None` leaves it unlimited.
+    pub fn with_ebs_attach_limit(mut self, limit: Option<i64>) -> InstanceType {
+        self.ebs_attach_limit = limit;
+        self
     }
 
     /// The cheapest available offering compatible with the requirements.
@@ -116,6 +128,15 @@ impl InstanceType {
     pub fn compatible(&self, reqs: &Requirements) -> bool {
         self.requirements.intersects(reqs).is_ok() && self.cheapest_offering(reqs).is_some()
     }
+}
+
+/// The EBS volumes (`ebs.csi.aws.com`) a node can attach for pods, from EC2's
+/// `EbsInfo.MaximumEbsAttachments` (the CSV's `ebs_max_attachments`): one attachment goes to
+/// the root volume, as the EBS CSI driver reserves it when it reports `allocatable.count` on
+/// the node's CSINode. Never below 0; `None` when the maximum is unknown. Beyond upstream
+/// Karpenter, which knows no limit before a node's CSINode reports one.
+pub fn ebs_attach_limit(ebs_max_attachments: Option<i64>) -> Option<i64> {
+    ebs_max_attachments.map(|max| (max - 1).max(0))
 }
 
 /// An offering a launch may try: price (USD/hour), instance type, zone, capacity type.
@@ -205,6 +226,10 @@ mod tests {
         // m5.large: 3 ENIs x 10 IPv4 -> 29 pods, 574 MiB kube-reserved memory.
         assert_eq!(eni_limited_pods(3, 10), 29);
         assert_eq!(kube_reserved_memory_mib(29), 574);
+        // m5.large attaches 27 EBS volumes; the root volume takes one.
+        assert_eq!(ebs_attach_limit(Some(27)), Some(26));
+        assert_eq!(ebs_attach_limit(Some(0)), Some(0));
+        assert_eq!(ebs_attach_limit(None), None);
     }
 
     #[test]

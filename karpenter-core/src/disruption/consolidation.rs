@@ -343,6 +343,7 @@ impl<'a> Simulator<'a> {
                     return (Err(why), Vec::new());
                 };
                 info.add_volume_requirements(&self.volumes.requirements(pod));
+                info.volumes = self.volumes.attachments(pod);
                 moving.insert(info.key.clone());
                 infos.push(info);
             }
@@ -409,6 +410,7 @@ impl<'a> Simulator<'a> {
                 });
             };
             info.add_volume_requirements(&self.volumes.requirements(pod));
+            info.volumes = self.volumes.attachments(pod);
             infos.push(info);
         }
         if infos.is_empty() {

@@ -110,10 +110,16 @@ pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
     }
 }
 
-/// Whether the pod holds its node's drain: active (not finished, not stuck terminating), not
-/// tolerating `karpenter.sh/disrupted:NoSchedule` (it would come straight back), and not a
-/// static pod owned by the node (upstream `IsWaitingEviction`).
+/// Whether the pod holds its node's drain: active (not finished) and drainable
+/// ([`is_drainable`]; upstream `IsWaitingEviction`).
 pub fn holds_node(pod: &Pod, now: Timestamp) -> bool {
+    !is_terminal(pod) && is_drainable(pod, now)
+}
+
+/// Whether a drain moves the pod off its node (upstream `IsDrainable`): not stuck terminating,
+/// not tolerating `karpenter.sh/disrupted:NoSchedule` (it would come straight back), and not a
+/// static pod owned by the node. Finished pods count as drainable.
+pub fn is_drainable(pod: &Pod, now: Timestamp) -> bool {
     let disrupted = disrupted_no_schedule_taint();
     let tolerates_disrupted = pod
         .spec
@@ -125,7 +131,7 @@ pub fn holds_node(pod: &Pod, now: Timestamp) -> bool {
         .deletion_timestamp
         .as_ref()
         .is_some_and(|t| now.duration_since(t.0) > STUCK_TERMINATING);
-    !is_terminal(pod) && !stuck && !tolerates_disrupted && !is_owned_by(pod, "Node")
+    !stuck && !tolerates_disrupted && !is_owned_by(pod, "Node")
 }
 
 /// The eviction group, 1..=4 (upstream's order): non-critical pods, non-critical DaemonSet pods,

@@ -178,6 +178,7 @@ pub fn prepare(snap: &Snapshot, listings: &HashMap<String, Listing>, repack: boo
         match PodInfo::from_pod(&pod) {
             Ok(mut info) => {
                 info.add_volume_requirements(&volumes.requirements(&pod));
+                info.volumes = volumes.attachments(&pod);
                 infos.push(info);
             }
             Err(e) => out.unreadable.push(Failure {

@@ -13,6 +13,7 @@ use crds::EC2NodeClass;
 use crds::labels::{INSTANCE_TYPE_LABEL, WELL_KNOWN_LABELS};
 use serde::Serialize;
 
+use super::attach::{LimitReached, type_exceeded};
 use super::constraints::{Relaxation, node_requirements};
 use super::pod::PodInfo;
 use super::requirements::{Incompatible, Requirements};
@@ -109,6 +110,14 @@ pub enum Reason {
         /// The smallest fitting instance type for that resource, e.g. `m5.large`.
         instance_type: String,
     },
+    /// No instance type that fits the pod can attach its volumes (CSI attach limits,
+    /// [`crate::scheduling::attach`]).
+    AttachLimit {
+        /// The CSI driver whose limit is reached, e.g. `ebs.csi.aws.com`.
+        driver: String,
+        /// The largest limit among the fitting instance types (volumes per node).
+        limit: i64,
+    },
     /// Fewer distinct values than a requirement's `minValues` remain.
     MinValues {
         /// The requirement's label key, e.g. `node.kubernetes.io/instance-type`.
@@ -202,6 +211,9 @@ impl fmt::Display for Reason {
                 f,
                 "limit reached: {resource} limit {limit}, in use {usage}, {left} left; the smallest instance type that fits ({instance_type}) would add {needed}"
             ),
+            Reason::AttachLimit { driver, limit } => {
+                write!(f, "{driver} attach limit {limit} reached")
+            }
             Reason::MinValues {
                 key,
                 min,
@@ -360,6 +372,10 @@ fn judge(
         Some(Rejection::Topology(e)) => Reason::Topology {
             detail: e.to_string(),
         },
+        Some(Rejection::AttachLimit(l)) => Reason::AttachLimit {
+            driver: l.driver.clone(),
+            limit: l.limit,
+        },
         Some(r @ (Rejection::NoInstanceType { .. } | Rejection::Limits(_))) => {
             instance_types(pod, t, limits).unwrap_or_else(|| Reason::Other {
                 detail: r.to_string(),
@@ -371,8 +387,8 @@ fn judge(
     })
 }
 
-/// Which instance-type check fails, in the solver's order: compatibility, size, limits,
-/// minValues. The pod's requirements are taken fully relaxed (its last required term, no
+/// Which instance-type check fails, in the solver's order: compatibility, size, attach
+/// limits, NodePool limits, minValues. The pod's requirements are taken fully relaxed (its last required term, no
 /// preferences), as they stand when the solver gives up. `None` when every check passes.
 fn instance_types(
     pod: &PodInfo,
@@ -413,10 +429,25 @@ fn instance_types(
     if fitting.is_empty() {
         return Some(too_large(&requests, &compatible));
     }
+    if !pod.volumes.is_empty() {
+        let reached: Vec<LimitReached> = fitting
+            .iter()
+            .filter_map(|it| type_exceeded(it, &pod.volumes))
+            .collect();
+        if reached.len() == fitting.len()
+            && let Some(l) = reached.into_iter().max_by_key(|l| l.limit)
+        {
+            return Some(Reason::AttachLimit {
+                driver: l.driver,
+                limit: l.limit,
+            });
+        }
+    }
     let options: Vec<&Arc<InstanceType>> = fitting
         .iter()
         .copied()
         .filter(|it| within_limits(&it.capacity, &t.remaining))
+        .filter(|it| type_exceeded(it, &pod.volumes).is_none())
         .collect();
     if options.is_empty() {
         return limit_reached(t, limits, &fitting);

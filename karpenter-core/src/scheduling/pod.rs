@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 
+use super::attach::Volumes;
 use super::constraints::{self, PodConstraints};
 use super::requirements::{Requirement, RequirementError, Requirements};
 use super::resources::{CPU, MEMORY, PODS, QuantityError, Resources};
@@ -63,6 +64,9 @@ pub struct PodInfo {
     pub labels: BTreeMap<String, String>,
     /// Topology spread, pod (anti-)affinity, preferred node affinity and host ports.
     pub constraints: PodConstraints,
+    /// The volumes it attaches per CSI driver ([`super::volumes::VolumeIndex::attachments`]);
+    /// empty as compiled, set by whoever holds the volume index.
+    pub volumes: Volumes,
 }
 
 /// Why a pod cannot be compiled.
@@ -107,6 +111,7 @@ impl PodInfo {
                 .filter(|n| !n.is_empty()),
             labels: meta.labels.clone().unwrap_or_default(),
             constraints: constraints::compile(pod)?,
+            volumes: Volumes::default(),
         })
     }
 

@@ -1,7 +1,8 @@
 //! The provisioning solver (upstream `provisioning/scheduling/scheduler.go`): pods in first-fit-
 //! decreasing order go to existing nodes and in-flight NodeClaims first, then to NodeClaims
 //! opened earlier in this run, then to a new NodeClaim from the first NodePool (by weight) that
-//! admits them. Topology spread, pod (anti-)affinity, host ports and minValues are honoured;
+//! admits them. Topology spread, pod (anti-)affinity, host ports, CSI attach limits
+//! ([`super::attach`]) and minValues are honoured;
 //! preferences are treated as required and relaxed one at a time when a pod cannot otherwise
 //! schedule. Each new NodeClaim keeps every instance type that still fits, cheapest first.
 //! Pure: no I/O, no clock.
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
+use super::attach::{AttachLimits, LimitReached, Volumes, type_exceeded};
 use super::choices;
 use super::constraints::{HostPort, Relaxation, node_requirements};
 use super::pod::{PodInfo, PodKey, queue_order};
@@ -72,6 +74,11 @@ pub struct ExistingNode {
     pub available: Resources,
     /// Initialized nodes are tried first.
     pub initialized: bool,
+    /// The volumes its pods (bound or about to be) attach, per CSI driver.
+    pub volumes: Volumes,
+    /// How many volumes it may attach per CSI driver (drivers not listed are unlimited): a
+    /// node's CSINode, an in-flight NodeClaim's instance types ([`super::attach`]).
+    pub attach_limits: AttachLimits,
 }
 
 /// A pod already running on an existing node: it counts for topology and holds host ports.
@@ -157,6 +164,8 @@ pub enum Rejection {
     },
     /// The pool's limits leave no room.
     Limits(String),
+    /// No instance type that fits can attach the pod's volumes: the largest limit among them.
+    AttachLimit(LimitReached),
 }
 
 impl fmt::Display for Rejection {
@@ -177,6 +186,9 @@ impl fmt::Display for Rejection {
                 f,
                 "all available instance types exceed limits for nodepool: {l}"
             ),
+            Rejection::AttachLimit(l) => {
+                write!(f, "no instance type can attach the pod's volumes: {l}")
+            }
         }
     }
 }
@@ -242,6 +254,8 @@ struct OpenClaim {
     /// Indexes into the input pods.
     pods: Vec<usize>,
     host_ports: Vec<HostPort>,
+    /// The volumes its pods attach, per CSI driver.
+    volumes: Volumes,
 }
 
 struct Pool<'a> {
@@ -254,6 +268,7 @@ struct Pool<'a> {
 struct Existing {
     available: Resources,
     host_ports: Vec<HostPort>,
+    volumes: Volumes,
 }
 
 struct Solver<'a> {
@@ -301,6 +316,7 @@ pub fn solve(input: &Input) -> Output {
         .map(|e| Existing {
             available: e.available.clone(),
             host_ports: Vec::new(),
+            volumes: e.volumes.clone(),
         })
         .collect();
     for b in &input.bound_pods {
@@ -615,7 +631,13 @@ impl Solver<'_> {
                     }
                 }
             };
-            if ports_conflict(&state.host_ports, &pod.constraints.host_ports) {
+            if ports_conflict(&state.host_ports, &pod.constraints.host_ports)
+                || (!pod.volumes.is_empty()
+                    && state
+                        .volumes
+                        .exceeds(&pod.volumes, &node.attach_limits)
+                        .is_some())
+            {
                 continue;
             }
             if involves
@@ -632,6 +654,7 @@ impl Solver<'_> {
             state
                 .host_ports
                 .extend(pod.constraints.host_ports.iter().cloned());
+            state.volumes.add(&pod.volumes);
             self.out
                 .existing
                 .entry(node.name.clone())
@@ -697,6 +720,11 @@ impl Solver<'_> {
                 (m != claim.requirements).then_some(m)
             };
             let pool_index = claim.pool;
+            let volumes = (!pod.volumes.is_empty()).then(|| {
+                let mut v = claim.volumes.clone();
+                v.add(&pod.volumes);
+                v
+            });
             let compat = merged
                 .as_ref()
                 .map(|m| self.compatible_types(pool_index, m));
@@ -707,8 +735,12 @@ impl Solver<'_> {
                 .iter()
                 .copied()
                 .filter(|&o| {
-                    total.fits_in(&pool.instance_types[o].allocatable)
+                    let it = &pool.instance_types[o];
+                    total.fits_in(&it.allocatable)
                         && compat.as_ref().is_none_or(|c| c[o])
+                        && volumes
+                            .as_ref()
+                            .is_none_or(|v| type_exceeded(it, v).is_none())
                 })
                 .collect();
             if options.is_empty() || !min_values_ok(check, &pool.instance_types, &options) {
@@ -720,6 +752,9 @@ impl Solver<'_> {
             claim.requests = total;
             if let Some(m) = merged {
                 claim.requirements = m;
+            }
+            if let Some(v) = volumes {
+                claim.volumes = v;
             }
             claim.pods.push(i);
             claim
@@ -798,6 +833,7 @@ impl Solver<'_> {
         if fitting.is_empty() {
             return Err(no_type("no instance type has enough resources"));
         }
+        let fitting = attachable(t, fitting, &pod.volumes)?;
         let pool = &mut self.pools[pi];
         let options: Vec<usize> = fitting
             .into_iter()
@@ -828,6 +864,7 @@ impl Solver<'_> {
             options,
             pods: vec![i],
             host_ports: pod.constraints.host_ports.clone(),
+            volumes: pod.volumes.clone(),
         })
     }
 }
@@ -906,7 +943,9 @@ impl Solver<'_> {
             for &i in &self.claims[c].pods {
                 let pod = &input.pods[i];
                 let request = dims.dense(&pod.requests);
-                let mobility = if pod.constraints.host_ports.is_empty() {
+                // Pods with volumes stay where first fit put them: moving them would need the
+                // attach limits in the packing.
+                let mobility = if pod.constraints.host_ports.is_empty() && pod.volumes.is_empty() {
                     self.topology.mobility(i)
                 } else {
                     None
@@ -1030,9 +1069,11 @@ impl Solver<'_> {
             let requirements = class_reqs[b.class].clone();
             let mut requests = t.daemon_overhead.clone();
             let mut host_ports = Vec::new();
+            let mut volumes = Volumes::default();
             for &i in &b.pods {
                 requests.add(&input.pods[i].requests);
                 host_ports.extend(input.pods[i].constraints.host_ports.iter().cloned());
+                volumes.add(&input.pods[i].volumes);
             }
             let compat = self.compatible_types(pi, &requirements);
             let options: Vec<usize> = self.pools[pi]
@@ -1044,6 +1085,7 @@ impl Solver<'_> {
                     compat[o]
                         && requests.fits_in(&it.allocatable)
                         && within_limits(&it.capacity, &remaining)
+                        && type_exceeded(it, &volumes).is_none()
                 })
                 .collect();
             if options.is_empty() || !min_values_ok(&requirements, &t.instance_types, &options) {
@@ -1062,9 +1104,39 @@ impl Solver<'_> {
                 options,
                 pods: b.pods,
                 host_ports,
+                volumes,
             });
         }
         Some((claims, remaining))
+    }
+}
+
+/// The `fitting` options (indexes into the pool's instance types) that can attach `volumes`.
+///
+/// Errors: [`Rejection::AttachLimit`] when none can, naming the largest limit reached.
+fn attachable(
+    pool: &NodePoolTemplate,
+    fitting: Vec<usize>,
+    volumes: &Volumes,
+) -> Result<Vec<usize>, Rejection> {
+    if volumes.is_empty() {
+        return Ok(fitting);
+    }
+    let mut reached: Option<LimitReached> = None;
+    let mut kept = Vec::with_capacity(fitting.len());
+    for o in fitting {
+        match type_exceeded(&pool.instance_types[o], volumes) {
+            None => kept.push(o),
+            Some(l) => {
+                if reached.as_ref().is_none_or(|r| l.limit > r.limit) {
+                    reached = Some(l);
+                }
+            }
+        }
+    }
+    match reached {
+        Some(l) if kept.is_empty() => Err(Rejection::AttachLimit(l)),
+        _ => Ok(kept),
     }
 }
 

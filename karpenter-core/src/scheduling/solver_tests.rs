@@ -78,6 +78,8 @@ fn existing_and_in_flight_capacity_is_used_before_new_claims() {
             taints: vec![],
             available: res(1000, 2048),
             initialized: true,
+            volumes: Default::default(),
+            attach_limits: Default::default(),
         },
         ExistingNode {
             name: "claim-b".into(),
@@ -85,6 +87,8 @@ fn existing_and_in_flight_capacity_is_used_before_new_claims() {
             taints: vec![],
             available: res(2000, 4096),
             initialized: false,
+            volumes: Default::default(),
+            attach_limits: Default::default(),
         },
     ];
     let pods = (0..3)

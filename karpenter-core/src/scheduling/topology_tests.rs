@@ -167,6 +167,8 @@ fn existing(name: &str, labels: &[(&str, &str)], cpu_milli: i64) -> ExistingNode
         taints: vec![],
         available,
         initialized: true,
+        volumes: Default::default(),
+        attach_limits: Default::default(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! PersistentVolumeClaims confine it to the zones their volumes live in — a bound
 //! PersistentVolume's node affinity, or an unbound claim's StorageClass `allowedTopologies`.
 //! Each volume gives requirement alternatives; alternatives of several volumes are combined,
-//! keeping only compatible combinations when any exist.
+//! keeping only compatible combinations when any exist. The same index names the CSI driver
+//! each volume attaches through ([`VolumeIndex::attachments`], for [`super::attach`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 
+use super::attach::Volumes;
 use super::requirements::{Requirement, Requirements};
 
 /// PVCs, PVs and StorageClasses indexed for lookups.
@@ -18,6 +20,10 @@ pub struct VolumeIndex {
     claims: HashMap<(String, String), (Option<String>, Option<String>)>,
     volumes: HashMap<String, Vec<Requirements>>,
     classes: HashMap<String, Vec<Requirements>>,
+    /// PersistentVolume name → its `spec.csi.driver`.
+    drivers: HashMap<String, String>,
+    /// StorageClass name → its `provisioner`.
+    provisioners: HashMap<String, String>,
 }
 
 fn term_requirements(term: &NodeSelectorTerm) -> Requirements {
@@ -50,6 +56,17 @@ impl VolumeIndex {
                     .filter(|v| !v.is_empty());
                 Some((key, (volume, class)))
             })
+            .collect();
+        let drivers = volumes
+            .iter()
+            .filter_map(|v| {
+                let csi = v.spec.as_ref()?.csi.as_ref()?;
+                Some((v.metadata.name.clone()?, csi.driver.clone()))
+            })
+            .collect();
+        let provisioners = classes
+            .iter()
+            .filter_map(|c| Some((c.metadata.name.clone()?, c.provisioner.clone())))
             .collect();
         let volumes = volumes
             .iter()
@@ -91,7 +108,45 @@ impl VolumeIndex {
             claims,
             volumes,
             classes,
+            drivers,
+            provisioners,
         }
+    }
+
+    /// The volumes the pod attaches, per CSI driver (upstream `VolumeUsage.validate`): each
+    /// PersistentVolumeClaim, named `namespace/claim`, and each generic ephemeral volume, named
+    /// as the claim Kubernetes creates for it (`namespace/<pod>-<volume>`). The driver is the
+    /// bound PersistentVolume's `spec.csi.driver`, else the claim's StorageClass
+    /// `provisioner`; a volume with neither (not CSI, or not known yet) is not counted.
+    pub fn attachments(&self, pod: &Pod) -> Volumes {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let mut out = Volumes::default();
+        for vol in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let (claim, template_class) = if let Some(c) = vol.persistent_volume_claim.as_ref() {
+                (c.claim_name.clone(), None)
+            } else if let Some(e) = vol.ephemeral.as_ref() {
+                let class = e
+                    .volume_claim_template
+                    .as_ref()
+                    .and_then(|t| t.spec.storage_class_name.clone());
+                (format!("{pod_name}-{}", vol.name), class)
+            } else {
+                continue;
+            };
+            let (volume, class) = match self.claims.get(&(ns.to_string(), claim.clone())) {
+                Some((v, c)) => (v.clone(), c.clone()),
+                None => (None, template_class),
+            };
+            let driver = volume
+                .and_then(|v| self.drivers.get(&v))
+                .or_else(|| class.and_then(|c| self.provisioners.get(&c)))
+                .filter(|d| !d.is_empty());
+            if let Some(driver) = driver {
+                out.insert(driver, format!("{ns}/{claim}"));
+            }
+        }
+        out
     }
 
     /// Requirement alternatives the pod's volumes impose (empty when they impose none).
@@ -200,5 +255,58 @@ mod tests {
                 .is_some_and(|r| r.has("us-east-1b"))
         );
         assert!(index.requirements(&pod("unknown")).is_empty());
+    }
+
+    #[test]
+    fn attachments_name_each_claim_once_under_its_csi_driver() {
+        let claims: Vec<Arc<PersistentVolumeClaim>> = [
+            json!({"metadata": {"name": "bound", "namespace": "db"}, "spec": {"volumeName": "pv-csi"}}),
+            json!({"metadata": {"name": "intree", "namespace": "db"}, "spec": {"volumeName": "pv-intree"}}),
+            json!({"metadata": {"name": "pending", "namespace": "db"}, "spec": {"storageClassName": "gp3"}}),
+            json!({"metadata": {"name": "nfs", "namespace": "db"}, "spec": {"storageClassName": "nfs"}}),
+        ]
+        .into_iter()
+        .map(|c| Arc::new(serde_json::from_value(c).expect("pvc")))
+        .collect();
+        let volumes: Vec<Arc<PersistentVolume>> = [
+            json!({"metadata": {"name": "pv-csi"}, "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}}}),
+            json!({"metadata": {"name": "pv-intree"}, "spec": {"hostPath": {"path": "/x"}}}),
+        ]
+        .into_iter()
+        .map(|v| Arc::new(serde_json::from_value(v).expect("pv")))
+        .collect();
+        let classes: Vec<Arc<StorageClass>> = [
+            json!({"metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com"}),
+            json!({"metadata": {"name": "nfs"}, "provisioner": "example.com/nfs"}),
+        ]
+        .into_iter()
+        .map(|c| Arc::new(serde_json::from_value(c).expect("sc")))
+        .collect();
+        let index = VolumeIndex::new(&claims, &volumes, &classes);
+        let pod = testutil::pod("db-0")
+            .namespace("db")
+            .spec(json!({"containers": [], "volumes": [
+                {"name": "a", "persistentVolumeClaim": {"claimName": "bound"}},
+                {"name": "b", "persistentVolumeClaim": {"claimName": "bound"}},
+                {"name": "c", "persistentVolumeClaim": {"claimName": "intree"}},
+                {"name": "d", "persistentVolumeClaim": {"claimName": "pending"}},
+                {"name": "e", "persistentVolumeClaim": {"claimName": "nfs"}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}},
+                {"name": "tmp", "emptyDir": {}}
+            ]}))
+            .build();
+        let v = index.attachments(&pod);
+        assert_eq!(
+            v.count("ebs.csi.aws.com"),
+            3,
+            "bound, pending, scratch: {v:?}"
+        );
+        assert_eq!(v.count("example.com/nfs"), 1);
+        let mut expected = Volumes::default();
+        for id in ["db/bound", "db/pending", "db/db-0-scratch"] {
+            expected.insert("ebs.csi.aws.com", id.to_string());
+        }
+        expected.insert("example.com/nfs", "db/nfs".to_string());
+        assert_eq!(v, expected);
     }
 }

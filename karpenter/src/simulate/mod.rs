@@ -447,6 +447,7 @@ pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
             continue;
         }
         info.add_volume_requirements(&volumes.requirements(p));
+        info.volumes = volumes.attachments(p);
         scheduled.push(info);
     }
     let bound = if scheduled.is_empty() {

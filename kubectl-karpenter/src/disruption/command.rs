@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_core::disruption::consolidation::Settings;
 use karpenter_core::disruption::report::{self, Report};
 use karpenter_core::provisioning::plan::Listing;
@@ -52,6 +52,8 @@ async fn read_snapshot(conn: &Connection) -> Result<Snapshot, Error> {
             .list_shared::<PersistentVolume>("PersistentVolumes")
             .await?,
         storage_classes: conn.list_shared::<StorageClass>("StorageClasses").await?,
+        // Attach limits of existing nodes.
+        csinodes: conn.list_shared::<CSINode>("CSINodes").await?,
         pdbs: conn
             .list_shared::<PodDisruptionBudget>("PodDisruptionBudgets")
             .await?,

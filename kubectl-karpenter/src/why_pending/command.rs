@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
 };
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_core::capacity::InstanceType;
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
@@ -112,6 +112,8 @@ async fn read_world(
             .list_shared::<PersistentVolume>("PersistentVolumes")
             .await?,
         storage_classes: conn.list_shared::<StorageClass>("StorageClasses").await?,
+        // Attach limits of existing nodes.
+        csinodes: conn.list_shared::<CSINode>("CSINodes").await?,
         // Placement does not depend on disruption budgets.
         pdbs: Vec::new(),
         // The controller's plan for pods waiting on in-flight NodeClaims lives in its memory;

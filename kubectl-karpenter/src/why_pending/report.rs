@@ -141,6 +141,7 @@ pub fn build(
                 }
             };
             info.add_volume_requirements(&volumes.requirements(pod));
+            info.volumes = volumes.attachments(pod);
             let pools = pools.get_or_insert_with(|| explain::candidates(snap, &instance_types));
             if let Some(target) = explain::existing_fit(&info, snap, pools) {
                 fits_existing(&mut report, snap, target);

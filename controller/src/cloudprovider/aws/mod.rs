@@ -264,6 +264,8 @@ impl AwsCloud {
                 entry.spec.neuron_devices = known.spec.neuron_devices;
                 entry.spec.neuron_cores = known.spec.neuron_cores;
                 entry.spec.efa_max_interfaces = known.spec.efa_max_interfaces;
+                // DescribeInstanceTypes' EbsInfo is not read: the vendored limit stands.
+                entry.spec.ebs_max_attachments = known.spec.ebs_max_attachments;
                 entries.push(entry);
             }
         }
