@@ -236,3 +236,124 @@ async fn a_statefulset_gets_zonal_volumes_attached_where_its_pods_run() {
             .any(|(v, n)| *v == volume && *n == old_node)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upgrade_step_terminates_a_node_only_after_its_volumes_are_detached() {
+    use tokio::sync::broadcast::error::TryRecvError;
+
+    let c = TestCluster::start(WORKLOAD, Options::default()).await;
+    c.eventually("3 db pods running with their volumes", SETTLE, |c| {
+        running(c).len() == 3 && in_use(c).len() == 3 && attached(c) == in_use(c)
+    })
+    .await;
+    let with_volumes: BTreeSet<String> = attached(&c).into_iter().map(|(_, n)| n).collect();
+    let node_names = |c: &TestCluster| -> BTreeSet<String> {
+        c.objects("", "nodes")
+            .iter()
+            .map(|n| text(n, "/metadata/name").to_string())
+            .collect()
+    };
+    let mut events = c.cluster.sandbox.store().subscribe();
+    // A new AMI drifts every node; the serial upgrade replaces them one step at a time.
+    c.publish_ami("al2023", None);
+    c.eventually(
+        "a node holding volumes replaced",
+        Duration::from_secs(240),
+        |c| {
+            let now = node_names(c);
+            with_volumes.iter().any(|n| !now.contains(n))
+        },
+    )
+    .await;
+    // Store order: the node's VolumeAttachments are deleted before the Node is, which the
+    // controller deletes only after the instance is terminated.
+    let mut detached: BTreeMap<String, u64> = BTreeMap::new();
+    let mut node_deleted: BTreeMap<String, u64> = BTreeMap::new();
+    loop {
+        let e = match events.try_recv() {
+            Ok(e) => e,
+            Err(TryRecvError::Lagged(_)) => continue,
+            Err(_) => break,
+        };
+        if e.event_type != EventType::Deleted {
+            continue;
+        }
+        match e.key.plural.as_str() {
+            "volumeattachments" => {
+                let node = text(&e.object, "/spec/nodeName").to_string();
+                let rv = detached.entry(node).or_insert(e.rv);
+                *rv = (*rv).max(e.rv);
+            }
+            "nodes" => {
+                node_deleted.insert(text(&e.object, "/metadata/name").to_string(), e.rv);
+            }
+            _ => {}
+        }
+    }
+    let replaced: Vec<&String> = with_volumes
+        .iter()
+        .filter(|n| node_deleted.contains_key(*n))
+        .collect();
+    assert!(!replaced.is_empty(), "a node with volumes was deleted");
+    for node in replaced {
+        let va = detached
+            .get(node)
+            .unwrap_or_else(|| panic!("{node}'s volumes were detached"));
+        assert!(
+            *va < node_deleted[node],
+            "{node}: last VolumeAttachment deleted at {va}, the Node at {}",
+            node_deleted[node]
+        );
+    }
+    c.eventually("the db pods run again with their volumes", SETTLE, |c| {
+        running(c).len() == 3 && attached(c) == in_use(c)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pods_are_never_planned_past_a_nodes_ebs_attach_limit() {
+    // 28 small pods with a volume each on m5.large only: cpu and pods (29) would fit them all on
+    // one node, but m5.large attaches 26 EBS volumes besides its root volume.
+    let workload = WORKLOAD
+        .replace(
+            "replicas: 3",
+            "replicas: 28\n  podManagementPolicy: Parallel",
+        )
+        .replace("cpu: 500m, memory: 512Mi", "cpu: 10m, memory: 16Mi");
+    let node_class = karpenter::workload::DEFAULT_NODEPOOL
+        .split("---")
+        .nth(1)
+        .expect("node class document");
+    let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      requirements:\n      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n";
+    let c = TestCluster::start(
+        &format!("{workload}---\n{pool}---{node_class}"),
+        Options {
+            defaults: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    c.eventually("28 db pods running with their volumes", SETTLE, |c| {
+        running(c).len() == 28 && attached(c) == in_use(c)
+    })
+    .await;
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, node) in attached(&c) {
+        *per_node.entry(node).or_default() += 1;
+    }
+    assert!(
+        per_node.len() >= 2,
+        "one m5.large cannot attach 28: {per_node:?}"
+    );
+    assert!(
+        per_node.values().all(|n| *n <= 26),
+        "no node past its attach limit: {per_node:?}"
+    );
+    // No pod ever waited on a node for want of an attachment slot.
+    let refused = c.objects("", "events").into_iter().any(|e| {
+        text(&e, "/message").contains("exceed max volume count")
+            && text(&e, "/source/component") != "karpenter"
+    });
+    assert!(!refused, "kube-scheduler never met a node at its limit");
+}
