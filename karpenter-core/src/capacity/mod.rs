@@ -4,6 +4,7 @@
 //! data, sized for a node class by [`node_class`].
 
 pub mod catalog;
+pub mod hardware;
 pub mod node_class;
 #[cfg(test)]
 mod node_class_tests;

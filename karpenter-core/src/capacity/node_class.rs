@@ -20,7 +20,7 @@ use crds::labels::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::capacity::catalog::TypeSpec;
+use crate::capacity::hardware::TypeSpec;
 use crate::capacity::{eni_limited_pods, kube_reserved_cpu_milli, kube_reserved_memory_mib};
 use crate::scheduling::resources::{
     CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, Resources, format_quantity, parse_milli,
