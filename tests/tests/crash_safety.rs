@@ -608,7 +608,7 @@ async fn killed_after_recording_instance_termination() {
             api(
                 Method::PATCH,
                 &["/apis/karpenter.sh/v1/nodeclaims/", &old.claim, "/status"],
-                3,
+                4,
             )
         },
         |tc| {
