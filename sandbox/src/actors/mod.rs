@@ -178,6 +178,44 @@ pub(crate) fn key(group: &str, plural: &str) -> TypeKey {
     }
 }
 
+/// Run an actor until the store goes away: `pass` over `state` off the async runtime, then wait
+/// for a change to one of `interest` (or 5 s) and let a burst settle for 50 ms. `name` says which
+/// actor panicked, if one does (the loop then ends).
+pub(crate) async fn run_passes<T: Send + 'static>(
+    store: Arc<crate::store::Store>,
+    name: &'static str,
+    interest: &[TypeKey],
+    mut state: T,
+    pass: fn(&mut T, &crate::store::Store),
+) {
+    let mut rx = store.subscribe();
+    loop {
+        let st = Arc::clone(&store);
+        state = match tokio::task::spawn_blocking(move || {
+            pass(&mut state, &st);
+            state
+        })
+        .await
+        {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::error!(actor = name, error = %e, "sandbox actor panicked");
+                return;
+            }
+        };
+        if !wait_for_change(
+            &mut rx,
+            interest,
+            Duration::from_secs(5),
+            Duration::from_millis(50),
+        )
+        .await
+        {
+            return;
+        }
+    }
+}
+
 /// Wait until a change to one of `interest` arrives or `tick` passes, then let changes settle
 /// for `settle` so a burst is handled in one pass. Returns false when the store is gone.
 pub(crate) async fn wait_for_change(

@@ -8,14 +8,13 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use serde_json::{Value, json};
 
 use super::workloads::{controller_uid, is_active, is_ready, owner_ref, template_hash};
-use super::{TypedCache, key, wait_for_change};
+use super::{TypedCache, key, run_passes};
 use crate::store::{DeleteOptions, Store, Subresource};
 
 /// Label naming the pod (so a Service can select one replica).
@@ -439,38 +438,16 @@ impl Controller {
 
 /// Run the StatefulSet controller until the store goes away.
 pub async fn run(store: Arc<Store>) {
-    let mut rx = store.subscribe();
-    let mut c = Controller::default();
+    let c = Controller::default();
     let interest = [
         key("apps", "statefulsets"),
         key("", "pods"),
         key("", "persistentvolumeclaims"),
     ];
-    loop {
-        let s = Arc::clone(&store);
-        c = match tokio::task::spawn_blocking(move || {
-            c.pass(&s);
-            c
-        })
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "statefulset controller panicked");
-                return;
-            }
-        };
-        if !wait_for_change(
-            &mut rx,
-            &interest,
-            Duration::from_secs(5),
-            Duration::from_millis(50),
-        )
-        .await
-        {
-            return;
-        }
-    }
+    run_passes(store, "statefulset controller", &interest, c, |c, s| {
+        c.pass(s)
+    })
+    .await;
 }
 
 #[cfg(test)]

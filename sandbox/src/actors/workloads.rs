@@ -5,13 +5,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::{PodPlacer, TypedCache, key, wait_for_change};
+use super::{PodPlacer, TypedCache, key, run_passes};
 use crate::registry::ResourceType;
 use crate::store::{DeleteOptions, Store, Subresource};
 
@@ -452,8 +451,7 @@ fn reconcile_daemonset(
 
 /// Run the workload controllers until the store goes away.
 pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
-    let mut rx = store.subscribe();
-    let mut c = Controllers {
+    let c = Controllers {
         deployments: TypedCache::new(key("apps", "deployments")),
         replicasets: TypedCache::new(key("apps", "replicasets")),
         daemonsets: TypedCache::new(key("apps", "daemonsets")),
@@ -468,29 +466,8 @@ pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
         key("", "pods"),
         key("", "nodes"),
     ];
-    loop {
-        let s = Arc::clone(&store);
-        c = match tokio::task::spawn_blocking(move || {
-            c.pass(&s);
-            c
-        })
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "workload controllers panicked");
-                return;
-            }
-        };
-        if !wait_for_change(
-            &mut rx,
-            &interest,
-            Duration::from_secs(5),
-            Duration::from_millis(50),
-        )
-        .await
-        {
-            return;
-        }
-    }
+    run_passes(store, "workload controllers", &interest, c, |c, s| {
+        c.pass(s)
+    })
+    .await;
 }

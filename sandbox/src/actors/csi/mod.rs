@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::{Value, json};
@@ -15,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 
-use super::{TypedCache, key, wait_for_change};
+use super::{TypedCache, key, run_passes};
 use crate::store::Store;
 
 pub mod attacher;
@@ -295,8 +294,7 @@ impl Storage {
 
 /// Run the storage actors until the store goes away.
 pub async fn run(store: Arc<Store>, attach_limit: fn(&str) -> Option<i32>) {
-    let mut rx = store.subscribe();
-    let mut s = Storage::new(attach_limit);
+    let s = Storage::new(attach_limit);
     let interest = [
         key("", "nodes"),
         key("", "pods"),
@@ -305,31 +303,7 @@ pub async fn run(store: Arc<Store>, attach_limit: fn(&str) -> Option<i32>) {
         key("storage.k8s.io", "storageclasses"),
         key("storage.k8s.io", "volumeattachments"),
     ];
-    loop {
-        let st = Arc::clone(&store);
-        s = match tokio::task::spawn_blocking(move || {
-            s.pass(&st);
-            s
-        })
-        .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "storage actors panicked");
-                return;
-            }
-        };
-        if !wait_for_change(
-            &mut rx,
-            &interest,
-            Duration::from_secs(5),
-            Duration::from_millis(50),
-        )
-        .await
-        {
-            return;
-        }
-    }
+    run_passes(store, "storage actors", &interest, s, |c, s| c.pass(s)).await;
 }
 
 #[cfg(test)]
