@@ -12,12 +12,14 @@
 //! - [`lifecycle`]: a NodeClaim's life as predicates: registration, initialization, liveness,
 //!   expiration, drift checks and stamps, drain order, termination deadline.
 //! - [`disruption`]: budgets and the serial upgrade planner.
+//! - [`interruption`]: EC2 and AWS Health interruption messages and what each asks for.
 //! - [`clock`]: time as an injected dependency.
 
 pub mod capacity;
 pub mod clock;
 pub mod cloud;
 pub mod disruption;
+pub mod interruption;
 pub mod lifecycle;
 pub mod provisioning;
 pub mod scheduling;

@@ -35,6 +35,17 @@ pub struct CloudOptions {
     /// (upstream's `VM_MEMORY_OVERHEAD_PERCENT`; default 0.075).
     #[arg(long, env = "VM_MEMORY_OVERHEAD_PERCENT", value_name = "FRACTION")]
     pub vm_memory_overhead_percent: Option<f64>,
+    /// The SQS queue EventBridge sends EC2 interruption events to (upstream's
+    /// `--interruption-queue`): spot interruption warnings, rebalance recommendations, AWS
+    /// Health scheduled changes and instance state changes. Empty: interruption handling is
+    /// off. With the simulated cloud, a queue of that name in the simulated account.
+    #[arg(
+        long,
+        env = "INTERRUPTION_QUEUE",
+        value_name = "NAME",
+        default_value = ""
+    )]
+    pub interruption_queue: String,
 }
 
 impl CloudOptions {
@@ -143,11 +154,13 @@ pub async fn build(
 ) -> Result<Cloud, String> {
     match opts.cloud_provider.as_str() {
         "sim" => {
-            let sim = Arc::new(
-                SimCloud::new(cluster_name, clock)
-                    .map_err(|e| e.to_string())?
-                    .with_capacity_options(opts.capacity_options()?),
-            );
+            let mut sim = SimCloud::new(cluster_name, clock)
+                .map_err(|e| e.to_string())?
+                .with_capacity_options(opts.capacity_options()?);
+            if !opts.interruption_queue.is_empty() {
+                sim = sim.with_interruption_queue(&opts.interruption_queue);
+            }
+            let sim = Arc::new(sim);
             Ok(Cloud {
                 provider: Arc::clone(&sim) as Arc<dyn CloudProvider>,
                 sim: Some(sim),

@@ -7,6 +7,7 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod build;
+pub mod queue;
 pub mod sim;
 
 use std::sync::Arc;
@@ -58,6 +59,19 @@ pub trait CloudProvider: Send + Sync {
     fn resolution_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+
+    /// The interruption queue this cloud feeds (`--interruption-queue`), read by the
+    /// interruption controller; `None` (the default) when interruption handling is off.
+    fn interruption_queue(&self) -> Option<Arc<dyn queue::InterruptionQueue>> {
+        None
+    }
+
+    /// Mark an offering (instance type, zone, capacity type) unavailable for the provider's
+    /// capacity-error cache period (3 minutes), as a launch that ran out of capacity does: an
+    /// interrupted spot offering is not launched into again at once (upstream
+    /// `UnavailableOfferings.MarkUnavailable` on a spot interruption). The default does
+    /// nothing (a provider without such a cache).
+    fn mark_offering_unavailable(&self, _instance_type: &str, _zone: &str, _capacity_type: &str) {}
 
     /// Terminate instances no NodeClaim owns (garbage collection). The default deletes them one
     /// by one through [`CloudProvider::delete`]; providers with a batch API override it.

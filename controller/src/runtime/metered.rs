@@ -143,6 +143,17 @@ impl CloudProvider for MeteredCloud {
         self.inner.resolution_changes()
     }
 
+    fn interruption_queue(
+        &self,
+    ) -> Option<Arc<dyn crate::cloudprovider::queue::InterruptionQueue>> {
+        self.inner.interruption_queue()
+    }
+
+    fn mark_offering_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        self.inner
+            .mark_offering_unavailable(instance_type, zone, capacity_type);
+    }
+
     async fn delete_instances(&self, instances: &[Instance]) -> Result<(), CloudError> {
         self.timed("DeleteInstances", self.inner.delete_instances(instances))
             .await

@@ -514,6 +514,14 @@ impl CloudProvider for AwsCloud {
         "aws"
     }
 
+    fn mark_offering_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        self.mark_unavailable([(
+            instance_type.to_string(),
+            zone.to_string(),
+            capacity_type.to_string(),
+        )]);
+    }
+
     async fn create(
         &self,
         claim: &NodeClaim,

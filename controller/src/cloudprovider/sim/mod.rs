@@ -22,6 +22,7 @@ use rand::Rng;
 use self::network::{SimAmi, SimNetwork};
 use self::release::{ImageHealth, PublishError};
 use super::CloudProvider;
+use super::queue::{InterruptionQueue, MemoryQueue};
 use karpenter_core::capacity::catalog::{Catalog, REGION};
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::{InstanceType, launch_offerings};
@@ -140,6 +141,8 @@ pub struct SimCloud {
     changes: tokio::sync::watch::Sender<u64>,
     /// Injected throttling, capacity errors and slow launches (off by default).
     faults: Arc<faults::SimFaults>,
+    /// The interruption queue EventBridge would feed (`--interruption-queue`), if any.
+    interruption_queue: Option<Arc<MemoryQueue>>,
 }
 
 impl SimCloud {
@@ -168,7 +171,33 @@ impl SimCloud {
             launches: Default::default(),
             changes: tokio::sync::watch::Sender::new(0),
             faults: Arc::default(),
+            interruption_queue: None,
         })
+    }
+
+    /// The same account with an interruption queue called `name`, which
+    /// [`SimCloud::interruption_queue`] returns for the simulated EventBridge to send to.
+    pub fn with_interruption_queue(mut self, name: &str) -> SimCloud {
+        self.interruption_queue = Some(Arc::new(MemoryQueue::new(name)));
+        self
+    }
+
+    /// The account's interruption queue, if it has one: the simulated EventBridge sends its
+    /// events here (see `karpenter_core::interruption::event`).
+    pub fn interruption_queue(&self) -> Option<&Arc<MemoryQueue>> {
+        self.interruption_queue.as_ref()
+    }
+
+    /// Mark an offering out of capacity for [`INSUFFICIENT_CAPACITY_TTL`] (a spot
+    /// interruption of it, or a launch that found none).
+    pub fn mark_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        let until = self.clock.now() + INSUFFICIENT_CAPACITY_TTL;
+        let mut state = self.lock();
+        state.unavailable.insert(
+            (instance_type.into(), zone.into(), capacity_type.into()),
+            until,
+        );
+        state.type_cache.clear();
     }
 
     /// The same account with `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT` set.
@@ -360,6 +389,22 @@ impl SimCloud {
 impl CloudProvider for SimCloud {
     fn name(&self) -> &str {
         "sim"
+    }
+
+    fn interruption_queue(&self) -> Option<Arc<dyn InterruptionQueue>> {
+        self.interruption_queue
+            .as_ref()
+            .map(|q| Arc::clone(q) as Arc<dyn InterruptionQueue>)
+    }
+
+    fn mark_offering_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        tracing::info!(
+            instance_type,
+            zone,
+            capacity_type,
+            "interrupted offering marked unavailable for 3m"
+        );
+        self.mark_unavailable(instance_type, zone, capacity_type);
     }
 
     async fn create(
