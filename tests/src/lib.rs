@@ -18,6 +18,10 @@ use karpenter::workload::parse_yaml;
 use sandbox::registry::TypeKey;
 use serde_json::Value;
 
+/// The simulated cloud's interruption queue in test clusters (always on, as in `karpenter
+/// sandbox`): `TestCluster::sim().interruption_queue()` sends to it.
+pub const INTERRUPTION_QUEUE: &str = "karpenter-sandbox";
+
 /// Options of a test cluster.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -142,7 +146,10 @@ impl TestCluster {
                 ..opts.settings.clone()
             },
             kubeconfig: Some(dir.path().join("kubeconfig")),
-            cloud: CloudOptions::default_sim(),
+            cloud: CloudOptions {
+                interruption_queue: INTERRUPTION_QUEUE.into(),
+                ..CloudOptions::default_sim()
+            },
             controller: opts.controller,
         };
         let cluster = start_cluster(&cfg, &manifests)

@@ -399,7 +399,7 @@ fn metric_reason(reason: DisruptionReason) -> &'static str {
 /// Add or remove the `karpenter.sh/disrupted:NoSchedule` taint (a merge patch of the node's
 /// taints, guarded by the resourceVersion read). Failures are logged: the termination path
 /// taints again before it drains.
-async fn taint(ctx: &Context, node: &Node, on: bool) {
+pub(super) async fn taint(ctx: &Context, node: &Node, on: bool) {
     let mut taints = node
         .spec
         .as_ref()
@@ -651,6 +651,9 @@ async fn advance(
         return Ok(false);
     }
     let first = waiting[0];
+    if super::interruption::interrupted(first).is_some() {
+        return super::interruption::advance(ctx, snap, now, id, &waiting, replacement).await;
+    }
     let reason = match annotation(first, REASON_ANNOTATION) {
         Some("Empty") => DisruptionReason::Empty,
         _ => DisruptionReason::Underutilized,

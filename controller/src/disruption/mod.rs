@@ -4,11 +4,14 @@
 //! drifted nodes ([`crate::upgrade`]), then, every `Settings::disruption_poll` (10 s),
 //! consolidation ([`consolidation`]):
 //! pod events and the `Consolidatable` condition, the commands in progress, and a new command
-//! (emptiness, then multi-node, then single-node). Both read one in-progress set from the
+//! (emptiness, then multi-node, then single-node); interruption commands ([`interruption`],
+//! started by `crate::interruption` at the warning) advance with consolidation's. All read
+//! one in-progress set from the
 //! cluster (a node being replaced for one reason is never a candidate for another) and one
 //! budget accounting per NodePool and reason.
 
 pub mod consolidation;
+pub mod interruption;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -86,6 +86,11 @@ pub mod reason {
     pub const DISRUPTION_LAUNCHING: &str = "DisruptionLaunching";
     /// A disruption command waits for its replacement to initialize before draining.
     pub const DISRUPTION_WAITING_READINESS: &str = "DisruptionWaitingReadiness";
+    /// An interruption message made Karpenter delete a NodeClaim (upstream's AWS reason). The
+    /// Events of the message itself (`SpotInterrupted`, `SpotRebalanceRecommendation`,
+    /// `InstanceUnhealthy`, `InstanceStopping`, `InstanceTerminating`) take their reasons from
+    /// `karpenter_core::interruption::Kind::event_reason`.
+    pub const TERMINATING_ON_INTERRUPTION: &str = "TerminatingOnInterruption";
 }
 
 /// Dedupe window for most events (upstream default).

@@ -162,6 +162,11 @@ struct CloudErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MessageTypeLabels {
+    message_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PodStateLabels {
     name: String,
     namespace: String,
@@ -267,6 +272,9 @@ pub struct Metrics {
     disruption_eligible: Family<ReasonLabels, FloatGauge>,
     allowed_disruptions: Family<PoolReasonLabels, FloatGauge>,
     consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
+    interruption_received: Family<MessageTypeLabels, Counter>,
+    interruption_deleted: Counter,
+    interruption_queue_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -303,6 +311,9 @@ impl Metrics {
             disruption_eligible: Family::default(),
             allowed_disruptions: Family::default(),
             consolidation_timeouts: Family::default(),
+            interruption_received: Family::default(),
+            interruption_deleted: Counter::default(),
+            interruption_queue_duration: duration_histogram(),
         };
         m.registered()
     }
@@ -344,6 +355,21 @@ impl Metrics {
             "karpenter_voluntary_disruption_consolidation_timeouts",
             "Number of times the consolidation algorithm has reached a timeout. Labeled by consolidation type.",
             self.consolidation_timeouts.clone(),
+        );
+        r.register(
+            "karpenter_interruption_received_messages",
+            "Count of messages received from the SQS queue. Broken down by message type.",
+            self.interruption_received.clone(),
+        );
+        r.register(
+            "karpenter_interruption_deleted_messages",
+            "Count of messages deleted from the SQS queue.",
+            self.interruption_deleted.clone(),
+        );
+        r.register(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by karpenter.",
+            self.interruption_queue_duration.clone(),
         );
         r.register(
             "karpenter_nodes_created",
@@ -548,6 +574,27 @@ impl Metrics {
         self.eviction_requests
             .get_or_create(&CodeLabels { code })
             .inc();
+    }
+
+    /// Count an interruption message read from the queue, by its kind (`message_type`, e.g.
+    /// `spot_interrupted`; unreadable messages are not counted, as upstream).
+    pub fn interruption_received(&self, message_type: &str) {
+        self.interruption_received
+            .get_or_create(&MessageTypeLabels {
+                message_type: message_type.into(),
+            })
+            .inc();
+    }
+
+    /// Count an interruption message deleted from the queue (handled or unreadable).
+    pub fn interruption_deleted(&self) {
+        self.interruption_deleted.inc();
+    }
+
+    /// Record how long a handled interruption message waited, in seconds, from the event's
+    /// time to the end of its handling.
+    pub fn interruption_handled_after(&self, seconds: f64) {
+        self.interruption_queue_duration.observe(seconds.max(0.0));
     }
 
     /// Record one scheduling simulation of `controller` (e.g. [`PROVISIONER`]) that took

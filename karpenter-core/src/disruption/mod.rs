@@ -1,5 +1,5 @@
 //! Disruption decisions: candidates and their blockers, budgets, consolidation's solver-backed
-//! simulations, the serial upgrade planner that picks which drifted NodeClaims to replace next
+//! simulations, the replacement and drain deadline of an interrupted node ([`interruption`]), the serial upgrade planner that picks which drifted NodeClaims to replace next
 //! ([`upgrade`]), and the per-node [`report`] people read. The controller that executes the
 //! decisions is `controller::disruption` (one orchestrator).
 
@@ -7,5 +7,6 @@ pub mod blockers;
 pub mod budgets;
 pub mod candidates;
 pub mod consolidation;
+pub mod interruption;
 pub mod report;
 pub mod upgrade;
