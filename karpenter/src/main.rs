@@ -52,6 +52,11 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => {
+            // Nothing is guessed for a real cluster: refused before any connection.
+            if let Err(e) = args.check_explicit() {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
             // Validated before the logger starts, so a bad LOG_LEVEL is refused, not ignored.
             let settings = args.controller.settings();
             let (settings, run_settings) = match (settings, args.run.settings(default_identity())) {

@@ -27,6 +27,38 @@ pub struct RunArgs {
     pub run: RunOptions,
 }
 
+impl RunArgs {
+    /// What `karpenter run` refuses to guess, checked before anything touches a cluster: the
+    /// cloud provider (a simulated cloud pointed at a real cluster would garbage-collect its
+    /// NodeClaims, finding none of their instances) and the cluster name (instances are tagged
+    /// with it; upstream requires it too).
+    ///
+    /// Errors: one line per missing setting, naming the flag and the environment variable.
+    pub fn check_explicit(&self) -> Result<(), String> {
+        let mut missing = Vec::new();
+        if self.cloud.cloud_provider.is_none() {
+            missing.push(
+                "no cloud provider: set --cloud-provider aws (or CLOUD_PROVIDER=aws);                  `sim` launches nothing real and is meant for `karpenter sandbox`",
+            );
+        }
+        if self
+            .controller
+            .cluster_name
+            .as_deref()
+            .is_none_or(|n| n.trim().is_empty())
+        {
+            missing.push(
+                "no cluster name: set --cluster-name NAME (or CLUSTER_NAME=NAME) to the EKS                  cluster's name; instances are tagged with it and discovery tags match it",
+            );
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing.join("\nerror: "))
+        }
+    }
+}
+
 /// The `CLUSTER_NAME` placeholder `deploy/`'s Deployment ships; `karpenter run` warns when
 /// it was left unchanged.
 const DEPLOYMENT_CLUSTER_NAME: &str = "my-cluster";

@@ -16,10 +16,10 @@ use karpenter_core::clock::Clock;
 #[derive(Args, Clone, Debug, Default)]
 pub struct CloudOptions {
     /// Cloud provider: `sim` (simulated EC2 over real instance data) or `aws` (EC2 through
-    /// aws-sdk-ec2; needs a binary built with `--features aws`).
-    #[arg(long, env = "CLOUD_PROVIDER", default_value = "sim",
-          value_parser = ["sim", "aws"])]
-    pub cloud_provider: String,
+    /// aws-sdk-ec2; needs a binary built with `--features aws`). Required by `karpenter run`,
+    /// which never guesses a simulated cloud; the sandbox defaults it to `sim`.
+    #[arg(long, env = "CLOUD_PROVIDER", value_parser = ["sim", "aws"])]
+    pub cloud_provider: Option<String>,
     /// EC2 and SSM endpoint URL, e.g. a local moto server (default: AWS's endpoints for the
     /// region).
     #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
@@ -75,10 +75,15 @@ impl CloudOptions {
         })
     }
 
-    /// The simulated cloud (what `--cloud-provider` defaults to).
+    /// The provider named, else `sim` (the sandbox's default; `karpenter run` requires one).
+    pub fn provider(&self) -> &str {
+        self.cloud_provider.as_deref().unwrap_or("sim")
+    }
+
+    /// The simulated cloud (what the sandbox's `--cloud-provider` defaults to).
     pub fn default_sim() -> CloudOptions {
         CloudOptions {
-            cloud_provider: "sim".into(),
+            cloud_provider: Some("sim".into()),
             ..CloudOptions::default()
         }
     }
@@ -152,7 +157,7 @@ pub async fn build(
     kubernetes_version: &str,
     clock: Arc<dyn Clock>,
 ) -> Result<Cloud, String> {
-    match opts.cloud_provider.as_str() {
+    match opts.provider() {
         "sim" => {
             let mut sim = SimCloud::new(cluster_name, clock)
                 .map_err(|e| e.to_string())?

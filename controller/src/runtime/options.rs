@@ -41,9 +41,10 @@ pub fn parse_go_bool(s: &str) -> Result<bool, String> {
 /// Flags shared by `karpenter run` and `karpenter sandbox`.
 #[derive(Args, Clone, Debug)]
 pub struct ControllerOptions {
-    /// Name of the cluster; tags instances and is matched by discovery tags.
-    #[arg(long, env = "CLUSTER_NAME", default_value = "sandbox")]
-    pub cluster_name: String,
+    /// Name of the cluster; tags instances and is matched by discovery tags. Required by
+    /// `karpenter run` (as upstream requires it); the sandbox defaults it to `sandbox`.
+    #[arg(long, env = "CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
     /// How long the provisioner waits without new pending pods before it solves a batch.
     #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = parse_duration)]
     pub batch_idle_duration: Duration,
@@ -246,7 +247,16 @@ pub enum SettingsError {
     },
 }
 
+/// The cluster name the sandbox and `simulate` use when `CLUSTER_NAME` is not set.
+pub const SANDBOX_CLUSTER_NAME: &str = "sandbox";
+
 impl ControllerOptions {
+    /// `--cluster-name`/`CLUSTER_NAME`, else [`SANDBOX_CLUSTER_NAME`] (`karpenter run` refuses
+    /// to start without one, before it gets here).
+    pub fn cluster_name(&self) -> &str {
+        self.cluster_name.as_deref().unwrap_or(SANDBOX_CLUSTER_NAME)
+    }
+
     /// Validate into settings.
     ///
     /// Errors: contradictory batch windows, an empty cluster name, bad feature gates, a
@@ -264,7 +274,7 @@ impl ControllerOptions {
                 max: self.batch_max_duration,
             });
         }
-        if self.cluster_name.trim().is_empty() {
+        if self.cluster_name().trim().is_empty() {
             return Err(SettingsError::ClusterName);
         }
         let feature_gates =
@@ -275,7 +285,7 @@ impl ControllerOptions {
                     reason,
                 })?;
         Ok(Settings {
-            cluster_name: self.cluster_name.clone(),
+            cluster_name: self.cluster_name().to_string(),
             batch_idle: self.batch_idle_duration,
             batch_max: self.batch_max_duration,
             launch_timeout: self.launch_timeout,

@@ -154,7 +154,7 @@ pub fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError>
         manifests.extend(workload::load(path)?);
     }
     workload::scale(&mut manifests, args.scale);
-    with_defaults(manifests, &args.controller.cluster_name)
+    with_defaults(manifests, args.controller.cluster_name())
 }
 
 /// Add the default NodePool and EC2NodeClass when the manifests bring none (the node class's
