@@ -22,10 +22,8 @@ use crds::disruption::{
     STARTED_ANNOTATION,
 };
 use crds::history::{CANDIDATES_ANNOTATION, reason::ROLLED_BACK};
-use crds::labels::{DISRUPTED_TAINT_KEY, disrupted_no_schedule_taint};
 use crds::{DisruptionReason, NodeClaim, StatusConditions, conditions};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_core::disruption::candidates::{self, Candidate, NotCandidate, consolidatable_at};
 use karpenter_core::disruption::consolidation::{
@@ -33,10 +31,11 @@ use karpenter_core::disruption::consolidation::{
 };
 use karpenter_core::provisioning::plan::Listing;
 use karpenter_core::snapshot::{Snapshot, annotation, nodepool_of};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use super::taint::taint;
 use crate::nodeclaim::history;
 use crate::nodeclaim::writes::{
     disrupt_by_name, disrupt_claim, generated_name, patch_metadata, set_condition,
@@ -393,39 +392,6 @@ fn metric_reason(reason: DisruptionReason) -> &'static str {
         DisruptionReason::Empty => metrics::reason::EMPTY,
         DisruptionReason::Underutilized => metrics::reason::UNDERUTILIZED,
         DisruptionReason::Drifted => metrics::reason::DRIFTED,
-    }
-}
-
-/// Add or remove the `karpenter.sh/disrupted:NoSchedule` taint (a merge patch of the node's
-/// taints, guarded by the resourceVersion read). Failures are logged: the termination path
-/// taints again before it drains.
-pub(super) async fn taint(ctx: &Context, node: &Node, on: bool) {
-    let mut taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
-    let has = taints.iter().any(|t| t.key == DISRUPTED_TAINT_KEY);
-    if has == on {
-        return;
-    }
-    if on {
-        taints.push(disrupted_no_schedule_taint());
-    } else {
-        taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
-    }
-    let api: Api<Node> = Api::all(ctx.client.clone());
-    let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
-                       "spec": {"taints": taints}});
-    if let Err(e) = api
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-    {
-        tracing::debug!(node = %node.name_any(), error = %e, "disrupted taint not written");
     }
 }
 

@@ -34,7 +34,7 @@ use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::consolidation::taint;
+use super::taint::taint;
 use crate::nodeclaim::writes::{disrupt_claim, generated_name, patch_metadata};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};

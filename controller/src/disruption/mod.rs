@@ -12,6 +12,7 @@
 
 pub mod consolidation;
 pub mod interruption;
+pub mod taint;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
