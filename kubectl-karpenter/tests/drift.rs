@@ -259,13 +259,13 @@ async fn drifted_nodeclaim_names_the_field_change_and_exits_1() {
         r["changes"],
         json!([{"reason": "NodePoolDrifted", "change": TAINT_CHANGE, "source": "both"}])
     );
-    assert_eq!(r["nodepool_hash"]["current"], d.pool_hash.as_str());
-    assert_eq!(r["nodepool_hash"]["stamped_version"], "rs-v1");
-    assert_eq!(r["nodepool_hash"]["current_version"], "rs-v1");
-    assert_eq!(r["nodepool_hash"]["comparison"], "differs");
-    assert_ne!(r["nodepool_hash"]["stamped"], r["nodepool_hash"]["current"]);
-    assert_eq!(r["nodeclass_hash"]["comparison"], "equal");
-    assert_eq!(r["nodeclass_hash"]["current"], d.class_hash.as_str());
+    assert_eq!(r["nodepoolHash"]["current"], d.pool_hash.as_str());
+    assert_eq!(r["nodepoolHash"]["stampedVersion"], "rs-v1");
+    assert_eq!(r["nodepoolHash"]["currentVersion"], "rs-v1");
+    assert_eq!(r["nodepoolHash"]["comparison"], "differs");
+    assert_ne!(r["nodepoolHash"]["stamped"], r["nodepoolHash"]["current"]);
+    assert_eq!(r["nodeclassHash"]["comparison"], "equal");
+    assert_eq!(r["nodeclassHash"]["current"], d.class_hash.as_str());
     assert_eq!(
         r["message"],
         "drifted: marked by the controller (NodePoolDrifted)"
@@ -327,7 +327,7 @@ async fn nodeclaim_not_drifted_says_why_and_exits_0() {
     assert_eq!(doc[0]["drifted"], false);
     assert_eq!(doc[0]["source"], Value::Null);
     assert_eq!(doc[0]["changes"], json!([]));
-    assert_eq!(doc[0]["nodepool_hash"]["comparison"], "equal");
+    assert_eq!(doc[0]["nodepoolHash"]["comparison"], "equal");
     assert!(
         doc[0]["message"]
             .as_str()
@@ -356,10 +356,10 @@ async fn upstream_stamps_are_a_version_mismatch_not_drift() {
     }
     let out = d.plugin(&["default-upstream", "-o", "json"]).await;
     let doc: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
-    assert_eq!(doc[0]["nodepool_hash"]["comparison"], "versionMismatch");
-    assert_eq!(doc[0]["nodepool_hash"]["stamped"], "6821555240594823858");
-    assert_eq!(doc[0]["nodeclass_hash"]["comparison"], "versionMismatch");
-    assert_eq!(doc[0]["nodeclass_hash"]["stamped_version"], "v6");
+    assert_eq!(doc[0]["nodepoolHash"]["comparison"], "versionMismatch");
+    assert_eq!(doc[0]["nodepoolHash"]["stamped"], "6821555240594823858");
+    assert_eq!(doc[0]["nodeclassHash"]["comparison"], "versionMismatch");
+    assert_eq!(doc[0]["nodeclassHash"]["stampedVersion"], "v6");
     assert_eq!(doc[0]["drifted"], false);
 }
 

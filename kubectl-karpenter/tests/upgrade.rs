@@ -374,11 +374,11 @@ async fn status_shows_steps_queue_skipped_history_and_estimate_and_exits_1() {
     assert_eq!(pool["nodepool"], "default");
     assert_eq!(pool["paused"], false);
     assert_eq!(pool["state"], "running");
-    assert_eq!(pool["max_in_progress"], 1);
-    assert_eq!(pool["can_start"], 0);
-    assert_eq!(pool["in_progress"][0]["nodeclaim"], "default-stepping");
-    assert_eq!(pool["in_progress"][0]["replacement"], "default-r1");
-    assert_eq!(pool["in_progress"][0]["phase"], "LaunchingReplacement");
+    assert_eq!(pool["maxInProgress"], 1);
+    assert_eq!(pool["canStart"], 0);
+    assert_eq!(pool["inProgress"][0]["nodeclaim"], "default-stepping");
+    assert_eq!(pool["inProgress"][0]["replacement"], "default-r1");
+    assert_eq!(pool["inProgress"][0]["phase"], "LaunchingReplacement");
     let queued: Vec<&str> = pool["queue"]
         .as_array()
         .expect("queue")
@@ -397,7 +397,7 @@ async fn status_shows_steps_queue_skipped_history_and_estimate_and_exits_1() {
     assert_eq!(pool["history"][1]["reason"], ROLLBACK);
     assert_eq!(
         pool["estimate"],
-        json!({"remaining_steps": 3, "succeeded_steps": 1, "mean_step_seconds": 250,
+        json!({"remainingSteps": 3, "succeededSteps": 1, "meanStepSeconds": 250,
                "seconds": 750})
     );
 
@@ -515,8 +515,8 @@ async fn pause_step_and_resume_change_exactly_the_controls() {
         .upgrade(&["status", "--nodepool", "default", "-o", "json"])
         .await;
     let doc: Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
-    assert_eq!(doc[0]["state"], "paused_by_controller");
-    assert_eq!(doc[0]["paused_reason"], ROLLBACK);
+    assert_eq!(doc[0]["state"], "pausedByController");
+    assert_eq!(doc[0]["pausedReason"], ROLLBACK);
     let out = r.upgrade(&["status", "--nodepool", "default"]).await;
     assert!(
         stdout(&out).contains(&format!(

@@ -43,6 +43,7 @@ pub struct View<'a> {
 
 /// A replacement step in progress.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StepInProgress {
     /// The drifted NodeClaim being replaced.
     pub nodeclaim: String,
@@ -60,6 +61,7 @@ pub struct StepInProgress {
 
 /// A drifted NodeClaim waiting for its step, in queue order.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Candidate {
     /// Name of the drifted, initialized NodeClaim.
     pub nodeclaim: String,
@@ -82,6 +84,7 @@ fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Erro
 
 /// A drifted NodeClaim the rollout passes over for now.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Skipped {
     /// Name of the drifted NodeClaim passed over.
     pub nodeclaim: String,
@@ -94,6 +97,7 @@ pub struct Skipped {
 
 /// The rollout state of one NodePool.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// Name of the NodePool this plan is for.
     pub nodepool: String,

@@ -9,6 +9,7 @@ use serde::Serialize;
 /// Everything `drift explain` says about one NodeClaim (the JSON and YAML document; field
 /// names are stable).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     /// The NodeClaim's name.
     pub name: String,
@@ -42,7 +43,7 @@ pub struct Report {
 
 /// Who says a NodeClaim, or one change, is drifted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "camelCase")]
 pub enum Source {
     /// The controller marked it (`Drifted=True`, or listed in its message).
     Controller,
@@ -54,6 +55,7 @@ pub enum Source {
 
 /// One change behind the drift.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ChangeLine {
     /// The drift reason it belongs to, e.g. `NodePoolDrifted`.
     pub reason: String,
@@ -65,6 +67,7 @@ pub struct ChangeLine {
 
 /// The NodeClaim's `Drifted` condition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DriftedCondition {
     /// `True`, `False` or `Unknown`.
     pub status: String,
@@ -78,6 +81,7 @@ pub struct DriftedCondition {
 
 /// The verdict of the checks made now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Live {
     /// `drifted`, `not_drifted`, `not_launched` or `unknown` (in JSON).
     pub verdict: LiveVerdict,
@@ -87,7 +91,7 @@ pub struct Live {
 
 /// What the checks made now conclude.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "camelCase")]
 pub enum LiveVerdict {
     /// A check made now finds a difference (the changes are listed).
     Drifted,
@@ -101,6 +105,7 @@ pub enum LiveVerdict {
 
 /// A stamp on the NodeClaim against the object now.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HashReport {
     /// The hash annotation on the NodeClaim (`karpenter.sh/nodepool-hash` or
     /// `karpenter.k8s.aws/ec2nodeclass-hash`); absent when not stamped.

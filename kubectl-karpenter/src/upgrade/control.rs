@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 /// An operator's control of a NodePool's rollout (`pause`, `resume` or `step` in JSON).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "camelCase")]
 pub enum Action {
     /// `upgrade pause`: set `upgrades.karpenter.sh/paused: "true"`; the step in progress
     /// finishes.
@@ -41,6 +41,7 @@ impl Action {
 
 /// What a control did to one NodePool (the JSON and YAML document of the controls).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ControlResult {
     /// The NodePool's name.
     pub nodepool: String,

@@ -17,6 +17,7 @@ use serde::Serialize;
 /// Everything `upgrade status` says about one NodePool (the JSON and YAML document: the plan's
 /// fields, then `state`, `history` and `estimate`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PoolStatus {
     /// The controller's plan for the NodePool now.
     #[serde(flatten)]
@@ -31,7 +32,7 @@ pub struct PoolStatus {
 
 /// Whether a rollout runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "camelCase")]
 pub enum State {
     /// Steps start as the budgets allow.
     Running,
@@ -43,6 +44,7 @@ pub enum State {
 
 /// The time left, from the recent succeeded steps.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Estimate {
     /// Steps left: queued plus in progress (skipped NodeClaims are not counted).
     pub remaining_steps: usize,

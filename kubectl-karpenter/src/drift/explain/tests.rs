@@ -267,9 +267,9 @@ fn json_field_names_are_stable() {
         "name",
         "node",
         "nodeclass",
-        "nodeclass_hash",
+        "nodeclassHash",
         "nodepool",
-        "nodepool_hash",
+        "nodepoolHash",
         "reason",
         "source",
         "why",
@@ -279,15 +279,15 @@ fn json_field_names_are_stable() {
     keys.sort_unstable();
     assert_eq!(keys, want);
     assert_eq!(value["source"], "controller");
-    assert_eq!(value["nodepool_hash"]["comparison"], "differs");
-    assert_eq!(value["nodepool_hash"]["current_version"], "rs-v1");
+    assert_eq!(value["nodepoolHash"]["comparison"], "differs");
+    assert_eq!(value["nodepoolHash"]["currentVersion"], "rs-v1");
     assert_eq!(value["changes"][0]["source"], "both");
     assert_eq!(
         value["live"],
         json!({"verdict": "drifted", "detail": Value::Null})
     );
     assert_eq!(
-        value["condition"]["last_transition_time"],
+        value["condition"]["lastTransitionTime"],
         "2025-06-01T11:55:00Z"
     );
 }

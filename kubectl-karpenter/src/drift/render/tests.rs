@@ -211,13 +211,13 @@ fn json_is_an_array_with_stable_fields_and_yaml_matches_it() {
     );
     for key in [
         "stamped",
-        "stamped_version",
+        "stampedVersion",
         "current",
-        "current_version",
+        "currentVersion",
         "comparison",
     ] {
-        assert!(drifted["nodepool_hash"].get(key).is_some(), "{key}");
-        assert!(drifted["nodeclass_hash"].get(key).is_some(), "{key}");
+        assert!(drifted["nodepoolHash"].get(key).is_some(), "{key}");
+        assert!(drifted["nodeclassHash"].get(key).is_some(), "{key}");
     }
     assert_eq!(items[1]["drifted"], false);
     assert_eq!(items[1]["source"], Value::Null);
@@ -228,7 +228,7 @@ fn json_is_an_array_with_stable_fields_and_yaml_matches_it() {
         "{}",
         items[1]["message"]
     );
-    assert_eq!(items[2]["nodepool_hash"]["comparison"], "versionMismatch");
+    assert_eq!(items[2]["nodepoolHash"]["comparison"], "versionMismatch");
 
     let mut out = Vec::new();
     write_document(&mut out, &reports, true).expect("yaml");

@@ -237,7 +237,7 @@ fn control_results_as_json_and_none_found() {
     assert_eq!(
         doc,
         json!([{"nodepool": "default", "action": "step", "changed": true, "paused": true,
-                "step_allowance": 1,
+                "stepAllowance": 1,
                 "message": "nodepool/default allowed one more step while paused (step \
                             allowance 1: 1 step may start)"}])
     );

@@ -156,27 +156,27 @@ fn json_document_is_the_plan_with_history_and_estimate() {
         [
             "nodepool",
             "paused",
-            "paused_reason",
-            "step_allowance",
-            "in_progress",
+            "pausedReason",
+            "stepAllowance",
+            "inProgress",
             "queue",
             "skipped",
-            "max_in_progress",
-            "can_start",
+            "maxInProgress",
+            "canStart",
             "state",
             "history",
             "estimate"
         ]
     );
-    assert_eq!(pool["in_progress"][0]["phase"], "LaunchingReplacement");
-    assert_eq!(pool["in_progress"][0]["started"], "2025-06-01T11:58:00Z");
+    assert_eq!(pool["inProgress"][0]["phase"], "LaunchingReplacement");
+    assert_eq!(pool["inProgress"][0]["started"], "2025-06-01T11:58:00Z");
     assert_eq!(pool["queue"][1]["drain_timeout_seconds"], 75);
     assert_eq!(pool["state"], "running");
     assert_eq!(pool["history"][1]["outcome"], "RolledBack");
     assert_eq!(
         pool["estimate"],
-        serde_json::json!({"remaining_steps": 3, "succeeded_steps": 1,
-                           "mean_step_seconds": 250, "seconds": 750})
+        serde_json::json!({"remainingSteps": 3, "succeededSteps": 1,
+                           "meanStepSeconds": 250, "seconds": 750})
     );
     let mut yaml = Vec::new();
     write_document(&mut yaml, &[fixtures::status()], true).expect("yaml");
