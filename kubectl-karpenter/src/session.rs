@@ -330,9 +330,31 @@ impl From<io::Error> for Error {
 
 impl Error {
     /// Whether the failure is only that the reader of stdout went away (`| head`): not an error.
+    /// Looks through the whole chain of causes, so a pipe closed under a JSON or YAML encoder
+    /// or a table writer is recognised as well as a plain write.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Output(OutputError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe)
+        if let Error::Output(OutputError::Json(e)) = self
+            && e.io_error_kind() == Some(io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if e.downcast_ref::<io::Error>().is_some_and(broken_pipe) {
+                return true;
+            }
+            cause = e.source();
+        }
+        false
     }
+}
+
+/// Whether `e` is a closed pipe, or an I/O error wrapping one (`io::Error::other`).
+fn broken_pipe(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::BrokenPipe
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<io::Error>())
+            .is_some_and(broken_pipe)
 }
 
 /// Where output goes and how the terminal looks.
@@ -366,5 +388,12 @@ mod tests {
         assert!(e.is_broken_pipe());
         let e = Error::from(io::Error::from(io::ErrorKind::PermissionDenied));
         assert!(!e.is_broken_pipe());
+        // Under the JSON encoder, and under the YAML encoder's or a table's own wrapping.
+        let json = serde_json::Error::io(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(Error::Output(OutputError::Json(json)).is_broken_pipe());
+        let wrapped = Error::Output(OutputError::Io(io::Error::other(io::Error::from(
+            io::ErrorKind::BrokenPipe,
+        ))));
+        assert!(wrapped.is_broken_pipe());
     }
 }

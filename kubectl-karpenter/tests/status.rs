@@ -366,6 +366,33 @@ async fn status_directly_and_as_a_kubectl_plugin() {
     );
 }
 
+/// `kubectl karpenter status | head`: a reader that goes away early ends the command quietly
+/// with exit 0, as kubectl does, in every output format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_quietly() {
+    let cluster = Cluster::start(true).await;
+    cluster.populate();
+    add_nodes_and_pods(&cluster);
+    create_default_pool(&cluster);
+    let kubeconfig = cluster.kubeconfig();
+    let kubeconfig = kubeconfig.to_str().expect("utf-8 path");
+    for output in ["table", "wide", "json", "yaml"] {
+        let mut child = Command::new(support::BIN)
+            .args(["status", "--kubeconfig", kubeconfig, "-o", output])
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the plugin");
+        // The reader closes before the plugin has listed anything, so every write fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().await.expect("wait");
+        assert_eq!(out.status.code(), Some(0), "-o {output}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "-o {output}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wide_json_sort_and_nodepool_filter() {
     let cluster = Cluster::start(true).await;
