@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod audit;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod patch;
 pub mod pods;

@@ -408,3 +408,97 @@ async fn kubectl_drain_respects_pod_disruption_budgets() {
         .collect();
     assert!(left.is_empty(), "drained: {left:?}");
 }
+
+/// The workload controllers and kube-scheduler write what their real counterparts write: a
+/// Deployment's revision (so a JSON patch adding an annotation works and `kubectl rollout
+/// history` lists revisions), its ReplicaSets' desired and max replicas, and the scheduler's
+/// `Scheduled` Event that `kubectl describe pod` shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workload_controllers_and_the_scheduler_annotate_and_record_as_kubernetes_does() {
+    let c = TestCluster::start(&deployment("web", 3, "250m", "128Mi"), Options::default()).await;
+    c.wait_for("3 pods bound", SETTLE, |o| o.pods_bound == 3 && o.settled())
+        .await;
+    let get = |c: &TestCluster, path: &str| {
+        let deploy = c
+            .objects("apps", "deployments")
+            .into_iter()
+            .find(|d| d["metadata"]["name"] == "web")
+            .expect("the deployment");
+        deploy.pointer(path).cloned().unwrap_or(Value::Null)
+    };
+    c.eventually("the deployment has its revision", SETTLE, |c| {
+        get(
+            c,
+            "/metadata/annotations/deployment.kubernetes.io~1revision",
+        ) == "1"
+    })
+    .await;
+    // A JSON patch that adds to metadata.annotations needs the map to exist, as on a real
+    // cluster, where the revision annotation is always there.
+    c.kubectl_ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/annotations/team","value":"shop"}]"#,
+    ])
+    .await;
+    assert_eq!(get(&c, "/metadata/annotations/team"), "shop");
+    let replicasets = |c: &TestCluster| c.objects("apps", "replicasets");
+    let rs = &replicasets(&c)[0];
+    let annotation = |o: &Value, k: &str| o["metadata"]["annotations"][k].clone();
+    assert_eq!(
+        annotation(rs, "deployment.kubernetes.io/desired-replicas"),
+        "3"
+    );
+    assert_eq!(annotation(rs, "deployment.kubernetes.io/max-replicas"), "4");
+    assert_eq!(annotation(rs, "deployment.kubernetes.io/revision"), "1");
+
+    c.kubectl_ok(&["scale", "deployment/web", "--replicas=5"])
+        .await;
+    c.eventually("the ReplicaSet records the new scale", SETTLE, |c| {
+        replicasets(c).iter().any(|rs| {
+            annotation(rs, "deployment.kubernetes.io/desired-replicas") == "5"
+                && annotation(rs, "deployment.kubernetes.io/max-replicas") == "7"
+        })
+    })
+    .await;
+    c.kubectl_ok(&[
+        "set",
+        "image",
+        "deployment/web",
+        "app=public.ecr.aws/eks-distro/kubernetes/pause:3.9",
+    ])
+    .await;
+    c.eventually("a second revision", SETTLE, |c| {
+        get(
+            c,
+            "/metadata/annotations/deployment.kubernetes.io~1revision",
+        ) == "2"
+    })
+    .await;
+    let history = c
+        .kubectl_ok(&["rollout", "history", "deployment/web"])
+        .await;
+    assert!(
+        history.lines().any(|l| l.trim_start().starts_with('1'))
+            && history.lines().any(|l| l.trim_start().starts_with('2')),
+        "{history}"
+    );
+
+    let pod = c
+        .objects("", "pods")
+        .into_iter()
+        .find(|p| p["spec"]["nodeName"].is_string())
+        .expect("a bound pod");
+    let name = pod["metadata"]["name"].as_str().expect("name").to_string();
+    let scheduled = c.events(&name, "Scheduled");
+    assert_eq!(scheduled.len(), 1, "{scheduled:?}");
+    assert_eq!(scheduled[0]["source"]["component"], "default-scheduler");
+    let described = c.kubectl_ok(&["describe", "pod", &name]).await;
+    assert!(
+        described.contains("Scheduled") && described.contains("default-scheduler"),
+        "{described}"
+    );
+}

@@ -1,7 +1,8 @@
 //! The simulated kube-scheduler: binds pending pods (schedulerName `default-scheduler`) to nodes
 //! through `pods/binding`, in kube-scheduler's queue order (priority, then age), and marks the
 //! rest `PodScheduled=False` with reason `Unschedulable` and a `0/N nodes are available` message
-//! — the signal Karpenter provisions for.
+//! — the signal Karpenter provisions for — recording kube-scheduler's `Scheduled` and
+//! `FailedScheduling` Events.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +15,12 @@ use serde_json::Value;
 
 use super::csi::SELECTED_NODE;
 use super::{ClusterView, PodPlacer, TypedCache, key, wait_for_change};
+use crate::events;
 use crate::pods::{bind, set_pod_condition};
 use crate::store::{Store, Subresource};
+
+/// The component the scheduler's Events come from, as kube-scheduler names itself.
+const SCHEDULER: &str = "default-scheduler";
 
 /// Longest wait between passes when nothing changes (kube-scheduler retries unschedulable pods
 /// periodically too).
@@ -158,7 +163,17 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
             Ok(node) => match select_node(store, pod, &node, &pvcs, &storage_classes)
                 .and_then(|()| bind(store, ns, name, &node))
             {
-                Ok(_) => bound_count += 1,
+                Ok(bound) => {
+                    bound_count += 1;
+                    events::record(
+                        store,
+                        &bound,
+                        SCHEDULER,
+                        events::NORMAL,
+                        "Scheduled",
+                        &format!("Successfully assigned {ns}/{name} to {node}"),
+                    );
+                }
                 Err(e) => tracing::debug!(pod = name, error = %e, "binding failed"),
             },
             Err(message) => {
@@ -175,8 +190,18 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
                     );
                     Ok(())
                 });
-                if let Err(e) = update {
-                    tracing::debug!(pod = name, error = %e, "marking unschedulable failed");
+                match update {
+                    Ok(marked) => events::record(
+                        store,
+                        &marked,
+                        SCHEDULER,
+                        events::WARNING,
+                        "FailedScheduling",
+                        &message,
+                    ),
+                    Err(e) => {
+                        tracing::debug!(pod = name, error = %e, "marking unschedulable failed");
+                    }
                 }
             }
         }

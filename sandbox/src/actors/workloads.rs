@@ -135,6 +135,35 @@ impl Controllers {
     }
 }
 
+/// The Deployment's revision, on it and on each of its ReplicaSets (the deployment
+/// controller's `deployment.kubernetes.io/revision`; `kubectl rollout history` reads it).
+const REVISION: &str = "deployment.kubernetes.io/revision";
+/// On a ReplicaSet: the Deployment's `spec.replicas` when it was last scaled.
+const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
+/// On a ReplicaSet: the most pods the rollout may run (`replicas` + `maxSurge`).
+const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
+
+/// The rolling update's `maxSurge` in pods: an absolute number, or a percentage of `replicas`
+/// rounded up (default 25%), as the deployment controller resolves it; 0 for `Recreate`.
+fn max_surge(spec: &k8s_openapi::api::apps::v1::DeploymentSpec, replicas: i32) -> i32 {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let strategy = spec.strategy.as_ref();
+    if strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate") {
+        return 0;
+    }
+    let surge = strategy
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.max_surge.clone())
+        .unwrap_or(IntOrString::String("25%".into()));
+    match surge {
+        IntOrString::Int(n) => n.max(0),
+        IntOrString::String(p) => {
+            let pct: i64 = p.trim_end_matches('%').parse().unwrap_or(25);
+            ((i64::from(replicas) * pct + 99) / 100) as i32
+        }
+    }
+}
+
 fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<ReplicaSet>]) {
     let meta = &d.metadata;
     let (Some(name), Some(ns), Some(uid)) = (&meta.name, &meta.namespace, &meta.uid) else {
@@ -155,6 +184,27 @@ fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<Re
     let current = owned
         .iter()
         .find(|rs| rs.metadata.name.as_deref() == Some(&rs_name));
+    let revision_of = |rs: &ReplicaSet| -> u64 {
+        rs.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION))
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    };
+    let max_replicas = replicas + max_surge(&d.spec, replicas);
+    let revision = match current {
+        Some(rs) => revision_of(rs),
+        None => owned.iter().map(|rs| revision_of(rs)).max().unwrap_or(0) + 1,
+    };
+    if revision > 0
+        && meta.annotations.as_ref().and_then(|a| a.get(REVISION)) != Some(&revision.to_string())
+    {
+        let _ = store.modify(&t.deployments, ns, name, Subresource::Main, |o| {
+            o["metadata"]["annotations"][REVISION] = json!(revision.to_string());
+            Ok(())
+        });
+    }
     match current {
         None => {
             let mut tmpl = template.clone();
@@ -166,7 +216,9 @@ fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<Re
             let rs = json!({
                 "apiVersion": "apps/v1", "kind": "ReplicaSet",
                 "metadata": {"name": rs_name, "namespace": ns, "labels": labels,
-                    "annotations": {"deployment.kubernetes.io/desired-replicas": replicas.to_string()},
+                    "annotations": {DESIRED_REPLICAS: replicas.to_string(),
+                                    MAX_REPLICAS: max_replicas.to_string(),
+                                    REVISION: revision.to_string()},
                     "ownerReferences": [owner_ref("Deployment", "apps/v1", name, uid)]},
                 "spec": {"replicas": replicas, "selector": selector, "template": tmpl},
             });
@@ -174,10 +226,20 @@ fn reconcile_deployment(store: &Store, t: &Types, d: &Deployment, rses: &[Arc<Re
                 tracing::debug!(deployment = %name, error = %e, "creating replicaset failed");
             }
         }
-        Some(rs) if rs.spec.replicas != Some(replicas) => {
-            scale(store, &t.replicasets, ns, &rs_name, replicas);
+        Some(rs) => {
+            let annotations = rs.metadata.annotations.clone().unwrap_or_default();
+            if rs.spec.replicas != Some(replicas)
+                || annotations.get(DESIRED_REPLICAS) != Some(&replicas.to_string())
+                || annotations.get(MAX_REPLICAS) != Some(&max_replicas.to_string())
+            {
+                let _ = store.modify(&t.replicasets, ns, &rs_name, Subresource::Main, |o| {
+                    o["spec"]["replicas"] = json!(replicas);
+                    o["metadata"]["annotations"][DESIRED_REPLICAS] = json!(replicas.to_string());
+                    o["metadata"]["annotations"][MAX_REPLICAS] = json!(max_replicas.to_string());
+                    Ok(())
+                });
+            }
         }
-        Some(_) => {}
     }
     for old in owned
         .iter()
