@@ -4,6 +4,7 @@
 //! computes, re-reading and recomputing on a conflict. Exit 1 from `status` when anything is
 //! drifted.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -56,8 +57,38 @@ pub async fn run<O: Write, E: Write>(
         UpgradeAction::Resume(_) => Action::Resume,
         UpgradeAction::Step(_) => Action::Step,
     };
+    let waiting = if action == Action::Step {
+        waiting_steps(&conn.nodeclaims(&ListParams::default()).await?)
+    } else {
+        BTreeMap::new()
+    };
     let api: Api<NodePool> = Api::all(conn.client.clone());
-    control(&api, action, &pools, output, io).await
+    control(&api, action, &pools, &waiting, output, io).await
+}
+
+/// Per NodePool, its drifted NodeClaims that wait for a step: Drifted, not deleting, not
+/// already being replaced by a step.
+fn waiting_steps(claims: &[crds::NodeClaim]) -> BTreeMap<String, usize> {
+    let mut waiting = BTreeMap::new();
+    for c in claims {
+        let drifted = conditions::is_true(c.status_conditions(), DRIFTED);
+        let in_step = c
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crds::upgrade::REPLACEMENT_ANNOTATION));
+        let pool = c
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crds::labels::NODEPOOL_LABEL));
+        if let (true, false, None, Some(pool)) =
+            (drifted, in_step, &c.metadata.deletion_timestamp, pool)
+        {
+            *waiting.entry(pool.clone()).or_default() += 1;
+        }
+    }
+    waiting
 }
 
 /// The NodePools `selection` names, in name order.
@@ -176,6 +207,7 @@ pub(crate) async fn apply(
     api: &impl NodePools,
     action: Action,
     pool: &NodePool,
+    waiting: usize,
 ) -> Result<ControlResult, UpgradeError> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let verb = action.verb();
@@ -190,7 +222,7 @@ pub(crate) async fn apply(
     };
     let mut current = pool.clone();
     for _ in 0..ATTEMPTS {
-        let planned = control::plan(action, &current);
+        let planned = control::plan(action, &current, waiting);
         let Some(patch) = planned.patch else {
             return Ok(planned.result);
         };
@@ -220,6 +252,7 @@ async fn control<O: Write, E: Write>(
     api: &impl NodePools,
     action: Action,
     pools: &[NodePool],
+    waiting: &BTreeMap<String, usize>,
     format: UpgradeOutput,
     io: Io<'_, O, E>,
 ) -> Result<Outcome, Error> {
@@ -230,7 +263,9 @@ async fn control<O: Write, E: Write>(
     let mut results = Vec::new();
     let mut errors = Vec::new();
     for pool in pools {
-        match apply(api, action, pool).await {
+        let name = pool.metadata.name.as_deref().unwrap_or_default();
+        let waiting = waiting.get(name).copied().unwrap_or(0);
+        match apply(api, action, pool, waiting).await {
             Ok(result) => {
                 if format == UpgradeOutput::Text {
                     render::write_results(io.out, std::slice::from_ref(&result))?;

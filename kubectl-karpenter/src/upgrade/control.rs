@@ -74,8 +74,10 @@ fn annotation<'a>(pool: &'a NodePool, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// The patch and the result of `action` on `pool` as read.
-pub fn plan(action: Action, pool: &NodePool) -> Planned {
+/// The patch and the result of `action` on `pool` as read; `waiting` is how many of its
+/// drifted NodeClaims wait for a step (a step allowed with none waiting would linger and let
+/// a node that drifts later be replaced without anyone asking, so `step` refuses it).
+pub fn plan(action: Action, pool: &NodePool, waiting: usize) -> Planned {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let paused = annotation(pool, PAUSED_ANNOTATION) == Some("true");
     let allowance = step_allowance(annotation(pool, STEP_ALLOWANCE_ANNOTATION));
@@ -148,6 +150,18 @@ pub fn plan(action: Action, pool: &NodePool) -> Planned {
                 ),
             ),
         },
+        Action::Step if waiting == 0 => Planned {
+            patch: None,
+            result: result(
+                false,
+                true,
+                allowance,
+                format!(
+                    "nodepool/{name} has no drifted node waiting for a step: nothing to allow; \
+                     nothing changed (step allowance {allowance})"
+                ),
+            ),
+        },
         Action::Step => {
             let next = allowance.saturating_add(1);
             let steps = if next == 1 { "step" } else { "steps" };
@@ -176,8 +190,23 @@ mod tests {
     use crate::upgrade::fixtures::{annotate, pool};
 
     #[test]
+    fn step_with_nothing_drifted_allows_nothing() {
+        let mut paused = pool();
+        annotate(&mut paused, PAUSED_ANNOTATION, "true");
+        let p = plan(Action::Step, &paused, 0);
+        assert_eq!(p.patch, None);
+        assert!(!p.result.changed);
+        assert_eq!(p.result.step_allowance, 0);
+        assert_eq!(
+            p.result.message,
+            "nodepool/default has no drifted node waiting for a step: nothing to allow; nothing \
+             changed (step allowance 0)"
+        );
+    }
+
+    #[test]
     fn pause_sets_only_the_paused_annotation_once() {
-        let p = plan(Action::Pause, &pool());
+        let p = plan(Action::Pause, &pool(), 1);
         assert_eq!(
             p.patch,
             Some(json!({"metadata": {"annotations": {"upgrades.karpenter.sh/paused": "true"}}}))
@@ -189,12 +218,12 @@ mod tests {
         assert!(p.result.changed && p.result.paused);
         let mut paused = pool();
         annotate(&mut paused, PAUSED_ANNOTATION, "true");
-        let p = plan(Action::Pause, &paused);
+        let p = plan(Action::Pause, &paused, 1);
         assert_eq!(p.patch, None);
         assert!(!p.result.changed && p.result.paused);
         // Anything but "true" is not paused for the controller, so pausing sets it.
         annotate(&mut paused, PAUSED_ANNOTATION, "yes");
-        assert!(plan(Action::Pause, &paused).patch.is_some());
+        assert!(plan(Action::Pause, &paused, 1).patch.is_some());
     }
 
     #[test]
@@ -203,7 +232,7 @@ mod tests {
         annotate(&mut paused, PAUSED_ANNOTATION, "true");
         annotate(&mut paused, PAUSED_REASON_ANNOTATION, "rolled back");
         annotate(&mut paused, STEP_ALLOWANCE_ANNOTATION, "2");
-        let p = plan(Action::Resume, &paused);
+        let p = plan(Action::Resume, &paused, 1);
         assert_eq!(
             p.patch,
             Some(json!({"metadata": {"annotations": {
@@ -214,7 +243,7 @@ mod tests {
         );
         assert_eq!(p.result.message, "nodepool/default resumed");
         assert_eq!((p.result.paused, p.result.step_allowance), (false, 0));
-        let p = plan(Action::Resume, &pool());
+        let p = plan(Action::Resume, &pool(), 1);
         assert_eq!(p.patch, None);
         assert_eq!(
             p.result.message,
@@ -226,7 +255,7 @@ mod tests {
     fn step_adds_one_guarded_by_the_resource_version() {
         let mut paused = pool();
         annotate(&mut paused, PAUSED_ANNOTATION, "true");
-        let p = plan(Action::Step, &paused);
+        let p = plan(Action::Step, &paused, 1);
         assert_eq!(
             p.patch,
             Some(json!({"metadata": {"resourceVersion": "7", "annotations": {
@@ -238,7 +267,7 @@ mod tests {
              start)"
         );
         annotate(&mut paused, STEP_ALLOWANCE_ANNOTATION, "1");
-        let p = plan(Action::Step, &paused);
+        let p = plan(Action::Step, &paused, 1);
         assert_eq!(p.result.step_allowance, 2);
         assert_eq!(
             p.patch.as_ref().map(|v| &v["metadata"]["annotations"]),
@@ -246,12 +275,12 @@ mod tests {
         );
         // A malformed allowance counts as 0.
         annotate(&mut paused, STEP_ALLOWANCE_ANNOTATION, "lots");
-        assert_eq!(plan(Action::Step, &paused).result.step_allowance, 1);
+        assert_eq!(plan(Action::Step, &paused, 1).result.step_allowance, 1);
     }
 
     #[test]
     fn step_leaves_a_running_rollout_alone() {
-        let p = plan(Action::Step, &pool());
+        let p = plan(Action::Step, &pool(), 1);
         assert_eq!(p.patch, None);
         assert!(!p.result.changed && !p.result.paused);
         assert!(

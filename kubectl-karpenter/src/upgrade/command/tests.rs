@@ -107,7 +107,7 @@ fn paused() -> NodePool {
 async fn step_rereads_and_recomputes_after_a_conflict() {
     let fake = Fake::with(vec![paused()]);
     *fake.interfere.borrow_mut() = 1;
-    let result = apply(&fake, Action::Step, &paused())
+    let result = apply(&fake, Action::Step, &paused(), 1)
         .await
         .expect("applied");
     // The other writer set 5; the retry added one to that, not to what was first read.
@@ -127,7 +127,7 @@ async fn step_rereads_and_recomputes_after_a_conflict() {
 async fn step_gives_up_after_repeated_conflicts_and_names_the_fix() {
     let fake = Fake::with(vec![paused()]);
     *fake.interfere.borrow_mut() = ATTEMPTS;
-    let err = apply(&fake, Action::Step, &paused())
+    let err = apply(&fake, Action::Step, &paused(), 1)
         .await
         .expect_err("conflicts");
     assert_eq!(
@@ -141,11 +141,11 @@ async fn step_gives_up_after_repeated_conflicts_and_names_the_fix() {
 #[tokio::test]
 async fn controls_that_change_nothing_send_nothing() {
     let fake = Fake::with(vec![paused()]);
-    let result = apply(&fake, Action::Pause, &paused())
+    let result = apply(&fake, Action::Pause, &paused(), 1)
         .await
         .expect("applied");
     assert!(!result.changed);
-    let result = apply(&fake, Action::Step, &fixtures::pool())
+    let result = apply(&fake, Action::Step, &fixtures::pool(), 1)
         .await
         .expect("applied");
     assert!(!result.changed);
@@ -155,7 +155,7 @@ async fn controls_that_change_nothing_send_nothing() {
 #[tokio::test]
 async fn a_deleted_nodepool_is_named() {
     let fake = Fake::default();
-    let err = apply(&fake, Action::Pause, &fixtures::pool())
+    let err = apply(&fake, Action::Pause, &fixtures::pool(), 1)
         .await
         .expect_err("gone");
     assert!(
@@ -180,7 +180,12 @@ fn run_control(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let result = runtime.block_on(control(fake, action, pools, format, io));
+    // Every NodePool has a drifted node waiting, so a step has something to allow.
+    let waiting = pools
+        .iter()
+        .map(|p| (p.metadata.name.clone().unwrap_or_default(), 1))
+        .collect();
+    let result = runtime.block_on(control(fake, action, pools, &waiting, format, io));
     (
         result,
         String::from_utf8(out).expect("utf-8"),
