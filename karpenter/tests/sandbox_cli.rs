@@ -162,3 +162,41 @@ fn a_bad_log_level_is_refused_before_anything_starts() {
         "{stderr}"
     );
 }
+
+/// Logs redirected to a file or a pipe carry no ANSI colour codes, and the kubeconfig the
+/// sandbox wrote into the temp directory is gone when it exits.
+#[test]
+fn redirected_logs_are_plain_and_the_temporary_kubeconfig_goes_with_the_sandbox() {
+    let workload = repo_file("examples/workloads/inflate.yaml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args([
+            "sandbox",
+            "--workload",
+            workload.to_str().expect("utf-8 path"),
+            "--until-settled",
+            "--timeout",
+            "2m",
+        ])
+        .env("LOG_LEVEL", "info")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("karpenter runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("INFO"), "info logs were written: {stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "ANSI escapes in redirected logs"
+    );
+    let kubeconfig = stderr
+        .lines()
+        .find_map(|l| {
+            l.split_once("kubeconfig written to ")
+                .map(|(_, p)| p.trim())
+        })
+        .expect("the sandbox says where the kubeconfig is");
+    assert!(
+        !std::path::Path::new(kubeconfig).exists(),
+        "{kubeconfig} left behind"
+    );
+}

@@ -106,11 +106,15 @@ pub fn init_json(level: &str) {
         .try_init();
 }
 
-/// Install human-readable lines on stderr at `level`. Does nothing when a subscriber is
-/// already installed.
+/// Install human-readable lines on stderr at `level`, coloured only when stderr is a terminal
+/// and `NO_COLOR` is unset or empty (as the plugin and kubectl colour). Does nothing when a
+/// subscriber is already installed.
 pub fn init_text(level: &str) {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter(level))
+        .with_ansi(std::io::stderr().is_terminal() && !no_color)
         .with_writer(std::io::stderr)
         .try_init();
 }

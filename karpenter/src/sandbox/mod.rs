@@ -342,6 +342,8 @@ pub struct LocalCluster {
     pub ctx: Arc<Context>,
     /// The kubeconfig written for clients.
     pub kubeconfig: PathBuf,
+    /// Whether the kubeconfig is in the system temp directory by default (removed on drop).
+    temporary_kubeconfig: bool,
     client: kube::Client,
     clock: Arc<dyn Clock>,
     /// The settings the next [`LocalCluster::start_controller`] uses (tests change them between
@@ -353,6 +355,11 @@ pub struct LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop_controller();
+        // A kubeconfig the sandbox chose the place of goes with it (its token and port are
+        // useless once the API server is gone); one written where the user asked stays.
+        if self.temporary_kubeconfig {
+            let _ = std::fs::remove_file(&self.kubeconfig);
+        }
     }
 }
 
@@ -492,6 +499,7 @@ where
         sim: built.sim,
         ctx,
         kubeconfig,
+        temporary_kubeconfig: cfg.kubeconfig.is_none(),
         client,
         clock,
         settings: cfg.settings.clone(),
