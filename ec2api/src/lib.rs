@@ -1,8 +1,9 @@
-//! The narrow EC2 (and SSM, IAM) surface Karpenter calls (upstream's `sdk.EC2API`), in this
-//! project's own types: the [`Ec2`] trait, its implementation over aws-sdk-ec2 and aws-sdk-ssm
-//! ([`SdkEc2`]), the SDK configuration loader, and AWS providerIDs. The controller's AWS cloud
-//! provider and the plugin's orphan listing both stand on it, so the AWS SDK is built in one
-//! crate. Everything above the trait is testable with a wrapper that injects faults
+//! The narrow EC2 (and SSM, IAM, SQS) surface Karpenter calls (upstream's `sdk.EC2API` and
+//! `sdk.SQSAPI`), in this project's own types: the [`Ec2`] trait, its implementation over
+//! aws-sdk-ec2, aws-sdk-ssm and aws-sdk-iam ([`SdkEc2`]), the interruption queue's SQS calls
+//! ([`sqs::SdkSqs`]), the SDK configuration loader, and AWS providerIDs. The controller's AWS
+//! cloud provider and the plugin's orphan listing both stand on it, so the AWS SDK is built in
+//! one crate. Everything above the trait is testable with a wrapper that injects faults
 //! ([`fault::FaultyEc2`]) and runs against any EC2 API endpoint (AWS, or moto's EC2 server,
 //! started by [`moto`], in the tests).
 //!
@@ -12,6 +13,7 @@
 
 pub mod fault;
 pub mod moto;
+pub mod sqs;
 
 use std::collections::BTreeMap;
 
@@ -37,14 +39,7 @@ impl Ec2Error {
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: std::fmt::Debug,
     {
-        let code = e.code().unwrap_or("Transport").to_string();
-        let message = e.message().map(str::to_string).unwrap_or_else(|| {
-            aws_sdk_ec2::error::DisplayErrorContext(&e)
-                .to_string()
-                .chars()
-                .take(500)
-                .collect()
-        });
+        let (code, message) = sdk_error_parts(&e);
         Ec2Error { code, message }
     }
 
@@ -54,6 +49,25 @@ impl Ec2Error {
             || self.code.ends_with("NotFoundException")
             || self.code == "ParameterNotFound"
     }
+}
+
+/// The code and message of any AWS SDK error (every service's `SdkError` is the same type):
+/// `Transport` when the request never got an answer; without a message, the SDK's error
+/// context cut to 500 characters.
+pub(crate) fn sdk_error_parts<E, R>(e: &aws_sdk_ec2::error::SdkError<E, R>) -> (String, String)
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let code = e.code().unwrap_or("Transport").to_string();
+    let message = e.message().map(str::to_string).unwrap_or_else(|| {
+        aws_sdk_ec2::error::DisplayErrorContext(e)
+            .to_string()
+            .chars()
+            .take(500)
+            .collect()
+    });
+    (code, message)
 }
 
 /// Whether a fleet error code means the offering has no capacity now (upstream's

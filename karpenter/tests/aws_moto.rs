@@ -10,209 +10,36 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types as t;
 use controller::cloudprovider::CloudProvider;
-use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
-use controller::cloudprovider::aws::{AwsCloud, AwsSettings};
-use controller::cloudprovider::build::{Cloud, CloudOptions};
-use controller::runtime::Settings;
+use controller::cloudprovider::aws::AwsCloud;
+use controller::cloudprovider::build::Cloud;
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
 use crds::{EC2NodeClass, NodeClaim, Operator};
 use ec2api::fault::FaultyEc2;
 use ec2api::instance_id;
-use ec2api::moto::MotoServer;
 use ec2api::{Ec2, Filter, SdkEc2};
 use jiff::{SignedDuration, Timestamp};
-use karpenter::sandbox::{ClusterConfig, LocalCluster, start_cluster_with, with_defaults};
+use karpenter::sandbox::{LocalCluster, start_cluster_with, with_defaults};
 use karpenter::workload::{self, ONLINE_BOUTIQUE};
 use karpenter_core::clock::{Clock, FakeClock, SystemClock};
 use karpenter_core::cloud::CloudError;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use serde_json::json;
 use testutil::{ec2nodeclass, nodeclaim};
 
-const CLUSTER: &str = "moto-demo";
-const OLD_AMD64: &str = "ami-0a11023000000001";
-const NEW_AMD64: &str = "ami-0a11023000000002";
-const NEW_ARM64: &str = "ami-0a11023000000004";
-
-/// A moto server on a free loopback port, killed on drop.
-struct Moto {
-    _server: MotoServer,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
-    json!({
-        "ami_id": id, "state": "available", "public": true, "owner_id": "602401143452",
-        "image_location": format!("amazon/amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
-        "sriov": "simple", "root_device_type": "ebs", "root_device_name": "/dev/xvda",
-        "description": format!("EKS-optimized AL2023 node image {version}"),
-        "image_type": "machine", "architecture": arch,
-        "name": format!("amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
-        "virtualization_type": "hvm", "hypervisor": "xen", "creation_date": date,
-    })
-}
+mod moto_cloud;
+use moto_cloud::{CLUSTER, Moto, NEW_AMD64, NEW_ARM64, aws_settings, cluster_config};
 
 impl Moto {
-    fn start() -> Moto {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let amis = dir.path().join("amis.json");
-        let images = json!([
-            image(OLD_AMD64, "x86_64", "v20260101", "2026-01-01T00:00:00.000Z"),
-            image(NEW_AMD64, "x86_64", "v20260301", "2026-03-01T00:00:00.000Z"),
-            image(
-                "ami-0a11023000000003",
-                "arm64",
-                "v20260101",
-                "2026-01-01T00:00:00.000Z"
-            ),
-            image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
-        ]);
-        std::fs::write(&amis, images.to_string()).expect("write amis");
-        let server = MotoServer::start([("MOTO_AMIS_PATH", &amis)])
-            .expect("moto_server starts (./scripts/test.sh installs it)");
-        Moto {
-            url: server.url.clone(),
-            _server: server,
-            _dir: dir,
-        }
-    }
-
-    async fn config(&self) -> aws_config::SdkConfig {
-        ec2api::loader(Some(&self.url))
-            .await
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                "testing", "testing", None, None, "test",
-            ))
-            .load()
-            .await
-    }
-
-    async fn client(&self) -> aws_sdk_ec2::Client {
-        aws_sdk_ec2::Client::new(&self.config().await)
-    }
-
-    /// A VPC with a subnet in each of three zones and a security group, tagged for discovery by
-    /// `cluster`, and the node role `KarpenterNodeRole-<cluster>` in IAM.
-    async fn seed_network(&self, cluster: &str) {
-        aws_sdk_iam::Client::new(&self.config().await)
-            .create_role()
-            .role_name(format!("KarpenterNodeRole-{cluster}"))
-            .assume_role_policy_document(
-                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
-            )
-            .send()
-            .await
-            .expect("node role");
-        let ec2 = self.client().await;
-        let vpc = ec2
-            .create_vpc()
-            .cidr_block("10.0.0.0/16")
-            .send()
-            .await
-            .expect("vpc");
-        let vpc_id = vpc
-            .vpc()
-            .and_then(|v| v.vpc_id())
-            .expect("vpc id")
-            .to_string();
-        let tag = t::Tag::builder()
-            .key("karpenter.sh/discovery")
-            .value(cluster)
-            .build();
-        for (i, zone) in ["us-east-1a", "us-east-1b", "us-east-1c"]
-            .iter()
-            .enumerate()
-        {
-            ec2.create_subnet()
-                .vpc_id(&vpc_id)
-                .cidr_block(format!("10.0.{}.0/20", i * 16))
-                .availability_zone(*zone)
-                .tag_specifications(
-                    t::TagSpecification::builder()
-                        .resource_type(t::ResourceType::Subnet)
-                        .tags(tag.clone())
-                        .build(),
-                )
-                .send()
-                .await
-                .expect("subnet");
-        }
-        ec2.create_security_group()
-            .group_name(format!("{cluster}-node"))
-            .description("nodes")
-            .vpc_id(&vpc_id)
-            .tag_specifications(
-                t::TagSpecification::builder()
-                    .resource_type(t::ResourceType::SecurityGroup)
-                    .tags(tag)
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("security group");
-    }
-
+    /// The AWS provider over moto's EC2 behind a fault-injecting wrapper.
     async fn cloud(&self, clock: Arc<dyn Clock>) -> (Arc<AwsCloud>, Arc<FaultyEc2>) {
         let faulty = Arc::new(FaultyEc2::new(Arc::new(SdkEc2::new(&self.config().await))));
         let cloud = AwsCloud::new(
             Arc::clone(&faulty) as Arc<dyn Ec2>,
-            AwsSettings {
-                cluster_name: CLUSTER.into(),
-                cluster: ClusterInfo {
-                    name: CLUSTER.into(),
-                    endpoint: "https://127.0.0.1:6443".into(),
-                    ca_bundle: String::new(),
-                },
-                region: "us-east-1".into(),
-                kubernetes_version: "1.32".into(),
-            },
+            aws_settings("https://127.0.0.1:6443".into()),
             clock,
         )
         .expect("embedded data");
         (Arc::new(cloud), faulty)
-    }
-
-    /// The instance's state name (`running`, `shutting-down`, `terminated`, ...).
-    async fn state(&self, id: &str) -> String {
-        self.instance(id)
-            .await
-            .state()
-            .and_then(|s| s.name())
-            .map(|n| n.as_str().to_string())
-            .unwrap_or_default()
-    }
-
-    /// Poll until the instance is shutting down or terminated, or panic after `timeout`.
-    async fn wait_terminating(&self, id: &str, timeout: Duration) {
-        let begin = Instant::now();
-        loop {
-            let s = self.state(id).await;
-            if s == "terminated" || s == "shutting-down" {
-                return;
-            }
-            assert!(begin.elapsed() < timeout, "instance {id} still {s}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
-    async fn instance(&self, id: &str) -> t::Instance {
-        let out = self
-            .client()
-            .await
-            .describe_instances()
-            .instance_ids(id)
-            .send()
-            .await
-            .expect("describe instance");
-        out.reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .next()
-            .cloned()
-            .expect("instance exists")
     }
 }
 
@@ -456,21 +283,6 @@ async fn a_capacity_error_falls_back_and_the_offering_is_skipped_until_the_cache
     assert_eq!(offering_available(&types), Some(true));
 }
 
-fn cluster_config(dir: &std::path::Path) -> ClusterConfig {
-    ClusterConfig {
-        port: 0,
-        registration_delay: Duration::from_secs(1),
-        settings: Settings {
-            cluster_name: CLUSTER.into(),
-            batch_idle: Duration::from_secs(1),
-            ..Settings::default()
-        },
-        kubeconfig: Some(dir.join("kubeconfig")),
-        cloud: CloudOptions::default(),
-        controller: true,
-    }
-}
-
 async fn start(
     moto: &Moto,
     manifests: &[workload::Manifest],
@@ -482,20 +294,7 @@ async fn start(
         manifests,
         |endpoint, clock| async move {
             let cloud = Arc::new(
-                AwsCloud::new(
-                    Arc::new(SdkEc2::new(&config)),
-                    AwsSettings {
-                        cluster_name: CLUSTER.into(),
-                        cluster: ClusterInfo {
-                            name: CLUSTER.into(),
-                            endpoint,
-                            ca_bundle: String::new(),
-                        },
-                        region: "us-east-1".into(),
-                        kubernetes_version: "1.32".into(),
-                    },
-                    clock,
-                )
+                AwsCloud::new(Arc::new(SdkEc2::new(&config)), aws_settings(endpoint), clock)
                 .map_err(|e| e.to_string())?,
             );
             Ok(Cloud {

@@ -1,10 +1,13 @@
-//! The install manifests in `deploy/`: real `kubectl apply -k deploy/` against the sandbox
+//! The install manifests in `deploy/` (and its CloudFormation template for the interruption
+//! queue, see `deploy/cloudformation.rs`): real `kubectl apply -k deploy/` against the sandbox
 //! (twice: the second changes nothing), the CRD copies equal crdgen's output, the Deployment
 //! only sets environment variables the controller reads, and the RBAC rules cover every request
 //! the controller makes, started as `karpenter run` starts it (leader election included), while
 //! it provisions, registers, upgrades drifted nodes, drains and collects garbage, as the sandbox's audit log records them (and every rule the
 //! scenario leaves unused is one of the few justified below).
 
+#[path = "deploy/cloudformation.rs"]
+mod cloudformation;
 #[path = "deploy/rbac.rs"]
 mod rbac;
 

@@ -20,8 +20,8 @@ pub struct CloudOptions {
     /// which never guesses a simulated cloud; the sandbox defaults it to `sim`.
     #[arg(long, env = "CLOUD_PROVIDER", value_parser = ["sim", "aws"])]
     pub cloud_provider: Option<String>,
-    /// EC2 and SSM endpoint URL, e.g. a local moto server (default: AWS's endpoints for the
-    /// region).
+    /// Endpoint URL of every AWS API the provider calls (EC2, SSM, IAM, SQS), e.g. a local
+    /// moto server (default: AWS's endpoints for the region).
     #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
     pub aws_endpoint_url: Option<String>,
     /// API server URL written into nodes' user data (default: the URL the controller uses).
@@ -207,11 +207,23 @@ async fn build_aws(
         region,
         kubernetes_version: kubernetes_version.to_string(),
     };
-    let cloud = Arc::new(
-        AwsCloud::new(Arc::new(ec2api::SdkEc2::new(&config)), settings, clock)
-            .map_err(|e| e.to_string())?
-            .with_capacity_options(opts.capacity_options()?),
-    );
+    let mut cloud = AwsCloud::new(Arc::new(ec2api::SdkEc2::new(&config)), settings, clock)
+        .map_err(|e| e.to_string())?
+        .with_capacity_options(opts.capacity_options()?);
+    if !opts.interruption_queue.is_empty() {
+        let queue = aws::sqs::SqsQueue::new(ec2api::sqs::SdkSqs::new(
+            &config,
+            &opts.interruption_queue,
+        ));
+        // As upstream: a queue that is missing or unreadable now is logged and looked up again
+        // on every receive; provisioning does not wait for it.
+        match queue.check().await {
+            Ok(url) => tracing::info!(queue = %opts.interruption_queue, %url, "interruption queue found"),
+            Err(e) => tracing::error!(error = %e, "interruption queue unavailable; interruption handling retries until it is"),
+        }
+        cloud = cloud.with_interruption_queue(Arc::new(queue));
+    }
+    let cloud = Arc::new(cloud);
     Ok(Cloud {
         provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
         sim: None,

@@ -16,9 +16,13 @@
 //!   [`Launched::warnings`].
 //! - **Get / list / delete** by providerID and by the cluster's tags, in batches of at most
 //!   [`BATCH`] ids.
+//! - **Interruption queue**: the SQS queue `--interruption-queue` names ([`sqs`]), offered to
+//!   the interruption controller; an interrupted spot offering is marked unavailable as a
+//!   capacity error marks it.
 
 pub mod launchtemplate;
 pub mod nodeclass;
+pub mod sqs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +39,7 @@ use ec2api::{
 
 use self::launchtemplate::ClusterInfo;
 use super::CloudProvider;
+use super::queue::InterruptionQueue;
 use karpenter_core::capacity::catalog::{self, Catalog, CatalogEntry, TypeSpec};
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::{InstanceType, launch_offerings};
@@ -100,6 +105,8 @@ pub struct AwsCloud {
     catalog: Arc<Catalog>,
     capacity: CapacityOptions,
     state: Mutex<State>,
+    /// The SQS interruption queue (`--interruption-queue`), if any.
+    interruption_queue: Option<Arc<dyn InterruptionQueue>>,
 }
 
 impl AwsCloud {
@@ -118,7 +125,15 @@ impl AwsCloud {
             catalog: Catalog::embedded()?,
             capacity: CapacityOptions::default(),
             state: Mutex::new(State::default()),
+            interruption_queue: None,
         })
+    }
+
+    /// The same provider reading interruption events from `queue` (the SQS queue
+    /// `--interruption-queue` names, see [`sqs::SqsQueue`]).
+    pub fn with_interruption_queue(mut self, queue: Arc<dyn InterruptionQueue>) -> AwsCloud {
+        self.interruption_queue = Some(queue);
+        self
     }
 
     /// The same provider with `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT` set.
@@ -512,6 +527,10 @@ fn node_class_ready(node_class: &EC2NodeClass) -> Result<(), CloudError> {
 impl CloudProvider for AwsCloud {
     fn name(&self) -> &str {
         "aws"
+    }
+
+    fn interruption_queue(&self) -> Option<Arc<dyn InterruptionQueue>> {
+        self.interruption_queue.clone()
     }
 
     fn mark_offering_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
