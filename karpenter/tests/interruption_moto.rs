@@ -173,7 +173,7 @@ async fn eventbridge_bodies_come_back_with_their_sent_time_and_deleted_ones_are_
         .map(|m| interruption::parse(m.body.as_deref().unwrap_or_default()).map(|p| p.kind))
         .map(|r| r.map_err(|_| ()))
         .collect();
-    let mut expected: Vec<Result<Kind, ()>> = sent.iter().map(|(_, k)| k.clone()).collect();
+    let mut expected: Vec<Result<Kind, ()>> = sent.iter().map(|(_, k)| *k).collect();
     kinds.sort_by_key(|k| format!("{k:?}"));
     expected.sort_by_key(|k| format!("{k:?}"));
     assert_eq!(kinds, expected);
