@@ -282,9 +282,6 @@ mod tests {
         assert!(e("AWS.SimpleQueueService.NonExistentQueue").is_queue_missing());
         assert!(e("QueueDoesNotExist").is_queue_missing());
         assert!(!e("AccessDenied").is_queue_missing());
-        assert_eq!(
-            e("AccessDenied").to_string(),
-            "GetQueueUrl: AccessDenied: "
-        );
+        assert_eq!(e("AccessDenied").to_string(), "GetQueueUrl: AccessDenied: ");
     }
 }

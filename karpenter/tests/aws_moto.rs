@@ -294,7 +294,11 @@ async fn start(
         manifests,
         |endpoint, clock| async move {
             let cloud = Arc::new(
-                AwsCloud::new(Arc::new(SdkEc2::new(&config)), aws_settings(endpoint), clock)
+                AwsCloud::new(
+                    Arc::new(SdkEc2::new(&config)),
+                    aws_settings(endpoint),
+                    clock,
+                )
                 .map_err(|e| e.to_string())?,
             );
             Ok(Cloud {

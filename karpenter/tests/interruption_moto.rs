@@ -156,7 +156,11 @@ async fn eventbridge_bodies_come_back_with_their_sent_time_and_deleted_ones_are_
     assert_eq!(ids.len(), sent.len(), "every send has its own message id");
 
     let got = receive_all(&q, sent.len()).await;
-    assert_eq!(got.len(), sent.len(), "11 messages in two receives at least");
+    assert_eq!(
+        got.len(),
+        sent.len(),
+        "11 messages in two receives at least"
+    );
     let slack = SignedDuration::from_secs(2);
     for m in &got {
         let body = m.body.clone().expect("a body");
@@ -226,7 +230,10 @@ async fn a_queue_that_does_not_exist_is_named_with_the_fix_and_found_once_create
     }
     let e = q.receive().await.expect_err("receive without a queue");
     assert_eq!(e.operation, "GetQueueUrl", "{e}");
-    let e = q.delete("receipt").await.expect_err("delete without a queue");
+    let e = q
+        .delete("receipt")
+        .await
+        .expect_err("delete without a queue");
     assert_eq!(e.operation, "GetQueueUrl", "{e}");
 
     // As upstream: the lookup is tried again, so a queue created later is read.
@@ -434,15 +441,24 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
     })
     .await
     .expect("cluster starts");
-    eventually("five web pods run on five spot nodes", Duration::from_secs(300), async || {
-        let o = cluster.observe().await;
-        o.settled() && o.pods_total == 5 && o.pods_bound == 5 && o.claims_initialized == 5
-    })
+    eventually(
+        "five web pods run on five spot nodes",
+        Duration::from_secs(300),
+        async || {
+            let o = cluster.observe().await;
+            o.settled() && o.pods_total == 5 && o.pods_bound == 5 && o.claims_initialized == 5
+        },
+    )
     .await;
     let claims = objects(&cluster, "karpenter.sh", "nodeclaims");
     assert_eq!(claims.len(), 5);
     for c in &claims {
-        assert_eq!(label(c, "karpenter.sh/capacity-type"), "spot", "{}", name(c));
+        assert_eq!(
+            label(c, "karpenter.sh/capacity-type"),
+            "spot",
+            "{}",
+            name(c)
+        );
     }
     let [spot, retired, stopping, terminating, rebalanced] = [0, 1, 2, 3, 4].map(|i| {
         let c = &claims[i];
@@ -458,17 +474,34 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
         event::spot_interruption("e-spot-again", ACCOUNT, REGION, &spot.1, now),
         event::scheduled_change("e-health", ACCOUNT, REGION, &[retired.1.as_str()], now),
         event::state_change("e-stop", ACCOUNT, REGION, &stopping.1, "stopping", now),
-        event::state_change("e-term", ACCOUNT, REGION, &terminating.1, "shutting-down", now),
+        event::state_change(
+            "e-term",
+            ACCOUNT,
+            REGION,
+            &terminating.1,
+            "shutting-down",
+            now,
+        ),
     ];
     for body in &bodies {
         queue.sqs().send(body).await.expect("SendMessage");
     }
 
-    eventually("every message is handled and deleted", Duration::from_secs(60), async || {
-        queue.sqs().message_counts().await.expect("counts") == (0, 0)
-            && counter(&cluster, "karpenter_interruption_deleted_messages_total", &[]) == 8.0
-    })
+    eventually(
+        "every message is handled and deleted",
+        Duration::from_secs(60),
+        async || {
+            queue.sqs().message_counts().await.expect("counts") == (0, 0)
+                && counter(
+                    &cluster,
+                    "karpenter_interruption_deleted_messages_total",
+                    &[],
+                ) == 8.0
+        },
+    )
     .await;
+    // The offering was marked between the send and now: the checks below are timed from these.
+    let handled = Timestamp::now();
     let received = |t: &str| {
         counter(
             &cluster,
@@ -476,7 +509,11 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
             &[("message_type", t)],
         )
     };
-    assert_eq!(received("spot_interrupted"), 3.0, "two warnings and the unknown one");
+    assert_eq!(
+        received("spot_interrupted"),
+        3.0,
+        "two warnings and the unknown one"
+    );
     assert_eq!(received("rebalance_recommendation"), 1.0);
     assert_eq!(received("scheduled_change"), 1.0);
     assert_eq!(received("instance_stopped"), 1.0);
@@ -492,7 +529,10 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
         assert!(events(&cluster, claim, reason) > 0, "{reason} on {claim}");
     }
     // The interrupted spot offering is out of the provider's offerings for the cache period.
-    let (itype, zone) = (label(&claims[0], "node.kubernetes.io/instance-type"), label(&claims[0], "topology.kubernetes.io/zone"));
+    let (itype, zone) = (
+        label(&claims[0], "node.kubernetes.io/instance-type"),
+        label(&claims[0], "topology.kubernetes.io/zone"),
+    );
     let class = cluster
         .ctx
         .state
@@ -502,11 +542,19 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
         .next()
         .expect("the node class");
     let available = async || {
-        let types = cluster.cloud.instance_types(&class).await.expect("instance types");
+        let types = cluster
+            .cloud
+            .instance_types(&class)
+            .await
+            .expect("instance types");
         types
             .iter()
             .find(|t| t.name == itype)
-            .and_then(|t| t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == "spot"))
+            .and_then(|t| {
+                t.offerings
+                    .iter()
+                    .find(|o| o.zone == zone && o.capacity_type == "spot")
+            })
             .map(|o| o.available)
             .expect("the offering is listed")
     };
@@ -527,10 +575,14 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
         nodeclaim_names(&cluster).contains(&rebalanced.0),
         "a rebalance recommendation is an Event only"
     );
-    eventually("every pod runs again", Duration::from_secs(120), async || {
-        let o = cluster.observe().await;
-        o.pods_total == 5 && o.pods_bound == 5
-    })
+    eventually(
+        "every pod runs again",
+        Duration::from_secs(120),
+        async || {
+            let o = cluster.observe().await;
+            o.pods_total == 5 && o.pods_bound == 5
+        },
+    )
     .await;
     for (_, id) in [&spot, &retired, &stopping, &terminating] {
         let state = moto.state(id).await;
@@ -542,8 +594,11 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
     assert_eq!(moto.state(&rebalanced.1).await, "running");
     assert_eq!(queue.sqs().message_counts().await.expect("counts"), (0, 0));
 
-    clock.lead_by(SignedDuration::from_secs(170));
+    // However long the scenario took, look at 170 s after the send (the mark is younger than
+    // 3 minutes then) and at 181 s after the last possible mark.
+    let lead_to = |at: Timestamp| at.duration_since(Timestamp::now());
+    clock.lead_by(lead_to(now + SignedDuration::from_secs(170)));
     assert!(!available().await, "still unavailable before 3 minutes");
-    clock.lead_by(SignedDuration::from_secs(181));
+    clock.lead_by(lead_to(handled + SignedDuration::from_secs(181)));
     assert!(available().await, "available again after 3 minutes");
 }

@@ -211,15 +211,17 @@ async fn build_aws(
         .map_err(|e| e.to_string())?
         .with_capacity_options(opts.capacity_options()?);
     if !opts.interruption_queue.is_empty() {
-        let queue = aws::sqs::SqsQueue::new(ec2api::sqs::SdkSqs::new(
-            &config,
-            &opts.interruption_queue,
-        ));
+        let queue =
+            aws::sqs::SqsQueue::new(ec2api::sqs::SdkSqs::new(&config, &opts.interruption_queue));
         // As upstream: a queue that is missing or unreadable now is logged and looked up again
         // on every receive; provisioning does not wait for it.
         match queue.check().await {
-            Ok(url) => tracing::info!(queue = %opts.interruption_queue, %url, "interruption queue found"),
-            Err(e) => tracing::error!(error = %e, "interruption queue unavailable; interruption handling retries until it is"),
+            Ok(url) => {
+                tracing::info!(queue = %opts.interruption_queue, %url, "interruption queue found")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "interruption queue unavailable; interruption handling retries until it is")
+            }
         }
         cloud = cloud.with_interruption_queue(Arc::new(queue));
     }
