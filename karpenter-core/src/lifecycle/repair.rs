@@ -312,7 +312,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
     let counts = Counts::of(input.nodes, input.policies);
     let mut decision = Decision::default();
     let mut blocked: BTreeMap<Scope, Blocked> = BTreeMap::new();
-    let mut recheck = |at: Timestamp, decision: &mut Decision| {
+    let recheck = |at: Timestamp, decision: &mut Decision| {
         decision.recheck_at = Some(decision.recheck_at.map_or(at, |r| r.min(at)));
     };
     for node in input.nodes {
