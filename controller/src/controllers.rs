@@ -1,7 +1,7 @@
 //! Where every controller is started (upstream `pkg/controllers/controllers.go`): the caches and
 //! the [`Context`], then provisioning, the NodeClaim lifecycle, node termination, NodePools, node
-//! classes, drift, serial upgrades and garbage collection, each as a task in a span named as
-//! upstream's logs name it. This is the one module that knows every controller; the controllers
+//! classes, drift, serial upgrades, garbage collection and (with `NodeRepair`) node repair, each
+//! as a task in a span named as upstream's logs name it. This is the one module that knows every controller; the controllers
 //! know only `crate::runtime` and the caches.
 
 use std::future::Future;
@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::cloudprovider::CloudProvider;
+use crate::runtime::feature_gates::FeatureGate;
 use crate::runtime::{Context, Settings, events, metered, metrics};
 use crate::state::ClusterState;
 
@@ -57,7 +58,7 @@ type Controller = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// Every controller, named as upstream's logs name them (the `controller` log field).
 fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
     let c = || Arc::clone(ctx);
-    vec![
+    let mut all: Vec<(&'static str, Controller)> = vec![
         ("provisioner", Box::pin(crate::provisioning::run(c()))),
         (
             "nodeclaim.lifecycle",
@@ -76,12 +77,19 @@ fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
             "nodeclaim.garbagecollection",
             Box::pin(crate::nodeclaim::garbagecollection::run(c())),
         ),
-    ]
+    ];
+    // Upstream registers node repair only with the gate on and a provider that has policies.
+    if ctx.settings.feature_gates.enabled(FeatureGate::NodeRepair)
+        && !ctx.cloud.repair_policies().is_empty()
+    {
+        all.push(("node.health", Box::pin(crate::node::health::run(c()))));
+    }
+    all
 }
 
 /// Spawn every controller (provisioning, NodeClaim lifecycle, termination, NodePool, node
-/// class, disruption, upgrades, garbage collection) on `ctx`, each in a span carrying its
-/// `controller` name. The handles stop them when aborted.
+/// class, disruption, upgrades, garbage collection, node repair with its gate) on `ctx`, each in
+/// a span carrying its `controller` name. The handles stop them when aborted.
 pub fn start_controllers(ctx: &Arc<Context>) -> Vec<(&'static str, JoinHandle<()>)> {
     controllers(ctx)
         .into_iter()

@@ -59,6 +59,9 @@ pub mod reason {
     pub const DRIFTED: &str = "Drifted";
     /// The NodeClaim reached `expireAfter`.
     pub const EXPIRED: &str = "Expired";
+    /// Its node matched one of the cloud provider's repair policies for longer than the
+    /// policy tolerates (node repair, feature gate `NodeRepair`).
+    pub const UNHEALTHY: &str = "Unhealthy";
     /// Not launched within the launch timeout (5 minutes).
     pub const LAUNCH_TIMEOUT: &str = "LaunchTimeout";
     /// No node registered within the registration timeout (15 minutes).

@@ -290,10 +290,13 @@ async fn status_directly_and_as_a_kubectl_plugin() {
                 "READY",
                 "IN-FLIGHT",
                 "DRIFTED",
+                "UNHEALTHY",
                 "TERMINATING",
                 "UPGRADE"
             ]),
-            row(&["default", "2/100", "8Gi/-", "1", "2", "0", "0", "Paused"]),
+            row(&[
+                "default", "2/100", "8Gi/-", "1", "2", "0", "0", "0", "Paused"
+            ]),
         ],
         "\n{table}"
     );

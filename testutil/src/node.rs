@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
-use crate::meta::{at, push, taint};
+use crate::meta::{ConditionBuilder, at, push, taint};
 
 /// A Node `name` with no labels, spec or status (not even a Ready condition); e.g.
 /// `node("n1").label("karpenter.sh/nodepool", "default").ready("True").allocatable("cpu", "4")`.
@@ -37,6 +37,13 @@ impl NodeBuilder {
             &["status", "conditions"],
             json!({"type": type_.as_ref(), "status": status.as_ref()}),
         );
+        self
+    }
+
+    /// Appends `condition` (with its reason, message and `lastTransitionTime`) to
+    /// `status.conditions`, e.g. `condition("Ready", "False").at("2026-01-01T00:00:00Z")`.
+    pub fn with_condition(mut self, condition: ConditionBuilder) -> Self {
+        push(&mut self.0, &["status", "conditions"], condition.json());
         self
     }
 

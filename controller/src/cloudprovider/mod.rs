@@ -1,6 +1,6 @@
 //! The cloud provider contract (upstream `pkg/cloudprovider/types.go`): launch an instance for a
 //! NodeClaim, delete, get and list instances, offer instance types with priced zonal offerings,
-//! and resolve a node class; its implementations (`sim`, `aws`) and how one is chosen
+//! resolve a node class, and name the node conditions to repair; its implementations (`sim`, `aws`) and how one is chosen
 //! ([`build`]). The data it trades in (instances, launches, typed errors) is
 //! [`karpenter_core::cloud`], so pure decisions can read it.
 
@@ -18,6 +18,7 @@ use karpenter_core::capacity::InstanceType;
 use karpenter_core::cloud::{
     CloudError, Instance, Launched, NodeClassResolution, claim_for_instance,
 };
+use karpenter_core::lifecycle::repair::RepairPolicy;
 
 /// A cloud that launches instances for NodeClaims.
 #[async_trait]
@@ -51,6 +52,13 @@ pub trait CloudProvider: Send + Sync {
 
     /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;
+
+    /// The unhealthy node conditions this cloud asks Karpenter to repair, with how long each
+    /// may hold (upstream `RepairPolicies`); node repair (`NodeRepair` feature gate) replaces a
+    /// node that matches one for longer. The default: none, and node repair does not run.
+    fn repair_policies(&self) -> Vec<RepairPolicy> {
+        Vec::new()
+    }
 
     /// A signal that [`CloudProvider::resolve_node_class`] may answer differently now (the
     /// simulated cloud published an image, changed its network): the value is bumped on every

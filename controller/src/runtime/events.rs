@@ -79,6 +79,9 @@ pub mod reason {
     /// A node cannot be disrupted now; the message names the blocker (a do-not-disrupt pod or
     /// annotation, a PodDisruptionBudget).
     pub const DISRUPTION_BLOCKED: &str = "DisruptionBlocked";
+    /// Node repair holds back: more than 20% of a NodePool's (or the cluster's) nodes are
+    /// unhealthy; the message says how many of how many.
+    pub const NODE_REPAIR_BLOCKED: &str = "NodeRepairBlocked";
     /// Consolidation looked at a node and left it; the message says why (its pods would not
     /// fit elsewhere, a replacement would not be cheaper, ...).
     pub const UNCONSOLIDATABLE: &str = "Unconsolidatable";
@@ -101,6 +104,8 @@ pub const FAILED_SCHEDULING_DEDUPE: Duration = Duration::from_secs(300);
 pub const NODEPOOL_DEDUPE: Duration = Duration::from_secs(60);
 /// Dedupe window of Unconsolidatable and DisruptionBlocked events (upstream: 15 minutes).
 pub const UNCONSOLIDATABLE_DEDUPE: Duration = Duration::from_secs(900);
+/// Dedupe window of NodeRepairBlocked events (upstream: 15 minutes).
+pub const NODE_REPAIR_BLOCKED_DEDUPE: Duration = Duration::from_secs(900);
 
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

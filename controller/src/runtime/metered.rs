@@ -139,6 +139,10 @@ impl CloudProvider for MeteredCloud {
         resolution
     }
 
+    fn repair_policies(&self) -> Vec<karpenter_core::lifecycle::repair::RepairPolicy> {
+        self.inner.repair_policies()
+    }
+
     fn resolution_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.resolution_changes()
     }

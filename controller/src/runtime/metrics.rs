@@ -48,6 +48,8 @@ pub mod reason {
     pub const DRIFTED: &str = "drifted";
     /// Deleted because `expireAfter` elapsed.
     pub const EXPIRED: &str = "expired";
+    /// Deleted by node repair: its node matched a repair policy for longer than it tolerates.
+    pub const UNHEALTHY: &str = "unhealthy";
     /// Deleted because its instance is gone.
     pub const GARBAGE_COLLECTED: &str = "garbage_collected";
     /// Deleted because no offering had capacity.

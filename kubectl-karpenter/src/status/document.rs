@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::limits::Sizing;
 use super::load::Loads;
-use super::pools::{PoolRow, build_pool_rows};
+use super::pools::{PoolCounts, PoolRow, build_pool_rows};
 use super::rows::{PriceBook, Row, Totals, filter_nodepool};
 use super::sort::{SortBy, sort_rows};
 
@@ -75,8 +75,16 @@ impl Document {
             .map(|c| Row::of(c, now, prices, &loads, &sizing))
             .collect();
         sort_rows(&mut rows, view.sort);
+        // Counted again from the rows, which know the nodes' health (unhealthy NodeClaims).
+        let mut node_pools = build_pool_rows(&pools, &claims, now);
+        for pool in &mut node_pools {
+            let mine = rows
+                .iter()
+                .filter(|r| r.nodepool.as_deref() == Some(&pool.name));
+            pool.node_claims = PoolCounts::of(mine.map(|r| r.state));
+        }
         Document {
-            node_pools: build_pool_rows(&pools, &claims, now),
+            node_pools,
             totals: Totals::of(&rows),
             node_claims: rows,
         }
@@ -140,6 +148,71 @@ mod tests {
         assert_eq!(
             doc.node_claims.last().map(|r| r.name.as_str()),
             Some("stray")
+        );
+    }
+
+    /// The ready NodeClaim's node reports `Ready=False` since 40 minutes: the row, its
+    /// NodePool's counts and the totals say Unhealthy; JSON says which condition since when and
+    /// when repair acts, in camelCase.
+    #[test]
+    fn a_node_failing_a_repair_policy_shows_as_unhealthy() {
+        let mut sick = snapshot();
+        let node = sick
+            .nodes
+            .iter_mut()
+            .find(|n| n.metadata.name.as_deref() == Some("ip-10-0-1-17.ec2.internal"))
+            .expect("the ready node");
+        let since = fixtures::now() - jiff::SignedDuration::from_mins(40);
+        node.status.get_or_insert_with(Default::default).conditions =
+            Some(vec![k8s_openapi::api::core::v1::NodeCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    since,
+                )),
+                ..Default::default()
+            }]);
+        let doc = Document::build(
+            &sick,
+            &View::default(),
+            fixtures::now(),
+            &fixtures::FixedPrices,
+        );
+        let row = doc
+            .node_claims
+            .iter()
+            .find(|r| r.name == "default-abcde")
+            .expect("the row");
+        assert_eq!(row.state, crate::status::rows::State::Unhealthy);
+        let default = &doc.node_pools[0];
+        assert_eq!(
+            (default.node_claims.ready, default.node_claims.unhealthy),
+            (0, 1)
+        );
+        assert_eq!(doc.totals.unhealthy, 1);
+        let json = serde_json::to_value(&doc).expect("json");
+        let claim = json["nodeClaims"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "default-abcde"))
+            .expect("in JSON");
+        assert_eq!(claim["state"], "Unhealthy");
+        assert_eq!(
+            claim["unhealthy"],
+            serde_json::json!({"condition": "Ready=False", "since": "2025-06-01T11:20:00Z",
+                "toleration": "30m", "repairAfter": "2025-06-01T11:50:00Z"})
+        );
+        assert_eq!(json["nodePools"][0]["nodeClaims"]["unhealthy"], 1);
+        assert_eq!(json["totals"]["unhealthy"], 1);
+        let healthy = Document::build(
+            &snapshot(),
+            &View::default(),
+            fixtures::now(),
+            &fixtures::FixedPrices,
+        );
+        let json = serde_json::to_value(&healthy).expect("json");
+        assert!(
+            json["nodeClaims"][0]["unhealthy"].is_null(),
+            "present, null"
         );
     }
 

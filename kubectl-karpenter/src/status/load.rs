@@ -3,7 +3,8 @@
 //! have to move, and the cpu and memory they request against the node's allocatable cpu, memory
 //! and pods. Requests
 //! are counted as kube-scheduler counts them (karpenter-core's [`pod_requests`]), over the pods
-//! it counts (bound and not Succeeded or Failed). Pure: the pods and Nodes come in as arguments.
+//! it counts (bound and not Succeeded or Failed). And which nodes are unhealthy, as node repair
+//! sees them. Pure: the pods and Nodes come in as arguments.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,6 +12,7 @@ use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_core::disruption::candidates::is_reschedulable;
+use karpenter_core::lifecycle::repair::{Unhealthy, aws_policies, unhealthy};
 use karpenter_core::scheduling::pod::{is_terminal, pod_requests};
 use karpenter_core::scheduling::resources::{CPU, MEMORY, PODS, parse_milli, parse_units};
 use serde::Serialize;
@@ -101,17 +103,25 @@ pub struct NodeLoad {
     pub allocatable: Option<Allocatable>,
 }
 
-/// What the NodeClaim rows need to know about nodes: the pods on each and each Node's
-/// allocatable, by node name.
+/// What the NodeClaim rows need to know about nodes: the pods on each, each Node's
+/// allocatable, and the condition of each that a repair policy matches, by node name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Loads {
     pods: HashMap<String, PodLoad>,
     allocatable: HashMap<String, Allocatable>,
+    unhealthy: HashMap<String, Unhealthy>,
 }
 
 impl Loads {
-    /// Indexes `nodes` and sums `pods` by node name.
+    /// Indexes `nodes` (their allocatable, and the condition each matches of the repair
+    /// policies node repair uses: karpenter-core's [`aws_policies`]) and sums `pods` by node
+    /// name.
     pub fn of(nodes: &[Node], pods: &[Pod]) -> Loads {
+        let policies = aws_policies();
+        let unhealthy = nodes
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.clone()?, unhealthy(n, &policies)?)))
+            .collect();
         let allocatable = nodes
             .iter()
             .filter_map(|n| {
@@ -123,7 +133,14 @@ impl Loads {
         Loads {
             pods: loads_by_node(pods),
             allocatable,
+            unhealthy,
         }
+    }
+
+    /// The repair policy `claim`'s node (its `status.nodeName`) matches, if any.
+    pub fn unhealthy_of(&self, claim: &NodeClaim) -> Option<&Unhealthy> {
+        let node = claim.status.as_ref()?.node_name.as_deref()?;
+        self.unhealthy.get(node)
     }
 
     /// The load of `claim`'s node (its `status.nodeName`), falling back to the NodeClaim's own

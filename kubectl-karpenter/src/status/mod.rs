@@ -1,6 +1,7 @@
 //! `kubectl karpenter status`, the operator's cockpit: per NodePool, limits against usage, how
-//! many nodes are ready, in flight, drifted or terminating and where its serial upgrade stands;
-//! then one row per NodeClaim with its lifecycle state, offering, what runs on its node (pods,
+//! many nodes are ready, in flight, drifted, unhealthy or terminating and where its serial
+//! upgrade stands; then one row per NodeClaim with its lifecycle state (Unhealthy when its node
+//! reports a condition node repair acts on), offering, what runs on its node (pods,
 //! requested against allocatable cpu and memory, as eks-node-viewer shows it), price and age;
 //! then the totals with the fleet's hourly cost. `--watch` keeps it on screen.
 //!

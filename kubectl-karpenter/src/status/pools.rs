@@ -1,6 +1,6 @@
 //! The NodePool rows of `kubectl karpenter status`: limits against usage (`spec.limits` against
 //! `status.resources`, which the controller keeps as the sum of its nodes' capacity), how many
-//! of its NodeClaims are ready, in flight, drifted or terminating, and where its serial upgrade
+//! of its NodeClaims are ready, in flight, drifted, unhealthy or terminating, and where its serial upgrade
 //! stands (the `upgrades.karpenter.sh/paused` controls read by the same planner `kubectl
 //! karpenter upgrade status` runs, and the controller's `Upgrading` condition). Pure.
 
@@ -37,7 +37,7 @@ pub struct PoolRow {
     pub upgrade: Upgrade,
 }
 
-/// A NodePool's NodeClaims by state (the four counts add up to `total`).
+/// A NodePool's NodeClaims by state (the five counts add up to `total`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
@@ -49,8 +49,29 @@ pub struct PoolCounts {
     pub in_flight: usize,
     /// Ready but drifted (waiting for, or in, an upgrade step).
     pub drifted: usize,
+    /// Their node matches a repair policy (node repair replaces them once it has held long
+    /// enough).
+    pub unhealthy: usize,
     /// Being deleted (a deletionTimestamp), whatever their conditions.
     pub terminating: usize,
+}
+
+impl PoolCounts {
+    /// The counts of NodeClaims in `states`.
+    pub fn of(states: impl IntoIterator<Item = State>) -> PoolCounts {
+        let mut counts = PoolCounts::default();
+        for state in states {
+            counts.total += 1;
+            match state {
+                s if s.in_flight() => counts.in_flight += 1,
+                State::Drifted => counts.drifted += 1,
+                State::Unhealthy => counts.unhealthy += 1,
+                State::Terminating => counts.terminating += 1,
+                _ => counts.ready += 1,
+            }
+        }
+        counts
+    }
 }
 
 /// Where a NodePool's serial upgrade stands.
@@ -145,18 +166,7 @@ impl PoolRow {
             .filter(|c| nodepool_of(c.metadata.labels.as_ref()) == Some(name.as_str()))
             .map(|c| Arc::new(c.clone()))
             .collect();
-        let mut counts = PoolCounts {
-            total: mine.len(),
-            ..PoolCounts::default()
-        };
-        for claim in &mine {
-            match State::of(claim) {
-                s if s.in_flight() => counts.in_flight += 1,
-                State::Drifted => counts.drifted += 1,
-                State::Terminating => counts.terminating += 1,
-                _ => counts.ready += 1,
-            }
-        }
+        let counts = PoolCounts::of(mine.iter().map(|c| State::of(c)));
         // Pods and PodDisruptionBudgets only decide which drifted NodeClaims are skipped;
         // queued plus skipped, the count this row shows, does not depend on them.
         let status = PoolStatus::of(pool, &mine, &[], &[], &[], now);
@@ -297,6 +307,7 @@ mod tests {
                 ready: 1,
                 in_flight: 2,
                 drifted: 1,
+                unhealthy: 0,
                 terminating: 0,
             }
         );

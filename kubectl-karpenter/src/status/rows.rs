@@ -1,7 +1,8 @@
 //! The NodeClaim rows of `kubectl karpenter status`: one per NodeClaim, with its lifecycle state
-//! (Launching → Registering → Initializing → Ready, then Drifted, or Terminating) derived from
-//! its status conditions, and the totals that count ready, drifted and in-flight capacity and
-//! its hourly cost. Pure: everything comes in as arguments, including `now` and the price book.
+//! (Launching → Registering → Initializing → Ready, then Drifted or Unhealthy, or Terminating)
+//! derived from its status conditions and its node's, and the totals that count ready, drifted,
+//! unhealthy and in-flight capacity and its hourly cost. Pure: everything comes in as
+//! arguments, including `now` and the price book.
 
 use std::fmt;
 
@@ -10,6 +11,8 @@ use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL};
 use jiff::Timestamp;
 use serde::Serialize;
+
+use karpenter_core::lifecycle::repair::Unhealthy;
 
 use super::limits::{LimitedBy, Sizing};
 use super::load::{Allocatable, Amounts, Loads};
@@ -30,6 +33,11 @@ pub enum State {
     /// Ready, but its `Drifted` condition is True: no longer what its NodePool or node class
     /// would launch, so the upgrade will replace it.
     Drifted,
+    /// Its node reports a condition one of node repair's policies matches (e.g.
+    /// `Ready=False`), drifted or not; node repair (feature gate `NodeRepair`) replaces it once
+    /// the policy's toleration has run out. An initializing node counts only after that: nodes
+    /// are expected to be NotReady for a while as they boot.
+    Unhealthy,
     /// Being deleted (has a deletionTimestamp), whatever its conditions say.
     Terminating,
 }
@@ -64,7 +72,19 @@ impl State {
             State::Initializing => "Initializing",
             State::Ready => "Ready",
             State::Drifted => "Drifted",
+            State::Unhealthy => "Unhealthy",
             State::Terminating => "Terminating",
+        }
+    }
+
+    /// The state of a NodeClaim in `state` ([`State::of`]) whose node matches a repair policy
+    /// as `unhealthy` says, at `now`: Ready and Drifted become Unhealthy; Initializing does once
+    /// the policy's toleration has run out; the others stay.
+    pub fn with_health(state: State, unhealthy: Option<&Unhealthy>, now: Timestamp) -> State {
+        match (state, unhealthy) {
+            (State::Ready | State::Drifted, Some(_)) => State::Unhealthy,
+            (State::Initializing, Some(u)) if u.is_due(now) => State::Unhealthy,
+            _ => state,
         }
     }
 
@@ -114,7 +134,8 @@ pub struct Row {
     /// `karpenter.sh/nodepool` label.
     #[serde(rename = "nodePool")]
     pub nodepool: Option<String>,
-    /// Lifecycle state from its deletionTimestamp and conditions ([`State::of`]).
+    /// Lifecycle state from its deletionTimestamp and conditions, and its node's health
+    /// ([`State::of`], [`State::with_health`]).
     pub state: State,
     /// `node.kubernetes.io/instance-type` label.
     pub instance_type: Option<String>,
@@ -153,6 +174,37 @@ pub struct Row {
     /// Cloud provider id of the instance.
     #[serde(rename = "providerID")]
     pub provider_id: Option<String>,
+    /// The condition of its node that a repair policy matches, if one does.
+    pub unhealthy: Option<Health>,
+}
+
+/// A node condition node repair acts on, as `status` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// `Type=Status`, e.g. `Ready=False`.
+    pub condition: String,
+    /// The condition's lastTransitionTime (RFC 3339); `null` when the node does not say.
+    pub since: Option<Timestamp>,
+    /// How long the repair policy tolerates it, like kubectl's ages (`30m`).
+    pub toleration: String,
+    /// When node repair replaces the node, with the `NodeRepair` gate on and while no more than
+    /// 20% of its NodePool's nodes are unhealthy: `since` plus the toleration; `null` when
+    /// `since` is unknown (at once).
+    pub repair_after: Option<Timestamp>,
+}
+
+impl Health {
+    /// The health of a node matching `u`.
+    pub fn of(u: &Unhealthy) -> Health {
+        let toleration = jiff::SignedDuration::try_from(u.policy.toleration).unwrap_or_default();
+        Health {
+            condition: u.policy.condition(),
+            since: u.since,
+            toleration: crds::duration::human_duration(toleration),
+            repair_after: u.since.map(|_| u.due_at()),
+        }
+    }
 }
 
 fn label(claim: &NodeClaim, key: &str) -> Option<String> {
@@ -196,10 +248,11 @@ impl Row {
             .and_then(|(class, itype)| sizing.allocation(class, itype));
         let limited_by = LimitedBy::of(load.pods.pods, load.pods.requests, load.allocatable)
             .map(|l| l.explained(allocation.as_ref()));
+        let unhealthy = loads.unhealthy_of(claim);
         Row {
             name: claim.metadata.name.clone().unwrap_or_default(),
             nodepool: label(claim, NODEPOOL_LABEL),
-            state: State::of(claim),
+            state: State::with_health(State::of(claim), unhealthy, now),
             instance_type,
             capacity_type,
             zone,
@@ -214,6 +267,7 @@ impl Row {
             age: age::age(created, now),
             node_class,
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
+            unhealthy: unhealthy.map(Health::of),
         }
     }
 }
@@ -240,6 +294,8 @@ pub struct Totals {
     pub ready: usize,
     /// Ready but drifted ones.
     pub drifted: usize,
+    /// Ones whose node matches a repair policy (drifted or not).
+    pub unhealthy: usize,
     /// Launching, registering or initializing ones.
     pub in_flight: usize,
     /// Waiting for their instance (`Launched` not True).
@@ -271,6 +327,7 @@ impl Totals {
                 State::Initializing => t.initializing += 1,
                 State::Ready => t.ready += 1,
                 State::Drifted => t.drifted += 1,
+                State::Unhealthy => t.unhealthy += 1,
                 State::Terminating => t.terminating += 1,
             }
             match row.price {
@@ -287,18 +344,22 @@ impl Totals {
 
 impl fmt::Display for Totals {
     /// `3 nodeclaims: 1 ready, 0 drifted, 2 in flight (1 launching, 0 registering,
-    /// 1 initializing), 0 terminating; $0.1234/hour`, plus `(N without a known price)` when
-    /// some are unpriced.
+    /// 1 initializing), 0 terminating; $0.1234/hour`, with `, N unhealthy` after the drifted
+    /// count when some are, and `(N without a known price)` when some are unpriced.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let noun = if self.total == 1 {
             "nodeclaim"
         } else {
             "nodeclaims"
         };
+        let unhealthy = match self.unhealthy {
+            0 => String::new(),
+            n => format!(", {n} unhealthy"),
+        };
         write!(
             f,
-            "{} {noun}: {} ready, {} drifted, {} in flight ({} launching, {} registering, \
-             {} initializing), {} terminating; ${:.4}/hour",
+            "{} {noun}: {} ready, {} drifted{unhealthy}, {} in flight ({} launching, \
+             {} registering, {} initializing), {} terminating; ${:.4}/hour",
             self.total,
             self.ready,
             self.drifted,
@@ -415,6 +476,57 @@ mod tests {
             one.to_string(),
             "1 nodeclaim: 1 ready, 0 drifted, 0 in flight (0 launching, 0 registering, \
              0 initializing), 0 terminating; $0.0960/hour"
+        );
+    }
+
+    #[test]
+    fn a_node_matching_a_repair_policy_is_unhealthy() {
+        use karpenter_core::lifecycle::repair::RepairPolicy;
+        let now = fixtures::now();
+        let at = |minutes: i64| now - jiff::SignedDuration::from_mins(minutes);
+        let ready = |minutes| Unhealthy {
+            policy: RepairPolicy::new("Ready", "False", 30),
+            since: Some(at(minutes)),
+        };
+        let (fresh, due) = (ready(5), ready(31));
+        let cases = [
+            (State::Ready, None, State::Ready),
+            (State::Ready, Some(&fresh), State::Unhealthy),
+            (State::Drifted, Some(&fresh), State::Unhealthy),
+            // Booting nodes are NotReady for a while: only once the toleration ran out.
+            (State::Initializing, Some(&fresh), State::Initializing),
+            (State::Initializing, Some(&due), State::Unhealthy),
+            (State::Terminating, Some(&due), State::Terminating),
+            (State::Registering, Some(&due), State::Registering),
+        ];
+        for (state, unhealthy, want) in cases {
+            assert_eq!(
+                State::with_health(state, unhealthy, now),
+                want,
+                "{state} {unhealthy:?}"
+            );
+        }
+        assert_eq!(
+            Health::of(&fresh),
+            Health {
+                condition: "Ready=False".into(),
+                since: Some(at(5)),
+                toleration: "30m".into(),
+                repair_after: Some(at(5) + jiff::SignedDuration::from_mins(30)),
+            }
+        );
+        let unknown = Unhealthy {
+            since: None,
+            ..fresh.clone()
+        };
+        assert_eq!(Health::of(&unknown).repair_after, None);
+
+        let mut rows = build_rows(&fixtures::sample(), now, &fixtures::FixedPrices);
+        rows[0].state = State::Unhealthy;
+        assert_eq!(
+            Totals::of(&rows).to_string(),
+            "6 nodeclaims: 1 ready, 0 drifted, 1 unhealthy, 3 in flight (1 launching, \
+             1 registering, 1 initializing), 1 terminating; $1.2345/hour (2 without a known price)"
         );
     }
 

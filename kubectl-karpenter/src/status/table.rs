@@ -35,26 +35,27 @@ const WIDE_HEADERS: [&str; 8] = [
     "PROVIDER-ID",
     "LIMITED-BY",
 ];
-const POOL_HEADERS: [&str; 8] = [
+const POOL_HEADERS: [&str; 9] = [
     "NODEPOOL",
     "CPU",
     "MEMORY",
     "READY",
     "IN-FLIGHT",
     "DRIFTED",
+    "UNHEALTHY",
     "TERMINATING",
     "UPGRADE",
 ];
 const POOL_WIDE_HEADERS: [&str; 1] = ["NODES"];
 
 /// The colour of a state: green when ready, yellow while in flight, magenta when drifted, red
-/// while terminating.
+/// when unhealthy or terminating.
 pub fn state_color(state: State) -> Color {
     match state {
         State::Ready => Color::Green,
         State::Launching | State::Registering | State::Initializing => Color::Yellow,
         State::Drifted => Color::Magenta,
-        State::Terminating => Color::Red,
+        State::Unhealthy | State::Terminating => Color::Red,
     }
 }
 
@@ -69,10 +70,10 @@ pub fn upgrade_color(pool: &PoolRow) -> Option<Color> {
     }
 }
 
-/// The PODS column: the pods on the node, with `(empty)` when a ready or drifted node runs
-/// nothing consolidation would have to move (only DaemonSet and static pods, or none).
+/// The PODS column: the pods on the node, with `(empty)` when a ready, drifted or unhealthy node
+/// runs nothing consolidation would have to move (only DaemonSet and static pods, or none).
 pub fn pods_cell(row: &Row) -> String {
-    let settled = matches!(row.state, State::Ready | State::Drifted);
+    let settled = matches!(row.state, State::Ready | State::Drifted | State::Unhealthy);
     if settled && row.node.is_some() && row.reschedulable_pods == 0 {
         format!("{} (empty)", row.pods)
     } else {
@@ -148,6 +149,7 @@ fn pool_cells(pool: &PoolRow, wide: bool) -> Vec<Cell> {
         Cell::plain(counts.ready.to_string()),
         Cell::plain(counts.in_flight.to_string()),
         Cell::plain(counts.drifted.to_string()),
+        Cell::plain(counts.unhealthy.to_string()),
         Cell::plain(counts.terminating.to_string()),
         Cell {
             text: pool.upgrade.summary(),

@@ -813,6 +813,11 @@ impl CloudProvider for AwsCloud {
         .await
     }
 
+    /// Upstream's AWS policies (`aws:pkg/cloudprovider/cloudprovider.go`).
+    fn repair_policies(&self) -> Vec<karpenter_core::lifecycle::repair::RepairPolicy> {
+        karpenter_core::lifecycle::repair::aws_policies()
+    }
+
     async fn delete_instances(&self, instances: &[Instance]) -> Result<(), CloudError> {
         let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
         self.terminate(&ids).await

@@ -631,6 +631,11 @@ impl CloudProvider for SimCloud {
         self.lock().network.resolve(&self.cluster_name, node_class)
     }
 
+    /// The AWS provider's policies: the sandbox repairs what a real cluster would.
+    fn repair_policies(&self) -> Vec<karpenter_core::lifecycle::repair::RepairPolicy> {
+        karpenter_core::lifecycle::repair::aws_policies()
+    }
+
     fn resolution_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         Some(self.changes.subscribe())
     }
