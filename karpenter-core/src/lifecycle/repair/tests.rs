@@ -142,10 +142,14 @@ fn the_aws_policies_are_upstreams() {
     );
 }
 
+/// A table row: the case's name, the node's failed conditions, and the expected match (the
+/// policy's condition and how many minutes ago it began to hold), if any.
+type MatchCase<'a> = (&'a str, &'a [Failure<'a>], Option<(&'a str, i64)>);
+
 #[test]
 fn a_node_matches_the_policy_due_first() {
     let policies = aws_policies();
-    let cases: &[(&str, &[Failure<'_>], Option<(&str, i64)>)] = &[
+    let cases: &[MatchCase<'_>] = &[
         ("healthy", &[], None),
         (
             "Ready=False",
