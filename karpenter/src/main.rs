@@ -82,6 +82,10 @@ async fn main() -> ExitCode {
                 logging::init_text(&std::env::var("LOG_LEVEL").unwrap_or_else(|_| "warn".into()));
                 karpenter::sandbox::publish::run(&args).await
             }
+            Some(SandboxAction::Interrupt(args)) => {
+                logging::init_text(&std::env::var("LOG_LEVEL").unwrap_or_else(|_| "warn".into()));
+                karpenter::sandbox::interrupt::run(&args).await
+            }
             None => {
                 // Validated before the logger starts, as for `run` (the sandbox checks again).
                 if let Err(e) = cmd.start.controller.settings() {

@@ -1,12 +1,15 @@
 //! `karpenter sandbox`: in one process, the in-memory API server, the simulated kube-scheduler,
 //! kubelets and workload controllers, the simulated EC2 cloud, and the controller itself; applies
-//! a workload, shows progress, and reports what was launched and what it costs; and
-//! `karpenter sandbox publish-ami`, which publishes a new AMI release into a running sandbox.
+//! a workload, shows progress, and reports what was launched and what it costs;
+//! `karpenter sandbox publish-ami`, which publishes a new AMI release into a running sandbox;
+//! and `karpenter sandbox interrupt`, which rehearses an EC2 interruption of one of its nodes.
 
 pub mod amirelease;
 pub mod ebs_limits;
 #[cfg(feature = "aws")]
 pub mod ec2_kubelets;
+pub mod interrupt;
+pub mod interruption;
 pub mod kube_scheduler;
 #[cfg(test)]
 mod kube_scheduler_tests;
@@ -14,6 +17,7 @@ mod kube_scheduler_tests;
 mod kube_scheduler_volume_tests;
 pub mod kubelets;
 pub mod publish;
+pub mod rehearsal;
 pub mod report;
 pub mod volume_binding;
 pub mod volume_limits;
@@ -50,8 +54,21 @@ pub enum ReportFormat {
     Json,
 }
 
+/// The interruption queue a sandbox on the simulated cloud has unless `--interruption-queue`
+/// names another (`karpenter run` has none unless told): `karpenter sandbox interrupt` sends
+/// its events there and the controller reads it.
+pub const DEFAULT_INTERRUPTION_QUEUE: &str = "karpenter-sandbox";
+
 /// Flags of `karpenter sandbox`.
 #[derive(Args, Clone, Debug)]
+#[command(mut_arg("interruption_queue", |a| a
+    .default_value(DEFAULT_INTERRUPTION_QUEUE)
+    .default_value_if("cloud_provider", "aws", Some(""))
+    .help("The interruption queue (upstream's --interruption-queue): EventBridge's EC2 and \
+        AWS Health events, read by the controller. On the simulated cloud (the default) the \
+        sandbox has one called karpenter-sandbox, which `karpenter sandbox interrupt` sends \
+        to; an empty value turns interruption handling off. With --cloud-provider aws, off \
+        unless named")))]
 pub struct SandboxArgs {
     /// A workload: multi-document Kubernetes YAML or an Alibaba openb_pod_list CSV. Repeatable.
     /// Without one, the bundled Online Boutique is applied.
@@ -117,6 +134,11 @@ pub enum SandboxAction {
     /// Publish a new AMI release into a running sandbox's simulated cloud (an AMIRelease object
     /// the sandbox fulfils) and print its images: `<family>@latest` aliases move to them.
     PublishAmi(publish::PublishAmiArgs),
+    /// Rehearse an EC2 interruption of a running sandbox's node (an Interruption object the
+    /// sandbox acts on): the event goes to the interruption queue and the instance does what
+    /// EC2 would do to it.
+    #[command(after_help = interrupt::INTERRUPT_HELP)]
+    Interrupt(interrupt::InterruptArgs),
 }
 
 /// A sandbox that cannot start or apply its workload.
@@ -465,6 +487,9 @@ where
         let releases = amirelease::start(sb.store(), Arc::clone(sim), Arc::clone(&clock))
             .map_err(|e| SandboxError::Startup(format!("installing the AMIRelease CRD: {e}")))?;
         sb.adopt(releases);
+        let interruptions = interruption::start(sb.store(), Arc::clone(sim), Arc::clone(&clock))
+            .map_err(|e| SandboxError::Startup(format!("installing the Interruption CRD: {e}")))?;
+        sb.adopt(interruptions);
     }
     apply(sb.store(), manifests)?;
     let actors = ActorConfig {
@@ -671,6 +696,30 @@ mod tests {
         assert!(Cli::try_parse_from(["sandbox", "--cloud-faults", "quota=1"]).is_err());
         let none = Cli::try_parse_from(["sandbox"]).expect("no faults");
         assert_eq!(none.args.api_faults, None::<FaultConfig>);
+    }
+
+    #[test]
+    fn the_sandbox_has_an_interruption_queue_unless_told_otherwise() {
+        let queue = |argv: &[&str]| {
+            let mut all = vec!["sandbox"];
+            all.extend_from_slice(argv);
+            Cli::try_parse_from(all)
+                .expect("flags parse")
+                .args
+                .cloud
+                .interruption_queue
+        };
+        assert_eq!(queue(&[]), DEFAULT_INTERRUPTION_QUEUE);
+        assert_eq!(queue(&["--interruption-queue", ""]), "");
+        assert_eq!(queue(&["--interruption-queue", "q"]), "q");
+        assert_eq!(
+            queue(&["--cloud-provider", "aws"]),
+            "",
+            "a real account's queue must be named"
+        );
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        let help = cmd.render_long_help().to_string();
+        assert!(help.contains("karpenter sandbox interrupt"), "{help}");
     }
 
     fn pools(manifests: &[Manifest]) -> Vec<&str> {

@@ -5,7 +5,7 @@
 //! meet a bad AMI.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -142,22 +142,31 @@ fn published(obj: &DynamicObject) -> Option<(bool, String, String)> {
     Some((c["status"] == "True", text("reason"), text("message")))
 }
 
-async fn client(args: &PublishAmiArgs) -> Result<kube::Client, PublishAmiError> {
-    let config = match &args.kubeconfig {
+/// A client for the running sandbox `kubeconfig` names (default: `KUBECONFIG`, else
+/// ~/.kube/config), for the subcommands that act on one.
+///
+/// Errors: the kubeconfig cannot be read, or no client can be built from it (message).
+pub(crate) async fn sandbox_client(kubeconfig: Option<&Path>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
         Some(path) => {
             let unreadable = |e: &dyn std::fmt::Display| format!("reading {}: {e}", path.display());
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| PublishAmiError::Connect(unreadable(&e)))?;
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| unreadable(&e))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                 .await
-                .map_err(|e| PublishAmiError::Connect(unreadable(&e)))?
+                .map_err(|e| unreadable(&e))?
         }
         None => kube::Config::infer()
             .await
-            .map_err(|e| PublishAmiError::Connect(format!("reading the kubeconfig: {e}")))?,
+            .map_err(|e| format!("reading the kubeconfig: {e}"))?,
     };
-    controller::runtime::client(config)
-        .map_err(|e| PublishAmiError::Connect(format!("connecting to the sandbox: {e}")))
+    controller::runtime::client(config).map_err(|e| format!("connecting to the sandbox: {e}"))
+}
+
+async fn client(args: &PublishAmiArgs) -> Result<kube::Client, PublishAmiError> {
+    sandbox_client(args.kubeconfig.as_deref())
+        .await
+        .map_err(PublishAmiError::Connect)
 }
 
 /// Create the `AMIRelease` and wait until the sandbox published it; returns its name and

@@ -8,6 +8,7 @@
 pub mod faults;
 pub mod network;
 pub mod release;
+pub mod states;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +43,10 @@ pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(
 /// running; afterwards a delete answers NodeClaimNotFound. (EC2 takes about a minute; the
 /// sandbox keeps it short, long enough that callers really wait for "gone".)
 pub const SHUTDOWN_DURATION: SignedDuration = SignedDuration::from_secs(2);
+
+/// The simulated account's id, in the ARNs and EventBridge events it produces (the AWS
+/// documentation's example account).
+pub const ACCOUNT_ID: &str = "111122223333";
 
 /// One simulated instance.
 #[derive(Clone, Debug, PartialEq)]
@@ -116,6 +121,9 @@ struct State {
     instances: BTreeMap<String, SimInstance>,
     /// Instances shutting down, by id, with when their termination began.
     shutting_down: HashMap<String, Timestamp>,
+    /// Instances stopping or stopped (StopInstances), by id, with when the stop began (see
+    /// [`states`]).
+    stopped: HashMap<String, Timestamp>,
     /// Offerings out of capacity until the given time.
     unavailable: HashMap<OfferingKey, Timestamp>,
     /// Offerings that fail every launch (fault injection for tests and demos).
@@ -162,6 +170,7 @@ impl SimCloud {
                 network: SimNetwork::new(cluster_name),
                 instances: BTreeMap::new(),
                 shutting_down: HashMap::new(),
+                stopped: HashMap::new(),
                 unavailable: HashMap::new(),
                 shortages: HashSet::new(),
                 broken_images: HashSet::new(),
@@ -233,6 +242,7 @@ impl SimCloud {
             .collect();
         for id in done {
             state.shutting_down.remove(&id);
+            state.stopped.remove(&id);
             state.instances.remove(&id);
         }
         state
@@ -249,13 +259,15 @@ impl SimCloud {
     }
 
     /// Every running instance, with what its kubelet registers (the sandbox kubelet reads this,
-    /// leaving out those booted from [`SimCloud::broken_images`]).
+    /// leaving out those booted from [`SimCloud::broken_images`]). Stopped and stopping ones
+    /// are not running.
     pub fn instances(&self) -> Vec<SimInstance> {
         let state = self.lock();
         state
             .instances
             .values()
             .filter(|i| !state.shutting_down.contains_key(&i.id))
+            .filter(|i| !state.stopped.contains_key(&i.id))
             .cloned()
             .collect()
     }

@@ -330,3 +330,34 @@ async fn throttled_calls_fail_retryably_and_launch_nothing() {
         .expect("launch once the throttling stops");
     assert_eq!(c.launches(), 1);
 }
+
+#[tokio::test]
+async fn a_stopped_instance_runs_nothing_but_is_listed_until_terminated() {
+    use super::states::{InstanceState, STOP_DURATION};
+    let clock = Arc::new(FakeClock::new(jiff::Timestamp::now()));
+    let c = SimCloud::new("demo", Arc::clone(&clock) as Arc<dyn Clock>).expect("catalog");
+    let nc = node_class(&c);
+    let cl = claim(&["m5.large"], &["on-demand"]);
+    let l = c.create(&cl, &nc).await.expect("launch");
+    let state = |c: &SimCloud| c.describe(&l.provider_id).map(|(_, s)| s);
+    assert_eq!(state(&c), Some(InstanceState::Running));
+    assert!(c.stop(&l.provider_id));
+    assert!(!c.stop(&l.provider_id), "stopping twice is a no-op");
+    assert_eq!(state(&c), Some(InstanceState::Stopping));
+    assert!(c.instances().is_empty(), "no kubelet runs on it");
+    clock.advance(STOP_DURATION);
+    assert_eq!(state(&c), Some(InstanceState::Stopped));
+    assert_eq!(c.list().await.expect("list").len(), 1, "EC2 lists it");
+    c.delete(&cl)
+        .await
+        .expect("a stopped instance can be terminated");
+    assert_eq!(state(&c), Some(InstanceState::ShuttingDown));
+    assert!(
+        !c.stop(&l.provider_id),
+        "a terminated instance does not stop"
+    );
+    clock.advance(SHUTDOWN_DURATION);
+    assert_eq!(state(&c), None);
+    assert!(!c.stop("aws:///us-east-1a/i-0notthere"));
+    assert_eq!(InstanceState::ShuttingDown.to_string(), "shutting-down");
+}
