@@ -149,8 +149,8 @@ async fn an_interruption_object_is_sent_and_ec2_s_later_events_are_recorded() {
     nc.status = Some(sim.with_network(|n| n.resolve("demo", &nc)).status);
     let claim = nodeclaim("default-spot")
         .nodepool("default")
-        .requirement(INSTANCE_TYPE_LABEL, Operator::In, &["m5.large"])
-        .requirement(CAPACITY_TYPE_LABEL, Operator::In, &["spot"])
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["spot"])
         .build();
     let launched = sim.create(&claim, &nc).await.expect("launch");
 

@@ -52,8 +52,8 @@ impl World {
         nc.status = Some(self.sim.with_network(|n| n.resolve("demo", &nc)).status);
         let claim = nodeclaim(name)
             .nodepool("default")
-            .requirement(INSTANCE_TYPE_LABEL, Operator::In, &["m5.large"])
-            .requirement(CAPACITY_TYPE_LABEL, Operator::In, &[capacity_type])
+            .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])
+            .requirement(CAPACITY_TYPE_LABEL, Operator::In, [capacity_type])
             .build();
         let launched = self.sim.create(&claim, &nc).await.expect("launch");
         (claim, launched.provider_id)
