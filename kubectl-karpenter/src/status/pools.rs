@@ -37,7 +37,7 @@ pub struct PoolRow {
     pub upgrade: Upgrade,
 }
 
-/// A NodePool's NodeClaims by state (the four counts add up to `total`).
+/// A NodePool's NodeClaims by state (the five counts add up to `total`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
@@ -49,6 +49,8 @@ pub struct PoolCounts {
     pub in_flight: usize,
     /// Ready but drifted (waiting for, or in, an upgrade step).
     pub drifted: usize,
+    /// Being replaced because their instance is interrupted (not in the table's columns).
+    pub interrupted: usize,
     /// Being deleted (a deletionTimestamp), whatever their conditions.
     pub terminating: usize,
 }
@@ -153,6 +155,7 @@ impl PoolRow {
             match State::of(claim) {
                 s if s.in_flight() => counts.in_flight += 1,
                 State::Drifted => counts.drifted += 1,
+                State::Interrupted => counts.interrupted += 1,
                 State::Terminating => counts.terminating += 1,
                 _ => counts.ready += 1,
             }
@@ -297,6 +300,7 @@ mod tests {
                 ready: 1,
                 in_flight: 2,
                 drifted: 1,
+                interrupted: 0,
                 terminating: 0,
             }
         );

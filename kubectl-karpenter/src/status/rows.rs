@@ -1,14 +1,17 @@
 //! The NodeClaim rows of `kubectl karpenter status`: one per NodeClaim, with its lifecycle state
-//! (Launching → Registering → Initializing → Ready, then Drifted, or Terminating) derived from
-//! its status conditions, and the totals that count ready, drifted and in-flight capacity and
-//! its hourly cost. Pure: everything comes in as arguments, including `now` and the price book.
+//! (Launching → Registering → Initializing → Ready, then Drifted, Interrupted, or Terminating)
+//! derived from its status conditions and disruption annotations, and the totals that count
+//! ready, drifted, interrupted and in-flight capacity and its hourly cost. Pure: everything
+//! comes in as arguments, including `now` and the price book.
 
 use std::fmt;
 
 use crds::NodeClaim;
 use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
+use crds::disruption::{DRAIN_BY_ANNOTATION, REASON_ANNOTATION};
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL};
 use jiff::Timestamp;
+use karpenter_core::interruption::Kind;
 use serde::Serialize;
 
 use super::limits::{LimitedBy, Sizing};
@@ -30,17 +33,25 @@ pub enum State {
     /// Ready, but its `Drifted` condition is True: no longer what its NodePool or node class
     /// would launch, so the upgrade will replace it.
     Drifted,
+    /// Its instance is interrupted (EC2 reclaims the spot instance, a scheduled change retires
+    /// it, it is stopping or terminating) and Karpenter is replacing it: its disruption reason
+    /// ([`REASON_ANNOTATION`]) is an interruption's ([`interruption_reason`]), whatever its
+    /// conditions say.
+    Interrupted,
     /// Being deleted (has a deletionTimestamp), whatever its conditions say.
     Terminating,
 }
 
 impl State {
-    /// Derives the state from the NodeClaim's deletionTimestamp and conditions: Terminating
-    /// wins, then the first of Launched, Registered, Initialized that is not True; a ready
-    /// NodeClaim with `Drifted=True` is Drifted.
+    /// Derives the state from the NodeClaim's deletionTimestamp, disruption reason and
+    /// conditions: Terminating wins, then Interrupted, then the first of Launched, Registered,
+    /// Initialized that is not True; a ready NodeClaim with `Drifted=True` is Drifted.
     pub fn of(claim: &NodeClaim) -> State {
         if claim.metadata.deletion_timestamp.is_some() {
             return State::Terminating;
+        }
+        if interruption_reason(claim).is_some() {
+            return State::Interrupted;
         }
         let conds = claim.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
         if !conditions::is_true(conds, LAUNCHED) {
@@ -64,6 +75,7 @@ impl State {
             State::Initializing => "Initializing",
             State::Ready => "Ready",
             State::Drifted => "Drifted",
+            State::Interrupted => "Interrupted",
             State::Terminating => "Terminating",
         }
     }
@@ -75,6 +87,15 @@ impl State {
             State::Launching | State::Registering | State::Initializing
         )
     }
+}
+
+/// The interruption a NodeClaim is being replaced for: its [`REASON_ANNOTATION`] when that is
+/// an interruption's disruption reason (`SpotInterrupted`, `ScheduledChange`,
+/// `InstanceStopped`, `InstanceTerminated`: [`Kind::history_reason`]).
+pub fn interruption_reason(claim: &NodeClaim) -> Option<&'static str> {
+    annotation(claim, REASON_ANNOTATION)
+        .and_then(|r| Kind::from_history_reason(&r))
+        .and_then(Kind::history_reason)
 }
 
 impl fmt::Display for State {
@@ -153,6 +174,12 @@ pub struct Row {
     /// Cloud provider id of the instance.
     #[serde(rename = "providerID")]
     pub provider_id: Option<String>,
+    /// Why Karpenter is disrupting it, while a disruption (consolidation, interruption) is
+    /// under way: its [`REASON_ANNOTATION`], e.g. `Underutilized` or `SpotInterrupted`.
+    pub disruption_reason: Option<String>,
+    /// When its drain starts at the latest, replacement ready or not (an interrupted
+    /// NodeClaim's [`DRAIN_BY_ANNOTATION`]).
+    pub drain_by: Option<Timestamp>,
 }
 
 fn label(claim: &NodeClaim, key: &str) -> Option<String> {
@@ -161,6 +188,16 @@ fn label(claim: &NodeClaim, key: &str) -> Option<String> {
         .labels
         .as_ref()
         .and_then(|l| l.get(key))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+fn annotation(claim: &NodeClaim, key: &str) -> Option<String> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
         .filter(|v| !v.is_empty())
         .cloned()
 }
@@ -214,6 +251,8 @@ impl Row {
             age: age::age(created, now),
             node_class,
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
+            disruption_reason: annotation(claim, REASON_ANNOTATION),
+            drain_by: annotation(claim, DRAIN_BY_ANNOTATION).and_then(|t| t.parse().ok()),
         }
     }
 }
@@ -240,6 +279,8 @@ pub struct Totals {
     pub ready: usize,
     /// Ready but drifted ones.
     pub drifted: usize,
+    /// Being replaced because their instance is interrupted.
+    pub interrupted: usize,
     /// Launching, registering or initializing ones.
     pub in_flight: usize,
     /// Waiting for their instance (`Launched` not True).
@@ -271,6 +312,7 @@ impl Totals {
                 State::Initializing => t.initializing += 1,
                 State::Ready => t.ready += 1,
                 State::Drifted => t.drifted += 1,
+                State::Interrupted => t.interrupted += 1,
                 State::Terminating => t.terminating += 1,
             }
             match row.price {
@@ -287,8 +329,9 @@ impl Totals {
 
 impl fmt::Display for Totals {
     /// `3 nodeclaims: 1 ready, 0 drifted, 2 in flight (1 launching, 0 registering,
-    /// 1 initializing), 0 terminating; $0.1234/hour`, plus `(N without a known price)` when
-    /// some are unpriced.
+    /// 1 initializing), 0 terminating; $0.1234/hour`, with `, N interrupted` after the
+    /// terminating count when some are, plus `(N without a known price)` when some are
+    /// unpriced.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let noun = if self.total == 1 {
             "nodeclaim"
@@ -298,7 +341,7 @@ impl fmt::Display for Totals {
         write!(
             f,
             "{} {noun}: {} ready, {} drifted, {} in flight ({} launching, {} registering, \
-             {} initializing), {} terminating; ${:.4}/hour",
+             {} initializing), {} terminating",
             self.total,
             self.ready,
             self.drifted,
@@ -307,8 +350,11 @@ impl fmt::Display for Totals {
             self.registering,
             self.initializing,
             self.terminating,
-            self.hourly_price,
         )?;
+        if self.interrupted > 0 {
+            write!(f, ", {} interrupted", self.interrupted)?;
+        }
+        write!(f, "; ${:.4}/hour", self.hourly_price)?;
         if self.unpriced > 0 {
             write!(f, " ({} without a known price)", self.unpriced)?;
         }
@@ -360,6 +406,75 @@ mod tests {
                 "{true_conds:?} deleting={deleting}"
             );
         }
+    }
+
+    #[test]
+    fn an_interruption_s_disruption_reason_makes_a_nodeclaim_interrupted() {
+        let all = [LAUNCHED, REGISTERED, INITIALIZED];
+        let cases: &[(&str, &[&str], bool, State)] = &[
+            ("SpotInterrupted", &all, false, State::Interrupted),
+            ("ScheduledChange", &all, false, State::Interrupted),
+            ("InstanceStopped", &all, false, State::Interrupted),
+            ("InstanceTerminated", &[LAUNCHED], false, State::Interrupted),
+            (
+                "SpotInterrupted",
+                &[LAUNCHED, REGISTERED, INITIALIZED, DRIFTED],
+                false,
+                State::Interrupted,
+            ),
+            ("SpotInterrupted", &all, true, State::Terminating),
+            // Consolidation's reasons are not interruptions; a rebalance removes nothing.
+            ("Underutilized", &all, false, State::Ready),
+            ("Empty", &all, false, State::Ready),
+            ("RebalanceRecommendation", &all, false, State::Ready),
+            ("Unhealthy", &all, false, State::Ready),
+        ];
+        for (reason, true_conds, deleting, want) in cases {
+            let mut claim = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+            fixtures::set_true(&mut claim, true_conds);
+            fixtures::mark_disrupted(&mut claim, reason, Some("2025-06-01T12:01:40Z"));
+            if *deleting {
+                fixtures::mark_deleting(&mut claim);
+            }
+            assert_eq!(State::of(&claim), *want, "{reason} deleting={deleting}");
+            let row = Row::of(
+                &claim,
+                fixtures::now(),
+                &fixtures::FixedPrices,
+                &Loads::default(),
+                &Sizing::default(),
+            );
+            assert_eq!(row.disruption_reason.as_deref(), Some(*reason));
+            assert_eq!(
+                row.drain_by,
+                Some("2025-06-01T12:01:40Z".parse().expect("time"))
+            );
+        }
+        let mut bad = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+        fixtures::mark_disrupted(&mut bad, "SpotInterrupted", Some("soon"));
+        let row = Row::of(
+            &bad,
+            fixtures::now(),
+            &fixtures::FixedPrices,
+            &Loads::default(),
+            &Sizing::default(),
+        );
+        assert_eq!(row.drain_by, None, "an unreadable time is left out");
+        assert_eq!(interruption_reason(&bad), Some("SpotInterrupted"));
+    }
+
+    #[test]
+    fn totals_mention_interrupted_nodeclaims_only_when_there_are_some() {
+        let mut rows = build_rows(&fixtures::sample(), fixtures::now(), &fixtures::FixedPrices);
+        rows[0].state = State::Interrupted;
+        let totals = Totals::of(&rows);
+        assert_eq!((totals.ready, totals.interrupted), (1, 1));
+        assert_eq!(
+            totals.to_string(),
+            "6 nodeclaims: 1 ready, 0 drifted, 3 in flight (1 launching, 1 registering, \
+             1 initializing), 1 terminating, 1 interrupted; $1.2345/hour (2 without a known \
+             price)"
+        );
     }
 
     #[test]
