@@ -185,9 +185,9 @@ impl ColorChoice {
 pub enum Command {
     /// The operator's cockpit: per NodePool, limits vs usage, nodes ready / in flight / drifted /
     /// terminating and the upgrade state; then NodeClaims with their lifecycle state (Launching,
-    /// Registering, Initializing, Ready, Drifted, Terminating), instance type, their node's pods
-    /// and requested/allocatable cpu and memory and age (offering, node and price with -o wide);
-    /// then totals including the fleet's cost per hour.
+    /// Registering, Initializing, Ready, Drifted, Interrupted, Terminating), instance type, their
+    /// node's pods and requested/allocatable cpu and memory and age (offering, node and price
+    /// with -o wide); then totals including the fleet's cost per hour.
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
     /// Find what Karpenter launched or tracks that nothing owns or that is stuck: NodeClaims not
@@ -237,7 +237,12 @@ pods are all DaemonSet or static pods (nothing for consolidation to move). CPU a
 the pods' requests (as kube-scheduler counts them) against the Node's allocatable, e.g.
 `1.1/1.93 (56%)` (cores) and `2.1/7.1Gi (29%)`; a NodeClaim whose Node has not joined shows 0
 against its own allocatable. Reading them lists every pod once (one call): the user needs list
-on pods and nodes. -o wide adds the NodePool, offering, node, price and provider id.
+on pods and nodes. -o wide adds the NodePool, offering, node, price and provider id, and for a
+NodeClaim being disrupted its DISRUPTION-REASON (and DRAIN-BY, when its drain starts at the
+latest). STATE `Interrupted (SpotInterrupted)` marks a NodeClaim Karpenter is replacing because
+EC2 interrupts its instance (SpotInterrupted, ScheduledChange, InstanceStopped,
+InstanceTerminated): the replacement launches at once and the node drains when it is ready or at
+DRAIN-BY, whichever comes first.
 Exit status: 0 listed (also when there are none), 2 error (e.g. Karpenter's CRDs not installed).
 
 Examples:

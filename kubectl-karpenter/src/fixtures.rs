@@ -58,6 +58,31 @@ pub fn mark_deleting(claim: &mut NodeClaim) {
     claim.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
 }
 
+/// Marks the NodeClaim as the candidate of a disruption command for `reason` (e.g.
+/// `Underutilized`, `SpotInterrupted`) started at 11:59:40, replaced by `<name>-r`, with the
+/// drain due at `drain_by` when given (as the controller annotates interrupted NodeClaims).
+pub fn mark_disrupted(claim: &mut NodeClaim, reason: &str, drain_by: Option<&str>) {
+    use crds::disruption::{
+        COMMAND_ANNOTATION, DRAIN_BY_ANNOTATION, REASON_ANNOTATION, REPLACEMENT_ANNOTATION,
+        STARTED_ANNOTATION,
+    };
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let annotations = claim
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.insert(
+        COMMAND_ANNOTATION.into(),
+        format!("{}-x7k2p", reason.to_ascii_lowercase()),
+    );
+    annotations.insert(REASON_ANNOTATION.into(), reason.into());
+    annotations.insert(REPLACEMENT_ANNOTATION.into(), format!("{name}-r"));
+    annotations.insert(STARTED_ANNOTATION.into(), "2025-06-01T11:59:40Z".into());
+    if let Some(at) = drain_by {
+        annotations.insert(DRAIN_BY_ANNOTATION.into(), at.into());
+    }
+}
+
 fn registered(claim: &mut NodeClaim, node: Option<&str>, instance: &str, zone: &str) {
     let status = claim.status.get_or_insert_with(Default::default);
     status.provider_id = Some(format!("aws:///{zone}/{instance}"));

@@ -432,7 +432,9 @@ async fn wide_json_sort_and_nodepool_filter() {
             "PRICE/HOUR",
             "NODECLASS",
             "PROVIDER-ID",
-            "LIMITED-BY"
+            "LIMITED-BY",
+            "DISRUPTION-REASON",
+            "DRAIN-BY"
         ])[..]
     );
     assert_eq!(rows[1][0], "gpu-initializing");

@@ -11,10 +11,12 @@ Reads the ConfigMap karpenter-disruption-history that the controller keeps in it
 (the leader Lease's; `kubectl get configmap -A --field-selector
 metadata.name=karpenter-disruption-history -o yaml` shows it too): one record per NodeClaim
 Karpenter removed, for any reason (Empty, Underutilized, Drifted, Expired, LaunchTimeout,
-RegistrationTimeout, GarbageCollected, InsufficientCapacity, NodeClassNotReady, or Deleted when
-someone deleted it without a Karpenter reason), and one per disruption it rolled back (OUTCOME
-RolledBack: the replacement did not initialize and the node kept running). It survives controller
-restarts and Event expiry; the controller keeps the newest 500 records.
+RegistrationTimeout, GarbageCollected, InsufficientCapacity, NodeClassNotReady; SpotInterrupted,
+ScheduledChange, InstanceStopped, InstanceTerminated when EC2 interrupted its instance; Unhealthy
+when node repair replaced it; or Deleted when someone deleted it without a Karpenter reason), and
+one per disruption it rolled back (OUTCOME RolledBack: the replacement did not initialize and
+the node kept running). It survives controller restarts and Event expiry; the controller keeps
+the newest 500 records.
 
 Records are listed oldest first, the newest last (as `kubectl get events` and logs read). AGE is
 the time since the NodeClaim was released; PODS the reschedulable pods its node had when the

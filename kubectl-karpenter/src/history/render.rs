@@ -283,6 +283,86 @@ AGE   NODECLAIM   NODEPOOL   INSTANCE-TYPE   REASON          OUTCOME      PODS  
     }
 
     #[test]
+    fn interruption_and_repair_reasons_read_as_recorded() {
+        let base = sample().remove(1);
+        let record = |id: &str, reason: &str, message: Option<&str>| Record {
+            id: id.into(),
+            nodeclaim: format!("default-{id}"),
+            capacity_type: Some("spot".into()),
+            instance_type: Some("m5.large".into()),
+            reason: reason.into(),
+            message: message.map(String::from),
+            price: Some(0.035),
+            replacement: Some(Replacement {
+                nodeclaim: format!("default-{id}r"),
+                instance_type: Some("c5.large".into()),
+                price: Some(0.032),
+                replaces: 1,
+            }),
+            cost_change: Some(0.032 - 0.035),
+            ..base.clone()
+        };
+        let records = [
+            record(
+                "s",
+                "SpotInterrupted",
+                Some("Spot interruption warning was triggered"),
+            ),
+            record("h", "ScheduledChange", None),
+            record("p", "InstanceStopped", None),
+            Record {
+                replacement: None,
+                cost_change: Some(-0.035),
+                pods_moved: 0,
+                ..record("t", "InstanceTerminated", None)
+            },
+            record("u", "Unhealthy", Some("Ready=False for 30m")),
+        ];
+        for kind in [
+            karpenter_core::interruption::Kind::SpotInterrupted,
+            karpenter_core::interruption::Kind::ScheduledChange,
+            karpenter_core::interruption::Kind::InstanceStopped,
+            karpenter_core::interruption::Kind::InstanceTerminated,
+        ] {
+            let reason = kind.history_reason().expect("a removal");
+            assert!(records.iter().any(|r| r.reason == reason), "{reason}");
+        }
+        let mut out = Vec::new();
+        let options = TableOptions {
+            wide: true,
+            headers: true,
+            color: false,
+        };
+        write_table(&mut out, &records, now(), options).expect("write");
+        let got = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = got.lines().collect();
+        assert!(
+            lines[0].starts_with(
+                "AGE   NODECLAIM   NODEPOOL   INSTANCE-TYPE   REASON               OUTCOME   PODS   COST-CHANGE"
+            ),
+            "\n{got}"
+        );
+        assert!(
+            lines[1].starts_with(
+                "30m   default-s   default    m5.large        SpotInterrupted      Removed   3      -$0.0030/h    ip-10-0-1-2.ec2.internal   us-east-1a   spot            $0.0350      default-sr (c5.large)"
+            ),
+            "\n{got}"
+        );
+        assert!(
+            lines[1].ends_with("Spot interruption warning was triggered"),
+            "\n{got}"
+        );
+        assert!(
+            lines[4].starts_with(
+                "30m   default-t   default    m5.large        InstanceTerminated   Removed   0      -$0.0350/h"
+            ),
+            "\n{got}"
+        );
+        assert!(lines[5].contains(" Unhealthy "), "\n{got}");
+        assert!(lines[5].ends_with("Ready=False for 30m"), "\n{got}");
+    }
+
+    #[test]
     fn colour_only_when_asked() {
         let plain = table(TableOptions {
             wide: false,

@@ -141,6 +141,54 @@ pub fn snapshot() -> Snapshot {
     }
 }
 
+/// [`snapshot`] plus `default-spot`, a spot c5.large Karpenter is replacing because EC2 sent
+/// its two-minute interruption warning (drain due at 12:01:40), and its replacement
+/// `default-spot-r`, launching.
+pub fn snapshot_with_interruption() -> Snapshot {
+    let mut snapshot = snapshot();
+    let mut spot = crate::fixtures::claim("default-spot", "default", "2025-06-01T10:00:00Z");
+    crate::fixtures::set_offering(&mut spot, "c5.large", "spot", "us-east-1b");
+    crate::fixtures::set_true(
+        &mut spot,
+        &["Launched", "Registered", "Initialized", "Ready"],
+    );
+    crate::fixtures::mark_disrupted(&mut spot, "SpotInterrupted", Some("2025-06-01T12:01:40Z"));
+    let status = spot.status.get_or_insert_with(Default::default);
+    status.provider_id = Some("aws:///us-east-1b/i-0a1b2c3d4e5f60006".into());
+    status.node_name = Some("ip-10-0-2-6.ec2.internal".into());
+    let mut replacement =
+        crate::fixtures::claim("default-spot-r", "default", "2025-06-01T11:59:41Z");
+    replacement.metadata.annotations = Some(
+        [
+            (
+                crds::disruption::COMMAND_ANNOTATION.to_owned(),
+                "spotinterrupted-x7k2p".to_owned(),
+            ),
+            (
+                crds::disruption::REPLACES_ANNOTATION.to_owned(),
+                "default-spot".to_owned(),
+            ),
+        ]
+        .into(),
+    );
+    snapshot.claims.extend([spot, replacement]);
+    snapshot.nodes.push(sized_node(
+        "ip-10-0-2-6.ec2.internal",
+        "1930m",
+        "3389Mi",
+        "8",
+    ));
+    snapshot.pods.push(
+        pod("cart-1")
+            .cpu("250m")
+            .memory("256Mi")
+            .owner("apps/v1", "ReplicaSet", "cart-7c9f", "uid-cart")
+            .on_node("ip-10-0-2-6.ec2.internal")
+            .build(),
+    );
+    snapshot
+}
+
 /// A Node `name` with an EKS-like allocatable.
 fn sized_node(name: &str, cpu: &str, memory: &str, pods: &str) -> Node {
     node(name)

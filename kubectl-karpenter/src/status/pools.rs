@@ -52,6 +52,8 @@ pub struct PoolCounts {
     /// Their node matches a repair policy (node repair replaces them once it has held long
     /// enough).
     pub unhealthy: usize,
+    /// Being replaced because their instance is interrupted (not in the table's columns).
+    pub interrupted: usize,
     /// Being deleted (a deletionTimestamp), whatever their conditions.
     pub terminating: usize,
 }
@@ -66,6 +68,7 @@ impl PoolCounts {
                 s if s.in_flight() => counts.in_flight += 1,
                 State::Drifted => counts.drifted += 1,
                 State::Unhealthy => counts.unhealthy += 1,
+                State::Interrupted => counts.interrupted += 1,
                 State::Terminating => counts.terminating += 1,
                 _ => counts.ready += 1,
             }
@@ -308,6 +311,7 @@ mod tests {
                 in_flight: 2,
                 drifted: 1,
                 unhealthy: 0,
+                interrupted: 0,
                 terminating: 0,
             }
         );

@@ -1,15 +1,17 @@
 //! The NodeClaim rows of `kubectl karpenter status`: one per NodeClaim, with its lifecycle state
-//! (Launching → Registering → Initializing → Ready, then Drifted or Unhealthy, or Terminating)
-//! derived from its status conditions and its node's, and the totals that count ready, drifted,
-//! unhealthy and in-flight capacity and its hourly cost. Pure: everything comes in as
-//! arguments, including `now` and the price book.
+//! (Launching → Registering → Initializing → Ready, then Drifted, Unhealthy, Interrupted or
+//! Terminating) derived from its status conditions, its node's and its disruption annotations,
+//! and the totals that count ready, drifted, unhealthy, interrupted and in-flight capacity and
+//! its hourly cost. Pure: everything comes in as arguments, including `now` and the price book.
 
 use std::fmt;
 
 use crds::NodeClaim;
 use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
+use crds::disruption::{DRAIN_BY_ANNOTATION, REASON_ANNOTATION};
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL};
 use jiff::Timestamp;
+use karpenter_core::interruption::Kind;
 use serde::Serialize;
 
 use karpenter_core::lifecycle::repair::Unhealthy;
@@ -38,17 +40,25 @@ pub enum State {
     /// the policy's toleration has run out. An initializing node counts only after that: nodes
     /// are expected to be NotReady for a while as they boot.
     Unhealthy,
+    /// Its instance is interrupted (EC2 reclaims the spot instance, a scheduled change retires
+    /// it, it is stopping or terminating) and Karpenter is replacing it: its disruption reason
+    /// ([`REASON_ANNOTATION`]) is an interruption's ([`interruption_reason`]), whatever its
+    /// conditions say.
+    Interrupted,
     /// Being deleted (has a deletionTimestamp), whatever its conditions say.
     Terminating,
 }
 
 impl State {
-    /// Derives the state from the NodeClaim's deletionTimestamp and conditions: Terminating
-    /// wins, then the first of Launched, Registered, Initialized that is not True; a ready
-    /// NodeClaim with `Drifted=True` is Drifted.
+    /// Derives the state from the NodeClaim's deletionTimestamp, disruption reason and
+    /// conditions: Terminating wins, then Interrupted, then the first of Launched, Registered,
+    /// Initialized that is not True; a ready NodeClaim with `Drifted=True` is Drifted.
     pub fn of(claim: &NodeClaim) -> State {
         if claim.metadata.deletion_timestamp.is_some() {
             return State::Terminating;
+        }
+        if interruption_reason(claim).is_some() {
+            return State::Interrupted;
         }
         let conds = claim.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
         if !conditions::is_true(conds, LAUNCHED) {
@@ -73,6 +83,7 @@ impl State {
             State::Ready => "Ready",
             State::Drifted => "Drifted",
             State::Unhealthy => "Unhealthy",
+            State::Interrupted => "Interrupted",
             State::Terminating => "Terminating",
         }
     }
@@ -95,6 +106,15 @@ impl State {
             State::Launching | State::Registering | State::Initializing
         )
     }
+}
+
+/// The interruption a NodeClaim is being replaced for: its [`REASON_ANNOTATION`] when that is
+/// an interruption's disruption reason (`SpotInterrupted`, `ScheduledChange`,
+/// `InstanceStopped`, `InstanceTerminated`: [`Kind::history_reason`]).
+pub fn interruption_reason(claim: &NodeClaim) -> Option<&'static str> {
+    annotation(claim, REASON_ANNOTATION)
+        .and_then(|r| Kind::from_history_reason(&r))
+        .and_then(Kind::history_reason)
 }
 
 impl fmt::Display for State {
@@ -174,6 +194,12 @@ pub struct Row {
     /// Cloud provider id of the instance.
     #[serde(rename = "providerID")]
     pub provider_id: Option<String>,
+    /// Why Karpenter is disrupting it, while a disruption (consolidation, interruption) is
+    /// under way: its [`REASON_ANNOTATION`], e.g. `Underutilized` or `SpotInterrupted`.
+    pub disruption_reason: Option<String>,
+    /// When its drain starts at the latest, replacement ready or not (an interrupted
+    /// NodeClaim's [`DRAIN_BY_ANNOTATION`]).
+    pub drain_by: Option<Timestamp>,
     /// The condition of its node that a repair policy matches, if one does.
     pub unhealthy: Option<Health>,
 }
@@ -213,6 +239,16 @@ fn label(claim: &NodeClaim, key: &str) -> Option<String> {
         .labels
         .as_ref()
         .and_then(|l| l.get(key))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+fn annotation(claim: &NodeClaim, key: &str) -> Option<String> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
         .filter(|v| !v.is_empty())
         .cloned()
 }
@@ -268,6 +304,8 @@ impl Row {
             node_class,
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
             unhealthy: unhealthy.map(Health::of),
+            disruption_reason: annotation(claim, REASON_ANNOTATION),
+            drain_by: annotation(claim, DRAIN_BY_ANNOTATION).and_then(|t| t.parse().ok()),
         }
     }
 }
@@ -296,6 +334,8 @@ pub struct Totals {
     pub drifted: usize,
     /// Ones whose node matches a repair policy (drifted or not).
     pub unhealthy: usize,
+    /// Being replaced because their instance is interrupted.
+    pub interrupted: usize,
     /// Launching, registering or initializing ones.
     pub in_flight: usize,
     /// Waiting for their instance (`Launched` not True).
@@ -328,6 +368,7 @@ impl Totals {
                 State::Ready => t.ready += 1,
                 State::Drifted => t.drifted += 1,
                 State::Unhealthy => t.unhealthy += 1,
+                State::Interrupted => t.interrupted += 1,
                 State::Terminating => t.terminating += 1,
             }
             match row.price {
@@ -345,7 +386,8 @@ impl Totals {
 impl fmt::Display for Totals {
     /// `3 nodeclaims: 1 ready, 0 drifted, 2 in flight (1 launching, 0 registering,
     /// 1 initializing), 0 terminating; $0.1234/hour`, with `, N unhealthy` after the drifted
-    /// count when some are, and `(N without a known price)` when some are unpriced.
+    /// count and `, N interrupted` after the terminating count when some are, plus
+    /// `(N without a known price)` when some are unpriced.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let noun = if self.total == 1 {
             "nodeclaim"
@@ -359,7 +401,7 @@ impl fmt::Display for Totals {
         write!(
             f,
             "{} {noun}: {} ready, {} drifted{unhealthy}, {} in flight ({} launching, \
-             {} registering, {} initializing), {} terminating; ${:.4}/hour",
+             {} registering, {} initializing), {} terminating",
             self.total,
             self.ready,
             self.drifted,
@@ -368,8 +410,11 @@ impl fmt::Display for Totals {
             self.registering,
             self.initializing,
             self.terminating,
-            self.hourly_price,
         )?;
+        if self.interrupted > 0 {
+            write!(f, ", {} interrupted", self.interrupted)?;
+        }
+        write!(f, "; ${:.4}/hour", self.hourly_price)?;
         if self.unpriced > 0 {
             write!(f, " ({} without a known price)", self.unpriced)?;
         }
@@ -421,6 +466,75 @@ mod tests {
                 "{true_conds:?} deleting={deleting}"
             );
         }
+    }
+
+    #[test]
+    fn an_interruption_s_disruption_reason_makes_a_nodeclaim_interrupted() {
+        let all = [LAUNCHED, REGISTERED, INITIALIZED];
+        let cases: &[(&str, &[&str], bool, State)] = &[
+            ("SpotInterrupted", &all, false, State::Interrupted),
+            ("ScheduledChange", &all, false, State::Interrupted),
+            ("InstanceStopped", &all, false, State::Interrupted),
+            ("InstanceTerminated", &[LAUNCHED], false, State::Interrupted),
+            (
+                "SpotInterrupted",
+                &[LAUNCHED, REGISTERED, INITIALIZED, DRIFTED],
+                false,
+                State::Interrupted,
+            ),
+            ("SpotInterrupted", &all, true, State::Terminating),
+            // Consolidation's reasons are not interruptions; a rebalance removes nothing.
+            ("Underutilized", &all, false, State::Ready),
+            ("Empty", &all, false, State::Ready),
+            ("RebalanceRecommendation", &all, false, State::Ready),
+            ("Unhealthy", &all, false, State::Ready),
+        ];
+        for (reason, true_conds, deleting, want) in cases {
+            let mut claim = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+            fixtures::set_true(&mut claim, true_conds);
+            fixtures::mark_disrupted(&mut claim, reason, Some("2025-06-01T12:01:40Z"));
+            if *deleting {
+                fixtures::mark_deleting(&mut claim);
+            }
+            assert_eq!(State::of(&claim), *want, "{reason} deleting={deleting}");
+            let row = Row::of(
+                &claim,
+                fixtures::now(),
+                &fixtures::FixedPrices,
+                &Loads::default(),
+                &Sizing::default(),
+            );
+            assert_eq!(row.disruption_reason.as_deref(), Some(*reason));
+            assert_eq!(
+                row.drain_by,
+                Some("2025-06-01T12:01:40Z".parse().expect("time"))
+            );
+        }
+        let mut bad = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+        fixtures::mark_disrupted(&mut bad, "SpotInterrupted", Some("soon"));
+        let row = Row::of(
+            &bad,
+            fixtures::now(),
+            &fixtures::FixedPrices,
+            &Loads::default(),
+            &Sizing::default(),
+        );
+        assert_eq!(row.drain_by, None, "an unreadable time is left out");
+        assert_eq!(interruption_reason(&bad), Some("SpotInterrupted"));
+    }
+
+    #[test]
+    fn totals_mention_interrupted_nodeclaims_only_when_there_are_some() {
+        let mut rows = build_rows(&fixtures::sample(), fixtures::now(), &fixtures::FixedPrices);
+        rows[0].state = State::Interrupted;
+        let totals = Totals::of(&rows);
+        assert_eq!((totals.ready, totals.interrupted), (1, 1));
+        assert_eq!(
+            totals.to_string(),
+            "6 nodeclaims: 1 ready, 0 drifted, 3 in flight (1 launching, 1 registering, \
+             1 initializing), 1 terminating, 1 interrupted; $1.2345/hour (2 without a known \
+             price)"
+        );
     }
 
     #[test]

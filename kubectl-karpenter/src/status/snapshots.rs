@@ -15,8 +15,11 @@ use crate::cli::OutputFormat;
 mod snapshot;
 
 fn render(format: OutputFormat, view: &View) -> String {
-    let snapshot = fixtures::snapshot();
-    let doc = Document::build(&snapshot, view, fixtures::now(), &fixtures::FixedPrices);
+    render_of(&fixtures::snapshot(), format, view)
+}
+
+fn render_of(snapshot: &super::document::Snapshot, format: OutputFormat, view: &View) -> String {
+    let doc = Document::build(snapshot, view, fixtures::now(), &fixtures::FixedPrices);
     let mut out = Vec::new();
     let print = Print {
         format,
@@ -97,4 +100,57 @@ fn table_of_one_nodepool_by_price() {
         "table-default-by-price.txt",
         &render(OutputFormat::Table, &view),
     );
+}
+
+#[test]
+fn an_interrupted_nodeclaim_names_its_interruption() {
+    let snapshot = fixtures::snapshot_with_interruption();
+    let table = render_of(&snapshot, OutputFormat::Table, &View::default());
+    check("interrupted.txt", &table);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("default-spot "))
+        .expect("the interrupted row");
+    assert!(line.contains(" Interrupted (SpotInterrupted) "), "{line}");
+    assert!(
+        table.contains(", 1 interrupted; $"),
+        "the totals count it: {table}"
+    );
+    let wide = render_of(&snapshot, OutputFormat::Wide, &View::default());
+    check("interrupted-wide.txt", &wide);
+    let line = wide
+        .lines()
+        .find(|l| l.starts_with("default-spot "))
+        .expect("the interrupted row");
+    assert!(
+        line.ends_with("SpotInterrupted     2025-06-01T12:01:40Z"),
+        "{line}"
+    );
+    let json = render_of(&snapshot, OutputFormat::Json, &View::default());
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let row = |name: &str| {
+        doc["nodeClaims"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == name))
+            .cloned()
+            .expect(name)
+    };
+    let spot = row("default-spot");
+    assert_eq!(spot["state"], "Interrupted");
+    assert_eq!(spot["disruptionReason"], "SpotInterrupted");
+    assert_eq!(spot["drainBy"], "2025-06-01T12:01:40Z");
+    let ready = row("default-abcde");
+    assert_eq!(
+        (ready.get("disruptionReason"), ready.get("drainBy")),
+        (
+            Some(&serde_json::Value::Null),
+            Some(&serde_json::Value::Null)
+        )
+    );
+    assert_eq!(doc["totals"]["interrupted"], 1);
+    let default_pool = doc["nodePools"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "default"))
+        .expect("default pool");
+    assert_eq!(default_pool["nodeClaims"]["interrupted"], 1);
 }

@@ -15,7 +15,8 @@ pub enum SortBy {
     /// NodePool, then name.
     #[default]
     Nodepool,
-    /// Lifecycle state: Launching, Registering, Initializing, Ready, Drifted, Terminating.
+    /// Lifecycle state: Launching, Registering, Initializing, Ready, Drifted, Interrupted,
+    /// Terminating.
     State,
     /// Oldest first (as kubectl's `--sort-by=.metadata.creationTimestamp`); unknown last.
     Age,

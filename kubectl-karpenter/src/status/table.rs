@@ -1,7 +1,8 @@
 //! The `status` tables: the NodePool section (limits against usage, NodeClaim counts by
 //! lifecycle state, where the serial upgrade stands), then one row per NodeClaim, then the totals
 //! line, separated by blank lines, laid out by kubectl's printer ([`crate::render`]). STATE is
-//! coloured by lifecycle state and UPGRADE by rollout state when colour is on.
+//! coloured by lifecycle state and UPGRADE by rollout state when colour is on; an interrupted
+//! NodeClaim's STATE names the interruption, e.g. `Interrupted (SpotInterrupted)`.
 
 use std::io::{self, Write};
 
@@ -25,7 +26,7 @@ const HEADERS: [&str; 7] = [
     "MEMORY",
     "AGE",
 ];
-const WIDE_HEADERS: [&str; 8] = [
+const WIDE_HEADERS: [&str; 10] = [
     "NODEPOOL",
     "CAPACITY-TYPE",
     "ZONE",
@@ -34,6 +35,8 @@ const WIDE_HEADERS: [&str; 8] = [
     "NODECLASS",
     "PROVIDER-ID",
     "LIMITED-BY",
+    "DISRUPTION-REASON",
+    "DRAIN-BY",
 ];
 const POOL_HEADERS: [&str; 9] = [
     "NODEPOOL",
@@ -48,14 +51,24 @@ const POOL_HEADERS: [&str; 9] = [
 ];
 const POOL_WIDE_HEADERS: [&str; 1] = ["NODES"];
 
-/// The colour of a state: green when ready, yellow while in flight, magenta when drifted, red
-/// when unhealthy or terminating.
+/// The colour of a state: green when ready, yellow while in flight, magenta when drifted, dark
+/// red when interrupted, red when unhealthy or terminating.
 pub fn state_color(state: State) -> Color {
     match state {
         State::Ready => Color::Green,
         State::Launching | State::Registering | State::Initializing => Color::Yellow,
         State::Drifted => Color::Magenta,
+        State::Interrupted => Color::DarkRed,
         State::Unhealthy | State::Terminating => Color::Red,
+    }
+}
+
+/// The STATE column: the state, and for an interrupted NodeClaim the interruption
+/// (`Interrupted (SpotInterrupted)`).
+pub fn state_cell(row: &Row) -> String {
+    match (row.state, row.disruption_reason.as_deref()) {
+        (State::Interrupted, Some(reason)) => format!("Interrupted ({reason})"),
+        (state, _) => state.as_str().to_owned(),
     }
 }
 
@@ -73,7 +86,10 @@ pub fn upgrade_color(pool: &PoolRow) -> Option<Color> {
 /// The PODS column: the pods on the node, with `(empty)` when a ready, drifted or unhealthy node
 /// runs nothing consolidation would have to move (only DaemonSet and static pods, or none).
 pub fn pods_cell(row: &Row) -> String {
-    let settled = matches!(row.state, State::Ready | State::Drifted | State::Unhealthy);
+    let settled = matches!(
+        row.state,
+        State::Ready | State::Drifted | State::Unhealthy | State::Interrupted
+    );
     if settled && row.node.is_some() && row.reschedulable_pods == 0 {
         format!("{} (empty)", row.pods)
     } else {
@@ -110,7 +126,7 @@ fn cells(row: &Row, wide: bool) -> Vec<Cell> {
     let mut cells = vec![
         Cell::plain(row.name.as_str()),
         Cell {
-            text: row.state.as_str().to_owned(),
+            text: state_cell(row),
             color: Some(state_color(row.state)),
         },
         Cell::or_none(row.instance_type.as_deref()),
@@ -135,6 +151,10 @@ fn cells(row: &Row, wide: bool) -> Vec<Cell> {
         cells.push(Cell::or_none(row.provider_id.as_deref()));
         cells.push(Cell::or_none(
             row.limited_by.as_ref().map(ToString::to_string).as_deref(),
+        ));
+        cells.push(Cell::or_none(row.disruption_reason.as_deref()));
+        cells.push(Cell::or_none(
+            row.drain_by.map(|t| t.to_string()).as_deref(),
         ));
     }
     cells
