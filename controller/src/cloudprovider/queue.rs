@@ -13,6 +13,9 @@ use jiff::Timestamp;
 pub const LONG_POLL: Duration = Duration::from_secs(20);
 /// The most messages one receive returns (SQS's maximum, upstream's setting).
 pub const BATCH: usize = 10;
+/// How long a received message stays hidden before it is delivered again unless deleted
+/// (the visibility timeout upstream asks SQS for).
+pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// One message received from the queue.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,10 +68,12 @@ struct Inner {
     next: u64,
     /// Visible messages, oldest first.
     visible: VecDeque<QueueMessage>,
-    /// Received, not yet deleted (receipt -> message). They do not come back: the simulated
-    /// queue has no visibility timeout, a controller that dies mid-message loses it, which
-    /// the garbage collection of NodeClaims without instances covers.
-    received: Vec<QueueMessage>,
+    /// Received, not yet deleted, with when each becomes visible again (its visibility
+    /// timeout), as SQS does: a message the controller failed to handle, or was stopped
+    /// while handling, is delivered again with a new receipt.
+    received: Vec<(QueueMessage, tokio::time::Instant)>,
+    /// Receives so far, to make each receipt handle unique.
+    receives: u64,
     sent_total: u64,
     deleted_total: u64,
 }
@@ -80,6 +85,7 @@ pub struct MemoryQueue {
     name: String,
     inner: Mutex<Inner>,
     changed: tokio::sync::Notify,
+    visibility: Duration,
     poll: Duration,
 }
 
@@ -96,7 +102,15 @@ impl MemoryQueue {
             inner: Mutex::new(Inner::default()),
             changed: tokio::sync::Notify::new(),
             poll,
+            visibility: VISIBILITY_TIMEOUT,
         }
+    }
+
+    /// The same queue with received messages hidden for `visibility` instead of
+    /// [`VISIBILITY_TIMEOUT`].
+    pub fn with_visibility_timeout(mut self, visibility: Duration) -> MemoryQueue {
+        self.visibility = visibility;
+        self
     }
 
     /// Send `body`, received by the queue at `sent`. Returns the message id.
@@ -135,12 +149,28 @@ impl MemoryQueue {
         (inner.sent_total, inner.deleted_total)
     }
 
-    fn take(&self) -> Vec<QueueMessage> {
+    /// Up to [`BATCH`] visible messages, oldest first (those whose visibility timeout ran out
+    /// are visible again, ahead of newer ones), each with a new receipt and hidden until `now`
+    /// plus the visibility timeout; and when the next hidden one becomes visible.
+    fn take(&self, now: tokio::time::Instant) -> (Vec<QueueMessage>, Option<tokio::time::Instant>) {
         let mut inner = self.inner.lock().expect("queue lock");
+        let (expired, hidden): (Vec<_>, Vec<_>) = std::mem::take(&mut inner.received)
+            .into_iter()
+            .partition(|(_, until)| *until <= now);
+        inner.received = hidden;
+        for (m, _) in expired.into_iter().rev() {
+            inner.visible.push_front(m);
+        }
         let n = inner.visible.len().min(BATCH);
-        let batch: Vec<QueueMessage> = inner.visible.drain(..n).collect();
-        inner.received.extend(batch.iter().cloned());
-        batch
+        let mut batch: Vec<QueueMessage> = inner.visible.drain(..n).collect();
+        inner.receives += 1;
+        let until = now + self.visibility;
+        for m in &mut batch {
+            m.receipt = format!("receipt-{}-{}", inner.receives, m.id);
+            inner.received.push((m.clone(), until));
+        }
+        let next = inner.received.iter().map(|(_, until)| *until).min();
+        (batch, next)
     }
 }
 
@@ -154,20 +184,21 @@ impl InterruptionQueue for MemoryQueue {
         let deadline = tokio::time::Instant::now() + self.poll;
         loop {
             let notified = self.changed.notified();
-            let batch = self.take();
-            if !batch.is_empty() {
+            let now = tokio::time::Instant::now();
+            let (batch, next_visible) = self.take(now);
+            if !batch.is_empty() || now >= deadline {
                 return Ok(batch);
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Ok(vec![]);
-            }
+            // Until a message is sent, a hidden one is visible again, or the long poll ends.
+            let wake = next_visible.map_or(deadline, |t| t.min(deadline));
+            let _ = tokio::time::timeout_at(wake, notified).await;
         }
     }
 
     async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
         let mut inner = self.inner.lock().expect("queue lock");
         let before = inner.received.len();
-        inner.received.retain(|m| m.receipt != receipt);
+        inner.received.retain(|(m, _)| m.receipt != receipt);
         if inner.received.len() != before {
             inner.deleted_total += 1;
         }
@@ -201,6 +232,29 @@ mod tests {
         }
         assert!(q.is_empty());
         assert_eq!(q.totals(), (12, 12));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_not_deleted_is_delivered_again_after_its_visibility_timeout() {
+        let q = MemoryQueue::new("q");
+        let t: Timestamp = "2026-11-26T10:00:00Z".parse().expect("time");
+        q.send("{\"n\":1}", t);
+        let start = tokio::time::Instant::now();
+        let first = q.receive().await.expect("receive");
+        assert_eq!(first.len(), 1);
+        // Hidden while it is being handled: the next receive waits for the timeout, then gets
+        // it again, with a new receipt (the old one no longer deletes it).
+        let again = q.receive().await.expect("receive");
+        assert_eq!(start.elapsed(), VISIBILITY_TIMEOUT);
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].id, first[0].id);
+        assert_ne!(again[0].receipt, first[0].receipt);
+        q.delete(&first[0].receipt).await.expect("delete");
+        assert_eq!(q.len(), 1, "a stale receipt deletes nothing");
+        q.delete(&again[0].receipt).await.expect("delete");
+        assert!(q.is_empty());
+        assert!(q.receive().await.expect("receive").is_empty());
+        assert_eq!(q.totals(), (1, 1));
     }
 
     #[tokio::test]
