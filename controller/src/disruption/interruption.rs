@@ -70,8 +70,36 @@ fn offering_of(claim: &NodeClaim) -> Option<InterruptedOffering> {
 /// interruption command, or deleting, is left alone (a duplicate message); one in a
 /// consolidation command is taken over (its replacement kept, the command made forceful).
 ///
-/// Errors: an API failure (the message stays in the queue and is handled again).
+/// The command is written with the NodeClaim's resourceVersion as a precondition, so it never
+/// overwrites a command consolidation or an upgrade started meanwhile; on a conflict (409) the
+/// NodeClaim is read again and the decision made again, up to [`CONFLICT_ATTEMPTS`] times.
+///
+/// Errors: an API failure, or conflicts on every attempt (the message stays in the queue and is
+/// handled again).
 pub async fn start(
+    ctx: &Context,
+    snap: &Arc<Snapshot>,
+    message: &Message,
+    claim: &NodeClaim,
+) -> Result<(), kube::Error> {
+    let mut attempt = 1;
+    loop {
+        match start_once(ctx, snap, message, claim).await {
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < CONFLICT_ATTEMPTS => {
+                tracing::debug!(nodeclaim = %claim.name_any(), attempt, "interruption command raced another write; deciding again");
+                attempt += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// How many times [`start`] decides again after a conflicting write to the NodeClaim (its
+/// lifecycle, drift and consolidation controllers write it too).
+pub const CONFLICT_ATTEMPTS: u32 = 5;
+
+/// One attempt of [`start`], on the NodeClaim as the API server has it now.
+async fn start_once(
     ctx: &Context,
     snap: &Arc<Snapshot>,
     message: &Message,
@@ -243,7 +271,7 @@ async fn plan_replacement(
 /// with its interruption's history reason, the `karpenter_nodeclaims_disrupted_total` reason of
 /// the message kind (e.g. `spot_interrupted`) and the `TerminatingOnInterruption` Events.
 ///
-/// Errors: an API failure.
+/// Errors: an API failure, or conflicts on all [`CONFLICT_ATTEMPTS`].
 pub async fn terminate(
     ctx: &Context,
     snap: &Snapshot,
@@ -251,13 +279,22 @@ pub async fn terminate(
     kind: Kind,
 ) -> Result<(), kube::Error> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let Some(fresh) = api.get_opt(&claim.name_any()).await? else {
-        return Ok(());
-    };
     let reason_text = kind.history_reason().unwrap_or("Interrupted");
-    if !disrupt_claim(ctx, &fresh, reason_text, kind.event_message()).await? {
-        return Ok(());
-    }
+    // Read fresh and written with its resourceVersion; read again on a conflict.
+    let mut attempt = 1;
+    let fresh = loop {
+        let Some(fresh) = api.get_opt(&claim.name_any()).await? else {
+            return Ok(());
+        };
+        match disrupt_claim(ctx, &fresh, reason_text, kind.event_message()).await {
+            Ok(true) => break fresh,
+            Ok(false) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < CONFLICT_ATTEMPTS => {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     ctx.metrics
         .nodeclaim_disrupted(&fresh, kind.as_str(), &ctx.state);
     ctx.recorder.about(
@@ -334,3 +371,7 @@ pub async fn advance(
     }
     Ok(true)
 }
+
+#[cfg(test)]
+#[path = "interruption_tests.rs"]
+mod tests;

@@ -1,0 +1,129 @@
+//! Interruption commands against the sandbox API server while it answers writes with 409
+//! Conflicts, as kube-apiserver does when another controller wrote the NodeClaim in between:
+//! the command is decided again on the fresh NodeClaim and nothing is lost.
+
+use std::sync::Arc;
+
+use crds::NodeClaim;
+use crds::disruption::{COMMAND_ANNOTATION, REASON_ANNOTATION};
+use k8s_openapi::api::core::v1::Node;
+use karpenter_core::clock::{Clock, SystemClock};
+use karpenter_core::interruption::{Kind, Message};
+use karpenter_core::snapshot::Snapshot;
+use kube::{Api, Client};
+use sandbox::faults::{FaultConfig, FaultKind};
+
+use super::{CONFLICT_ATTEMPTS, start};
+use crate::cloudprovider::sim::SimCloud;
+use crate::runtime::{Context, Settings, events, metrics};
+use crate::state::ClusterState;
+
+const PROVIDER_ID: &str = "aws:///us-east-1a/i-0123456789abcdef0";
+
+#[tokio::test]
+async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
+    let server = sandbox::runtime::Sandbox::start(0).await.expect("sandbox");
+    let store = server.store();
+    let crd_type = store
+        .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .expect("CRDs are served");
+    for crd in crds::generate::crds() {
+        let crd = serde_json::to_value(&crd).expect("CRD as JSON");
+        store.create(&crd_type, "", crd).expect("install the CRD");
+    }
+    // A spot NodeClaim whose node runs no pods: nothing to replace, so it is deleted at once.
+    let claim = testutil::nodeclaim("default-x")
+        .provider_id(PROVIDER_ID)
+        .node_name("n1")
+        .json();
+    let claims = store
+        .resource("karpenter.sh", "v1", "nodeclaims")
+        .expect("NodeClaims are served");
+    let claim = store.create(&claims, "", claim).expect("the NodeClaim");
+    let node = testutil::node("n1")
+        .provider_id(PROVIDER_ID)
+        .ready("True")
+        .json();
+    let nodes = store.resource("", "v1", "nodes").expect("nodes are served");
+    let node = store.create(&nodes, "", node).expect("the node");
+    let claim: NodeClaim = serde_json::from_value((*claim).clone()).expect("a NodeClaim");
+    let node: Node = serde_json::from_value((*node).clone()).expect("a Node");
+
+    let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
+    let client = Client::try_from(config).expect("client");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (state, tasks) = ClusterState::start(&client);
+    let ctx = Context {
+        recorder: events::Recorder::new(client.clone()),
+        client: client.clone(),
+        cloud: Arc::new(SimCloud::new("demo", Arc::clone(&clock)).expect("catalog")),
+        state,
+        clock: Arc::clone(&clock),
+        settings: Settings::default(),
+        evictions: Default::default(),
+        metrics: Arc::new(metrics::Metrics::new()),
+    };
+    let snap = Arc::new(Snapshot {
+        nodes: vec![Arc::new(node)],
+        nodeclaims: vec![Arc::new(claim.clone())],
+        ..Snapshot::default()
+    });
+    let message = Message {
+        kind: Kind::SpotInterrupted,
+        instance_ids: vec!["i-0123456789abcdef0".into()],
+        time: Some(clock.now()),
+        id: "e-1".into(),
+        detail_type: "EC2 Spot Instance Interruption Warning".into(),
+    };
+
+    // Every write conflicts until all but one of the attempts have failed.
+    let conflicts = u64::from(CONFLICT_ATTEMPTS - 1);
+    let faults = server.faults();
+    let mut config = FaultConfig::default().with_rate(FaultKind::Conflict, 1000);
+    config.budget = Some(conflicts);
+    faults.configure(config);
+    faults.enable();
+    start(&ctx, &snap, &message, &claim)
+        .await
+        .expect("decided again after each conflict");
+    assert_eq!(faults.counts().of(FaultKind::Conflict), conflicts);
+    faults.disable();
+
+    // The command was written, and the NodeClaim deleted with the interruption's reason (it
+    // has no finalizer here, so it is gone).
+    let left = Api::<NodeClaim>::all(client.clone())
+        .get_opt("default-x")
+        .await
+        .expect("API call");
+    assert!(left.is_none(), "deleted: {left:?}");
+
+    // With more conflicts than attempts, the error comes back (the message stays queued).
+    let again = testutil::nodeclaim("default-y")
+        .provider_id("aws:///us-east-1a/i-0fedcba9876543210")
+        .json();
+    let again: NodeClaim =
+        serde_json::from_value((*store.create(&claims, "", again).expect("NodeClaim")).clone())
+            .expect("a NodeClaim");
+    faults.configure(FaultConfig::default().with_rate(FaultKind::Conflict, 1000));
+    faults.enable();
+    let err = start(&ctx, &snap, &message, &again)
+        .await
+        .expect_err("conflicts on every attempt");
+    assert!(
+        matches!(&err, kube::Error::Api(e) if e.code == 409),
+        "{err}"
+    );
+    faults.disable();
+    let kept = Api::<NodeClaim>::all(client)
+        .get_opt("default-y")
+        .await
+        .expect("API call")
+        .expect("kept");
+    let annotations = kept.metadata.annotations.unwrap_or_default();
+    assert!(
+        !annotations.contains_key(COMMAND_ANNOTATION),
+        "{annotations:?}"
+    );
+    assert!(!annotations.contains_key(REASON_ANNOTATION));
+    tasks.iter().for_each(tokio::task::JoinHandle::abort);
+}
