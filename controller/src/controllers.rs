@@ -100,3 +100,34 @@ pub fn start_controllers(ctx: &Arc<Context>) -> Vec<(&'static str, JoinHandle<()
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use karpenter_core::clock::SystemClock;
+
+    use super::*;
+    use crate::cloudprovider::sim::SimCloud;
+
+    /// The controllers' names with `NodeRepair` on or off, on a context whose client points at
+    /// nothing (the controllers are built, not run).
+    async fn names(repair: bool) -> Vec<&'static str> {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = Client::try_from(config).expect("client");
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let cloud = Arc::new(SimCloud::new("demo", Arc::clone(&clock)).expect("catalog"));
+        let mut settings = Settings::default();
+        settings.feature_gates.set(FeatureGate::NodeRepair, repair);
+        let (ctx, tasks) = start_caches(client, cloud, clock, settings);
+        let names = controllers(&ctx).into_iter().map(|(n, _)| n).collect();
+        tasks.iter().for_each(JoinHandle::abort);
+        names
+    }
+
+    #[tokio::test]
+    async fn node_repair_runs_only_with_its_feature_gate() {
+        assert!(names(true).await.contains(&"node.health"));
+        let off = names(false).await;
+        assert!(!off.contains(&"node.health"), "{off:?}");
+        assert!(off.contains(&"interruption"), "{off:?}");
+    }
+}

@@ -86,6 +86,10 @@ async fn main() -> ExitCode {
                 logging::init_text(&std::env::var("LOG_LEVEL").unwrap_or_else(|_| "warn".into()));
                 karpenter::sandbox::interrupt::run(&args).await
             }
+            Some(SandboxAction::FailNode(args)) => {
+                logging::init_text(&std::env::var("LOG_LEVEL").unwrap_or_else(|_| "warn".into()));
+                karpenter::sandbox::fail_node::run(&args).await
+            }
             None => {
                 // Validated before the logger starts, as for `run` (the sandbox checks again).
                 if let Err(e) = cmd.start.controller.settings() {

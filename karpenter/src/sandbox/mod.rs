@@ -1,13 +1,15 @@
 //! `karpenter sandbox`: in one process, the in-memory API server, the simulated kube-scheduler,
 //! kubelets and workload controllers, the simulated EC2 cloud, and the controller itself; applies
-//! a workload, shows progress, and reports what was launched and what it costs;
-//! `karpenter sandbox publish-ami`, which publishes a new AMI release into a running sandbox;
-//! and `karpenter sandbox interrupt`, which rehearses an EC2 interruption of one of its nodes.
+//! a workload, shows progress, and reports what was launched and what it costs; and the
+//! subcommands that act on a running sandbox: `karpenter sandbox publish-ami` publishes a new
+//! AMI release, `karpenter sandbox interrupt` rehearses an EC2 interruption of one of its nodes,
+//! `karpenter sandbox fail-node` makes a node report a bad condition.
 
 pub mod amirelease;
 pub mod ebs_limits;
 #[cfg(feature = "aws")]
 pub mod ec2_kubelets;
+pub mod fail_node;
 pub mod interrupt;
 pub mod interruption;
 pub mod kube_scheduler;
@@ -116,8 +118,9 @@ pub struct SandboxArgs {
     pub cloud_faults: Option<controller::cloudprovider::sim::faults::SimFaultConfig>,
 }
 
-/// `karpenter sandbox [FLAGS]` starts a sandbox; `karpenter sandbox publish-ami ...` acts on a
-/// running one (the flags of the first and the subcommand exclude each other).
+/// `karpenter sandbox [FLAGS]` starts a sandbox; `karpenter sandbox publish-ami ...` (or
+/// `fail-node ...`) acts on a running one (the flags of the first and the subcommand exclude
+/// each other).
 #[derive(Args, Clone, Debug)]
 pub struct SandboxCommand {
     /// What to do with a running sandbox, instead of starting one.
@@ -139,6 +142,10 @@ pub enum SandboxAction {
     /// EC2 would do to it.
     #[command(after_help = interrupt::INTERRUPT_HELP)]
     Interrupt(interrupt::InterruptArgs),
+    /// Make a node's simulated kubelet report a bad condition (default Ready=False) and keep
+    /// reporting it, to rehearse node repair; `--for 31m` dates the failure back, `--heal`
+    /// ends it.
+    FailNode(fail_node::FailNodeArgs),
 }
 
 /// A sandbox that cannot start or apply its workload.

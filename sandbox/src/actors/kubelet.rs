@@ -1,9 +1,12 @@
 //! Simulated kubelets (and the cloud-node-lifecycle part of the cloud controller manager): for
 //! each running instance, register a Node a configurable delay after launch, with the
 //! providerID, labels and taints its user data configured and capacity from its instance type;
-//! report it Ready; start the pods bound to it once their claims are bound and their CSI volumes
-//! attached to the node (until then a pod stays `Pending`, as in `ContainerCreating`). Nodes whose
-//! instance is gone are deleted.
+//! report it Ready, or the failures the sandbox asks for ([`conditions`]); start the pods bound
+//! to a Ready node once their claims are bound and their CSI volumes attached to the node (until
+//! then a pod stays `Pending`, as in `ContainerCreating`). Nodes whose instance is gone are
+//! deleted.
+
+pub mod conditions;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -40,19 +43,17 @@ pub fn node_for(record: &BootRecord) -> (Value, Value) {
         "spec": {"providerID": record.provider_id, "taints": taints},
     });
     let now = now_rfc3339();
-    let cond = |t: &str, s: &str, reason: &str, message: &str| {
-        json!({"type": t, "status": s, "reason": reason, "message": message,
-            "lastHeartbeatTime": now, "lastTransitionTime": now})
-    };
+    let conditions: Vec<Value> = conditions::KUBELET_CONDITIONS
+        .iter()
+        .map(|(t, s, reason, message)| {
+            json!({"type": t, "status": s, "reason": reason, "message": message,
+                "lastHeartbeatTime": now, "lastTransitionTime": now})
+        })
+        .collect();
     let status = json!({
         "capacity": record.capacity,
         "allocatable": record.allocatable,
-        "conditions": [
-            cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-        ],
+        "conditions": conditions,
         "addresses": [
             {"type": "InternalIP", "address": record.private_ip},
             {"type": "InternalDNS", "address": record.hostname},
@@ -127,7 +128,8 @@ impl Kubelets {
                 }
             }
         }
-        // Cloud controller manager: a Node whose instance no longer runs is deleted.
+        // Cloud controller manager: a Node whose instance no longer runs is deleted. The
+        // kubelets of the others report their conditions; pods start on their Ready nodes only.
         let mut ready_nodes: HashSet<String> = HashSet::new();
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
@@ -142,7 +144,28 @@ impl Kubelets {
                 }
                 continue;
             }
-            ready_nodes.insert(name);
+            // Nodes no simulated kubelet runs (made by hand, by tests) are left as they are.
+            if !live.contains(provider) {
+                ready_nodes.insert(name);
+                continue;
+            }
+            let reported = conditions::reported(node, now);
+            if let Some(reported) = &reported {
+                let written = store.modify(&nodes_rt, "", &name, Subresource::Status, |n| {
+                    n["status"]["conditions"] = json!(reported);
+                    Ok(())
+                });
+                match written {
+                    Ok(_) => tracing::debug!(node = %name, "kubelet reported its conditions"),
+                    Err(e) => {
+                        tracing::debug!(node = %name, error = %e, "kubelet status update failed")
+                    }
+                }
+            }
+            let current = node.status.as_ref().and_then(|s| s.conditions.as_deref());
+            if conditions::is_ready(reported.as_deref().or(current).unwrap_or_default()) {
+                ready_nodes.insert(name);
+            }
         }
         self.start_pods(store, &pods_rt, &ready_nodes, &nodes);
     }
