@@ -1,7 +1,8 @@
-//! `karpenter sandbox interrupt` against a running `karpenter sandbox` in another process: the
-//! sandbox has its interruption queue without being told, a spot node's interruption warning is
-//! sent and printed (exit 0), an unknown node is refused (exit 1) and an unreachable sandbox is
-//! an error (exit 2).
+//! `karpenter sandbox fail-node` and `karpenter sandbox interrupt` against a running `karpenter
+//! sandbox` in another process: a node failed with `Ready=Unknown` reports it until healed, an
+//! unknown node is refused (exit 1); the sandbox has its interruption queue without being told,
+//! a spot node's interruption warning is sent and printed (exit 0), an unknown node is refused
+//! (exit 1) and an unreachable sandbox is an error (exit 2).
 
 // Shared with the other CLI tests; this one only runs `karpenter`.
 #[allow(dead_code)]
@@ -88,6 +89,49 @@ async fn interrupt_sends_a_warning_for_a_running_sandbox_s_node() {
     let nodes: Api<Node> = Api::all(client(&kubeconfig).await);
     let node = a_node(&nodes, Duration::from_secs(60)).await;
     let path = kubeconfig.to_str().expect("utf-8 path");
+
+    // fail-node: the node's kubelet reports the condition until healed.
+    let ready = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone())
+    };
+    let failed = karpenter(&[
+        "sandbox",
+        "fail-node",
+        &node,
+        "--condition",
+        "Ready=Unknown",
+        "--kubeconfig",
+        path,
+    ]);
+    assert!(
+        failed.status.success(),
+        "exit {:?}: {}",
+        failed.status.code(),
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    let got = nodes.get(&node).await.expect("the node");
+    assert_eq!(ready(&got).as_deref(), Some("Unknown"));
+    let healed = karpenter(&[
+        "sandbox",
+        "fail-node",
+        &node,
+        "--heal",
+        "--kubeconfig",
+        path,
+    ]);
+    assert!(
+        healed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&healed.stderr)
+    );
+    let got = nodes.get(&node).await.expect("the node");
+    assert_eq!(ready(&got).as_deref(), Some("True"));
+    let missing = karpenter(&["sandbox", "fail-node", "ghost", "--kubeconfig", path]);
+    assert_eq!(missing.status.code(), Some(1));
 
     let out = karpenter(&[
         "sandbox",
