@@ -7,6 +7,7 @@ pub mod error;
 pub mod faults;
 pub mod patch;
 pub mod pods;
+pub mod quantity;
 pub mod registry;
 pub mod runtime;
 pub mod schema;
