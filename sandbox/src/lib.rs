@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod audit;
+pub mod decode;
 pub mod error;
 pub mod faults;
 pub mod patch;
