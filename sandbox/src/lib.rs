@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod audit;
 pub mod decode;
+pub mod defaults;
 pub mod error;
 pub mod faults;
 pub mod patch;
