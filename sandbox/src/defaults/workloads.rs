@@ -125,7 +125,6 @@ pub fn job(obj: &mut Value, write: Write<'_>) {
     set_default(spec, "podReplacementPolicy", json!(replacement));
     let manual = spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
     if let (Write::Create, false, Some(uid), Some(name)) = (write, manual, uid, name) {
-        spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
         if let Some(labels) = spec
             .get_mut("template")
             .and_then(|t| ensure(t, "metadata"))
@@ -133,13 +132,21 @@ pub fn job(obj: &mut Value, write: Write<'_>) {
             .and_then(Value::as_object_mut)
         {
             for (k, v) in [
-                ("batch.kubernetes.io/controller-uid", &uid),
                 ("batch.kubernetes.io/job-name", &name),
-                ("controller-uid", &uid),
                 ("job-name", &name),
+                ("batch.kubernetes.io/controller-uid", &uid),
+                ("controller-uid", &uid),
             ] {
-                labels.insert(k.into(), json!(v));
+                labels.entry(k).or_insert_with(|| json!(v));
             }
+        }
+        if let Some(match_labels) = ensure(spec, "selector")
+            .and_then(|s| ensure(s, "matchLabels"))
+            .and_then(Value::as_object_mut)
+        {
+            match_labels
+                .entry("batch.kubernetes.io/controller-uid")
+                .or_insert_with(|| json!(uid));
         }
     }
     template(spec);
