@@ -1,10 +1,15 @@
-//! Defaulting and admission on write, as kube-apiserver's built-in defaulters and admission
-//! plugins do it for the kinds the sandbox simulates (pods, workloads, services, namespaces,
-//! CustomResourceDefinitions).
+//! What kube-apiserver does to an object between the request and storage, in its order:
+//! decoding into the kind's types ([`crate::decode`], 400 on a type error), the kind's defaults
+//! ([`crate::defaults`]), the admission plugins that mutate Pods (ServiceAccount, Priority,
+//! DefaultTolerationSeconds) and what a Pod's create strategy sets (its initial status), then
+//! validation ([`crate::validation`], 422 with one cause per field); and the update rules beyond
+//! the store's generic ones (a bound pod cannot move).
 
 use serde_json::{Map, Value, json};
 
+use crate::defaults::{self, Write, set_default};
 use crate::error::{ApiError, ApiResult};
+use crate::quantity::Quantity;
 use crate::registry::ResourceType;
 
 /// Priority of the two built-in PriorityClasses (kubernetes `pkg/apis/scheduling`).
@@ -18,63 +23,30 @@ pub fn is_crd(rt: &ResourceType) -> bool {
     rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions"
 }
 
-/// Apply defaults to a new object. Errors: 422 for an invalid object the sandbox can detect.
+/// Admit a new object: decode, default, mutate (pods), validate.
+///
+/// Errors: 400 for a value of the wrong type, 422 for an object that fails validation.
 pub fn on_create(rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
-    match (rt.group.as_str(), rt.kind.as_str()) {
-        ("", "Pod") => {
-            if let Some(spec) = obj.get_mut("spec") {
-                default_pod_spec(spec);
-                admit_pod_spec(spec);
-            } else {
-                return Err(ApiError::invalid(
-                    "Pod",
-                    name_of(obj),
-                    "spec.containers",
-                    "Required value",
-                ));
-            }
-            let qos = qos_class(&obj["spec"]);
-            obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+    crate::decode::decode(rt, obj)?;
+    defaults::apply(rt, obj, Write::Create);
+    if rt.group.is_empty() && rt.kind == "Pod" {
+        if let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) {
+            admit_pod_spec(spec);
         }
-        ("", "Namespace") => {
-            let name = name_of(obj).to_string();
-            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-            if obj.pointer("/spec/finalizers").is_none() {
-                obj["spec"]["finalizers"] = json!(["kubernetes"]);
-            }
-            obj["status"] = json!({"phase": "Active"});
-        }
-        ("", "Service") => default_service(obj),
-        ("apps", "Deployment") => {
-            default_replicas(obj);
-            let spec = &mut obj["spec"];
-            if spec.get("strategy").is_none() {
-                spec["strategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}});
-            }
-            set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(spec, "progressDeadlineSeconds", json!(600));
-            default_template(obj);
-        }
-        ("apps", "ReplicaSet") | ("apps", "StatefulSet") => {
-            default_replicas(obj);
-            default_template(obj);
-        }
-        ("apps", "DaemonSet") => {
-            if obj.pointer("/spec/updateStrategy").is_none() {
-                obj["spec"]["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}});
-            }
-            default_template(obj);
-        }
-        ("batch", "Job") => default_template(obj),
-        _ => {}
+        let qos = obj.get("spec").map_or("BestEffort", qos_class);
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos});
     }
-    Ok(())
+    crate::validation::validate(rt, obj)
 }
 
-/// Checks on update beyond the store's generic rules.
+/// Admit a replacement of `old` through the main resource: decode, default, the update rules,
+/// validate.
 ///
-/// Errors: 422 when a pod's `spec.nodeName` would change once set (pods are bound once).
+/// Errors: 400 for a value of the wrong type; 422 when a pod's `spec.nodeName` would change once
+/// set (pods are bound once) or the object fails validation.
 pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
+    crate::decode::decode(rt, new)?;
+    defaults::apply(rt, new, Write::Update(old));
     if rt.group.is_empty() && rt.kind == "Pod" {
         let old_node = old
             .pointer("/spec/nodeName")
@@ -93,6 +65,16 @@ pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<(
             ));
         }
     }
+    crate::validation::validate(rt, new)
+}
+
+/// Admit a write of the status subresource: the object is decoded and defaulted as every write
+/// is (status rules beyond that are not checked).
+///
+/// Errors: 400 for a value of the wrong type.
+pub fn on_status_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
+    crate::decode::decode(rt, new)?;
+    defaults::apply(rt, new, Write::Update(old));
     Ok(())
 }
 
@@ -120,52 +102,6 @@ fn name_of(obj: &Value) -> &str {
         .unwrap_or("")
 }
 
-fn set_default(v: &mut Value, field: &str, default: Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.entry(field).or_insert(default);
-    }
-}
-
-fn default_replicas(obj: &mut Value) {
-    if obj.get("spec").is_none() {
-        obj["spec"] = json!({});
-    }
-    set_default(&mut obj["spec"], "replicas", json!(1));
-}
-
-fn default_template(obj: &mut Value) {
-    let template_spec = obj
-        .get_mut("spec")
-        .and_then(|s| s.get_mut("template"))
-        .and_then(|t| t.get_mut("spec"));
-    if let Some(spec) = template_spec {
-        default_pod_spec(spec);
-    }
-}
-
-/// Pod spec defaults that matter to scheduling and to kubectl's views: the API defaulting that
-/// applies to pods and to the pod templates of workloads alike.
-fn default_pod_spec(spec: &mut Value) {
-    if !spec.is_object() {
-        return;
-    }
-    set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(spec, "restartPolicy", json!("Always"));
-    set_default(spec, "terminationGracePeriodSeconds", json!(30));
-    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
-    set_default(spec, "securityContext", json!({}));
-    for list in ["containers", "initContainers"] {
-        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            for c in containers {
-                default_container(c);
-            }
-        }
-    }
-    // Pod-level resources (PodLevelResources, on since 1.34): cpu and memory requests default
-    // to their limits.
-    default_requests_to_limits(spec, |k| k == "cpu" || k == "memory");
-}
-
 /// What kube-apiserver's admission plugins add to a Pod, and only to Pods (never to the
 /// templates of workloads, so re-applying a Deployment finds its template as it was written):
 /// ServiceAccount (`serviceAccountName: default`), Priority (`priority` from the class) and
@@ -183,6 +119,8 @@ fn admit_pod_spec(spec: &mut Value) {
             .map_or(0, |(_, p)| *p);
         spec["priority"] = json!(priority);
     }
+    // Every built-in class, and the default, preempts lower priorities.
+    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     // The DefaultTolerationSeconds admission plugin.
     let tolerations = spec
         .as_object_mut()
@@ -204,116 +142,64 @@ fn admit_pod_spec(spec: &mut Value) {
     }
 }
 
-/// Copy `resources.limits` into `resources.requests` for the resources `wanted` accepts that
-/// have no request yet (core/v1 `SetDefaults_Pod` and `SetDefaults_Container`).
-fn default_requests_to_limits(owner: &mut Value, wanted: impl Fn(&str) -> bool) {
-    let limits = owner
-        .pointer("/resources/limits")
-        .and_then(Value::as_object)
-        .cloned();
-    if let Some(limits) = limits {
-        let requests = owner["resources"]
-            .as_object_mut()
-            .map(|r| r.entry("requests").or_insert_with(|| json!({})));
-        if let Some(Value::Object(req)) = requests {
-            for (k, v) in limits {
-                if wanted(&k) {
-                    req.entry(k).or_insert(v);
-                }
-            }
-        }
-    }
-}
-
-fn default_container(c: &mut Value) {
-    let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-    let tag_latest = !image.contains(':') || image.ends_with(":latest");
-    set_default(
-        c,
-        "imagePullPolicy",
-        json!(if tag_latest { "Always" } else { "IfNotPresent" }),
-    );
-    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
-    set_default(c, "terminationMessagePolicy", json!("File"));
-    // Requests default to limits when only limits are given (core/v1 defaults).
-    default_requests_to_limits(c, |_| true);
-    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports {
-            set_default(p, "protocol", json!("TCP"));
-        }
-    }
-}
-
-/// The pod's QoS class from its containers' requests and limits.
+/// The pod's QoS class (`ComputePodQOS`): from the positive cpu and memory requests and limits
+/// of all its containers, summed; Guaranteed when every container limits both and the sums of
+/// requests and limits agree.
 fn qos_class(spec: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["containers", "initContainers"]
+    let mut requests: Map<String, Value> = Map::new();
+    let mut limits: Map<String, Value> = Map::new();
+    let mut guaranteed = true;
+    let containers = ["containers", "initContainers"]
         .iter()
         .filter_map(|l| spec.get(*l).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let empty = Map::new();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in &containers {
-        let req = c
-            .pointer("/resources/requests")
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        let lim = c
-            .pointer("/resources/limits")
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        if !req.is_empty() || !lim.is_empty() {
-            any = true;
+        .flatten();
+    let positive = |list: Option<&Value>| -> Vec<(String, Quantity)> {
+        list.and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k == "cpu" || *k == "memory")
+            .filter_map(|(k, v)| Some((k.clone(), Quantity::parse(v.as_str()?).ok()?)))
+            .filter(|(_, q)| !q.is_zero() && !q.is_negative())
+            .collect()
+    };
+    let add = |sums: &mut Map<String, Value>, name: &str, q: Quantity| {
+        let total = match sums
+            .get(name)
+            .and_then(Value::as_str)
+            .and_then(|s| Quantity::parse(s).ok())
+        {
+            Some(prev) => prev.saturating_add(&q),
+            None => q,
+        };
+        sums.insert(name.to_string(), json!(total.canonical()));
+    };
+    for c in containers {
+        for (name, q) in positive(c.pointer("/resources/requests")) {
+            add(&mut requests, &name, q);
         }
-        for r in ["cpu", "memory"] {
-            match (req.get(r), lim.get(r)) {
-                (Some(a), Some(b)) if a == b => {}
-                _ => guaranteed = false,
-            }
+        let found = positive(c.pointer("/resources/limits"));
+        if !(found.iter().any(|(n, _)| n == "cpu") && found.iter().any(|(n, _)| n == "memory")) {
+            guaranteed = false;
+        }
+        for (name, q) in found {
+            add(&mut limits, &name, q);
         }
     }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    let same = |a: &Value, b: &Value| {
+        let q = |v: &Value| v.as_str().and_then(|s| Quantity::parse(s).ok());
+        matches!((q(a), q(b)), (Some(x), Some(y)) if x == y)
+    };
+    guaranteed &= requests
+        .iter()
+        .all(|(name, req)| limits.get(name).is_some_and(|lim| same(lim, req)));
+    if guaranteed && requests.len() == limits.len() {
         "Guaranteed"
     } else {
         "Burstable"
     }
-}
-
-fn default_service(obj: &mut Value) {
-    if obj.get("spec").is_none() {
-        obj["spec"] = json!({});
-    }
-    let spec = &mut obj["spec"];
-    set_default(spec, "type", json!("ClusterIP"));
-    set_default(spec, "sessionAffinity", json!("None"));
-    if spec.get("clusterIP").is_none() {
-        let ip = cluster_ip();
-        spec["clusterIP"] = json!(ip);
-        spec["clusterIPs"] = json!([ip]);
-    }
-    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports {
-            set_default(p, "protocol", json!("TCP"));
-            if p.get("targetPort").is_none() {
-                let port = p.get("port").cloned().unwrap_or(json!(0));
-                p["targetPort"] = port;
-            }
-        }
-    }
-    obj["status"] = json!({"loadBalancer": {}});
-}
-
-fn cluster_ip() -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    format!(
-        "10.96.{}.{}",
-        rng.random_range(0..=255u8),
-        rng.random_range(1..=254u8)
-    )
 }
 
 #[cfg(test)]
@@ -353,7 +239,8 @@ mod tests {
     fn templates_get_api_defaults_but_not_pod_admission() {
         let r = Registry::default();
         let rt = r.get("apps", "v1", "deployments").expect("deployments");
-        let mut d = json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {
+        let mut d = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {
             "priorityClassName": "system-cluster-critical",
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
             "containers": [{"name": "c", "image": "x:1"}]}}}});

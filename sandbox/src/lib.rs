@@ -3,11 +3,14 @@
 
 pub mod admission;
 pub mod audit;
+pub mod decode;
+pub mod defaults;
 pub mod error;
 pub mod events;
 pub mod faults;
 pub mod patch;
 pub mod pods;
+pub mod quantity;
 pub mod registry;
 pub mod runtime;
 pub mod schema;
@@ -15,6 +18,7 @@ pub mod selector;
 pub mod server;
 pub mod store;
 pub mod table;
+pub mod validation;
 
 pub use runtime::Sandbox;
 pub use store::Store;

@@ -226,7 +226,7 @@ mod tests {
     fn running(store: &Store, name: &str) {
         let rt = store.resource("", "v1", "pods").expect("pods");
         store
-            .create(&rt, "default", json!({"metadata": {"name": name, "labels": {"app": "web"}}, "spec": {"containers": []}}))
+            .create(&rt, "default", json!({"metadata": {"name": name, "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c"}]}}))
             .expect("pod");
         store
             .modify(&rt, "default", name, Subresource::Status, |p| {
@@ -273,7 +273,7 @@ mod tests {
             .create(
                 &rt,
                 "default",
-                json!({"metadata": {"name": "p"}, "spec": {"containers": []}}),
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}),
             )
             .expect("pod");
         let bound = bind(&store, "default", "p", "n1").expect("bound");
@@ -297,7 +297,7 @@ mod tests {
             .create(
                 &rt,
                 "default",
-                json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]},
                        "status": {"nominatedNodeName": "planned"}}),
             )
             .expect("pod");

@@ -3,7 +3,7 @@
 
 mod discovery;
 mod resources;
-mod schemas;
+pub(crate) mod schemas;
 mod subresources;
 mod watch;
 

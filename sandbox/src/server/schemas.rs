@@ -81,6 +81,42 @@ fn custom(rt: &ResourceType, schema: &Value) -> Schemas {
     out
 }
 
+/// A built-in kind's schemas and the name of its own among them (`io.k8s.api.apps.v1.Deployment`),
+/// for decoding its objects; `None` for custom kinds and built-ins without a schema.
+pub(crate) fn builtin_root(rt: &ResourceType) -> Option<(Arc<Schemas>, String)> {
+    static ROOTS: OnceLock<Mutex<HashMap<String, Option<String>>>> = OnceLock::new();
+    if rt.schema.is_some() {
+        return None;
+    }
+    let schemas = builtin(&rt.group, &rt.version, &rt.kind);
+    let key = format!("{}/{}", rt.group, rt.kind);
+    let roots = ROOTS.get_or_init(Default::default);
+    let cached = roots
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .cloned();
+    let root = match cached {
+        Some(root) => root,
+        None => {
+            let root = schemas
+                .iter()
+                .find(|(_, s)| {
+                    s.pointer("/x-kubernetes-group-version-kind/0/kind")
+                        .and_then(Value::as_str)
+                        == Some(rt.kind.as_str())
+                })
+                .map(|(name, _)| name.clone());
+            roots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, root.clone());
+            root
+        }
+    };
+    Some((schemas, root?))
+}
+
 /// A built-in kind's schemas, generated once per kind (every built-in kind the sandbox serves is
 /// `v1`).
 fn builtin(group: &str, version: &str, kind: &str) -> Arc<Schemas> {

@@ -42,7 +42,7 @@ fn generate_name_appends_five_characters() {
         .create(
             &rt,
             "default",
-            json!({"metadata": {"generateName": "web-"}, "spec": {}}),
+            json!({"metadata": {"generateName": "web-"}, "spec": {"containers": [{"name": "c"}]}}),
         )
         .expect("created");
     let name = p["metadata"]["name"].as_str().expect("name");

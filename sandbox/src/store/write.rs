@@ -227,6 +227,7 @@ impl Inner {
                         }
                     }
                 }
+                admission::on_status_update(rt, &current, &mut obj)?;
             }
             Subresource::Main | Subresource::All => {
                 if sub == Subresource::Main && rt.status_subresource {

@@ -1,0 +1,350 @@
+//! The sandbox validates built-in kinds as kube-apiserver does, seen through real kubectl and at
+//! the HTTP level: invalid quantities, requests above limits, oversized labels and negative
+//! replicas are refused with 422 `Invalid` and one cause per field; values of the wrong type
+//! (`replicas: "many"`) with 400 `BadRequest`, as Go's decoder words it; nothing is stored.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use sandbox::Sandbox;
+use serde_json::{Value, json};
+
+/// A sandbox with its kubeconfig on disk.
+struct Cluster {
+    sandbox: Sandbox,
+    _dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let sandbox = Sandbox::start(0).await.expect("sandbox starts");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        sandbox
+            .write_kubeconfig(&kubeconfig)
+            .expect("kubeconfig written");
+        Cluster {
+            sandbox,
+            _dir: dir,
+            kubeconfig,
+        }
+    }
+
+    /// Run kubectl (`$KUBECTL`, else `kubectl` on PATH) with `stdin`, off the runtime.
+    async fn kubectl(&self, args: &[&str], stdin: &str) -> Output {
+        let kubectl = std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into());
+        let mut cmd = Command::new(kubectl);
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        let input = stdin.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut child = cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("kubectl runs (install it or set KUBECTL)");
+            if let Some(mut pipe) = child.stdin.take() {
+                use std::io::Write;
+                pipe.write_all(input.as_bytes()).expect("write stdin");
+            }
+            child.wait_with_output().expect("kubectl finishes")
+        })
+        .await
+        .expect("kubectl thread")
+    }
+
+    /// `kubectl create -f -` of `manifest`, which must fail: its stderr.
+    async fn refused(&self, manifest: &str) -> String {
+        let out = self.kubectl(&["create", "-f", "-"], manifest).await;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !out.status.success(),
+            "kubectl create succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
+    }
+
+    /// Whether `kubectl get <kind> <name>` finds the object.
+    async fn exists(&self, kind: &str, name: &str) -> bool {
+        self.kubectl(&["get", kind, name], "")
+            .await
+            .status
+            .success()
+    }
+
+    /// POST `body` to `path` over plain HTTP: the status code and the JSON answer.
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.sandbox.addr();
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("a status code");
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        (code, serde_json::from_str(&body).expect("a JSON Status"))
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn pod(name: &str, resources: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n    resources: {resources}\n"
+    )
+}
+
+fn deployment(name: &str, replicas: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_refuses_invalid_quantities_and_requests_above_limits() {
+    let c = Cluster::start().await;
+    let stderr = c
+        .refused(&pod("negative", "{requests: {cpu: \"-1\"}}"))
+        .await;
+    assert!(
+        stderr.contains("The Pod \"negative\" is invalid: spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0"),
+        "{stderr}"
+    );
+    assert!(!c.exists("pod", "negative").await, "nothing is stored");
+
+    let stderr = c
+        .refused(&pod(
+            "greedy",
+            "{requests: {cpu: \"2\"}, limits: {cpu: \"1\"}}",
+        ))
+        .await;
+    assert!(
+        stderr.contains("The Pod \"greedy\" is invalid: spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1"),
+        "{stderr}"
+    );
+    assert!(!c.exists("pod", "greedy").await);
+
+    let stderr = c.refused(&pod("garbled", "{requests: {cpu: lots}}")).await;
+    assert!(
+        stderr.contains("Error from server (BadRequest)")
+            && stderr.contains("Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression"),
+        "{stderr}"
+    );
+
+    let fine = c
+        .kubectl(
+            &["create", "-f", "-"],
+            &pod(
+                "fine",
+                "{requests: {cpu: 0.5, memory: 1024Mi}, limits: {cpu: \"1\"}}",
+            ),
+        )
+        .await;
+    assert!(
+        fine.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fine.stderr)
+    );
+    let stored = c
+        .kubectl(
+            &[
+                "get",
+                "pod",
+                "fine",
+                "-o",
+                "jsonpath={.spec.containers[0].resources}",
+            ],
+            "",
+        )
+        .await;
+    let resources: Value = serde_json::from_slice(&stored.stdout).expect("resources as JSON");
+    assert_eq!(
+        resources,
+        json!({"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1"}}),
+        "quantities are stored in canonical form"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_refuses_a_megabyte_label_value() {
+    let c = Cluster::start().await;
+    let big = "a".repeat(1 << 20);
+    let manifest = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  labels:\n    huge: {big}\n"
+    );
+    let stderr = c.refused(&manifest).await;
+    assert!(
+        stderr.contains("The ConfigMap \"big\" is invalid: metadata.labels: Invalid value: \"aaaa"),
+        "{}",
+        &stderr[..stderr.len().min(300)]
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("must be no more than 63 characters"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(300)..]
+    );
+    assert!(!c.exists("configmap", "big").await);
+
+    let stderr = c
+        .refused("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: key\n  labels:\n    \"bad key!\": x\n")
+        .await;
+    assert!(
+        stderr.contains("metadata.labels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters"),
+        "{stderr}"
+    );
+    let annotations = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n  annotations:\n    note: {}\n",
+        "n".repeat(300 * 1024)
+    );
+    let stderr = c.refused(&annotations).await;
+    assert!(
+        stderr.contains("metadata.annotations: Too long: may not be more than 262144 bytes"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_refuses_negative_and_mistyped_replicas() {
+    let c = Cluster::start().await;
+    let stderr = c.refused(&deployment("negative", "-5")).await;
+    assert!(
+        stderr.contains("The Deployment \"negative\" is invalid: spec.replicas: Invalid value: -5: must be greater than or equal to 0"),
+        "{stderr}"
+    );
+    assert!(!c.exists("deployment", "negative").await);
+
+    let stderr = c.refused(&deployment("many", "\"many\"")).await;
+    assert!(
+        stderr.contains("Error from server (BadRequest)")
+            && stderr.contains("Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32"),
+        "{stderr}"
+    );
+    assert!(!c.exists("deployment", "many").await);
+
+    let ok = c
+        .kubectl(&["create", "-f", "-"], &deployment("web", "2"))
+        .await;
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let patched = c
+        .kubectl(
+            &[
+                "patch",
+                "deployment",
+                "web",
+                "--type=merge",
+                "-p",
+                "{\"spec\":{\"replicas\":-3}}",
+            ],
+            "",
+        )
+        .await;
+    assert!(!patched.status.success(), "a patch is validated too");
+    assert!(
+        String::from_utf8_lossy(&patched.stderr)
+            .contains("spec.replicas: Invalid value: -3: must be greater than or equal to 0"),
+        "{}",
+        String::from_utf8_lossy(&patched.stderr)
+    );
+}
+
+/// The answer itself: kube-apiserver's Status shape for 422 and 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_carry_kube_apiserver_status_shapes() {
+    let c = Cluster::start().await;
+    let body = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"tier": "x".repeat(64)}},
+        "spec": {"replicas": -5, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "pause",
+                    "resources": {"requests": {"cpu": "-1"}}}]}}}});
+    let (code, status) = c
+        .post("/apis/apps/v1/namespaces/default/deployments", &body)
+        .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["code"], 422);
+    assert_eq!(status["details"]["name"], "web");
+    assert_eq!(status["details"]["group"], "apps");
+    assert_eq!(status["details"]["kind"], "Deployment");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .expect("causes")
+        .iter()
+        .map(|c| {
+            assert_eq!(c["reason"], "FieldValueInvalid");
+            c["field"].as_str().expect("field")
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            "metadata.labels",
+            "spec.replicas",
+            "spec.template.spec.containers[0].resources.requests[cpu]",
+        ]
+    );
+    let message = status["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(
+            "Deployment.apps \"web\" is invalid: [metadata.labels: Invalid value: \"xxxx"
+        ),
+        "{message}"
+    );
+    assert!(
+        message
+            .contains(", spec.replicas: Invalid value: -5: must be greater than or equal to 0, "),
+        "{message}"
+    );
+
+    let (code, status) = c
+        .post(
+            "/api/v1/namespaces/default/pods",
+            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "ports": [{"containerPort": "http"}]}]}}),
+        )
+        .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field ContainerPort.spec.containers.ports.containerPort of type int32"
+    );
+}
