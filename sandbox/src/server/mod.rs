@@ -384,7 +384,11 @@ async fn resource_request(
 
 /// A JSON response with the given status.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    bytes_response(code, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// A response whose body is JSON already serialized.
+pub(crate) fn bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
     Response::builder()
         .status(code)
         .header(header::CONTENT_TYPE, "application/json")

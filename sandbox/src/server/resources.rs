@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiResult, Reason};
 use crate::patch::PatchType;
 use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, parse_field_selector, parse_label_selector};
-use crate::store::{DeleteOptions, Store, Subresource};
+use crate::store::{DeleteOptions, PageRequest, Store, Subresource};
 use crate::table::{Columns, IncludeObject, render};
 
 pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Response> {
@@ -110,20 +110,101 @@ fn selectors(req: &Request) -> ApiResult<(kube::core::Selector, FieldSelector)> 
     Ok((labels, fields))
 }
 
+/// Where a paged list goes on: the resourceVersion of its first page and the last object
+/// returned (namespace, name). Sent to the client as the opaque `metadata.continue` token
+/// (base64url of this as JSON), as kube-apiserver's token carries its revision and start key.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Continue {
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+impl Continue {
+    fn encode(&self) -> String {
+        use base64::Engine as _;
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// Errors: 400, worded as kube-apiserver words an unreadable token.
+    fn decode(token: &str) -> ApiResult<Continue> {
+        use base64::Engine as _;
+        let invalid =
+            |why: String| ApiError::bad_request(format!("continue key is not valid: {why}"));
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|e| invalid(e.to_string()))?;
+        serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))
+    }
+}
+
+/// `limit` as kube-apiserver reads it: absent, empty, zero or negative is no limit.
+///
+/// Errors: 400 when it is not an integer.
+fn limit(req: &Request) -> ApiResult<Option<usize>> {
+    match req.param("limit").filter(|l| !l.is_empty()) {
+        None => Ok(None),
+        Some(l) => {
+            let n: i64 = l.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid value for limit: {l:?}: not an integer"))
+            })?;
+            Ok(usize::try_from(n).ok().filter(|n| *n > 0))
+        }
+    }
+}
+
+/// A list, paged when the client asks (`limit`, then `continue` with the token the previous
+/// page returned: kubectl asks for 500 at a time, kube-rs reflectors too). The items are
+/// serialized from the store's objects without copying them.
 fn list(store: &Store, t: &Target, req: &Request) -> ApiResult<Response> {
     let (labels, fields) = selectors(req)?;
-    let listed = store.list(&t.rt, t.namespace.as_deref(), &labels, &fields);
-    let rv = listed.resource_version;
-    if req.wants_table() {
-        return table(
-            &t.rt,
-            &listed.items,
-            req,
-            json!({"resourceVersion": rv.to_string()}),
-        );
+    let token = req
+        .param("continue")
+        .filter(|c| !c.is_empty())
+        .map(Continue::decode)
+        .transpose()?;
+    let page = store.list_page(
+        &t.rt,
+        t.namespace.as_deref(),
+        &labels,
+        &fields,
+        &PageRequest {
+            after: token.as_ref().map(|c| (c.ns.as_str(), c.name.as_str())),
+            limit: limit(req)?,
+            first_rv: token.as_ref().map(|c| c.rv),
+        },
+    )?;
+    let rv = page.resource_version;
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some((ns, name)) = page.next {
+        meta["continue"] = json!(Continue { rv, ns, name }.encode());
+        // kube-apiserver counts the rest only when no selector filters it.
+        if req.param("labelSelector").unwrap_or("").is_empty()
+            && req.param("fieldSelector").unwrap_or("").is_empty()
+        {
+            meta["remainingItemCount"] = json!(page.remaining);
+        }
     }
-    let items: Vec<Value> = listed.items.iter().map(|o| (**o).clone()).collect();
-    Ok(json_response(StatusCode::OK, &list_body(&t.rt, items, rv)))
+    if req.wants_table() {
+        return table(&t.rt, &page.items, req, meta);
+    }
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ListBody<'a> {
+        kind: String,
+        api_version: String,
+        metadata: Value,
+        items: Vec<&'a Value>,
+    }
+    let body = ListBody {
+        kind: format!("{}List", t.rt.kind),
+        api_version: t.rt.api_version(),
+        metadata: meta,
+        items: page.items.iter().map(|o| o.as_ref()).collect(),
+    };
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    Ok(super::bytes_response(StatusCode::OK, bytes))
 }
 
 /// A `<Kind>List` body.

@@ -115,6 +115,32 @@ pub struct Listed {
     pub resource_version: u64,
 }
 
+/// Which page of a list to read ([`Store::list_page`]).
+#[derive(Clone, Debug, Default)]
+pub struct PageRequest<'a> {
+    /// Namespace and name of the previous page's last object (the next starts after it);
+    /// `None` for the first page.
+    pub after: Option<(&'a str, &'a str)>,
+    /// At most this many objects; `None`: all.
+    pub limit: Option<usize>,
+    /// The resourceVersion the first page returned; `None` for the first page.
+    pub first_rv: Option<u64>,
+}
+
+/// One page of a list (`limit`/`continue`, see [`Store::list_page`]).
+#[derive(Clone, Debug)]
+pub struct Page {
+    /// Matching objects of this page, sorted by namespace and name.
+    pub items: Vec<Arc<Value>>,
+    /// The store's resourceVersion when the list's first page was read.
+    pub resource_version: u64,
+    /// Matching objects after this page.
+    pub remaining: usize,
+    /// Namespace and name of this page's last object, when more follow: where the next page
+    /// starts (exclusive).
+    pub next: Option<(String, String)>,
+}
+
 /// A watch starting point: the backlog to replay, then the live receiver.
 pub struct WatchStart {
     /// Events after the requested version (or synthetic ADDED events for every object).
@@ -295,6 +321,75 @@ impl Store {
             items,
             resource_version: inner.rv,
         }
+    }
+
+    /// One page of [`Store::list`]: at most `page.limit` matching objects after the object
+    /// `page.after` (exclusive), as kube-apiserver pages a list with `limit` and `continue`.
+    /// Later pages are read from the current state, not a
+    /// snapshot at that version, so objects created, changed or deleted in between show as
+    /// they are now; a client watching from `first_rv` afterwards is told every such change.
+    ///
+    /// Errors: 410 `Expired` when changes after `first_rv` have left the watch history (the
+    /// client must list again, as when etcd compacted the revision).
+    pub fn list_page(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        labels: &Selector,
+        fields: &FieldSelector,
+        page: &PageRequest<'_>,
+    ) -> ApiResult<Page> {
+        let PageRequest {
+            after,
+            limit,
+            first_rv,
+        } = *page;
+        let inner = self.lock();
+        if let Some(rv) = first_rv
+            && rv < inner.floor
+        {
+            return Err(ApiError::new(
+                Reason::Expired,
+                "The provided continue parameter is too old to display a consistent list \
+                 result. You can start a new list without the continue parameter.",
+            ));
+        }
+        let resource_version = first_rv.unwrap_or(inner.rv);
+        let Some(table) = inner.table(&rt.key()) else {
+            return Ok(Page {
+                items: vec![],
+                resource_version,
+                remaining: 0,
+                next: None,
+            });
+        };
+        let start = after.map(|(ns, name)| ObjectKey {
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+        });
+        let range = match &start {
+            Some(k) => table.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
+            None => table.range::<ObjectKey, _>(..),
+        };
+        let mut matching = range
+            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|(_, o)| labels_match(labels, o) && fields.matches(o));
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut last = None;
+        for (k, o) in matching.by_ref().take(limit) {
+            items.push(Arc::clone(o));
+            last = Some(k);
+        }
+        let remaining = matching.count();
+        Ok(Page {
+            items,
+            resource_version,
+            remaining,
+            next: last
+                .filter(|_| remaining > 0)
+                .map(|k| (k.namespace.clone(), k.name.clone())),
+        })
     }
 
     /// Replace an object (PUT). A non-empty `metadata.resourceVersion` must match (409 otherwise).

@@ -197,3 +197,103 @@ fn crd_create_registers_type_and_delete_drops_objects() {
         .expect("delete crd");
     assert!(store.resource("example.com", "v1", "widgets").is_none());
 }
+
+#[test]
+fn lists_page_in_key_order_and_a_stale_continuation_expires() {
+    let store = Store::with_history(3);
+    let rt = pods(&store);
+    for (ns, name) in [
+        ("kube-system", "p1"),
+        ("default", "p2"),
+        ("default", "p1"),
+        ("kube-public", "p0"),
+    ] {
+        store.create(&rt, ns, pod(name)).expect("created");
+    }
+    let all = Selector::default();
+    let fields = parse_field_selector("").expect("empty");
+    let names = |page: &Page| -> Vec<String> {
+        page.items
+            .iter()
+            .map(|o| {
+                format!("{}/{}", o["metadata"]["namespace"], o["metadata"]["name"]).replace('"', "")
+            })
+            .collect()
+    };
+    let first = store
+        .list_page(
+            &rt,
+            None,
+            &all,
+            &fields,
+            &PageRequest {
+                limit: Some(3),
+                ..PageRequest::default()
+            },
+        )
+        .expect("first page");
+    assert_eq!(
+        names(&first),
+        ["default/p1", "default/p2", "kube-public/p0"]
+    );
+    assert_eq!(first.remaining, 1);
+    let (ns, name) = first.next.clone().expect("more follow");
+    let rv = first.resource_version;
+    // A change between pages: the second page shows the store as it is now.
+    store
+        .create(&rt, "kube-system", pod("p2"))
+        .expect("created");
+    let second = store
+        .list_page(
+            &rt,
+            None,
+            &all,
+            &fields,
+            &PageRequest {
+                after: Some((&ns, &name)),
+                limit: Some(3),
+                first_rv: Some(rv),
+            },
+        )
+        .expect("second page");
+    assert_eq!(names(&second), ["kube-system/p1", "kube-system/p2"]);
+    assert_eq!((second.remaining, second.next.clone()), (0, None));
+    assert_eq!(
+        second.resource_version, rv,
+        "the first page's version throughout"
+    );
+    // Namespaced, and the last page exactly full: no continuation.
+    let a = store
+        .list_page(
+            &rt,
+            Some("default"),
+            &all,
+            &fields,
+            &PageRequest {
+                limit: Some(2),
+                ..PageRequest::default()
+            },
+        )
+        .expect("namespace default");
+    assert_eq!((names(&a).len(), a.next), (2, None));
+    // Once the history no longer reaches back to the first page, the continuation is refused.
+    for i in 0..4 {
+        store
+            .create(&rt, "kube-public", pod(&format!("q{i}")))
+            .expect("created");
+    }
+    let err = store
+        .list_page(
+            &rt,
+            None,
+            &all,
+            &fields,
+            &PageRequest {
+                after: Some((&ns, &name)),
+                limit: Some(3),
+                first_rv: Some(rv),
+            },
+        )
+        .expect_err("expired");
+    assert_eq!(err.reason, Reason::Expired);
+}
