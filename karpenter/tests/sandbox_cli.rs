@@ -35,6 +35,24 @@ fn online_boutique_times_ten_settles_with_instance_types_and_cost() {
     );
     assert!(r["cost_per_hour_usd"].as_f64().is_some_and(|c| c > 0.0));
     assert!(r["settle_seconds"].as_f64().is_some_and(|s| s > 0.0));
+    // Every NodeClaim was created by the controller, and its status written as it launched.
+    let writes = &r["writes_per_nodeclaim"];
+    assert_eq!(writes["nodeclaims"].as_u64(), Some(claims));
+    assert_eq!(
+        writes["mean_by_request"]["create nodeclaims"], 1.0,
+        "{writes}"
+    );
+    assert!(
+        writes["mean_by_request"]["patch nodeclaims/status"]
+            .as_f64()
+            .is_some_and(|n| n >= 1.0),
+        "{writes}"
+    );
+    assert!(
+        writes["mean"].as_f64().is_some_and(|n| n >= 2.0),
+        "{writes}"
+    );
+    assert!(writes["max"].as_u64().is_some_and(|n| n >= 2), "{writes}");
 }
 
 #[test]

@@ -28,7 +28,15 @@ pub struct AuditEntry {
     pub user_agent: String,
     /// HTTP status of the response.
     pub status: u16,
+    /// The request as RBAC sees it (verb, resource, subresource, namespace, name), with the
+    /// name of the object a create made (from the response) when the path names none.
+    pub attributes: RequestAttributes,
 }
+
+/// Put on a create's response by the API server: the name of the object created, which the
+/// audit log records (the request path of a create names no object). Not sent to the client.
+#[derive(Clone, Debug)]
+pub struct CreatedName(pub String);
 
 /// A request to a resource, as kube-apiserver's request-info resolver
 /// (`k8s.io/apiserver/pkg/endpoints/request.RequestInfoFactory`) describes it to RBAC.

@@ -583,7 +583,12 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         eprintln!("{}", sim.faults().counts());
     }
     if let Some(format) = args.report {
-        let report = Report::new(&last, elapsed.as_secs_f64(), settled);
+        let report = Report::new(
+            &last,
+            elapsed.as_secs_f64(),
+            settled,
+            claim_writes(&cluster.sandbox),
+        );
         match format {
             ReportFormat::Json => println!(
                 "{}",
@@ -664,6 +669,34 @@ async fn watch_progress(
             }
         }
     }
+}
+
+/// The controller's API writes per initialized NodeClaim, from the sandbox's audit log.
+fn claim_writes(sandbox: &sandbox::Sandbox) -> report::ClaimWrites {
+    let store = sandbox.store();
+    let claims: Vec<(String, Option<String>)> = store
+        .resource("karpenter.sh", "v1", "nodeclaims")
+        .map(|rt| {
+            store
+                .list(&rt, None, &Default::default(), &Default::default())
+                .items
+        })
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| {
+            c["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|k| k["type"] == "Initialized" && k["status"] == "True")
+        })
+        .filter_map(|c| {
+            let name = c["metadata"]["name"].as_str()?.to_owned();
+            let node = c["status"]["nodeName"].as_str().map(str::to_owned);
+            Some((name, node))
+        })
+        .collect();
+    report::ClaimWrites::count(&sandbox.audit(), controller::runtime::USER_AGENT, &claims)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
+use sandbox::audit::{AuditEntry, RequestAttributes};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -187,6 +188,80 @@ pub struct Report {
     pub settle_seconds: f64,
     /// Whether the cluster settled ([`Observation::settled`]) before exit.
     pub settled: bool,
+    /// The controller's API writes per initialized NodeClaim.
+    pub writes_per_nodeclaim: ClaimWrites,
+}
+
+/// The controller's API writes per NodeClaim: every write request of the controller (its
+/// User-Agent) that succeeded and names a NodeClaim or that NodeClaim's Node (create, update,
+/// patch, delete, of the object or a subresource), counted over the sandbox's run, for the
+/// NodeClaims that are initialized. In a run that only provisions (`--until-settled`), that is
+/// from each NodeClaim's creation to its initialization. Upstream's node-ownership design
+/// expects about two writes on the NodeClaim (create, then status as it launches) beyond the
+/// lifecycle's conditions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClaimWrites {
+    /// Initialized NodeClaims counted.
+    pub nodeclaims: usize,
+    /// Writes per NodeClaim, on average.
+    pub mean: f64,
+    /// The most writes one NodeClaim had.
+    pub max: usize,
+    /// Writes per NodeClaim on average, by request as RBAC names it: `create nodeclaims`,
+    /// `patch nodeclaims/status`, `patch nodes`, ...
+    pub mean_by_request: BTreeMap<String, f64>,
+}
+
+impl ClaimWrites {
+    /// Count `entries` (the audit log, oldest first) of clients whose User-Agent starts with
+    /// `user_agent` for `claims`: (NodeClaim name, its node's name if it has one).
+    pub fn count(
+        entries: &[AuditEntry],
+        user_agent: &str,
+        claims: &[(String, Option<String>)],
+    ) -> ClaimWrites {
+        let mut owner: HashMap<(&str, &str), &str> = HashMap::new();
+        for (claim, node) in claims {
+            owner.insert(("nodeclaims", claim), claim);
+            if let Some(node) = node {
+                owner.insert(("nodes", node), claim);
+            }
+        }
+        let mut per_claim: HashMap<&str, usize> = HashMap::new();
+        let mut by_request: BTreeMap<String, usize> = BTreeMap::new();
+        for e in entries {
+            if !e.user_agent.starts_with(user_agent) || !(200..300).contains(&e.status) {
+                continue;
+            }
+            let RequestAttributes::Resource(r) = &e.attributes else {
+                continue;
+            };
+            let Some(name) = r.name.as_deref() else {
+                continue;
+            };
+            let Some(claim) = owner.get(&(r.resource.as_str(), name)) else {
+                continue;
+            };
+            *per_claim.entry(claim).or_default() += 1;
+            *by_request
+                .entry(format!("{} {}", r.verb, r.qualified_resource()))
+                .or_default() += 1;
+        }
+        let n = claims.len();
+        let mean = |count: usize| {
+            if n == 0 {
+                0.0
+            } else {
+                (count as f64 / n as f64 * 100.0).round() / 100.0
+            }
+        };
+        ClaimWrites {
+            nodeclaims: n,
+            mean: mean(per_claim.values().sum()),
+            max: per_claim.values().copied().max().unwrap_or(0),
+            mean_by_request: by_request.into_iter().map(|(k, c)| (k, mean(c))).collect(),
+        }
+    }
 }
 
 /// Pods in the report.
@@ -213,7 +288,12 @@ pub struct ClaimReport {
 
 impl Report {
     /// The report of a final observation.
-    pub fn new(o: &Observation, settle_seconds: f64, settled: bool) -> Report {
+    pub fn new(
+        o: &Observation,
+        settle_seconds: f64,
+        settled: bool,
+        writes_per_nodeclaim: ClaimWrites,
+    ) -> Report {
         Report {
             pods: PodReport {
                 total: o.pods_total,
@@ -228,6 +308,7 @@ impl Report {
             cost_per_hour_usd: (o.cost_per_hour * 10_000.0).round() / 10_000.0,
             settle_seconds: (settle_seconds * 10.0).round() / 10.0,
             settled,
+            writes_per_nodeclaim,
         }
     }
 
@@ -263,6 +344,14 @@ impl Report {
             self.cost_per_hour_usd,
             self.cost_per_hour_usd * 730.0
         );
+        let w = &self.writes_per_nodeclaim;
+        if w.nodeclaims > 0 {
+            let _ = writeln!(
+                s,
+                "Controller API writes per NodeClaim: {:.1} on average, at most {}",
+                w.mean, w.max
+            );
+        }
         if !self.nodeclaims.by_instance_type.is_empty() {
             let _ = writeln!(s, "Instance types:");
             let mut types: Vec<(&String, &usize)> =
@@ -329,7 +418,8 @@ mod tests {
             !observe(&pods, &[failed, later], &claims, &instances).settled(),
             "a later nomination supersedes"
         );
-        let r = Report::new(&o, 12.34, true);
+        let writes = ClaimWrites::count(&[], "karpenter-rs/", &[]);
+        let r = Report::new(&o, 12.34, true, writes);
         let v = serde_json::to_value(&r).expect("serializes");
         assert_eq!(v["pods"]["unschedulable"][0]["name"], "default/b");
         assert_eq!(v["nodeclaims"]["by_instance_type"]["m5.large"], 1);

@@ -171,16 +171,23 @@ async fn dispatch(
     });
     let response = respond(&store, &segments, &mut req, fault).await;
     let user_agent = header(header::USER_AGENT);
-    audit.record_access(
-        &user_agent,
-        RequestAttributes::from_request(req.method.as_str(), path, &req.query),
-    );
+    let attributes = RequestAttributes::from_request(req.method.as_str(), path, &req.query);
+    audit.record_access(&user_agent, attributes.clone());
     if !matches!(req.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        let mut attributes = attributes;
+        if let (RequestAttributes::Resource(r), Some(created)) = (
+            &mut attributes,
+            response.extensions().get::<crate::audit::CreatedName>(),
+        ) && r.name.is_none()
+        {
+            r.name = Some(created.0.clone());
+        }
         audit.record(AuditEntry {
             method: req.method.to_string(),
             path: path.to_string(),
             user_agent,
             status: response.status().as_u16(),
+            attributes,
         });
     }
     response

@@ -36,7 +36,13 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         (&Method::POST, None) => {
             let body = req.json_body()?;
             let created = store.create_with(&t.rt, ns, body, req.strict())?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            let mut response = json_response(StatusCode::CREATED, &created);
+            if let Some(name) = created["metadata"]["name"].as_str() {
+                response
+                    .extensions_mut()
+                    .insert(crate::audit::CreatedName(name.to_owned()));
+            }
+            Ok(response)
         }
         (&Method::PUT, Some(name)) => {
             let body = req.json_body()?;
