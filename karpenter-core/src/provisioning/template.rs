@@ -295,6 +295,9 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
             generate_name: Some(format!("{pool_name}-")),
             labels: Some(labels),
             annotations: Some(annotations),
+            // Created with its termination finalizer, so the lifecycle controller need not
+            // patch it on (upstream adds it in its first reconcile): one API write less.
+            finalizers: Some(vec![crds::labels::TERMINATION_FINALIZER.to_owned()]),
             owner_references: Some(vec![OwnerReference {
                 api_version: "karpenter.sh/v1".into(),
                 kind: "NodePool".into(),
