@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The sandbox's memory at 20,400 pods, measured: Online Boutique x1700.
+
+Starts `karpenter sandbox --scale 1700` (12 Deployments of 1 replica each, so 20,400 pods),
+waits until every pod is bound and Running (the API server's own count, read with
+`kubectl get pods -A --chunk-size=500`), then runs `kubectl get pods -A -o json` five times.
+Prints, from /proc: the peak RSS (VmHWM) when settled and after the five lists, the RSS (VmRSS)
+at the end, and the wall time to settle and of each list. Asserts nothing (issue 20's target:
+a peak of at most 2 GB).
+
+Usage: scripts/bench-sandbox-memory.py [--bin-dir target/release] [--scale 1700]
+Needs kubectl on PATH.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def status_kib(pid, field):
+    """A /proc/PID/status field in KiB (VmHWM: peak RSS, VmRSS: current RSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+def mib(kib):
+    return f"{kib / 1024:,.0f} MiB"
+
+
+def running_pods(kubeconfig):
+    """(pods, Running pods), or None while the API server is not up."""
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", kubeconfig, "get", "pods", "-A", "--no-headers",
+         "--chunk-size=500", "-o", "custom-columns=PHASE:.status.phase"],
+        capture_output=True, text=True,
+    )
+    if out.returncode != 0:
+        return None
+    phases = out.stdout.split()
+    return len(phases), phases.count("Running")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin-dir", default="target/release")
+    ap.add_argument("--scale", type=int, default=1700)
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds to settle")
+    args = ap.parse_args()
+    want = 12 * args.scale
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = os.path.join(tmp, "kubeconfig")
+        proc = subprocess.Popen(
+            [os.path.join(args.bin_dir, "karpenter"), "sandbox", "--scale", str(args.scale),
+             "--kubeconfig-out", kubeconfig],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "LOG_LEVEL": "error"},
+        )
+        try:
+            start = time.monotonic()
+            while True:
+                if proc.poll() is not None:
+                    sys.exit(f"the sandbox exited with {proc.returncode}")
+                if time.monotonic() - start > args.timeout:
+                    sys.exit(f"not settled within {args.timeout:.0f} s")
+                counts = running_pods(kubeconfig) if os.path.exists(kubeconfig) else None
+                if counts == (want, want):
+                    break
+                time.sleep(5)
+            settled = time.monotonic() - start
+            hwm_settled = status_kib(proc.pid, "VmHWM")
+            lists = []
+            for _ in range(5):
+                t = time.monotonic()
+                out = subprocess.run(
+                    ["kubectl", "--kubeconfig", kubeconfig, "get", "pods", "-A", "-o", "json"],
+                    capture_output=True,
+                )
+                if out.returncode != 0:
+                    sys.exit(f"kubectl get pods failed: {out.stderr.decode()}")
+                lists.append((time.monotonic() - t, len(out.stdout)))
+            hwm = status_kib(proc.pid, "VmHWM")
+            rss = status_kib(proc.pid, "VmRSS")
+        finally:
+            proc.terminate()
+            proc.wait()
+    print(f"pods: {want:,} Running, settled in {settled:.0f} s")
+    print(f"peak RSS when settled: {mib(hwm_settled)}")
+    print(f"peak RSS after 5 x kubectl get pods -A -o json: {mib(hwm)}")
+    print(f"RSS at the end: {mib(rss)}")
+    for i, (secs, size) in enumerate(lists, 1):
+        print(f"list {i}: {secs:.2f} s, {size / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
