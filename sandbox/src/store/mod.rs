@@ -18,8 +18,14 @@ use crate::selector::{FieldSelector, labels_match};
 /// How many watch events are kept for watches that resume from an older resourceVersion
 /// (older ones answer 410 `Expired` and the client lists again, as after an etcd compaction).
 /// Each kept event holds the object's version at that change, so this bounds the memory that
-/// superseded versions take: at 20,400 pods, 200,000 events kept gigabytes of them.
-pub const DEFAULT_HISTORY: usize = 50_000;
+/// superseded versions take: at 20,400 pods, 200,000 events kept gigabytes of them (a pod is
+/// about 18 KB as a JSON value).
+pub const DEFAULT_HISTORY: usize = 20_000;
+
+/// How many changes the live channel to watchers and actors buffers. A slower receiver is told
+/// it lagged: an actor runs a full pass, a watch ends and its client resumes from the history.
+/// The channel keeps its last changes alive, as the history does, so it is bounded alike.
+pub const LIVE_BUFFER: usize = 16_384;
 
 /// Namespaces that exist from the start, as in a new cluster.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -219,7 +225,7 @@ impl Store {
     /// A store whose watch history keeps `history_cap` events (small values make 410 Gone easy
     /// to provoke in tests).
     pub fn with_history(history_cap: usize) -> Arc<Store> {
-        let (events, _) = broadcast::channel(65_536);
+        let (events, _) = broadcast::channel(LIVE_BUFFER);
         let store = Arc::new(Store {
             inner: Mutex::new(Inner {
                 rv: 0,
