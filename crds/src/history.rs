@@ -488,6 +488,7 @@ pub fn upgrade_steps(records: &[Record], nodepool: &str) -> Vec<StepRecord> {
             started: r.decided.to_string(),
             finished: r.finished.to_string(),
             seconds: r.finished.duration_since(r.decided).as_secs().max(0) as u64,
+            pods_moved: r.pods_moved,
         })
         .collect()
 }

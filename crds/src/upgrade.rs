@@ -93,12 +93,20 @@ pub struct StepRecord {
     /// without a replacement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// RFC 3339 time the step started ([`STEP_STARTED_ANNOTATION`]); empty when unknown.
+    /// RFC 3339 time the step started: the [`STEP_STARTED_ANNOTATION`] the controller wrote on
+    /// the drifted NodeClaim as it started the step (the record's `decided`).
     pub started: String,
-    /// RFC 3339 time the step ended.
+    /// RFC 3339 time the step ended: the old NodeClaim released (its instance gone), or the
+    /// rollback.
     pub finished: String,
-    /// Whole seconds from `started` to `finished`; 0 when `started` is unknown.
+    /// Whole seconds from `started` to `finished` (launching and initializing the replacement,
+    /// draining and terminating the old node).
     pub seconds: u64,
+    /// Pods the step's drain moved (DaemonSet pods excluded; 0 for an empty node and for a
+    /// rollback), from the record's `podsMoved`. `upgrade status` compares the queued nodes
+    /// with it to estimate their steps.
+    #[serde(default)]
+    pub pods_moved: u32,
 }
 
 /// The step allowance annotation as a number (absent or malformed: 0).

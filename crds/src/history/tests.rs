@@ -326,6 +326,7 @@ fn upgrade_steps_are_the_drifted_records_of_the_nodepool() {
         ..Replacement::default()
     });
     succeeded.finished = at("2026-01-01T00:20:00Z");
+    succeeded.pods_moved = 12;
     let mut empty = record(2);
     empty.reason = reason::DRIFTED.into();
     empty.finished = at("2026-01-01T00:30:00Z");
@@ -358,6 +359,8 @@ fn upgrade_steps_are_the_drifted_records_of_the_nodepool() {
         Some("empty node: drained without a replacement")
     );
     assert_eq!(steps[1].seconds, 20 * 60);
+    assert_eq!(steps[1].started, "2026-01-01T00:00:00Z");
+    assert_eq!((steps[1].pods_moved, steps[2].pods_moved), (12, 0));
     // At most HISTORY_LENGTH steps, the newest.
     let many: Vec<Record> = (0..HISTORY_LENGTH + 2)
         .map(|n| {

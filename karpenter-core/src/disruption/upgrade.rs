@@ -57,6 +57,9 @@ pub struct StepInProgress {
     /// When it started (`upgrades.karpenter.sh/step-started`); `None` when missing or
     /// unparseable.
     pub started: Option<Timestamp>,
+    /// Pods still on its node that the drain moves (DaemonSet pods excluded), as for a queued
+    /// [`Candidate`]; 0 for an empty node or one already drained.
+    pub pods: usize,
 }
 
 /// A drifted NodeClaim waiting for its step, in queue order.
@@ -144,7 +147,12 @@ pub fn plan(view: &View<'_>) -> Plan {
         if deleting {
             disrupting += 1;
         }
-        if let Some(step) = step_of(claim, view.claims) {
+        let pods: Vec<&Arc<Pod>> = node
+            .as_deref()
+            .and_then(|n| by_node.get(n))
+            .map(|p| p.iter().filter(|p| !is_owned_by(p, "DaemonSet")).collect())
+            .unwrap_or_default();
+        if let Some(step) = step_of(claim, view.claims, pods.len()) {
             if !deleting {
                 disrupting += 1;
             }
@@ -172,11 +180,6 @@ pub fn plan(view: &View<'_>) -> Plan {
         if deleting || !drifted || !initialized {
             continue;
         }
-        let pods: Vec<&Arc<Pod>> = node
-            .as_deref()
-            .and_then(|n| by_node.get(n))
-            .map(|p| p.iter().filter(|p| !is_owned_by(p, "DaemonSet")).collect())
-            .unwrap_or_default();
         if let Some(why) = blocked(claim, &pods, view) {
             skipped.push(Skipped {
                 nodeclaim: name,
@@ -259,7 +262,12 @@ pub fn drain_timeout(claim: &NodeClaim, pods: &[&Arc<Pod>]) -> Duration {
 }
 
 /// The step a NodeClaim is in, if it is being replaced: it carries the replacement annotation.
-pub fn step_of(claim: &NodeClaim, claims: &[Arc<NodeClaim>]) -> Option<StepInProgress> {
+/// `pods` is how many pods on its node the drain moves ([`StepInProgress::pods`]).
+pub fn step_of(
+    claim: &NodeClaim,
+    claims: &[Arc<NodeClaim>],
+    pods: usize,
+) -> Option<StepInProgress> {
     let annotations = claim.metadata.annotations.as_ref()?;
     let replacement = annotations.get(REPLACEMENT_ANNOTATION)?;
     let replacement = (!replacement.is_empty()).then(|| replacement.clone());
@@ -291,6 +299,7 @@ pub fn step_of(claim: &NodeClaim, claims: &[Arc<NodeClaim>]) -> Option<StepInPro
         replacement,
         phase,
         started,
+        pods,
     })
 }
 

@@ -17,7 +17,7 @@ use super::attach::{LimitReached, type_exceeded};
 use super::constraints::{Relaxation, node_requirements};
 use super::pod::PodInfo;
 use super::requirements::{Incompatible, Requirements};
-use super::resources::{Resources, format_quantity};
+use super::resources::{Resources, format_quantities};
 use super::solver::{Input, LIMIT_NODES, NodePoolTemplate, Rejection, solve, within_limits};
 use crate::capacity::InstanceType;
 use crate::provisioning::template;
@@ -99,7 +99,9 @@ pub enum Reason {
     LimitReached {
         /// Limited resource (`cpu`, `memory`, `nodes`, ...).
         resource: String,
-        /// The limit in `spec.limits`, as a quantity (e.g. `100`, `400Gi`, `10` nodes).
+        /// The limit in `spec.limits`, as a quantity (e.g. `100`, `400Gi`, `10` nodes); it,
+        /// `usage`, `left` and `needed` are written in one unit (`4000m`, `3500m`, `500m`,
+        /// `2000m`, never `4` against `3500m`).
         limit: String,
         /// What the NodePool's nodes and NodeClaims already use.
         usage: String,
@@ -140,9 +142,11 @@ pub enum Reason {
 pub struct Largest {
     /// Resource name, e.g. `cpu`, `memory`, `nvidia.com/gpu`.
     pub resource: String,
-    /// What the pod (plus DaemonSet overhead) requests.
+    /// What the pod (plus DaemonSet overhead) requests, as a quantity in the same unit as
+    /// `available` (e.g. `20500m`).
     pub requested: String,
-    /// The largest allocatable amount on any compatible type, as a quantity (e.g. `7910m`).
+    /// The largest allocatable amount on any compatible type, as a quantity in the same unit as
+    /// `requested` (e.g. `16000m`, not `16`).
     pub available: String,
     /// The instance type that has it.
     pub instance_type: String,
@@ -499,10 +503,11 @@ fn too_large(requests: &Resources, compatible: &[&Arc<InstanceType>]) -> Reason 
             .max_by_key(|it| it.allocatable.get(name))
             .filter(|it| it.allocatable.get(name) < wanted);
         if let Some(it) = best {
+            let [requested, available] = alike(name, [wanted, it.allocatable.get(name)]);
             largest.push(Largest {
                 resource: name.to_string(),
-                requested: format_quantity(name, wanted),
-                available: format_quantity(name, it.allocatable.get(name)),
+                requested,
+                available,
                 instance_type: it.name.clone(),
                 sizing: it.sizing.get(name).cloned(),
             });
@@ -540,16 +545,25 @@ fn limit_reached(
             continue;
         }
         let limit = limits.get(name).copied().unwrap_or(0);
+        let [limit, usage, left, needed] =
+            alike(name, [limit, limit - left, (*left).max(0), need(smallest)]);
         return Some(Reason::LimitReached {
             resource: name.clone(),
-            limit: format_quantity(name, limit),
-            usage: format_quantity(name, limit - left),
-            left: format_quantity(name, (*left).max(0)),
-            needed: format_quantity(name, need(smallest)),
+            limit,
+            usage,
+            left,
+            needed,
             instance_type: smallest.name.clone(),
         });
     }
     None
+}
+
+/// `values` of resource `name` as quantities in one unit ([`format_quantities`]): the amounts a
+/// reason compares.
+fn alike<const N: usize>(name: &str, values: [i64; N]) -> [String; N] {
+    let mut texts = format_quantities(name, &values).into_iter();
+    values.map(|_| texts.next().unwrap_or_default())
 }
 
 /// The first requirement with `minValues` the options cannot meet.

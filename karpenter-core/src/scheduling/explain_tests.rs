@@ -188,7 +188,7 @@ fn too_large_names_the_largest_type_per_resource() {
         &vec![Largest {
             resource: "cpu".into(),
             requested: "20500m".into(),
-            available: "16".into(),
+            available: "16000m".into(),
             instance_type: "gp.4xlarge".into(),
             sizing: None,
         }]
@@ -196,7 +196,7 @@ fn too_large_names_the_largest_type_per_resource() {
     assert_eq!(
         r.to_string(),
         "no instance type large enough for {cpu: 20500m, memory: 1Gi, pods: 1}: cpu requested \
-         20500m, largest 16 (gp.4xlarge)"
+         20500m, largest 16000m (gp.4xlarge)"
     );
 }
 
@@ -229,17 +229,28 @@ fn limit_reached_names_resource_limit_usage_and_need() {
     );
 }
 
-#[test]
-fn nodes_limit_counts_one_node() {
-    let mut t = pool("one", small_medium_large());
-    t.remaining = BTreeMap::from([("nodes".to_string(), 0)]);
+/// The verdict on a 500m pod for a NodePool of small, medium and large types whose limit on
+/// `resource` is `limit` with `left` of it remaining.
+fn limited(resource: &str, limit: i64, left: i64) -> String {
+    let mut t = pool("capped", small_medium_large());
+    t.remaining = BTreeMap::from([(resource.to_string(), left)]);
     let c = PoolCandidate {
-        limits: BTreeMap::from([("nodes".to_string(), 1)]),
+        limits: BTreeMap::from([(resource.to_string(), limit)]),
         ..ready(t)
     };
-    let r = rejected(&pod("web", 500, 1024, json!({})), c);
+    rejected(&pod("web", 500, 1024, json!({})), c).to_string()
+}
+
+#[test]
+fn limit_amounts_share_one_unit_and_nodes_count_one() {
+    // Limit 4 cpu, 3.5 in use: every amount in millicores, not `4` against `3500m`.
     assert_eq!(
-        r.to_string(),
+        limited("cpu", 4000, 500),
+        "limit reached: cpu limit 4000m, in use 3500m, 500m left; the smallest instance type \
+         that fits (gp.large) would add 2000m"
+    );
+    assert_eq!(
+        limited("nodes", 1, 0),
         "limit reached: nodes limit 1, in use 1, 0 left; the smallest instance type that fits \
          (gp.large) would add 1"
     );
@@ -408,6 +419,6 @@ fn too_large_says_how_the_node_class_sized_the_largest_type() {
     assert_eq!(
         r.to_string(),
         "no instance type large enough for {cpu: 1500m, memory: 256Mi, pods: 1}: cpu requested \
-         1500m, largest 1 (m5.large: 2 vCPUs, reserved 1 (EC2NodeClass))"
+         1500m, largest 1000m (m5.large: 2 vCPUs, reserved 1 (EC2NodeClass))"
     );
 }

@@ -248,29 +248,59 @@ impl Resources {
     }
 }
 
-/// Format an amount the way Kubernetes prints it: cpu as whole cores or millicores, memory and
-/// storage with the largest exact binary suffix, counts as integers.
+/// Binary suffixes of byte amounts, largest first.
+const BINARY_SUFFIXES: [(&str, i64); 4] = [
+    ("Ti", 1 << 40),
+    ("Gi", 1 << 30),
+    ("Mi", 1 << 20),
+    ("Ki", 1 << 10),
+];
+
+/// Format one amount of resource `name` as a Kubernetes quantity (cpu `value` in millicores,
+/// byte amounts in bytes, anything else a count): cpu as whole cores (`2`) or else millicores
+/// (`1500m`); memory, ephemeral storage and hugepages with the largest binary suffix that is
+/// exact (`4Gi`, `7910Mi`), else in bytes; counts as integers. The same as
+/// [`format_quantities`] with one value.
 pub fn format_quantity(name: &str, value: i64) -> String {
+    format_quantities(name, &[value]).pop().unwrap_or_default()
+}
+
+/// Format amounts of resource `name` that one message compares (requested against largest,
+/// limit against usage) as Kubernetes quantities in one unit, so they compare at a glance: cpu
+/// (`values` in millicores) in cores when every amount is whole cores (`16`), else all in
+/// millicores (`20500m` against `16000m`, never `20500m` against `16`); byte amounts (memory,
+/// ephemeral storage, hugepages) with the largest binary suffix exact for every amount (`1Gi`
+/// against `512Mi` becomes `1024Mi` against `512Mi`), else all in bytes; counts as integers.
+/// Zero is `0` in any unit. One string per value, in order; each parses back to its value.
+pub fn format_quantities(name: &str, values: &[i64]) -> Vec<String> {
+    let (suffix, unit) = common_unit(name, values);
+    values
+        .iter()
+        .map(|&v| {
+            if v == 0 {
+                "0".to_string()
+            } else {
+                format!("{}{suffix}", v / unit)
+            }
+        })
+        .collect()
+}
+
+/// The suffix and its size (in the resource's base unit) that [`format_quantities`] writes
+/// every one of `values` in.
+fn common_unit(name: &str, values: &[i64]) -> (&'static str, i64) {
+    let exact = |unit: i64| values.iter().all(|v| v % unit == 0);
     if name == CPU {
-        return if value % 1000 == 0 {
-            (value / 1000).to_string()
-        } else {
-            format!("{value}m")
-        };
+        return if exact(1000) { ("", 1000) } else { ("m", 1) };
     }
     if name == MEMORY || name == EPHEMERAL_STORAGE || name.starts_with("hugepages-") {
-        for (suffix, unit) in [
-            ("Ti", 1i64 << 40),
-            ("Gi", 1 << 30),
-            ("Mi", 1 << 20),
-            ("Ki", 1 << 10),
-        ] {
-            if value != 0 && value % unit == 0 {
-                return format!("{}{suffix}", value / unit);
-            }
+        let any = values.iter().any(|v| *v != 0);
+        if let Some(&(suffix, unit)) = BINARY_SUFFIXES.iter().find(|(_, unit)| any && exact(*unit))
+        {
+            return (suffix, unit);
         }
     }
-    value.to_string()
+    ("", 1)
 }
 
 impl fmt::Display for Resources {
@@ -312,6 +342,47 @@ mod tests {
         }
         assert_eq!(parse_units("1.5Gi"), Ok(1_610_612_736));
         assert_eq!(parse_units("100m"), Ok(1));
+    }
+
+    #[test]
+    fn amounts_format_as_kubernetes_quantities() {
+        let one = [
+            (CPU, 2000, "2"),
+            (CPU, 1500, "1500m"),
+            (CPU, 0, "0"),
+            (MEMORY, 4 << 30, "4Gi"),
+            (MEMORY, 7910 << 20, "7910Mi"),
+            (MEMORY, 1_000_000_000, "1000000000"),
+            (EPHEMERAL_STORAGE, 20 << 30, "20Gi"),
+            ("hugepages-2Mi", 2 << 20, "2Mi"),
+            (PODS, 110, "110"),
+            (NVIDIA_GPU, 4, "4"),
+        ];
+        for (name, value, want) in one {
+            assert_eq!(format_quantity(name, value), want, "{name} {value}");
+        }
+        // Amounts compared in one message share a unit: the issue's `cpu requested 2000,
+        // largest 893690m` (2000 cores against 893.69) is written in millicores throughout.
+        let alike = |name, values: &[i64]| format_quantities(name, values);
+        assert_eq!(alike(CPU, &[2_000_000, 893_690]), ["2000000m", "893690m"]);
+        assert_eq!(alike(CPU, &[20_500, 16_000]), ["20500m", "16000m"]);
+        assert_eq!(alike(CPU, &[4000, 3000, 1000, 2000]), ["4", "3", "1", "2"]);
+        assert_eq!(alike(CPU, &[4000, 0, 4000]), ["4", "0", "4"]);
+        assert_eq!(alike(MEMORY, &[1 << 30, 512 << 20]), ["1024Mi", "512Mi"]);
+        assert_eq!(alike(MEMORY, &[8 << 30, 0]), ["8Gi", "0"]);
+        assert_eq!(alike(MEMORY, &[1 << 30, 1000]), ["1073741824", "1000"]);
+        assert_eq!(alike(MEMORY, &[0, 0]), ["0", "0"]);
+        // Every string parses back to its amount.
+        for (name, values) in [
+            (CPU, vec![2_000_000, 893_690, 0]),
+            (MEMORY, vec![64 << 30, 7910 << 20, 3 << 10]),
+        ] {
+            for (text, value) in alike(name, &values).iter().zip(&values) {
+                let mut r = Resources::default();
+                r.set_parsed(name, text).expect("a quantity");
+                assert_eq!(r.get(name), *value, "{text}");
+            }
+        }
     }
 
     #[test]

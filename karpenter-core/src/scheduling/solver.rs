@@ -19,7 +19,7 @@ use super::choices;
 use super::constraints::{HostPort, Relaxation, node_requirements};
 use super::pod::{PodInfo, PodKey, queue_order};
 use super::requirements::{Incompatible, Requirement, Requirements};
-use super::resources::Resources;
+use super::resources::{Resources, format_quantity};
 use super::taints::{taint_string, untolerated};
 use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
 use crate::capacity::InstanceType;
@@ -162,7 +162,8 @@ pub enum Rejection {
         /// Which check eliminated the last candidates.
         detail: &'static str,
     },
-    /// The pool's limits leave no room.
+    /// The pool's limits leave no room: what is left of each limited resource, as quantities,
+    /// e.g. `remaining {cpu: 3500m, memory: 8Gi, nodes: 0}`.
     Limits(String),
     /// No instance type that fits can attach the pod's volumes: the largest limit among them.
     AttachLimit(LimitReached),
@@ -843,7 +844,7 @@ impl Solver<'_> {
             let limits: Vec<String> = pool
                 .remaining
                 .iter()
-                .map(|(k, v)| format!("{k}: {v}"))
+                .map(|(k, v)| format!("{k}: {}", format_quantity(k, *v)))
                 .collect();
             return Err(Rejection::Limits(format!(
                 "remaining {{{}}}",

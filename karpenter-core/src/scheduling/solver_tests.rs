@@ -130,6 +130,20 @@ fn limits_cap_new_claims_and_report_the_rest() {
         out.errors[0].rejections[0].1,
         Rejection::Limits(_)
     ));
+    // What is left is written as quantities (cpu in cores), not raw millicores.
+    assert_eq!(
+        out.errors[0].rejections[0].1.to_string(),
+        "all available instance types exceed limits for nodepool: remaining {cpu: 0}"
+    );
+    let mut p = pool("limited", vec![instance_type("gp.xlarge", 4, 16, 0.2)]);
+    p.remaining.insert("cpu".into(), 3500);
+    p.remaining.insert("memory".into(), 8 << 30);
+    let out = solve(&input(vec![pod("p", 3000, 1024, json!({}))], vec![p]));
+    assert_eq!(
+        out.errors[0].rejections[0].1.to_string(),
+        "all available instance types exceed limits for nodepool: remaining {cpu: 3500m, \
+         memory: 8Gi}"
+    );
 }
 
 #[test]

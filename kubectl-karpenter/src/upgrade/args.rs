@@ -28,10 +28,18 @@ step, with the reason), the step allowance left while paused, how many steps may
 drifted NodeClaims queued in the order they will be replaced (empty nodes first, then fewest
 pods, then oldest) with their pods and drain timeout, the drifted NodeClaims skipped and why (a
 PodDisruptionBudget that allows no disruption, karpenter.sh/do-not-disrupt), the recent steps
-(the NodePool's Drifted records of the disruption history; `kubectl karpenter history` shows
-every record), and an estimate of the time left: the mean duration of the recent succeeded
-steps times the steps left (queued plus in progress; skipped ones are not counted), or unknown
-without a succeeded step in the history.
+(the NodePool's Drifted records of the disruption history, with the pods each moved and its
+duration from the step's start to the old node's release; `kubectl karpenter history` shows
+every record), and an estimate of the time left.
+
+The estimate goes by size: each step left (in progress, counted in full, or queued; skipped
+NodeClaims are not counted) is expected to take the mean duration of the recent succeeded steps
+that moved the fewest pods among those that moved at least as many as its node has (an empty
+node goes by the empty ones). When a step left moves more pods than any recent succeeded step
+did, or no step has succeeded yet, the estimate is unknown and names that NodeClaim rather than
+guess from smaller nodes. It also says how long draining the queued nodes may take at most: their
+drain timeouts added up (pods are forced off after that), since PodDisruptionBudgets and slow
+shutdowns can make a drain run that long.
 
 Every NodePool is shown unless --nodepool names one. -o json|yaml prints a list with, per
 NodePool, the controller's plan (the fields above), its history and the estimate.

@@ -38,6 +38,7 @@ pub fn record(nodeclaim: &str, outcome: Outcome, seconds: u64) -> StepRecord {
         started: "2025-06-01T10:50:00Z".into(),
         finished: "2025-06-01T11:00:00Z".into(),
         seconds,
+        pods_moved: 0,
     }
 }
 
@@ -60,7 +61,7 @@ pub fn history_record(nodeclaim: &str, outcome: Outcome, seconds: u64) -> Record
         outcome,
         decided,
         finished,
-        pods_moved: 0,
+        pods_moved: step.pods_moved,
         pods: vec![],
         price: None,
         replacement: step.replacement.map(|nodeclaim| Replacement {
@@ -71,13 +72,15 @@ pub fn history_record(nodeclaim: &str, outcome: Outcome, seconds: u64) -> Record
     }
 }
 
-/// The disruption history: one succeeded (250s) and one rolled-back step of `default`, and a
-/// consolidation record that is no upgrade step.
+/// The disruption history: one succeeded step of `default` (250s, 3 pods moved) and one
+/// rolled back, and a consolidation record that is no upgrade step.
 pub fn records() -> Vec<Record> {
     let mut consolidated = history_record("default-small", Outcome::Succeeded, 30);
     consolidated.reason = reason::EMPTY.into();
+    let mut succeeded = history_record("default-old1", Outcome::Succeeded, 250);
+    succeeded.pods_moved = 3;
     vec![
-        history_record("default-old1", Outcome::Succeeded, 250),
+        succeeded,
         history_record("default-old2", Outcome::RolledBack, 610),
         consolidated,
     ]

@@ -90,24 +90,31 @@ fn state_text(s: &PoolStatus) -> (String, Color) {
     }
 }
 
-/// `about 12m30s for 3 steps (mean of 1 recent succeeded step: 4m10s)`, `nothing left`, or
-/// `unknown …`; skipped NodeClaims are mentioned as not counted.
+/// `about 12m30s for 3 steps (each as long as recent succeeded steps that moved as many pods)`,
+/// `nothing left`, or `unknown …` with why; then how long draining the queued nodes may take
+/// (their drain timeouts added up) and the skipped NodeClaims not counted, when there are any.
 pub fn estimate_text(e: &Estimate, skipped: usize) -> String {
     let steps = plural(e.remaining_steps, "step", "steps");
-    let mut text = match (e.remaining_steps, e.seconds, e.mean_step_seconds) {
+    let mut text = match (e.remaining_steps, e.seconds, &e.larger) {
         (0, _, _) => "nothing left".to_owned(),
-        (_, Some(total), Some(mean)) => format!(
-            "about {} for {steps} (mean of {}: {})",
-            duration(total),
-            plural(
-                e.succeeded_steps,
-                "recent succeeded step",
-                "recent succeeded steps"
-            ),
-            duration(mean)
+        (_, Some(total), _) => format!(
+            "about {} for {steps} (each as long as recent succeeded steps that moved as many pods)",
+            duration(total)
         ),
-        _ => format!("unknown for {steps} (no succeeded step in the history)"),
+        (_, None, Some(larger)) => format!(
+            "unknown for {steps}: {} moves {}, more than any recent succeeded step ({})",
+            larger.nodeclaim,
+            plural(larger.pods, "pod", "pods"),
+            plural(larger.most_moved as usize, "pod", "pods"),
+        ),
+        (_, None, None) => format!("unknown for {steps} (no succeeded step in the history)"),
     };
+    if e.remaining_steps > 0 && e.drain_timeout_seconds > 0 {
+        text.push_str(&format!(
+            "; draining the queued nodes may take up to {}",
+            duration(e.drain_timeout_seconds)
+        ));
+    }
     if skipped > 0 {
         text.push_str(&format!(
             "; {} not counted",
@@ -136,6 +143,7 @@ fn history_row(r: &StepRecord, now: Timestamp) -> Vec<Cell> {
             text: outcome.to_owned(),
             color: Some(color),
         },
+        Cell::plain(r.pods_moved.to_string()),
         Cell::plain(duration(r.seconds)),
         Cell::plain(ago(r.finished.parse().ok(), now)),
         Cell::or_none(r.reason.as_deref()),
@@ -213,6 +221,7 @@ fn write_pool<W: Write>(b: &mut Block<'_, W>, s: &PoolStatus, now: Timestamp) ->
             "NODECLAIM",
             "REPLACEMENT",
             "OUTCOME",
+            "PODS",
             "DURATION",
             "FINISHED",
             "REASON",

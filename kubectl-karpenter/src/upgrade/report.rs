@@ -42,45 +42,128 @@ pub enum State {
     PausedByController,
 }
 
-/// The time left, from the recent succeeded steps.
+/// The time left, from the recent succeeded steps and what is queued ([`Estimate::of`] has the
+/// rule).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Estimate {
     /// Steps left: queued plus in progress (skipped NodeClaims are not counted).
     pub remaining_steps: usize,
-    /// How many succeeded steps of the history the mean is taken over.
+    /// Succeeded steps in the history the estimate draws on (at most
+    /// [`crds::upgrade::HISTORY_LENGTH`]).
     pub succeeded_steps: usize,
-    /// Their mean duration; absent without one.
-    pub mean_step_seconds: Option<u64>,
-    /// Mean × remaining steps; 0 with nothing left; absent (unknown) without history.
+    /// Seconds the steps left should take; 0 with nothing left; absent (unknown) when a step
+    /// left has no recent succeeded step to go by (see [`Estimate::larger`]), or there is none.
     pub seconds: Option<u64>,
+    /// When the estimate is unknown because of its size: the step left with the most pods,
+    /// larger than any recent succeeded step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub larger: Option<Larger>,
+    /// The queued NodeClaims' drain timeouts added up, seconds: how long their drains may run
+    /// before pods are forced off (PodDisruptionBudgets and slow shutdowns can make them take
+    /// that long); 0 with nothing queued.
+    pub drain_timeout_seconds: u64,
+}
+
+/// A step left that moves more pods than any recent succeeded step moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Larger {
+    /// The drifted NodeClaim (queued or in progress).
+    pub nodeclaim: String,
+    /// Pods its drain moves (DaemonSet pods excluded).
+    pub pods: usize,
+    /// The most pods a recent succeeded step moved.
+    pub most_moved: u32,
+}
+
+/// A step left, as the estimate sees it.
+struct Left<'a> {
+    nodeclaim: &'a str,
+    pods: usize,
 }
 
 impl Estimate {
-    /// The estimate for `remaining` steps given the history.
-    pub fn of(remaining: usize, history: &[StepRecord]) -> Estimate {
-        let durations: Vec<u64> = history
+    /// The estimate for the steps left in `plan` (in progress, then queued) given the NodePool's
+    /// recent steps. Each step left is expected to take the mean duration of the recent succeeded
+    /// steps nearest its size: those that moved the fewest pods among the ones that moved at
+    /// least as many as its node has now (an empty node goes by the empty ones, if any). When a
+    /// step left has more pods than any recent succeeded step moved, or there is no succeeded
+    /// step, the estimate is unknown: the history says nothing about it, and a mean of smaller
+    /// nodes would be a wrong small number. Steps in progress count in full.
+    pub fn of(plan: &Plan, history: &[StepRecord]) -> Estimate {
+        let succeeded: Vec<&StepRecord> = history
             .iter()
             .filter(|r| r.outcome == Outcome::Succeeded)
-            .map(|r| r.seconds)
             .collect();
-        let count = durations.len() as u64;
-        let mean = (count > 0).then(|| {
-            let total: u64 = durations.iter().sum();
-            (total + count / 2) / count
-        });
-        let seconds = if remaining == 0 {
-            Some(0)
-        } else {
-            mean.map(|m| m.saturating_mul(remaining as u64))
+        let left: Vec<Left<'_>> = plan
+            .in_progress
+            .iter()
+            .map(|s| Left {
+                nodeclaim: &s.nodeclaim,
+                pods: s.pods,
+            })
+            .chain(plan.queue.iter().map(|c| Left {
+                nodeclaim: &c.nodeclaim,
+                pods: c.pods,
+            }))
+            .collect();
+        let drain_timeout_seconds = plan
+            .queue
+            .iter()
+            .map(|c| c.drain_timeout.as_secs())
+            .fold(0, u64::saturating_add);
+        let mut estimate = Estimate {
+            remaining_steps: left.len(),
+            succeeded_steps: succeeded.len(),
+            seconds: None,
+            larger: None,
+            drain_timeout_seconds,
         };
-        Estimate {
-            remaining_steps: remaining,
-            succeeded_steps: durations.len(),
-            mean_step_seconds: mean,
-            seconds,
+        if left.is_empty() {
+            estimate.seconds = Some(0);
+            return estimate;
         }
+        let Some(most_moved) = succeeded.iter().map(|r| r.pods_moved).max() else {
+            return estimate;
+        };
+        if let Some(big) = left
+            .iter()
+            .filter(|l| l.pods as u64 > u64::from(most_moved))
+            .max_by_key(|l| l.pods)
+        {
+            estimate.larger = Some(Larger {
+                nodeclaim: big.nodeclaim.to_owned(),
+                pods: big.pods,
+                most_moved,
+            });
+            return estimate;
+        }
+        let seconds = left
+            .iter()
+            .filter_map(|l| nearest_mean(&succeeded, l.pods))
+            .fold(0, u64::saturating_add);
+        estimate.seconds = Some(seconds);
+        estimate
     }
+}
+
+/// The mean duration (rounded) of the succeeded steps that moved the fewest pods among those
+/// that moved at least `pods`; `None` when none did.
+fn nearest_mean(succeeded: &[&StepRecord], pods: usize) -> Option<u64> {
+    let size = succeeded
+        .iter()
+        .map(|r| r.pods_moved)
+        .filter(|moved| u64::from(*moved) >= pods as u64)
+        .min()?;
+    let durations: Vec<u64> = succeeded
+        .iter()
+        .filter(|r| r.pods_moved == size)
+        .map(|r| r.seconds)
+        .collect();
+    let count = durations.len() as u64;
+    let total = durations.iter().fold(0, |a: u64, s| a.saturating_add(*s));
+    Some(total.saturating_add(count / 2) / count.max(1))
 }
 
 impl PoolStatus {
@@ -110,7 +193,7 @@ impl PoolStatus {
             (true, true) => State::PausedByController,
         };
         let history = upgrade_steps(records, pool.metadata.name.as_deref().unwrap_or_default());
-        let estimate = Estimate::of(plan.queue.len() + plan.in_progress.len(), &history);
+        let estimate = Estimate::of(&plan, &history);
         PoolStatus {
             plan,
             state,
@@ -156,25 +239,97 @@ pub fn statuses(
 
 #[cfg(test)]
 mod tests {
+    use karpenter_core::disruption::upgrade::Candidate;
+
     use super::*;
     use crate::upgrade::fixtures::{self, record};
 
+    /// A succeeded step that moved `pods` and took `seconds`.
+    fn moved(pods: u32, seconds: u64) -> StepRecord {
+        StepRecord {
+            pods_moved: pods,
+            ..record("x", Outcome::Succeeded, seconds)
+        }
+    }
+
+    /// A plan with a step in progress on a node with `stepping` pods (if any) and queued nodes
+    /// of (pods, drain timeout seconds).
+    fn left(stepping: Option<usize>, queued: &[(usize, u64)]) -> Plan {
+        let mut plan = fixtures::status().plan;
+        plan.in_progress.truncate(usize::from(stepping.is_some()));
+        if let (Some(pods), Some(step)) = (stepping, plan.in_progress.first_mut()) {
+            step.pods = pods;
+        }
+        let template = plan.queue[0].clone();
+        plan.queue = queued
+            .iter()
+            .enumerate()
+            .map(|(i, (pods, drain))| Candidate {
+                nodeclaim: format!("queued-{i}"),
+                pods: *pods,
+                drain_timeout: std::time::Duration::from_secs(*drain),
+                ..template.clone()
+            })
+            .collect();
+        plan
+    }
+
     #[test]
-    fn estimate_is_the_mean_of_succeeded_steps_times_the_steps_left() {
-        let history = vec![
-            record("a", Outcome::Succeeded, 200),
-            record("b", Outcome::RolledBack, 900),
-            record("c", Outcome::Succeeded, 301),
+    fn each_step_left_takes_as_long_as_recent_steps_of_its_size() {
+        let history = [
+            moved(0, 2),
+            moved(0, 4),
+            moved(12, 200),
+            moved(12, 301),
+            moved(40, 900),
+            record("b", Outcome::RolledBack, 5),
         ];
-        let e = Estimate::of(3, &history);
-        assert_eq!(e.succeeded_steps, 2);
-        assert_eq!(e.mean_step_seconds, Some(251));
-        assert_eq!(e.seconds, Some(753));
-        // Nothing left is known to take no time; without a succeeded step it is unknown.
-        assert_eq!(Estimate::of(0, &[]).seconds, Some(0));
+        // In progress with 5 pods: the 12-pod steps (251s); empty: the empty ones (3s); 12:
+        // 251s; 30: the 40-pod step.
+        let e = Estimate::of(&left(Some(5), &[(0, 0), (12, 360), (30, 900)]), &history);
+        assert_eq!(e.remaining_steps, 4);
+        assert_eq!(e.succeeded_steps, 5);
+        assert_eq!(e.seconds, Some(251 + 3 + 251 + 900));
+        assert_eq!(e.larger, None);
+        assert_eq!(
+            e.drain_timeout_seconds, 1260,
+            "the queued nodes' drain timeouts"
+        );
+        // Without empty steps in the history an empty node goes by the smallest ones.
+        let e = Estimate::of(&left(None, &[(0, 0)]), &[moved(12, 200)]);
+        assert_eq!(e.seconds, Some(200));
+        // Nothing left is known to take no time.
+        let e = Estimate::of(&left(None, &[]), &[]);
+        assert_eq!((e.remaining_steps, e.seconds), (0, Some(0)));
+    }
+
+    #[test]
+    fn a_step_larger_than_the_history_makes_the_estimate_unknown() {
+        // The issue: empty-node steps of 0-1s in the history, a 120-pod node queued with a
+        // 26m40s drain timeout: "about 2s for 2 steps" was a wrong small number.
+        let history = [moved(0, 1), moved(0, 0)];
+        let e = Estimate::of(&left(None, &[(0, 0), (120, 1600)]), &history);
+        assert_eq!(e.seconds, None);
+        assert_eq!(
+            e.larger,
+            Some(Larger {
+                nodeclaim: "queued-1".into(),
+                pods: 120,
+                most_moved: 0
+            })
+        );
+        assert_eq!(e.drain_timeout_seconds, 1600);
+        // The step in progress counts too; the largest step left is named.
+        let e = Estimate::of(&left(Some(50), &[(20, 600)]), &[moved(12, 10)]);
+        let larger = e.larger.expect("larger than the history");
+        assert_eq!(
+            (larger.nodeclaim.as_str(), larger.pods),
+            ("default-stepping", 50)
+        );
+        // Without a succeeded step it is unknown too.
         let rolled_back = [record("b", Outcome::RolledBack, 900)];
-        let e = Estimate::of(2, &rolled_back);
-        assert_eq!((e.mean_step_seconds, e.seconds), (None, None));
+        let e = Estimate::of(&left(None, &[(0, 0), (2, 60)]), &rolled_back);
+        assert_eq!((e.seconds, e.larger, e.succeeded_steps), (None, None, 0));
     }
 
     #[test]

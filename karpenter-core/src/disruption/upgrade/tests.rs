@@ -154,8 +154,16 @@ fn a_step_in_progress_holds_the_next_and_reports_its_phase() {
             .condition("Registered", "True")
             .arc(),
     ];
-    let p = run(&nodepool("default").build(), &registered, &[], &[]);
+    let pods = [
+        running("web", "n-old").arc(),
+        running("agent", "n-old")
+            .owner("apps/v1", "DaemonSet", "agent", "u1")
+            .arc(),
+    ];
+    let p = run(&nodepool("default").build(), &registered, &pods, &[]);
     assert_eq!(p.in_progress[0].phase, Phase::WaitingForInitialization);
+    // The pods its drain moves, as for a queued NodeClaim: the DaemonSet's stays.
+    assert_eq!(p.in_progress[0].pods, 1);
 }
 
 #[test]

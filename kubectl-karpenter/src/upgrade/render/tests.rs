@@ -48,10 +48,10 @@ Skipped:
   NODECLAIM         NODE                       WHY
   default-blocked   ip-10-0-1-2.ec2.internal   PodDisruptionBudget shop/cart allows no disruption (pod shop/cart-0)
 Recent Steps:
-  NODECLAIM      REPLACEMENT      OUTCOME      DURATION   FINISHED   REASON
-  default-old1   default-old1-r   Succeeded    4m10s      60m ago    <none>
-  default-old2   default-old2-r   RolledBack   10m10s     60m ago    replacement default-old2-r for default-old2 did not initialize within 600s (Launched=True, Registered=True, Initialized=False); rolled back
-Estimate:         about 12m30s for 3 steps (mean of 1 recent succeeded step: 4m10s); 1 skipped NodeClaim not counted
+  NODECLAIM      REPLACEMENT      OUTCOME      PODS   DURATION   FINISHED   REASON
+  default-old1   default-old1-r   Succeeded    3      4m10s      60m ago    <none>
+  default-old2   default-old2-r   RolledBack   0      10m10s     60m ago    replacement default-old2-r for default-old2 did not initialize within 600s (Launched=True, Registered=True, Initialized=False); rolled back
+Estimate:         about 12m30s for 3 steps (each as long as recent succeeded steps that moved as many pods); draining the queued nodes may take up to 1m15s; 1 skipped NodeClaim not counted
 ";
     assert_eq!(got, want, "\n{got}");
 }
@@ -94,7 +94,7 @@ fn colour_marks_state_phase_and_outcome_only_when_asked() {
         "{coloured:?}"
     );
     assert!(
-        coloured.contains("\u{1b}[38;5;9mRolledBack\u{1b}[39m   10m10s"),
+        coloured.contains("\u{1b}[38;5;9mRolledBack\u{1b}[39m   0      10m10s"),
         "{coloured:?}"
     );
     assert!(
@@ -105,22 +105,33 @@ fn colour_marks_state_phase_and_outcome_only_when_asked() {
 
 #[test]
 fn estimates_in_words() {
-    let e = |remaining, succeeded: &[u64]| {
-        let history: Vec<_> = succeeded
-            .iter()
-            .map(|s| fixtures::record("x", crds::upgrade::Outcome::Succeeded, *s))
-            .collect();
-        Estimate::of(remaining, &history)
+    let e = |remaining, seconds, larger, drain| Estimate {
+        remaining_steps: remaining,
+        succeeded_steps: 2,
+        seconds,
+        larger,
+        drain_timeout_seconds: drain,
     };
     assert_eq!(
-        estimate_text(&e(1, &[60, 120]), 0),
-        "about 1m30s for 1 step (mean of 2 recent succeeded steps: 1m30s)"
+        estimate_text(&e(1, Some(90), None, 0), 0),
+        "about 1m30s for 1 step (each as long as recent succeeded steps that moved as many pods)"
     );
     assert_eq!(
-        estimate_text(&e(2, &[]), 2),
-        "unknown for 2 steps (no succeeded step in the history); 2 skipped NodeClaims not counted"
+        estimate_text(&e(2, None, None, 75), 2),
+        "unknown for 2 steps (no succeeded step in the history); draining the queued nodes may \
+         take up to 1m15s; 2 skipped NodeClaims not counted"
     );
-    assert_eq!(estimate_text(&e(0, &[]), 0), "nothing left");
+    let larger = crate::upgrade::report::Larger {
+        nodeclaim: "default-big".into(),
+        pods: 120,
+        most_moved: 1,
+    };
+    assert_eq!(
+        estimate_text(&e(2, None, Some(larger), 1600), 0),
+        "unknown for 2 steps: default-big moves 120 pods, more than any recent succeeded step \
+         (1 pod); draining the queued nodes may take up to 26m40s"
+    );
+    assert_eq!(estimate_text(&e(0, Some(0), None, 0), 0), "nothing left");
 }
 
 #[test]
@@ -175,9 +186,12 @@ fn json_document_is_the_plan_with_history_and_estimate() {
     assert_eq!(pool["history"][1]["outcome"], "RolledBack");
     assert_eq!(
         pool["estimate"],
-        serde_json::json!({"remainingSteps": 3, "succeededSteps": 1,
-                           "meanStepSeconds": 250, "seconds": 750})
+        serde_json::json!({"remainingSteps": 3, "succeededSteps": 1, "seconds": 750,
+                           "drainTimeoutSeconds": 75})
     );
+    assert_eq!(pool["history"][0]["podsMoved"], 3);
+    assert_eq!(pool["inProgress"][0]["pods"], 0);
+
     let mut yaml = Vec::new();
     write_document(&mut yaml, &[fixtures::status()], true).expect("yaml");
     let back: Value =
