@@ -17,15 +17,16 @@ use crate::selector::{FieldSelector, labels_match};
 
 /// How many watch events are kept for watches that resume from an older resourceVersion
 /// (older ones answer 410 `Expired` and the client lists again, as after an etcd compaction).
-/// Each kept event holds the object's version at that change, so this bounds the memory that
-/// superseded versions take: at 20,400 pods, 200,000 events kept gigabytes of them (a pod is
-/// about 18 KB as a JSON value).
-pub const DEFAULT_HISTORY: usize = 20_000;
+/// Each kept event holds the object's version at that change, so this is also what bounds the
+/// memory superseded versions take (a pod is about 18 KB as a JSON value). 20,000 was tried: the
+/// controller's watches then fell out of the history and relisted so often that the Alibaba
+/// trace no longer settled in time (BENCHMARKS.md, "Sandbox memory").
+pub const DEFAULT_HISTORY: usize = 200_000;
 
 /// How many changes the live channel to watchers and actors buffers. A slower receiver is told
 /// it lagged: an actor runs a full pass, a watch ends and its client resumes from the history.
-/// The channel keeps its last changes alive, as the history does, so it is bounded alike.
-pub const LIVE_BUFFER: usize = 16_384;
+/// The channel keeps its last changes alive, as the history does.
+pub const LIVE_BUFFER: usize = 65_536;
 
 /// Namespaces that exist from the start, as in a new cluster.
 pub const SYSTEM_NAMESPACES: &[&str] =
