@@ -257,7 +257,9 @@ pub fn endpoints(obj: &mut Value) {
 }
 
 /// rbac/v1 `SetDefaults_RoleBinding` and `SetDefaults_Subject`: the role and users or groups are
-/// RBAC's, service accounts the core group's.
+/// RBAC's, service accounts the core group's. The core group is the empty string, which Go's
+/// `omitempty` leaves out of the stored object, so a service account subject has no `apiGroup`
+/// (else `kubectl apply` would find every binding changed on each apply).
 pub fn role_binding(obj: &mut Value) {
     const RBAC: &str = "rbac.authorization.k8s.io";
     if let Some(role_ref) = ensure(obj, "roleRef")
@@ -271,7 +273,11 @@ pub fn role_binding(obj: &mut Value) {
         }
         let kind = str_of(s, "kind").map(String::from);
         match kind.as_deref() {
-            Some("ServiceAccount") => s["apiGroup"] = json!(""),
+            Some("ServiceAccount") => {
+                if let Some(subject) = s.as_object_mut() {
+                    subject.remove("apiGroup");
+                }
+            }
             Some("User" | "Group") => s["apiGroup"] = json!(RBAC),
             _ => {}
         }
