@@ -199,12 +199,13 @@ async fn a_statefulset_gets_zonal_volumes_attached_where_its_pods_run() {
     let mut seen = 0u64;
     while let Ok(e) = events.try_recv() {
         seen += 1;
+        let object = e.decoded();
         if e.key.plural != "volumeattachments"
-            || text(&e.object, "/spec/source/persistentVolumeName") != volume
+            || text(&object, "/spec/source/persistentVolumeName") != volume
         {
             continue;
         }
-        let node = text(&e.object, "/spec/nodeName");
+        let node = text(&object, "/spec/nodeName");
         match e.event_type {
             EventType::Deleted if node == old_node => detached_at = detached_at.or(Some(e.rv)),
             EventType::Added if node == new_node => attached_at = attached_at.or(Some(e.rv)),
@@ -280,12 +281,12 @@ async fn an_upgrade_step_terminates_a_node_only_after_its_volumes_are_detached()
         }
         match e.key.plural.as_str() {
             "volumeattachments" => {
-                let node = text(&e.object, "/spec/nodeName").to_string();
+                let node = text(&e.decoded(), "/spec/nodeName").to_string();
                 let rv = detached.entry(node).or_insert(e.rv);
                 *rv = (*rv).max(e.rv);
             }
             "nodes" => {
-                node_deleted.insert(text(&e.object, "/metadata/name").to_string(), e.rv);
+                node_deleted.insert(text(&e.decoded(), "/metadata/name").to_string(), e.rv);
             }
             _ => {}
         }

@@ -40,6 +40,16 @@ impl Filter {
         labels_match(&self.labels, obj) && self.fields.matches(obj)
     }
 
+    /// Whether the watch selects by labels or fields (only then are events decoded to filter).
+    fn selects(&self) -> bool {
+        !self.labels.selects_all() || !self.fields.0.is_empty()
+    }
+
+    /// Whether an encoded object matches; undecodable bytes (never written) match nothing.
+    fn matches_encoded(&self, json: &[u8]) -> bool {
+        serde_json::from_slice::<Value>(json).is_ok_and(|obj| self.matches(&obj))
+    }
+
     /// The event this watcher sees, if any: selector watches turn objects that start or stop
     /// matching into ADDED and DELETED.
     fn translate(&self, ev: &WatchEvent) -> Option<EventType> {
@@ -50,17 +60,25 @@ impl Filter {
         {
             return None;
         }
-        let now = self.matches(&ev.object);
-        let before = ev.previous.as_deref().is_some_and(|p| self.matches(p));
+        if !self.selects() {
+            return Some(ev.event_type);
+        }
+        let now = self.matches_encoded(&ev.object);
+        let before = || {
+            ev.previous
+                .as_deref()
+                .is_some_and(|p| self.matches_encoded(p))
+        };
         match ev.event_type {
             EventType::Added => now.then_some(EventType::Added),
-            EventType::Modified => match (before, now) {
+            EventType::Modified => match (before(), now) {
                 (true, true) => Some(EventType::Modified),
                 (false, true) => Some(EventType::Added),
                 (true, false) => Some(EventType::Deleted),
                 (false, false) => None,
             },
-            EventType::Deleted => (before || now).then_some(EventType::Deleted),
+            // A deleted object's last state is its state before the deletion.
+            EventType::Deleted => now.then_some(EventType::Deleted),
         }
     }
 }
@@ -143,7 +161,11 @@ impl Stream {
 
     fn event(&mut self, ev: &WatchEvent) -> Option<Bytes> {
         let et = self.filter.translate(ev)?;
-        Some(self.line(et.as_str(), (*ev.object).clone()))
+        if let Render::Object = self.render {
+            // The event's encoding goes out as it is: no decoding, no copy per watcher.
+            return Some(object_line(et.as_str(), &ev.object));
+        }
+        Some(self.line(et.as_str(), ev.decoded()))
     }
 
     async fn next(&mut self) -> Step {
@@ -254,6 +276,17 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         }
     });
     Ok(streaming_response(Body::from_stream(body)))
+}
+
+/// One watch line `{"type":…,"object":…}` around an object already encoded as JSON.
+fn object_line(event_type: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(event_type.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
 }
 
 /// A watch answered with one ERROR event carrying `e` (how kube-apiserver reports a

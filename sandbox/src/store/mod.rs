@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
 use kube::core::Selector;
 use rand::Rng;
 use serde_json::{Value, json};
@@ -17,15 +18,15 @@ use crate::selector::{FieldSelector, labels_match};
 
 /// How many watch events are kept for watches that resume from an older resourceVersion
 /// (older ones answer 410 `Expired` and the client lists again, as after an etcd compaction).
-/// Each kept event holds the object's version at that change, so this is also what bounds the
-/// memory superseded versions take (a pod is about 18 KB as a JSON value). 20,000 was tried: the
+/// Each kept event holds the object's version at that change as encoded JSON (about 2 KB for a
+/// pod), so this also bounds the memory superseded versions take. 20,000 was tried: the
 /// controller's watches then fell out of the history and relisted so often that the Alibaba
 /// trace no longer settled in time (BENCHMARKS.md, "Sandbox memory").
 pub const DEFAULT_HISTORY: usize = 200_000;
 
 /// How many changes the live channel to watchers and actors buffers. A slower receiver is told
 /// it lagged: an actor runs a full pass, a watch ends and its client resumes from the history.
-/// The channel keeps its last changes alive, as the history does.
+/// The channel shares its events (and their encoded objects) with the history.
 pub const LIVE_BUFFER: usize = 65_536;
 
 /// Namespaces that exist from the start, as in a new cluster.
@@ -65,11 +66,29 @@ pub struct WatchEvent {
     pub namespace: String,
     /// Added, modified or deleted.
     pub event_type: EventType,
-    /// The object after the change (for deletions: the last state, with the deletion's version).
-    pub object: Arc<Value>,
-    /// The object before the change, if it existed (lets selector watches emit synthetic
-    /// ADDED/DELETED events when an object starts or stops matching).
-    pub previous: Option<Arc<Value>>,
+    /// The object after the change as JSON (for deletions: the last state, with the deletion's
+    /// version). Encoded once when the change is recorded and shared by every watcher, the live
+    /// channel and the history: a pod is about 2 KB encoded against 18 KB as a
+    /// `serde_json::Value`, and the history keeps up to [`DEFAULT_HISTORY`] superseded versions.
+    pub object: Bytes,
+    /// For a modification, the object before it as JSON (the previous event's encoding, shared,
+    /// not copied): selector watches turn an object that starts or stops matching into ADDED or
+    /// DELETED. `None` for additions and deletions (a deleted object's last state matches as the
+    /// object before its deletion did).
+    pub previous: Option<Bytes>,
+}
+
+impl WatchEvent {
+    /// The object after the change, decoded. `Value::Null` only if the encoding is not JSON,
+    /// which the store never writes.
+    pub fn decoded(&self) -> Value {
+        serde_json::from_slice(&self.object).unwrap_or(Value::Null)
+    }
+}
+
+/// `object` as the JSON a watch event carries ([`WatchEvent::object`]).
+pub(crate) fn encode(object: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(object).unwrap_or_default())
 }
 
 /// Which part of an object a write may change.
@@ -104,6 +123,9 @@ struct Inner {
     rv: u64,
     registry: Registry,
     objects: HashMap<TypeKey, BTreeMap<ObjectKey, Arc<Value>>>,
+    /// The JSON of each current object as its last watch event carried it, so the next event's
+    /// `previous` shares those bytes instead of encoding the old version again.
+    encoded: HashMap<TypeKey, HashMap<ObjectKey, Bytes>>,
     history: VecDeque<Arc<WatchEvent>>,
     history_cap: usize,
     /// Events with rv <= floor may have been dropped from the history.
@@ -232,6 +254,7 @@ impl Store {
                 rv: 0,
                 registry: Registry::default(),
                 objects: HashMap::new(),
+                encoded: HashMap::new(),
                 history: VecDeque::new(),
                 history_cap,
                 floor: 0,
@@ -545,12 +568,18 @@ impl Store {
                     .flat_map(|t| t.iter())
                     .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
                     .map(|(k, o)| {
+                        let object = inner
+                            .encoded
+                            .get(&key)
+                            .and_then(|e| e.get(k))
+                            .cloned()
+                            .unwrap_or_else(|| encode(o));
                         Arc::new(WatchEvent {
                             rv: inner.rv,
                             key: key.clone(),
                             namespace: k.namespace.clone(),
                             event_type: EventType::Added,
-                            object: Arc::clone(o),
+                            object,
                             previous: None,
                         })
                     })

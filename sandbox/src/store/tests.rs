@@ -142,7 +142,7 @@ fn watch_replays_history_and_expires_old_versions() {
     let names: Vec<_> = w
         .backlog
         .iter()
-        .map(|e| e.object["metadata"]["name"].clone())
+        .map(|e| e.decoded()["metadata"]["name"].clone())
         .collect();
     assert_eq!(names, vec![json!("d"), json!("e")]);
     let all = store

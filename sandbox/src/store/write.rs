@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::{
-    DeleteOptions, EventType, Inner, ObjectKey, Subresource, WatchEvent, new_uid, now_rfc3339,
+    DeleteOptions, EventType, Inner, ObjectKey, Subresource, WatchEvent, encode, new_uid,
+    now_rfc3339,
 };
 use crate::admission;
 use crate::error::{ApiError, ApiResult, Reason};
@@ -157,7 +158,7 @@ impl Inner {
                 .map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e.0))?;
             admission::crd_established(&mut obj, &registered);
         }
-        Ok(self.put(rt, key, obj, EventType::Added, None, tx))
+        Ok(self.put(rt, key, obj, EventType::Added, tx))
     }
 
     pub(super) fn generate_name(&self, rt: &ResourceType, namespace: &str, prefix: &str) -> String {
@@ -296,7 +297,7 @@ impl Inner {
         if obj == *current_without_rv(&current, &obj) {
             return Ok(current);
         }
-        Ok(self.put(rt, key, obj, EventType::Modified, Some(current), tx))
+        Ok(self.put(rt, key, obj, EventType::Modified, tx))
     }
 
     pub(super) fn delete(
@@ -336,7 +337,7 @@ impl Inner {
             let mut obj = (*current).clone();
             obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            let updated = self.put(rt, key, obj, EventType::Modified, Some(current), tx);
+            let updated = self.put(rt, key, obj, EventType::Modified, tx);
             if opts.orphan {
                 self.orphan_dependents(&updated, tx);
             }
@@ -378,7 +379,7 @@ impl Inner {
             if let Some(refs) = updated["metadata"]["ownerReferences"].as_array_mut() {
                 refs.retain(|o| o["uid"] != uid);
             }
-            self.put(&rt, k, updated, EventType::Modified, Some(obj), tx);
+            self.put(&rt, k, updated, EventType::Modified, tx);
         }
     }
 
@@ -388,25 +389,16 @@ impl Inner {
         key: ObjectKey,
         mut obj: Value,
         event_type: EventType,
-        previous: Option<Arc<Value>>,
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) -> Arc<Value> {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let obj = Arc::new(obj);
-        let namespace = key.namespace.clone();
         self.objects
             .entry(rt.key())
             .or_default()
-            .insert(key, Arc::clone(&obj));
-        self.record(
-            rt.key(),
-            namespace,
-            event_type,
-            Arc::clone(&obj),
-            previous,
-            tx,
-        );
+            .insert(key.clone(), Arc::clone(&obj));
+        self.record(rt.key(), key, event_type, &obj, tx);
         obj
     }
 
@@ -429,14 +421,7 @@ impl Inner {
         {
             self.drop_crd_objects(crd, tx);
         }
-        self.record(
-            rt.key(),
-            key.namespace,
-            EventType::Deleted,
-            Arc::clone(&last),
-            Some(previous),
-            tx,
-        );
+        self.record(rt.key(), key, EventType::Deleted, &last, tx);
         last
     }
 
@@ -457,34 +442,38 @@ impl Inner {
                 self.rv += 1;
                 let mut last = (*obj).clone();
                 last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-                self.record(
-                    key.clone(),
-                    k.namespace,
-                    EventType::Deleted,
-                    Arc::new(last),
-                    Some(obj),
-                    tx,
-                );
+                self.record(key.clone(), k, EventType::Deleted, &last, tx);
             }
         }
     }
 
+    /// Append a change to the history and send it to the live channel. The object is encoded
+    /// here, once; a modification's `previous` is the encoding the object's last event carried.
     pub(super) fn record(
         &mut self,
         key: TypeKey,
-        namespace: String,
+        object_key: ObjectKey,
         event_type: EventType,
-        object: Arc<Value>,
-        previous: Option<Arc<Value>>,
+        object: &Value,
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) {
+        let json = encode(object);
+        let encoded = self.encoded.entry(key.clone()).or_default();
+        let namespace = object_key.namespace.clone();
+        let previous = match event_type {
+            EventType::Added | EventType::Modified => encoded.insert(object_key, json.clone()),
+            EventType::Deleted => {
+                encoded.remove(&object_key);
+                None
+            }
+        };
         let ev = Arc::new(WatchEvent {
             rv: self.rv,
             key,
             namespace,
             event_type,
-            object,
-            previous,
+            object: json,
+            previous: previous.filter(|_| event_type == EventType::Modified),
         });
         self.history.push_back(Arc::clone(&ev));
         while self.history.len() > self.history_cap {
