@@ -26,7 +26,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use testutil::{ec2nodeclass, nodeclaim};
 
-mod moto_cloud;
+use crate::moto_cloud;
 use moto_cloud::{CLUSTER, Moto, NEW_AMD64, NEW_ARM64, aws_settings, cluster_config};
 
 impl Moto {

@@ -28,7 +28,7 @@ use karpenter_core::interruption::{self, Kind, event};
 use sandbox::registry::TypeKey;
 use serde_json::Value;
 
-mod moto_cloud;
+use crate::moto_cloud;
 use moto_cloud::{CLUSTER, Moto, aws_settings, cluster_config};
 
 const ACCOUNT: &str = "123456789012";

@@ -1,7 +1,7 @@
 //! The `karpenter sandbox` command as a user runs it: the README's main command, the Alibaba
 //! trace, and bad input.
 
-mod common;
+use crate::common;
 
 use common::{karpenter, repo_file, report};
 use serde_json::Value;

@@ -6,7 +6,7 @@
 
 // Shared with the other CLI tests; this one only runs `karpenter`.
 #[allow(dead_code)]
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

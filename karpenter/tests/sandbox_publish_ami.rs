@@ -4,7 +4,7 @@
 
 // Shared with the other CLI tests; this one only runs `karpenter`.
 #[allow(dead_code)]
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The `karpenter simulate` command as a user runs it: JSON on stdout only, the report's fields,
 //! the generated benchmark mix, the Alibaba trace, and bad input.
 
-mod common;
+use crate::common;
 
 use common::{karpenter, repo_file, report};
 use serde_json::Value;

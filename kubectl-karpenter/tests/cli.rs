@@ -3,7 +3,7 @@
 //! (0 ok, 1 found, 2 error), the `KUBECONFIG` list rule, `-n`/`-A`, `version`, `--help` with
 //! examples, `completion` scripts and kubectl's plugin completion (`kubectl_complete-karpenter`).
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -7,7 +7,7 @@
 //! consolidatable. The controller's consolidation validation delay is an hour, so it decides
 //! but never acts while the test reads its verdicts.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -2,7 +2,7 @@
 //! server, without a controller: a NodePool, an EC2NodeClass and NodeClaims stamped the way the
 //! controller stamps them are created through the API, then the NodePool gets a taint.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

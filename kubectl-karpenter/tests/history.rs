@@ -7,7 +7,7 @@
 //! by a restarted controller, which appends the next removal to them. The orchestrator's poll and validation
 //! delays are shortened to keep it quick.
 
-mod support;
+use crate::support;
 
 use std::ffi::OsString;
 use std::path::Path;

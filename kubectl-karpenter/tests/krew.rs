@@ -6,17 +6,13 @@
 //! real kubectl. Needs bash, tar, gzip, sha256sum and kubectl (`$KUBECTL` or on PATH); a missing
 //! tool fails the test with its name.
 
-#![cfg(unix)]
-
-mod krew {
-    pub mod validate;
-}
+mod validate;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use krew::validate::{self, Manifest};
 use serde_json::{Value, json};
+use validate::Manifest;
 
 /// The plugin binary the archives package (the debug build; no release build in tests).
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-karpenter");

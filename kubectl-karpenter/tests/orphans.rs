@@ -3,7 +3,7 @@
 //! without a terminal, and leaves Karpenter's finalizers alone without a cloud view. The full
 //! scenario with the simulated cloud is in the workspace's `tests/tests/orphans.rs`.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{Cluster, stderr, stdout};

@@ -3,7 +3,7 @@
 //! from an EKS cluster ARN in the kubeconfig, and `orphans delete --yes` terminates it. Needs
 //! `moto_server` on PATH (`pip install 'moto[server]'`; `./scripts/test.sh` installs it).
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Output, Stdio};
 

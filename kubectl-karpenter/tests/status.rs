@@ -4,7 +4,7 @@
 //! exit codes, and, with the controller and simulated cloud running, a scale-up seen in flight
 //! and `--watch -o json` streaming one JSON document per line on a pipe.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -4,7 +4,7 @@
 //! progress, two queued, one skipped by a PodDisruptionBudget, one not drifted), their Nodes
 //! and pods, and an idle NodePool `gpu`.
 
-mod support;
+use crate::support;
 
 use crds::history::{CONFIGMAP_NAME, RECORDS_KEY, Record, Replacement, reason};
 use crds::upgrade::{

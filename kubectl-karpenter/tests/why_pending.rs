@@ -4,7 +4,7 @@
 //! zone that does not exist, a NodePool cpu limit — next to one Karpenter provisions for, whose
 //! node never registers (a long registration delay) so it stays pending on its NodeClaim.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

@@ -1,6 +1,6 @@
 //! The workspace's layering, checked from the source: no module of any crate imports a module
 //! that imports it back (directly or through others), and the pure crate and the plugin keep
-//! out of the operator's runtime. `cargo test -p tests --test architecture -- --nocapture`
+//! out of the operator's runtime. `cargo test -p tests --test integration architecture:: -- --nocapture`
 //! prints the module graph's size per crate.
 //!
 //! Modules are files (`src/a.rs` and `src/a/mod.rs` are module `a`); an import is any path
