@@ -266,6 +266,23 @@ async fn a_new_ami_rolls_out_one_node_at_a_time_within_every_pdb() {
         !c.events("default", "Upgrade").is_empty(),
         "Events on the NodePool"
     );
+    // `upgrade status` reports each step with its start and duration (issue 20: steps with a
+    // replacement showed `"started": ""` and 0 seconds, so the estimate said "about 0s").
+    let (code, out) = upgrade(&c, &["status", "--nodepool", "default", "-o", "json"]).await;
+    assert_eq!(code, 0, "{out}");
+    let status: Value = serde_json::from_str(&out).expect("status JSON");
+    let records = status[0]["history"].as_array().cloned().unwrap_or_default();
+    assert!(!records.is_empty(), "steps in upgrade status: {out}");
+    for r in &records {
+        let started = r["started"].as_str().unwrap_or_default();
+        assert!(
+            started.parse::<jiff::Timestamp>().is_ok(),
+            "a step's start is a time: {r}"
+        );
+        if r["replacement"].is_string() {
+            assert!(r["seconds"].as_u64() > Some(0), "a replacement takes time: {r}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
