@@ -11,6 +11,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
+use crate::completion_scope;
 
 /// The executable name the scripts complete (what krew links on PATH).
 pub const BIN_NAME: &str = "kubectl-karpenter";
@@ -56,7 +57,9 @@ pub fn request(args: &[OsString]) -> Option<Vec<OsString>> {
 
 /// Writes the candidates for the last of `words` (the word under the cursor, possibly empty;
 /// the words before it are what was typed after `kubectl karpenter`) in cobra's format, then
-/// the directive line `:4` (no file-name fallback).
+/// the directive line `:4` (no file-name fallback). Names of NodePools, NodeClaims, Nodes, pods
+/// and namespaces come from the cluster the global flags among those words select; when it
+/// cannot be reached there are none, and no error.
 ///
 /// Errors: completing (reading the current directory for path values) or writing failed.
 pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<()> {
@@ -69,7 +72,11 @@ pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<
     let index = args.len() - 1;
     let cwd = std::env::current_dir().ok();
     let mut cmd = Cli::command();
-    let candidates = clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())?;
+    // Name completers list from the cluster the line points at: lend them its flags.
+    let typed = completion_scope::typed_flags(&args[1..index]);
+    let candidates = completion_scope::with_typed(typed, || {
+        clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())
+    })?;
     for candidate in candidates.iter().filter(|c| !c.is_hide_set()) {
         let value = candidate.get_value().to_string_lossy();
         match candidate.get_help() {
