@@ -455,8 +455,8 @@ async fn kubectl_completes_names_from_the_cluster_the_line_points_at() {
     // Pending pods of the namespace -n names (bound ones are not offered), else the context's.
     assert_eq!(names(&["why-pending", "-n", "shop", ""]).await, ["web"]);
     assert_eq!(names(&["why-pending", ""]).await, ["batch"]);
-    // why-pending takes no pod name with -A.
-    assert!(names(&["why-pending", "-A", ""]).await.is_empty());
+    // why-pending takes no pod name with -A: no names (the pending `batch` is not offered).
+    assert!(names(&["why-pending", "-A", "b"]).await.is_empty());
     let namespaces = names(&["status", "-n", ""]).await;
     assert!(namespaces.iter().any(|n| n == "shop"), "{namespaces:?}");
     assert_eq!(names(&["why-pending", "--namespace", "sh"]).await, ["shop"]);
@@ -473,7 +473,7 @@ async fn kubectl_completes_names_from_the_cluster_the_line_points_at() {
     );
     let two = two_contexts(&cluster, "dead");
     assert!(
-        complete(&["drift", "explain", ""], Some(&two))
+        complete(&["drift", "explain", "d"], Some(&two))
             .await
             .is_empty()
     );
@@ -485,12 +485,14 @@ async fn kubectl_completes_names_from_the_cluster_the_line_points_at() {
         .await,
         ["gpu-initializing", "gpu-terminating"]
     );
-    // No kubeconfig: nothing to offer.
-    assert!(complete(&["drift", "explain", ""], None).await.is_empty());
+    // No kubeconfig: no names to offer (flags then, as when a cluster has no names).
+    let flags = complete(&["drift", "explain", ""], None).await;
+    assert!(flags.iter().all(|c| c.starts_with('-')), "{flags:?}");
+    assert!(complete(&["drift", "explain", "d"], None).await.is_empty());
 
-    // A dead server: the plugin itself offers nothing, exits 0 and prints no error.
+    // A dead server: the plugin itself offers no names, exits 0 and prints no error.
     let out = Command::new(BIN)
-        .args(["__complete", "--context", "dead", "why-pending", ""])
+        .args(["__complete", "--context", "dead", "why-pending", "b"])
         .env("HOME", cluster.dir.path())
         .env("KUBECONFIG", &two)
         .output()
