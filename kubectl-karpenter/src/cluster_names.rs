@@ -312,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unreachable_server_offers_nothing() {
+    fn an_unreachable_server_offers_no_names() {
         let refused = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port");
@@ -327,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn a_silent_server_offers_nothing_once_the_timeout_passes() {
+    fn a_silent_server_offers_no_names_once_the_timeout_passes() {
         // It accepts connections (the kernel completes the handshake) and never answers.
         let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
         let addr = silent.local_addr().expect("address");
