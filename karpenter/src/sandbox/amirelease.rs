@@ -21,7 +21,8 @@ use tokio::task::JoinHandle;
 
 use controller::cloudprovider::sim::SimCloud;
 use controller::cloudprovider::sim::network::SimAmi;
-use controller::cloudprovider::sim::release::{ARCHITECTURES, FAMILIES, ImageHealth};
+use controller::cloudprovider::sim::images::{ARCHITECTURES, FAMILIES};
+use controller::cloudprovider::sim::release::ImageHealth;
 use karpenter_core::clock::Clock;
 
 /// API version of `AMIRelease` objects.

@@ -15,7 +15,7 @@ use sandbox::actors::instances::GROUP;
 use serde_json::{Value, json};
 
 use super::amirelease::{KIND, PLURAL, PUBLISHED, VERSION};
-use controller::cloudprovider::sim::release::FAMILIES;
+use controller::cloudprovider::sim::images::FAMILIES;
 use controller::runtime::options::parse_duration;
 
 /// Architectures to publish for.
