@@ -188,7 +188,7 @@ async fn kubectl_watch_streams_changes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn upstream_example_nodepools_apply_unchanged() {
+async fn upstream_example_nodepools_apply_unchanged_and_resolve_once_substituted() {
     let c = TestCluster::start(
         "",
         Options {
@@ -229,6 +229,95 @@ async fn upstream_example_nodepools_apply_unchanged() {
     assert!(pools.lines().count() >= 5, "{pools}");
     let classes = c.kubectl_ok(&["get", "ec2nodeclasses", "-o", "name"]).await;
     assert!(classes.lines().count() >= 5, "{classes}");
+
+    // Unsubstituted, `karpenter.sh/discovery: "${CLUSTER_NAME}"` selects no subnet, and the
+    // condition says why and how to fix it.
+    c.eventually("SubnetsNotFound names the placeholder", SETTLE, |c| {
+        let classes = c.objects("karpenter.k8s.aws", "ec2nodeclasses");
+        !classes.is_empty()
+            && classes.iter().all(|n| {
+                let message = condition_message(n, "SubnetsReady", "SubnetsNotFound");
+                message.is_some_and(|m| {
+                    m.contains("placeholder ${CLUSTER_NAME}, which was not substituted")
+                        && m.contains("CLUSTER_NAME=sandbox envsubst")
+                })
+            })
+    })
+    .await;
+
+    // Substituted as the examples' readers do (`envsubst`), every node class selecting images
+    // by alias resolves, a pinned past release and the Windows families included.
+    for f in &files {
+        let manifest = std::fs::read_to_string(f)
+            .expect("example")
+            .replace("${CLUSTER_NAME}", "sandbox");
+        let out = c.kubectl(&["apply", "-f", "-"], Some(&manifest)).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let known_refusal = f.ends_with("windows-custom-userdata.yaml");
+        assert!(
+            out.status.success() || known_refusal,
+            "{}: {stderr}",
+            f.display()
+        );
+    }
+    let by_alias = |n: &Value| {
+        n.pointer("/spec/amiSelectorTerms/0/alias")
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    c.eventually("every aliased EC2NodeClass is Ready", SETTLE, |c| {
+        c.objects("karpenter.k8s.aws", "ec2nodeclasses")
+            .iter()
+            .filter(|n| by_alias(n).is_some())
+            .all(|n| {
+                tests::condition(n, "AMIsReady").as_deref() == Some("True")
+                    && tests::condition(n, "Ready").as_deref() == Some("True")
+            })
+    })
+    .await;
+    let mut seen = Vec::new();
+    for class in c.objects("karpenter.k8s.aws", "ec2nodeclasses") {
+        let Some(alias) = by_alias(&class) else {
+            continue;
+        };
+        let names: Vec<&str> = class["status"]["amis"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["name"].as_str())
+            .collect();
+        match alias.as_str() {
+            "al2023@v20240625" => assert_eq!(
+                names,
+                [
+                    "amazon-eks-node-al2023-x86_64-standard-1.32-v20240625",
+                    "amazon-eks-node-al2023-arm64-standard-1.32-v20240625"
+                ]
+            ),
+            windows if windows.starts_with("windows") => {
+                assert_eq!(names.len(), 1, "{alias}: amd64 only: {names:?}");
+                assert!(names[0].starts_with("Windows_Server-"), "{names:?}");
+            }
+            _ => assert_eq!(names.len(), 2, "{alias}: {names:?}"),
+        }
+        seen.push(alias);
+    }
+    for alias in [
+        "al2023@v20240625",
+        "windows2019@latest",
+        "windows2022@latest",
+    ] {
+        assert!(seen.iter().any(|s| s == alias), "{alias} not in {seen:?}");
+    }
+}
+
+/// The message of a node class's `type_` condition when it is False with `reason`.
+fn condition_message<'a>(obj: &'a Value, type_: &str, reason: &str) -> Option<&'a str> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_ && c["status"] == "False" && c["reason"] == reason)
+        .and_then(|c| c["message"].as_str())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -31,10 +31,8 @@ fn find(value: &str) -> Option<&str> {
     let start = value.find("${")?;
     let len = value[start..].find('}')?;
     let name = &value[start + 2..start + len];
-    let is_variable = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let is_variable =
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     is_variable.then(|| &value[start..=start + len])
 }
 
@@ -62,9 +60,10 @@ fn in_term<'a>(
 
 /// The first placeholder in subnet selector terms.
 pub fn in_subnet_terms(terms: &[SubnetSelectorTerm]) -> Option<Placeholder> {
-    terms.iter().enumerate().find_map(|(i, t)| {
-        in_term("subnetSelectorTerms", i, &t.tags, &[("id", t.id.as_ref())])
-    })
+    terms
+        .iter()
+        .enumerate()
+        .find_map(|(i, t)| in_term("subnetSelectorTerms", i, &t.tags, &[("id", t.id.as_ref())]))
 }
 
 /// The first placeholder in security group selector terms.
@@ -83,7 +82,10 @@ pub fn not_found_message(message: &str, found: Option<&Placeholder>, cluster_nam
     };
     let variable = p.placeholder.trim_start_matches("${").trim_end_matches('}');
     let (replacement, value) = if p.placeholder == CLUSTER_NAME_PLACEHOLDER {
-        (format!("the cluster's name ({cluster_name:?})"), cluster_name)
+        (
+            format!("the cluster's name ({cluster_name:?})"),
+            cluster_name,
+        )
     } else {
         (format!("the value of {variable}"), "...")
     };
@@ -129,7 +131,10 @@ mod tests {
 
     #[test]
     fn placeholders_are_found_in_tags_ids_and_names() {
-        assert_eq!(find("KarpenterNodeRole-${CLUSTER_NAME}"), Some("${CLUSTER_NAME}"));
+        assert_eq!(
+            find("KarpenterNodeRole-${CLUSTER_NAME}"),
+            Some("${CLUSTER_NAME}")
+        );
         assert_eq!(find("${AWS_ACCOUNT_ID}x"), Some("${AWS_ACCOUNT_ID}"));
         for plain in ["demo", "$CLUSTER_NAME", "${}", "${a b}", "${OPEN"] {
             assert_eq!(find(plain), None, "{plain}");

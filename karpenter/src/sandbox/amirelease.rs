@@ -20,8 +20,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use controller::cloudprovider::sim::SimCloud;
-use controller::cloudprovider::sim::network::SimAmi;
 use controller::cloudprovider::sim::images::{ARCHITECTURES, FAMILIES};
+use controller::cloudprovider::sim::network::SimAmi;
 use controller::cloudprovider::sim::release::ImageHealth;
 use karpenter_core::clock::Clock;
 

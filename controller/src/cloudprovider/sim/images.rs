@@ -159,7 +159,10 @@ mod tests {
         assert_eq!(history.len(), 24 + 2);
         assert_eq!(history[0], "v20240125");
         assert!(history.contains(&"v20240625".to_string()));
-        assert_eq!(history[history.len() - 3..], ["v20251225", "v20260101", "v20260301"]);
+        assert_eq!(
+            history[history.len() - 3..],
+            ["v20251225", "v20260101", "v20260301"]
+        );
         assert!(history.windows(2).all(|w| w[0] < w[1]), "oldest first");
     }
 

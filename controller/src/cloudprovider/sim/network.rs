@@ -361,7 +361,11 @@ mod tests {
             .amis
             .iter()
             .map(|a| {
-                let arch = a.requirements[0].values.clone().unwrap_or_default().join(",");
+                let arch = a.requirements[0]
+                    .values
+                    .clone()
+                    .unwrap_or_default()
+                    .join(",");
                 let version = net
                     .amis
                     .iter()
@@ -422,7 +426,9 @@ mod tests {
         );
         let nc = ec2nodeclass("default")
             .subnet_discovery("demo")
-            .merge(json!({"spec": {"securityGroupSelectorTerms": [{"name": "${CLUSTER_NAME}-node"}]}}))
+            .merge(
+                json!({"spec": {"securityGroupSelectorTerms": [{"name": "${CLUSTER_NAME}-node"}]}}),
+            )
             .build();
         let (_, reason, message) = net.resolve("demo", &nc).not_ready.expect("not ready");
         assert_eq!(reason, "SecurityGroupsNotFound");

@@ -198,7 +198,11 @@ mod tests {
             .expect("publishes");
         assert_eq!(amis.len(), 1);
         assert_eq!(amis[0].arch, "amd64");
-        assert!(amis[0].name.starts_with("Windows_Server-2019-"), "{}", amis[0].name);
+        assert!(
+            amis[0].name.starts_with("Windows_Server-2019-"),
+            "{}",
+            amis[0].name
+        );
         let refused = net
             .publish_release("windows2025", None, &["amd64", "arm64"])
             .expect_err("no arm64 Windows images");
