@@ -97,11 +97,47 @@ async fn kubectl_create_of_an_ami_release_publishes_it() {
     // The schema refuses what the simulated cloud does not publish.
     let bad = manifest
         .replace("al2023-april", "bad")
-        .replace("family: al2023", "family: windows2022");
+        .replace("family: al2023", "family: ubuntu");
     let out = c.kubectl(&["create", "-f", "-"], Some(&bad)).await;
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("spec.family"), "{stderr}");
+    // Windows images are amd64 only: a release of all architectures is one image, an arm64
+    // one is refused with the reason.
+    let windows = "apiVersion: sandbox.karpenter.sh/v1\nkind: AMIRelease\nmetadata:\n  name: windows\nspec:\n  family: windows2022\n---\napiVersion: sandbox.karpenter.sh/v1\nkind: AMIRelease\nmetadata:\n  name: windows-arm\nspec:\n  family: windows2025\n  architectures: [arm64]\n";
+    let out = c.kubectl(&["create", "-f", "-"], Some(windows)).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let release = |c: &TestCluster, name: &str| {
+        c.objects("sandbox.karpenter.sh", "amireleases")
+            .into_iter()
+            .find(|r| r["metadata"]["name"] == name)
+            .unwrap_or_default()
+    };
+    c.eventually("both Windows releases are answered", PROMPTLY, |c| {
+        ["windows", "windows-arm"]
+            .iter()
+            .all(|n| condition(&release(c, n), "Published").is_some())
+    })
+    .await;
+    let published = release(&c, "windows");
+    assert_eq!(condition(&published, "Published").as_deref(), Some("True"));
+    let archs: Vec<&str> = published["status"]["amis"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["architecture"].as_str())
+        .collect();
+    assert_eq!(archs, ["amd64"]);
+    let refused = release(&c, "windows-arm");
+    assert_eq!(
+        refused.pointer("/status/conditions/0/reason"),
+        Some(&Value::from("UnsupportedArchitecture")),
+        "{refused}"
+    );
 }
 
 /// `replicas` pods of `web` (1 CPU each), never two on one node, on the default NodePool.

@@ -188,7 +188,7 @@ async fn kubectl_watch_streams_changes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn upstream_example_nodepools_apply_unchanged() {
+async fn upstream_example_nodepools_apply_unchanged_and_resolve_once_substituted() {
     let c = TestCluster::start(
         "",
         Options {
@@ -229,6 +229,118 @@ async fn upstream_example_nodepools_apply_unchanged() {
     assert!(pools.lines().count() >= 5, "{pools}");
     let classes = c.kubectl_ok(&["get", "ec2nodeclasses", "-o", "name"]).await;
     assert!(classes.lines().count() >= 5, "{classes}");
+
+    // Unsubstituted, `karpenter.sh/discovery: "${CLUSTER_NAME}"` selects no subnet, and the
+    // condition says why and how to fix it.
+    c.eventually("SubnetsNotFound names the placeholder", SETTLE, |c| {
+        let classes = c.objects("karpenter.k8s.aws", "ec2nodeclasses");
+        !classes.is_empty()
+            && classes.iter().all(|n| {
+                let message = condition_message(n, "SubnetsReady", "SubnetsNotFound");
+                message.is_some_and(|m| {
+                    m.contains("placeholder ${CLUSTER_NAME}, which was not substituted")
+                        && m.contains("CLUSTER_NAME=sandbox envsubst")
+                })
+            })
+    })
+    .await;
+
+    // Substituted as the examples' readers do (`envsubst`), every node class selecting images
+    // by alias resolves, a pinned past release and the Windows families included. Examples
+    // share node class names, so each is checked right after it is applied.
+    let mut seen = Vec::new();
+    for f in &files {
+        let manifest = std::fs::read_to_string(f)
+            .expect("example")
+            .replace("${CLUSTER_NAME}", "sandbox");
+        let out = c.kubectl(&["apply", "-f", "-"], Some(&manifest)).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let known_refusal = f.ends_with("windows-custom-userdata.yaml");
+        assert!(
+            out.status.success() || known_refusal,
+            "{}: {stderr}",
+            f.display()
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(name) = stdout.lines().find_map(|l| {
+            let rest = l.strip_prefix("ec2nodeclass.karpenter.k8s.aws/")?;
+            rest.split_whitespace().next()
+        }) else {
+            panic!("{}: no EC2NodeClass applied: {stdout}", f.display());
+        };
+        let Some(alias) = manifest
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("- alias: "))
+            .and_then(|a| a.split_whitespace().next())
+        else {
+            continue; // custom AMIs by id: none exist in the simulated account
+        };
+        let what = format!("{}: {name} resolves {alias}", f.display());
+        c.eventually(&what, SETTLE, |c| {
+            c.objects("karpenter.k8s.aws", "ec2nodeclasses")
+                .iter()
+                .find(|n| n["metadata"]["name"] == name)
+                .is_some_and(|n| {
+                    tests::condition(n, "AMIsReady").as_deref() == Some("True")
+                        && tests::condition(n, "Ready").as_deref() == Some("True")
+                        && resolves(alias, &ami_names(n))
+                })
+        })
+        .await;
+        seen.push(alias.to_string());
+    }
+    for alias in [
+        "al2023@v20240625",
+        "windows2019@latest",
+        "windows2022@latest",
+    ] {
+        assert!(seen.iter().any(|s| s == alias), "{alias} not in {seen:?}");
+    }
+}
+
+/// The names of the images a node class resolved.
+fn ami_names(class: &Value) -> Vec<String> {
+    class["status"]["amis"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["name"].as_str().map(String::from))
+        .collect()
+}
+
+/// Whether `names` are the images the simulated account publishes for `alias`: one per
+/// architecture (Windows: amd64 only) of the pinned release or of the latest, `v20260301`.
+fn resolves(alias: &str, names: &[String]) -> bool {
+    let Some((family, version)) = alias.split_once('@') else {
+        return false;
+    };
+    let version = if version == "latest" {
+        "v20260301"
+    } else {
+        version
+    };
+    match family.strip_prefix("windows") {
+        Some(year) => {
+            names.len() == 1
+                && names[0].starts_with(&format!("Windows_Server-{year}-English-Core-"))
+                && names[0].ends_with("-2026.03.01")
+        }
+        None => {
+            names.len() == 2
+                && names.iter().all(|n| {
+                    n.starts_with(&format!("amazon-eks-node-{family}-")) && n.ends_with(version)
+                })
+        }
+    }
+}
+
+/// The message of a node class's `type_` condition when it is False with `reason`.
+fn condition_message<'a>(obj: &'a Value, type_: &str, reason: &str) -> Option<&'a str> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_ && c["status"] == "False" && c["reason"] == reason)
+        .and_then(|c| c["message"].as_str())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

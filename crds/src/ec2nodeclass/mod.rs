@@ -13,6 +13,7 @@ use crate::conditions::{self, Condition, ConditionTypes, ObjectInfo, StatusCondi
 use crate::schema;
 
 mod launch;
+pub mod placeholder;
 mod selectors;
 mod status;
 

@@ -20,8 +20,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use controller::cloudprovider::sim::SimCloud;
+use controller::cloudprovider::sim::images::{ARCHITECTURES, FAMILIES};
 use controller::cloudprovider::sim::network::SimAmi;
-use controller::cloudprovider::sim::release::{ARCHITECTURES, FAMILIES, ImageHealth};
+use controller::cloudprovider::sim::release::ImageHealth;
 use karpenter_core::clock::Clock;
 
 /// API version of `AMIRelease` objects.
@@ -37,12 +38,13 @@ pub const PUBLISHED: &str = "Published";
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseSpec {
-    /// AMI alias family: `al2023`, `al2` or `bottlerocket`.
+    /// AMI alias family, one of [`FAMILIES`], e.g. `al2023` or `windows2022`.
     pub family: String,
     /// Release version `vYYYYMMDD`; without one, the day after the family's newest release.
     #[serde(default)]
     pub version: Option<String>,
-    /// Architectures to publish images for; empty: `amd64` and `arm64`.
+    /// Architectures to publish images for; empty: every architecture the family is published
+    /// for (`amd64` and `arm64`; Windows: `amd64`).
     #[serde(default)]
     pub architectures: Vec<String>,
     /// Publish broken images: instances booted from them run but never register a Node.
@@ -106,7 +108,7 @@ fn spec_schema() -> Value {
             "version": {"type": "string", "pattern": "^v[0-9]{8}$", "description": "Release version vYYYYMMDD. Default: the day after the family's newest release, so it becomes family@latest."},
             "architectures": {
                 "type": "array",
-                "description": "Architectures to publish an image for. Default: amd64 and arm64.",
+                "description": "Architectures to publish an image for. Default: every architecture the family is published for (amd64 and arm64; Windows families: amd64 only).",
                 "items": {"type": "string", "enum": ARCHITECTURES},
             },
             "broken": {"type": "boolean", "description": "Publish broken images: instances booted from them run, but their kubelet never starts, so no Node registers and their NodeClaims stay Launched, never Registered (to test an upgrade to a bad AMI). Default: false."},

@@ -15,7 +15,7 @@ use sandbox::actors::instances::GROUP;
 use serde_json::{Value, json};
 
 use super::amirelease::{KIND, PLURAL, PUBLISHED, VERSION};
-use controller::cloudprovider::sim::release::FAMILIES;
+use controller::cloudprovider::sim::images::FAMILIES;
 use controller::runtime::options::parse_duration;
 
 /// Architectures to publish for.
@@ -25,7 +25,8 @@ pub enum Arch {
     Amd64,
     /// arm64 (Graviton) images only.
     Arm64,
-    /// One image for each of amd64 and arm64 (the default).
+    /// One image for each architecture the family is published for (the default): amd64 and
+    /// arm64, amd64 only for Windows.
     All,
 }
 
@@ -86,13 +87,17 @@ pub fn release_object(args: &PublishAmiArgs) -> Value {
     let architectures: Vec<&str> = match args.arch {
         Arch::Amd64 => vec!["amd64"],
         Arch::Arm64 => vec!["arm64"],
-        Arch::All => vec!["amd64", "arm64"],
+        // Empty: the sandbox publishes for every architecture the family has.
+        Arch::All => vec![],
     };
     let metadata = match &args.version {
         Some(v) => json!({"name": format!("{}-{v}", args.family)}),
         None => json!({"generateName": format!("{}-", args.family)}),
     };
-    let mut spec = json!({"family": args.family, "architectures": architectures});
+    let mut spec = json!({"family": args.family});
+    if !architectures.is_empty() {
+        spec["architectures"] = json!(architectures);
+    }
     if let Some(v) = &args.version {
         spec["version"] = json!(v);
     }
@@ -280,7 +285,10 @@ mod tests {
         );
         let o = release_object(&args(None, Arch::All));
         assert_eq!(o["metadata"], json!({"generateName": "al2023-"}));
-        assert_eq!(o["spec"]["architectures"], json!(["amd64", "arm64"]));
+        assert!(
+            o["spec"].get("architectures").is_none(),
+            "every architecture the family has (Windows: amd64 only)"
+        );
         assert!(o["spec"].get("version").is_none());
         assert!(o["spec"].get("broken").is_none());
         let broken = PublishAmiArgs {

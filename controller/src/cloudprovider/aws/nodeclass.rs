@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use crds::ec2nodeclass::{
     Alias, Ami, AmiFamily, AmiSelectorTerm, SecurityGroup, SecurityGroupSelectorTerm, Subnet,
-    SubnetSelectorTerm,
+    SubnetSelectorTerm, placeholder,
 };
 use crds::labels::ARCH_LABEL;
 use crds::{EC2NodeClass, EC2NodeClassStatus};
@@ -369,30 +369,33 @@ pub async fn resolve(
             (
                 "SubnetsReady",
                 "SubnetsNotFound",
-                "SubnetSelector did not match any Subnets",
+                placeholder::subnets_not_found(&spec.subnet_selector_terms, cluster),
             )
         } else if status.security_groups.is_empty() {
             (
                 "SecurityGroupsReady",
                 "SecurityGroupsNotFound",
-                "SecurityGroupSelector did not match any SecurityGroups",
+                placeholder::security_groups_not_found(
+                    &spec.security_group_selector_terms,
+                    cluster,
+                ),
             )
         } else if status.amis.is_empty() {
             (
                 "AMIsReady",
                 "AMINotFound",
-                "AMISelector did not match any AMIs",
+                "AMISelector did not match any AMIs".to_string(),
             )
         } else if status.instance_profile.is_none() {
             (
                 "InstanceProfileReady",
                 "InstanceProfileNotFound",
-                "neither role nor instanceProfile is set",
+                "neither role nor instanceProfile is set".to_string(),
             )
         } else {
             return None;
         };
-        Some((t.to_string(), r.to_string(), m.to_string()))
+        Some((t.to_string(), r.to_string(), m))
     });
     NodeClassResolution { status, not_ready }
 }

@@ -6,6 +6,7 @@
 //! user data would.
 
 pub mod faults;
+pub mod images;
 pub mod network;
 pub mod release;
 pub mod states;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crds::ec2nodeclass::{
     Alias, Ami, AmiSelectorTerm, SecurityGroup, SecurityGroupSelectorTerm, Subnet,
-    SubnetSelectorTerm,
+    SubnetSelectorTerm, placeholder,
 };
 use crds::{EC2NodeClass, EC2NodeClassStatus};
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
@@ -50,7 +50,7 @@ pub struct SimAmi {
     pub id: String,
     /// Image name, e.g. `amazon-eks-node-al2023-x86_64-standard-1.32-v20260301`.
     pub name: String,
-    /// Alias family: `al2023`, `al2` or `bottlerocket`.
+    /// Alias family, one of [`super::images::FAMILIES`], e.g. `al2023` or `windows2022`.
     pub family: String,
     /// Alias version, e.g. `v20260301`.
     pub version: String,
@@ -71,7 +71,7 @@ pub struct SimNetwork {
     pub subnets: Vec<SimSubnet>,
     /// Security groups (one node group by default).
     pub security_groups: Vec<SimSecurityGroup>,
-    /// Images, oldest first.
+    /// Images, oldest first (a release published later with an older version excepted).
     pub amis: Vec<SimAmi>,
 }
 
@@ -84,8 +84,9 @@ fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 impl SimNetwork {
     /// The default account for a cluster: private subnets in us-east-1a, b, c, d and f and a node
-    /// security group, tagged `karpenter.sh/discovery: <cluster>`; EKS-optimized AL2023, AL2
-    /// and Bottlerocket images in two releases each.
+    /// security group, tagged `karpenter.sh/discovery: <cluster>`; EKS-optimized AL2023, AL2,
+    /// Bottlerocket and Windows Server images with their release history
+    /// ([`super::images::release_history`]).
     pub fn new(cluster_name: &str) -> SimNetwork {
         let zones = [
             ("a", "use1-az4"),
@@ -121,32 +122,8 @@ impl SimNetwork {
             security_groups,
             amis: vec![],
         };
-        for version in ["v20260101", "v20260301"] {
-            for family in ["al2023", "al2", "bottlerocket"] {
-                for arch in ["amd64", "arm64"] {
-                    network.publish_ami(family, version, arch);
-                }
-            }
-        }
+        network.publish_release_history();
         network
-    }
-
-    /// Publish a new image release (what a new EKS-optimized AMI does to `@latest`).
-    pub fn publish_ami(&mut self, family: &str, version: &str, arch: &str) -> SimAmi {
-        let n = self.amis.len() as u64;
-        let machine = if arch == "arm64" { "arm64" } else { "x86_64" };
-        let ami = SimAmi {
-            id: format!("ami-0{:016x}", 0xa31_0000u64 + n),
-            name: format!("amazon-eks-node-{family}-{machine}-standard-1.32-{version}"),
-            family: family.into(),
-            version: version.into(),
-            arch: arch.into(),
-            owner: "amazon".into(),
-            deprecated: false,
-            tags: BTreeMap::new(),
-        };
-        self.amis.push(ami.clone());
-        ami
     }
 
     /// Resolve a node class's selector terms into status, with the first reason it is not ready.
@@ -189,25 +166,28 @@ impl SimNetwork {
             Some((
                 "SubnetsReady",
                 "SubnetsNotFound",
-                "SubnetSelector did not match any Subnets",
+                placeholder::subnets_not_found(&spec.subnet_selector_terms, cluster_name),
             ))
         } else if security_groups.is_empty() {
             Some((
                 "SecurityGroupsReady",
                 "SecurityGroupsNotFound",
-                "SecurityGroupSelector did not match any SecurityGroups",
+                placeholder::security_groups_not_found(
+                    &spec.security_group_selector_terms,
+                    cluster_name,
+                ),
             ))
         } else if amis.is_empty() {
             Some((
                 "AMIsReady",
                 "AMINotFound",
-                "AMISelector did not match any AMIs",
+                "AMISelector did not match any AMIs".into(),
             ))
         } else if instance_profile.is_none() {
             Some((
                 "InstanceProfileReady",
                 "InstanceProfileNotFound",
-                "neither role nor instanceProfile is set",
+                "neither role nor instanceProfile is set".into(),
             ))
         } else {
             None
@@ -225,7 +205,7 @@ impl SimNetwork {
                     .map(|s| s.conditions.clone())
                     .unwrap_or_default(),
             },
-            not_ready: not_ready.map(|(t, r, m)| (t.to_string(), r.to_string(), m.to_string())),
+            not_ready: not_ready.map(|(t, r, m)| (t.to_string(), r.to_string(), m)),
         }
     }
 
@@ -373,6 +353,62 @@ mod tests {
         assert!(r.status.instance_profile.is_some());
     }
 
+    /// The AMIs a node class with one alias resolves: (architecture, version) pairs.
+    fn resolved(net: &SimNetwork, alias: &str) -> Vec<(String, String)> {
+        let nc = ec2nodeclass("default").ami_alias(alias).build();
+        net.resolve("demo", &nc)
+            .status
+            .amis
+            .iter()
+            .map(|a| {
+                let arch = a.requirements[0]
+                    .values
+                    .clone()
+                    .unwrap_or_default()
+                    .join(",");
+                let version = net
+                    .amis
+                    .iter()
+                    .find(|s| s.id == a.id)
+                    .map(|s| s.version.clone())
+                    .unwrap_or_default();
+                (arch, version)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn aliases_pin_a_past_release_or_follow_the_latest() {
+        let mut net = SimNetwork::new("demo");
+        let pair = |arch: &str, version: &str| (arch.to_string(), version.to_string());
+        assert_eq!(
+            resolved(&net, "al2023@v20240625"),
+            [pair("amd64", "v20240625"), pair("arm64", "v20240625")]
+        );
+        assert_eq!(
+            resolved(&net, "al2@latest"),
+            [pair("amd64", "v20260301"), pair("arm64", "v20260301")]
+        );
+        assert_eq!(resolved(&net, "al2023@v20240626"), []);
+        for family in ["windows2019", "windows2022", "windows2025"] {
+            assert_eq!(
+                resolved(&net, &format!("{family}@latest")),
+                [pair("amd64", "v20260301")],
+                "{family}"
+            );
+        }
+        net.publish_release("windows2022", None, &[])
+            .expect("publishes");
+        assert_eq!(
+            resolved(&net, "windows2022@latest"),
+            [pair("amd64", "v20260302")]
+        );
+        assert_eq!(
+            resolved(&net, "windows2019@latest"),
+            [pair("amd64", "v20260301")]
+        );
+    }
+
     #[test]
     fn selectors_that_match_nothing_say_which() {
         let net = SimNetwork::new("demo");
@@ -381,10 +417,28 @@ mod tests {
             .security_group_ids(["sg-0c0ffee0000000001"])
             .build();
         let r = net.resolve("demo", &nc);
-        assert_eq!(
-            r.not_ready.map(|(_, reason, _)| reason),
-            Some("SubnetsNotFound".to_string())
+        let (_, reason, message) = r.not_ready.expect("not ready");
+        assert_eq!(reason, "SubnetsNotFound");
+        assert!(
+            message.contains("placeholder ${CLUSTER_NAME}, which was not substituted")
+                && message.contains("CLUSTER_NAME=demo envsubst"),
+            "{message}"
         );
+        let nc = ec2nodeclass("default")
+            .subnet_discovery("demo")
+            .merge(
+                json!({"spec": {"securityGroupSelectorTerms": [{"name": "${CLUSTER_NAME}-node"}]}}),
+            )
+            .build();
+        let (_, reason, message) = net.resolve("demo", &nc).not_ready.expect("not ready");
+        assert_eq!(reason, "SecurityGroupsNotFound");
+        assert!(
+            message.contains("securityGroupSelectorTerms[0].name contains the literal"),
+            "{message}"
+        );
+        let nc = ec2nodeclass("default").subnet_discovery("other").build();
+        let (_, _, message) = net.resolve("demo", &nc).not_ready.expect("not ready");
+        assert_eq!(message, "SubnetSelector did not match any Subnets");
     }
 
     #[test]

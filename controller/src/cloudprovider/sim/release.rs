@@ -3,15 +3,8 @@
 //! drift can be demonstrated and tested without AWS. A release can be published broken, so an
 //! upgrade to a bad image can be tested too.
 
-use jiff::civil::Date;
-
+use super::images::{ARCHITECTURES, FAMILIES, architectures, version_date, version_of};
 use super::network::{SimAmi, SimNetwork};
-
-/// AMI alias families the simulated cloud publishes images for.
-pub const FAMILIES: [&str; 3] = ["al2023", "al2", "bottlerocket"];
-
-/// Architectures an image is published for.
-pub const ARCHITECTURES: [&str; 2] = ["amd64", "arm64"];
 
 /// The version a family's first release gets when it has none yet.
 const FIRST_VERSION: &str = "v20260101";
@@ -43,18 +36,29 @@ impl ImageHealth {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PublishError {
     /// The family is not one the simulated cloud publishes.
-    #[error("unknown AMI family {0:?} (supported: al2023, al2, bottlerocket)")]
+    #[error(
+        "unknown AMI family {0:?} (supported: al2023, al2, bottlerocket, windows2019, \
+         windows2022, windows2025)"
+    )]
     UnknownFamily(String),
     /// The architecture is not `amd64` or `arm64`.
     #[error("unknown architecture {0:?} (supported: amd64, arm64)")]
     UnknownArchitecture(String),
+    /// The family has no images for this architecture (Windows: amd64 only).
+    #[error("{family} images are published for {} only, not {arch}", architectures(family).join(", "))]
+    UnsupportedArchitecture {
+        /// Alias family, e.g. `windows2022`.
+        family: String,
+        /// The architecture asked for, e.g. `arm64`.
+        arch: String,
+    },
     /// The version is not `v` followed by a date.
     #[error("invalid version {0:?}: expected v followed by a date (vYYYYMMDD), e.g. v20260401")]
     InvalidVersion(String),
     /// An image of this family, version and architecture exists already.
     #[error("{family}@{version} is already published for {arch} as {id}")]
     AlreadyPublished {
-        /// Alias family: `al2023`, `al2` or `bottlerocket`.
+        /// Alias family, e.g. `al2023`.
         family: String,
         /// Release version, `vYYYYMMDD`.
         version: String,
@@ -71,26 +75,11 @@ impl PublishError {
         match self {
             PublishError::UnknownFamily(_) => "UnknownFamily",
             PublishError::UnknownArchitecture(_) => "UnknownArchitecture",
+            PublishError::UnsupportedArchitecture { .. } => "UnsupportedArchitecture",
             PublishError::InvalidVersion(_) => "InvalidVersion",
             PublishError::AlreadyPublished { .. } => "AlreadyPublished",
         }
     }
-}
-
-/// The date of a `vYYYYMMDD` release version.
-fn version_date(version: &str) -> Option<Date> {
-    let digits = version.strip_prefix('v')?;
-    if digits.len() != 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let year: i16 = digits[0..4].parse().ok()?;
-    let month: i8 = digits[4..6].parse().ok()?;
-    let day: i8 = digits[6..8].parse().ok()?;
-    Date::new(year, month, day).ok()
-}
-
-fn version_of(date: Date) -> String {
-    format!("v{:04}{:02}{:02}", date.year(), date.month(), date.day())
 }
 
 impl SimNetwork {
@@ -107,10 +96,11 @@ impl SimNetwork {
     }
 
     /// Publish a release of `family`: one image per architecture in `architectures` (empty:
-    /// both), at `version` or, without one, [`SimNetwork::next_ami_version`]. Nothing is
+    /// every architecture the family is published for, see [`architectures`]), at `version` or, without one, [`SimNetwork::next_ami_version`]. Nothing is
     /// published unless every image can be.
     ///
-    /// Errors: an unknown family or architecture, a version that is not `vYYYYMMDD`, or an
+    /// Errors: an unknown family or architecture, an architecture the family has no images
+    /// for (arm64 for Windows), a version that is not `vYYYYMMDD`, or an
     /// image of that family, version and architecture that exists already.
     pub fn publish_release(
         &mut self,
@@ -121,8 +111,9 @@ impl SimNetwork {
         if !FAMILIES.contains(&family) {
             return Err(PublishError::UnknownFamily(family.to_string()));
         }
+        let published_for = self::architectures(family);
         let mut archs: Vec<&str> = if architectures.is_empty() {
-            ARCHITECTURES.to_vec()
+            published_for.to_vec()
         } else {
             architectures.to_vec()
         };
@@ -130,6 +121,12 @@ impl SimNetwork {
         archs.dedup();
         if let Some(bad) = archs.iter().find(|a| !ARCHITECTURES.contains(a)) {
             return Err(PublishError::UnknownArchitecture(bad.to_string()));
+        }
+        if let Some(bad) = archs.iter().find(|a| !published_for.contains(a)) {
+            return Err(PublishError::UnsupportedArchitecture {
+                family: family.to_string(),
+                arch: bad.to_string(),
+            });
         }
         let version = match version {
             Some(v) if version_date(v).is_some() => v.to_string(),
@@ -190,6 +187,30 @@ mod tests {
             .expect("publishes");
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].version, "v20261231");
+    }
+
+    #[test]
+    fn a_windows_release_is_amd64_only() {
+        let mut net = SimNetwork::new("demo");
+        assert_eq!(net.next_ami_version("windows2019"), "v20260302");
+        let amis = net
+            .publish_release("windows2019", None, &[])
+            .expect("publishes");
+        assert_eq!(amis.len(), 1);
+        assert_eq!(amis[0].arch, "amd64");
+        assert!(
+            amis[0].name.starts_with("Windows_Server-2019-"),
+            "{}",
+            amis[0].name
+        );
+        let refused = net
+            .publish_release("windows2025", None, &["amd64", "arm64"])
+            .expect_err("no arm64 Windows images");
+        assert_eq!(refused.reason(), "UnsupportedArchitecture");
+        assert_eq!(
+            refused.to_string(),
+            "windows2025 images are published for amd64 only, not arm64"
+        );
     }
 
     #[test]
