@@ -11,6 +11,13 @@ use karpenter::run::RunArgs;
 use karpenter::sandbox::{SandboxAction, SandboxCommand};
 use karpenter::simulate::SimulateArgs;
 
+/// mimalloc instead of glibc's allocator: the sandbox's many threads each allocate and free
+/// large lists and watch lines, and glibc's per-thread arenas kept that memory after it was
+/// freed (a 20,400-pod sandbox grew by gigabytes after a few `kubectl get pods -A -o json`;
+/// BENCHMARKS.md, "Sandbox memory").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Karpenter in Rust: provisions right-sized nodes for pods that cannot be scheduled.
 #[derive(Parser, Debug)]
 #[command(name = "karpenter", version, about)]
