@@ -280,7 +280,10 @@ async fn a_new_ami_rolls_out_one_node_at_a_time_within_every_pdb() {
             "a step's start is a time: {r}"
         );
         if r["replacement"].is_string() {
-            assert!(r["seconds"].as_u64() > Some(0), "a replacement takes time: {r}");
+            assert!(
+                r["seconds"].as_u64() > Some(0),
+                "a replacement takes time: {r}"
+            );
         }
     }
 }
