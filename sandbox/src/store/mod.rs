@@ -278,7 +278,7 @@ impl Store {
     }
 
     /// State of kind `C` kept for objects of type `key` and shared by every reader in this
-    /// process: the actors' typed caches ([`crate::actors::TypedCache`]) keep one typed copy of
+    /// process: the actors' typed caches (`actors::TypedCache`) keep one typed copy of
     /// each pod here instead of one per actor (five copies at 11 KB a pod). Created with
     /// `C::default()` on first use.
     pub(crate) fn shared<C: Default + Send + 'static>(&self, key: &TypeKey) -> Arc<Mutex<C>> {
