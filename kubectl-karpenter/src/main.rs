@@ -9,9 +9,7 @@
 mod age;
 mod causes;
 mod cli;
-mod cluster_names;
 mod completion;
-mod completion_scope;
 mod disruption;
 mod drift;
 #[cfg(test)]
