@@ -155,6 +155,11 @@ pub fn parse_field_selector(s: &str) -> ApiResult<FieldSelector> {
 }
 
 impl FieldSelector {
+    /// Whether the selector has no term (and so matches every object).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether the object satisfies every term; a missing field reads as the empty string.
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|t| {

@@ -248,7 +248,7 @@ impl TestCluster {
         self.cluster
             .sandbox
             .store()
-            .snapshot(|r| r(&key))
+            .objects(&key)
             .iter()
             .map(|v| (**v).clone())
             .collect()

@@ -221,7 +221,7 @@ fn pass(store: &Store, sim: &SimCloud, clock: &dyn Clock) {
         return;
     };
     let key = rt.key();
-    let objects = store.snapshot(|read| read(&key));
+    let objects = store.objects(&key);
     for (name, spec) in pending(&objects) {
         let broken = spec.as_ref().is_ok_and(|s| s.broken);
         let outcome = spec

@@ -290,7 +290,7 @@ fn read(store: &Store, group: &str, plural: &str) -> Vec<Arc<Value>> {
         group: group.into(),
         plural: plural.into(),
     };
-    store.snapshot(|r| r(&key))
+    store.objects(&key)
 }
 
 fn write_status(store: &Store, name: &str, change: impl FnOnce(&mut Value)) {

@@ -291,7 +291,7 @@ fn read(store: &Store, group: &str, plural: &str) -> Vec<Arc<Value>> {
         group: group.into(),
         plural: plural.into(),
     };
-    store.snapshot(|r| r(&key))
+    store.objects(&key)
 }
 
 async fn observe_now(

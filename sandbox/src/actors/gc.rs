@@ -6,48 +6,85 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde::Deserialize;
 
-use crate::registry::str_ref_at as str_at;
+use super::cache::TypedCache;
+use crate::registry::ResourceType;
 use crate::store::{DeleteOptions, Store};
+
+/// What collection reads of an object: its identity, owners, deletion and (pods) node.
+/// Decoded once per version of the object and kept between passes ([`TypedCache`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Collectable {
+    metadata: CollectableMeta,
+    spec: CollectableSpec,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct CollectableMeta {
+    name: String,
+    namespace: String,
+    uid: String,
+    deletion_timestamp: Option<serde::de::IgnoredAny>,
+    owner_references: Option<Vec<OwnerUid>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OwnerUid {
+    #[serde(default)]
+    uid: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct CollectableSpec {
+    node_name: Option<String>,
+}
 
 /// One collection pass; returns how many objects it deleted.
 pub fn pass(store: &Store) -> usize {
-    let objects = store.all_objects();
+    let objects: Vec<(ResourceType, Arc<Collectable>)> = store
+        .stored_types()
+        .into_iter()
+        .flat_map(|rt| {
+            let views = TypedCache::<Collectable>::new(rt.key()).refresh(store);
+            views.into_iter().map(move |v| (rt.clone(), v))
+        })
+        .collect();
     let uids: HashSet<&str> = objects
         .iter()
-        .filter_map(|(_, o)| str_at(o, &["metadata", "uid"]))
+        .map(|(_, o)| o.metadata.uid.as_str())
         .collect();
-    let nodes: HashSet<&str> = objects
-        .iter()
-        .filter(|(rt, _)| rt.group.is_empty() && rt.plural == "nodes")
-        .filter_map(|(_, o)| str_at(o, &["metadata", "name"]))
-        .collect();
-    let namespaces: HashSet<&str> = objects
-        .iter()
-        .filter(|(rt, _)| rt.group.is_empty() && rt.plural == "namespaces")
-        .filter_map(|(_, o)| str_at(o, &["metadata", "name"]))
-        .collect();
+    let names_of = |plural: &str| -> HashSet<&str> {
+        objects
+            .iter()
+            .filter(|(rt, _)| rt.group.is_empty() && rt.plural == plural)
+            .map(|(_, o)| o.metadata.name.as_str())
+            .collect()
+    };
+    let nodes = names_of("nodes");
+    let namespaces = names_of("namespaces");
     let mut deleted = 0;
     for (rt, obj) in &objects {
-        let ns = str_at(obj, &["metadata", "namespace"]).unwrap_or("");
-        let name = str_at(obj, &["metadata", "name"]).unwrap_or("");
-        if crate::registry::at(obj, &["metadata", "deletionTimestamp"]).is_some() {
+        let meta = &obj.metadata;
+        if meta.deletion_timestamp.is_some() {
             continue;
         }
-        let owners: Vec<&str> = crate::registry::at(obj, &["metadata", "ownerReferences"])
-            .and_then(Value::as_array)
-            .map(|refs| refs.iter().filter_map(|r| r["uid"].as_str()).collect())
-            .unwrap_or_default();
-        let orphaned = !owners.is_empty() && owners.iter().all(|u| !uids.contains(u));
+        let owners = meta.owner_references.as_deref().unwrap_or_default();
+        let orphaned = !owners.is_empty() && owners.iter().all(|o| !uids.contains(o.uid.as_str()));
         let lost_node = rt.group.is_empty()
             && rt.plural == "pods"
-            && str_at(obj, &["spec", "nodeName"])
+            && obj
+                .spec
+                .node_name
+                .as_deref()
                 .is_some_and(|n| !n.is_empty() && !nodes.contains(n));
-        let lost_namespace = rt.namespaced && !namespaces.contains(ns);
+        let lost_namespace = rt.namespaced && !namespaces.contains(meta.namespace.as_str());
         if (orphaned || lost_node || lost_namespace)
             && store
-                .delete(rt, ns, name, &DeleteOptions::default())
+                .delete(rt, &meta.namespace, &meta.name, &DeleteOptions::default())
                 .is_ok()
         {
             deleted += 1;

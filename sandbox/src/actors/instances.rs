@@ -246,7 +246,7 @@ async fn pass(store: &Store, source: &dyn InstanceSource) {
             return;
         }
     };
-    let objects = store.snapshot(|read| read(&key(GROUP, PLURAL)));
+    let objects = store.objects(&key(GROUP, PLURAL));
     let plan = plan(&running, &objects);
     for (name, provider_id) in &plan.terminate {
         match source.terminate(provider_id).await {

@@ -18,7 +18,12 @@ fn pass(store: &Store) {
     ) else {
         return;
     };
-    let pdbs = store.snapshot(|read| read(&pdb_rt.key()));
+    let pdbs = store.objects(&pdb_rt.key());
+    if pdbs.is_empty() {
+        return;
+    }
+    // Decoded once per pass for every budget (the store keeps pods encoded).
+    let all_pods = store.objects(&pods_rt.key());
     for pdb in pdbs {
         let ns = pdb
             .pointer("/metadata/namespace")
@@ -28,10 +33,10 @@ fn pass(store: &Store) {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let pods: Vec<Arc<Value>> = store
-            .snapshot(|read| read(&pods_rt.key()))
-            .into_iter()
+        let pods: Vec<Arc<Value>> = all_pods
+            .iter()
             .filter(|p| p.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+            .cloned()
             .collect();
         let s = budget_state(&pdb, &pods);
         let allowed = s.disruptions_allowed > 0;

@@ -26,7 +26,7 @@ fn store_with_set(replicas: i32, policy: &str) -> Arc<Store> {
 
 fn names(store: &Store, group: &str, plural: &str) -> Vec<String> {
     let mut out: Vec<String> = store
-        .snapshot(|read| read(&key(group, plural)))
+        .objects(&key(group, plural))
         .iter()
         .filter_map(|o| str_ref_at(o, &["metadata", "name"]).map(str::to_owned))
         .collect();

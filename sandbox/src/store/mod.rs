@@ -5,6 +5,7 @@
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kube::core::Selector;
@@ -17,18 +18,28 @@ use crate::patch::{PatchType, apply_patch};
 use crate::registry::{Registry, ResourceType, TypeKey};
 use crate::selector::{FieldSelector, labels_match};
 
-/// How many watch events are kept for watches that resume from an older resourceVersion
-/// (older ones answer 410 `Expired` and the client lists again, as after an etcd compaction).
-/// Each kept event holds the object's version at that change as encoded JSON (about 2 KB for a
-/// pod), so this also bounds the memory superseded versions take. 20,000 was tried: the
-/// controller's watches then fell out of the history and relisted so often that the Alibaba
-/// trace no longer settled in time (BENCHMARKS.md, "Sandbox memory").
-pub const DEFAULT_HISTORY: usize = 200_000;
+/// How long each resource type's watch history keeps a change at least, so a watch that
+/// resumes from an older resourceVersion is served (older ones answer 410 `Expired` and the
+/// client lists again, as after an etcd compaction). kube-apiserver's watch cache keeps 75 s
+/// (`eventFreshDuration`, k8s.io/apiserver `pkg/storage/cacher/watch_cache.go`).
+pub const HISTORY_FRESH: Duration = Duration::from_secs(75);
+
+/// Changes of one resource type its history keeps at most, even if fresher than
+/// [`HISTORY_FRESH`]: kube-apiserver's upper bound of a watch cache's capacity
+/// (`defaultUpperBoundCapacity`, 100 × 1024). Each holds the object's version at that change
+/// as encoded JSON (about 3 KB for a pod), so this bounds the memory superseded versions take.
+pub const HISTORY_MAX: usize = 100 * 1024;
+
+/// Changes of one resource type its history keeps however old they are: kube-apiserver's
+/// lower bound (`defaultLowerBoundCapacity`). A type that changes rarely (NodePools, node
+/// classes) keeps its last changes, so its watchers resume instead of listing again.
+pub const HISTORY_MIN: usize = 100;
 
 /// How many changes the live channel to watchers and actors buffers. A slower receiver is told
-/// it lagged: an actor runs a full pass, a watch ends and its client resumes from the history.
-/// The channel shares its events (and their encoded objects) with the history.
-pub const LIVE_BUFFER: usize = 65_536;
+/// it lagged: an actor runs a full pass, a watch ends and its client resumes from its type's
+/// history ([`HISTORY_FRESH`]), as kube-apiserver closes a watcher that does not keep up. The
+/// channel shares its events (and their encoded objects) with the history.
+pub const LIVE_BUFFER: usize = 16_384;
 
 /// Namespaces that exist from the start, as in a new cluster.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -69,8 +80,9 @@ pub struct WatchEvent {
     pub event_type: EventType,
     /// The object after the change as JSON (for deletions: the last state, with the deletion's
     /// version). Encoded once when the change is recorded and shared by every watcher, the live
-    /// channel and the history: a pod is about 2 KB encoded against 18 KB as a
-    /// `serde_json::Value`, and the history keeps up to [`DEFAULT_HISTORY`] superseded versions.
+    /// channel, the history and the store's current object: a pod is about 3 KB encoded against
+    /// 24 KB as a `serde_json::Value`, and the history keeps up to [`HISTORY_MAX`] superseded
+    /// versions of each type.
     pub object: Bytes,
     /// For a modification, the object before it as JSON (the previous event's encoding, shared,
     /// not copied): selector watches turn an object that starts or stops matching into ADDED or
@@ -87,9 +99,15 @@ impl WatchEvent {
     }
 }
 
-/// `object` as the JSON a watch event carries ([`WatchEvent::object`]).
+/// `object` as the JSON the store keeps and a watch event carries ([`WatchEvent::object`]).
 pub(crate) fn encode(object: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(object).unwrap_or_default())
+}
+
+/// A stored object's JSON, decoded. `Value::Null` only if the bytes are not JSON, which the
+/// store never writes.
+fn decode(json: &Bytes) -> Arc<Value> {
+    Arc::new(serde_json::from_slice(json).unwrap_or(Value::Null))
 }
 
 /// Which part of an object a write may change.
@@ -123,14 +141,63 @@ struct ObjectKey {
 struct Inner {
     rv: u64,
     registry: Registry,
-    objects: HashMap<TypeKey, BTreeMap<ObjectKey, Arc<Value>>>,
-    /// The JSON of each current object as its last watch event carried it, so the next event's
-    /// `previous` shares those bytes instead of encoding the old version again.
-    encoded: HashMap<TypeKey, HashMap<ObjectKey, Bytes>>,
-    history: VecDeque<Arc<WatchEvent>>,
-    history_cap: usize,
-    /// Events with rv <= floor may have been dropped from the history.
+    /// Every current object as encoded JSON (about 3 KB for a pod, against 24 KB as a
+    /// `serde_json::Value`), the same bytes its last watch event carries: as etcd keeps
+    /// objects, decoded when read.
+    objects: HashMap<TypeKey, BTreeMap<ObjectKey, Bytes>>,
+    /// Each type's recent changes, as kube-apiserver keeps one watch cache per resource.
+    history: HashMap<TypeKey, TypeHistory>,
+    limits: HistoryLimits,
+}
+
+/// How much watch history each resource type keeps ([`HISTORY_FRESH`], [`HISTORY_MAX`],
+/// [`HISTORY_MIN`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HistoryLimits {
+    /// Changes younger than this stay (up to `max`).
+    pub fresh: Duration,
+    /// At most this many changes per type.
+    pub max: usize,
+    /// At least this many changes per type stay, however old.
+    pub min: usize,
+}
+
+impl Default for HistoryLimits {
+    fn default() -> Self {
+        HistoryLimits {
+            fresh: HISTORY_FRESH,
+            max: HISTORY_MAX,
+            min: HISTORY_MIN,
+        }
+    }
+}
+
+/// One resource type's recent changes, oldest first, with when each was made.
+#[derive(Default)]
+struct TypeHistory {
+    events: VecDeque<(Instant, Arc<WatchEvent>)>,
+    /// Changes of this type with rv <= floor may have been dropped.
     floor: u64,
+}
+
+impl TypeHistory {
+    /// Append a change and drop the ones `limits` no longer keep.
+    fn push(&mut self, event: Arc<WatchEvent>, limits: &HistoryLimits) {
+        let now = Instant::now();
+        self.events.push_back((now, event));
+        while self.events.len() > limits.min {
+            let stale = self
+                .events
+                .front()
+                .is_some_and(|(at, _)| now.duration_since(*at) > limits.fresh);
+            if !stale && self.events.len() <= limits.max {
+                break;
+            }
+            if let Some((_, old)) = self.events.pop_front() {
+                self.floor = old.rv;
+            }
+        }
+    }
 }
 
 /// The in-memory object store behind the API server and the simulated actors.
@@ -211,7 +278,7 @@ impl Txn<'_> {
             .map(|t| {
                 t.iter()
                     .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-                    .map(|(_, o)| Arc::clone(o))
+                    .map(|(_, o)| decode(o))
                     .collect()
             })
             .unwrap_or_default()
@@ -246,24 +313,31 @@ impl Store {
         f(&mut txn)
     }
 
-    /// A store holding the system namespaces, with the default watch history.
+    /// A store holding the system namespaces, with kube-apiserver's watch history limits.
     pub fn new() -> Arc<Store> {
-        Store::with_history(DEFAULT_HISTORY)
+        Store::with_limits(HistoryLimits::default())
     }
 
-    /// A store whose watch history keeps `history_cap` events (small values make 410 Gone easy
-    /// to provoke in tests).
+    /// A store whose watch history keeps exactly the last `history_cap` changes of each type,
+    /// however fresh (small values make 410 Gone easy to provoke in tests).
     pub fn with_history(history_cap: usize) -> Arc<Store> {
+        Store::with_limits(HistoryLimits {
+            fresh: Duration::ZERO,
+            max: history_cap,
+            min: history_cap,
+        })
+    }
+
+    /// A store whose watch history keeps what `limits` say for each type.
+    pub fn with_limits(limits: HistoryLimits) -> Arc<Store> {
         let (events, _) = broadcast::channel(LIVE_BUFFER);
         let store = Arc::new(Store {
             inner: Mutex::new(Inner {
                 rv: 0,
                 registry: Registry::default(),
                 objects: HashMap::new(),
-                encoded: HashMap::new(),
-                history: VecDeque::new(),
-                history_cap,
-                floor: 0,
+                history: HashMap::new(),
+                limits,
             }),
             events,
             shared: Mutex::new(HashMap::new()),
@@ -360,20 +434,27 @@ impl Store {
         labels: &Selector,
         fields: &FieldSelector,
     ) -> Listed {
-        let inner = self.lock();
-        let items = inner
-            .table(&rt.key())
-            .map(|t| {
-                t.iter()
-                    .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-                    .filter(|(_, o)| labels_match(labels, o) && fields.matches(o))
-                    .map(|(_, o)| Arc::clone(o))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let (encoded, resource_version): (Vec<Bytes>, u64) = {
+            let inner = self.lock();
+            let encoded = inner
+                .table(&rt.key())
+                .map(|t| {
+                    t.iter()
+                        .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+                        .map(|(_, o)| o.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (encoded, inner.rv)
+        };
+        let items = encoded
+            .iter()
+            .map(decode)
+            .filter(|o| labels_match(labels, o) && fields.matches(o))
+            .collect();
         Listed {
             items,
-            resource_version: inner.rv,
+            resource_version,
         }
     }
 
@@ -398,51 +479,75 @@ impl Store {
             limit,
             first_rv,
         } = *page;
-        let inner = self.lock();
-        if let Some(rv) = first_rv
-            && rv < inner.floor
-        {
-            return Err(ApiError::new(
-                Reason::Expired,
-                "The provided continue parameter is too old to display a consistent list \
-                 result. You can start a new list without the continue parameter.",
-            ));
-        }
-        let resource_version = first_rv.unwrap_or(inner.rv);
-        let Some(table) = inner.table(&rt.key()) else {
-            return Ok(Page {
-                items: vec![],
-                resource_version,
-                remaining: 0,
-                next: None,
-            });
-        };
-        let start = after.map(|(ns, name)| ObjectKey {
-            namespace: ns.to_owned(),
-            name: name.to_owned(),
-        });
-        let range = match &start {
-            Some(k) => table.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
-            None => table.range::<ObjectKey, _>(..),
-        };
-        let mut matching = range
-            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .filter(|(_, o)| labels_match(labels, o) && fields.matches(o));
+        let unfiltered = labels.selects_all() && fields.is_empty();
         let limit = limit.unwrap_or(usize::MAX);
+        // Under the lock only the bytes are taken (shared, not copied); decoding and selector
+        // matching happen after it is released, so a long list does not hold up writes.
+        let (resource_version, candidates, uncounted) = {
+            let inner = self.lock();
+            if let Some(rv) = first_rv
+                && rv < inner.floor(&rt.key())
+            {
+                return Err(ApiError::new(
+                    Reason::Expired,
+                    "The provided continue parameter is too old to display a consistent list \
+                     result. You can start a new list without the continue parameter.",
+                ));
+            }
+            let resource_version = first_rv.unwrap_or(inner.rv);
+            let Some(table) = inner.table(&rt.key()) else {
+                return Ok(Page {
+                    items: vec![],
+                    resource_version,
+                    remaining: 0,
+                    next: None,
+                });
+            };
+            let start = after.map(|(ns, name)| ObjectKey {
+                namespace: ns.to_owned(),
+                name: name.to_owned(),
+            });
+            let range = match &start {
+                Some(k) => table.range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
+                None => table.range::<ObjectKey, _>(..),
+            };
+            let mut in_namespace =
+                range.filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns));
+            // Without selectors, the page is the next `limit` objects and the rest is counted
+            // here; with them, every later object is a candidate.
+            let take = if unfiltered { limit } else { usize::MAX };
+            let candidates: Vec<(ObjectKey, Bytes)> = in_namespace
+                .by_ref()
+                .take(take)
+                .map(|(k, o)| (k.clone(), o.clone()))
+                .collect();
+            let uncounted = if unfiltered { in_namespace.count() } else { 0 };
+            (resource_version, candidates, uncounted)
+        };
+        let mut matching = candidates
+            .into_iter()
+            .map(|(k, o)| (k, decode(&o)))
+            .filter(|(_, o)| unfiltered || (labels_match(labels, o) && fields.matches(o)));
         let mut items = Vec::new();
         let mut last = None;
         for (k, o) in matching.by_ref().take(limit) {
-            items.push(Arc::clone(o));
+            items.push(o);
             last = Some(k);
         }
-        let remaining = matching.count();
+        // kube-apiserver counts the rest only without selectors; with them, whether one more
+        // matches is enough (and decodes at most until the first).
+        let remaining = if unfiltered {
+            uncounted
+        } else {
+            usize::from(matching.next().is_some())
+        };
         Ok(Page {
             items,
             resource_version,
             remaining,
             next: last
                 .filter(|_| remaining > 0)
-                .map(|k| (k.namespace.clone(), k.name.clone())),
+                .map(|k| (k.namespace, k.name)),
         })
     }
 
@@ -589,33 +694,30 @@ impl Store {
                     .flat_map(|t| t.iter())
                     .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
                     .map(|(k, o)| {
-                        let object = inner
-                            .encoded
-                            .get(&key)
-                            .and_then(|e| e.get(k))
-                            .cloned()
-                            .unwrap_or_else(|| encode(o));
                         Arc::new(WatchEvent {
                             rv: inner.rv,
                             key: key.clone(),
                             namespace: k.namespace.clone(),
                             event_type: EventType::Added,
-                            object,
+                            object: o.clone(),
                             previous: None,
                         })
                     })
                     .collect()
             }
-            Some(rv) if rv < inner.floor => {
+            Some(rv) if rv < inner.floor(&key) => {
                 return Err(ApiError::new(
                     Reason::Expired,
-                    format!("too old resource version: {rv} ({})", inner.floor + 1),
+                    format!("too old resource version: {rv} ({})", inner.floor(&key) + 1),
                 ));
             }
             Some(rv) => inner
                 .history
-                .iter()
-                .filter(|e| e.rv > rv && e.key == key)
+                .get(&key)
+                .into_iter()
+                .flat_map(|h| h.events.iter())
+                .map(|(_, e)| e)
+                .filter(|e| e.rv > rv)
                 .filter(|e| namespace.is_none_or(|ns| e.namespace == ns))
                 .cloned()
                 .collect(),
@@ -629,28 +731,33 @@ impl Store {
         })
     }
 
-    /// Run a closure over one consistent view of several types (read-only).
-    pub fn snapshot<T>(&self, f: impl FnOnce(&dyn Fn(&TypeKey) -> Vec<Arc<Value>>) -> T) -> T {
-        let inner = self.lock();
-        let read = |key: &TypeKey| -> Vec<Arc<Value>> {
-            inner
-                .table(key)
-                .map(|t| t.values().cloned().collect())
-                .unwrap_or_default()
-        };
-        f(&read)
+    /// Every current object of a type, decoded, sorted by namespace and name. The lock is held
+    /// only to take the bytes; decoding happens after.
+    pub fn objects(&self, key: &TypeKey) -> Vec<Arc<Value>> {
+        self.snapshot_encoded(key).iter().map(decode).collect()
     }
 
-    /// Every stored object with its type (for the garbage collector).
-    pub fn all_objects(&self) -> Vec<(ResourceType, Arc<Value>)> {
+    /// Every current object of a type as the encoded JSON the store keeps, sorted by
+    /// namespace and name. The bytes of an object that has not changed are the same
+    /// allocation from one call to the next, so a reader can keep what it decoded from them
+    /// (`actors::TypedCache`).
+    pub fn snapshot_encoded(&self, key: &TypeKey) -> Vec<Bytes> {
         let inner = self.lock();
-        let mut out = Vec::new();
-        for (key, table) in &inner.objects {
-            if let Some(rt) = inner.registry.by_key(key) {
-                out.extend(table.values().map(|o| (rt.clone(), Arc::clone(o))));
-            }
-        }
-        out
+        inner
+            .table(key)
+            .map(|t| t.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The served type of every resource that has stored objects now.
+    pub fn stored_types(&self) -> Vec<ResourceType> {
+        let inner = self.lock();
+        inner
+            .objects
+            .iter()
+            .filter(|(_, table)| !table.is_empty())
+            .filter_map(|(key, _)| inner.registry.by_key(key).cloned())
+            .collect()
     }
 }
 

@@ -152,6 +152,93 @@ fn watch_replays_history_and_expires_old_versions() {
 }
 
 #[test]
+fn each_type_keeps_its_own_history_so_a_flood_of_pods_expires_no_other_watch() {
+    let store = Store::with_history(3);
+    let rt = pods(&store);
+    let cms = store.resource("", "v1", "configmaps").expect("configmaps");
+    let before = store.resource_version();
+    store
+        .create(&cms, "default", json!({"metadata": {"name": "settings"}}))
+        .expect("configmap");
+    for i in 0..10 {
+        store
+            .create(&rt, "default", pod(&format!("p{i}")))
+            .expect("pod");
+    }
+    let w = store
+        .watch(&cms, None, Some(before))
+        .expect("configmaps resume");
+    assert_eq!(w.backlog.len(), 1);
+    assert_eq!(w.backlog[0].decoded()["metadata"]["name"], "settings");
+    let err = store
+        .watch(&rt, None, Some(before))
+        .err()
+        .expect("pods expired");
+    assert_eq!(err.reason, Reason::Expired);
+}
+
+#[test]
+fn history_keeps_fresh_changes_up_to_its_maximum_and_its_minimum_however_old() {
+    let fresh = Store::with_limits(HistoryLimits {
+        fresh: Duration::from_secs(3600),
+        max: 4,
+        min: 2,
+    });
+    let stale = Store::with_limits(HistoryLimits {
+        fresh: Duration::ZERO,
+        max: 100,
+        min: 2,
+    });
+    for store in [&fresh, &stale] {
+        let rt = pods(store);
+        let start = store.resource_version();
+        for i in 0..6 {
+            store
+                .create(&rt, "default", pod(&format!("p{i}")))
+                .expect("pod");
+        }
+        let kept = |from: u64| store.watch(&rt, None, Some(from)).map(|w| w.backlog.len());
+        assert_eq!(kept(start).err().map(|e| e.reason), Some(Reason::Expired));
+        let now = store.resource_version();
+        let want = if Arc::ptr_eq(store, &fresh) { 4 } else { 2 };
+        assert_eq!(kept(now - want as u64).expect("kept"), want);
+        assert_eq!(
+            kept(now - want as u64 - 1).err().map(|e| e.reason),
+            Some(Reason::Expired)
+        );
+    }
+}
+
+#[test]
+fn a_stored_object_is_the_encoding_its_last_watch_event_carries() {
+    let store = Store::new();
+    let rt = pods(&store);
+    let mut live = store.subscribe();
+    store.create(&rt, "default", pod("a")).expect("pod");
+    let event = live.try_recv().expect("added");
+    let stored = store.snapshot_encoded(&rt.key());
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0].as_ptr(),
+        event.object.as_ptr(),
+        "shared, not copied"
+    );
+    store
+        .modify(&rt, "default", "a", Subresource::Main, |p| {
+            p["metadata"]["labels"]["tier"] = json!("front");
+            Ok(())
+        })
+        .expect("modified");
+    let modified = live.try_recv().expect("modified");
+    let previous = modified.previous.as_ref().expect("previous");
+    assert_eq!(previous.as_ptr(), event.object.as_ptr());
+    assert_eq!(
+        store.get(&rt, "default", "a").expect("get")["metadata"]["labels"]["tier"],
+        "front"
+    );
+}
+
+#[test]
 fn list_filters_by_namespace_and_selectors() {
     let store = Store::new();
     let rt = pods(&store);

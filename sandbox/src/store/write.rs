@@ -10,8 +10,10 @@ use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use bytes::Bytes;
+
 use super::{
-    DeleteOptions, EventType, Inner, ObjectKey, Subresource, WatchEvent, encode, new_uid,
+    DeleteOptions, EventType, Inner, ObjectKey, Subresource, WatchEvent, decode, encode, new_uid,
     now_rfc3339,
 };
 use crate::admission;
@@ -19,8 +21,14 @@ use crate::error::{ApiError, ApiResult, Reason};
 use crate::registry::{ResourceType, TypeKey};
 
 impl Inner {
-    pub(super) fn table(&self, key: &TypeKey) -> Option<&BTreeMap<ObjectKey, Arc<Value>>> {
+    pub(super) fn table(&self, key: &TypeKey) -> Option<&BTreeMap<ObjectKey, Bytes>> {
         self.objects.get(key)
+    }
+
+    /// Changes of type `key` with a resourceVersion at or below this may have left its
+    /// history (a watch or continued list from an older version answers 410).
+    pub(super) fn floor(&self, key: &TypeKey) -> u64 {
+        self.history.get(key).map_or(0, |h| h.floor)
     }
 
     pub(super) fn object_key(rt: &ResourceType, namespace: &str, name: &str) -> ObjectKey {
@@ -43,7 +51,7 @@ impl Inner {
         self.objects
             .get(&rt.key())?
             .get(&Inner::object_key(rt, namespace, name))
-            .cloned()
+            .map(decode)
     }
 
     pub(super) fn namespace_exists(&self, namespace: &str) -> bool {
@@ -169,7 +177,11 @@ impl Inner {
                 .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
                 .collect();
             let name = format!("{prefix}{suffix}");
-            if self.find(rt, namespace, &name).is_none() {
+            let taken = self
+                .objects
+                .get(&rt.key())
+                .is_some_and(|t| t.contains_key(&Inner::object_key(rt, namespace, &name)));
+            if !taken {
                 return name;
             }
         }
@@ -362,12 +374,13 @@ impl Inner {
         };
         let mut dependents = Vec::new();
         for (type_key, table) in &self.objects {
-            for (k, obj) in table {
+            for (k, json) in table {
+                let obj = decode(json);
                 let refs = obj
                     .pointer("/metadata/ownerReferences")
                     .and_then(Value::as_array);
                 if refs.is_some_and(|r| r.iter().any(|o| o["uid"] == uid)) {
-                    dependents.push((type_key.clone(), k.clone(), Arc::clone(obj)));
+                    dependents.push((type_key.clone(), k.clone(), obj));
                 }
             }
         }
@@ -393,13 +406,15 @@ impl Inner {
     ) -> Arc<Value> {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let obj = Arc::new(obj);
-        self.objects
+        let json = encode(&obj);
+        let previous = self
+            .objects
             .entry(rt.key())
             .or_default()
-            .insert(key.clone(), Arc::clone(&obj));
-        self.record(rt.key(), key, event_type, &obj, tx);
-        obj
+            .insert(key.clone(), json.clone());
+        let previous = previous.filter(|_| event_type == EventType::Modified);
+        self.record(rt.key(), key, event_type, json, previous, tx);
+        Arc::new(obj)
     }
 
     pub(super) fn remove(
@@ -413,16 +428,16 @@ impl Inner {
             return Arc::new(Value::Null);
         };
         self.rv += 1;
-        let mut last = (*previous).clone();
+        let mut last = (*decode(&previous)).clone();
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        let last = Arc::new(last);
         if admission::is_crd(rt)
-            && let Some(crd) = previous["metadata"]["name"].as_str()
+            && let Some(crd) = last["metadata"]["name"].as_str()
         {
-            self.drop_crd_objects(crd, tx);
+            let crd = crd.to_owned();
+            self.drop_crd_objects(&crd, tx);
         }
-        self.record(rt.key(), key, EventType::Deleted, &last, tx);
-        last
+        self.record(rt.key(), key, EventType::Deleted, encode(&last), None, tx);
+        Arc::new(last)
     }
 
     /// Deleting a CRD removes its types and every object of them.
@@ -438,49 +453,40 @@ impl Inner {
             let Some(table) = self.objects.remove(&key) else {
                 continue;
             };
-            for (k, obj) in table {
+            for (k, json) in table {
                 self.rv += 1;
-                let mut last = (*obj).clone();
+                let mut last = (*decode(&json)).clone();
                 last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-                self.record(key.clone(), k, EventType::Deleted, &last, tx);
+                self.record(key.clone(), k, EventType::Deleted, encode(&last), None, tx);
             }
         }
     }
 
-    /// Append a change to the history and send it to the live channel. The object is encoded
-    /// here, once; a modification's `previous` is the encoding the object's last event carried.
+    /// Append a change to its type's history and send it to the live channel. `object` is the
+    /// change's encoding (for additions and modifications, the bytes the store now keeps);
+    /// `previous`, for a modification, the encoding the object's last event carried.
     pub(super) fn record(
         &mut self,
         key: TypeKey,
         object_key: ObjectKey,
         event_type: EventType,
-        object: &Value,
+        object: Bytes,
+        previous: Option<Bytes>,
         tx: &broadcast::Sender<Arc<WatchEvent>>,
     ) {
-        let json = encode(object);
-        let encoded = self.encoded.entry(key.clone()).or_default();
-        let namespace = object_key.namespace.clone();
-        let previous = match event_type {
-            EventType::Added | EventType::Modified => encoded.insert(object_key, json.clone()),
-            EventType::Deleted => {
-                encoded.remove(&object_key);
-                None
-            }
-        };
         let ev = Arc::new(WatchEvent {
             rv: self.rv,
-            key,
-            namespace,
+            key: key.clone(),
+            namespace: object_key.namespace,
             event_type,
-            object: json,
-            previous: previous.filter(|_| event_type == EventType::Modified),
+            object,
+            previous,
         });
-        self.history.push_back(Arc::clone(&ev));
-        while self.history.len() > self.history_cap {
-            if let Some(old) = self.history.pop_front() {
-                self.floor = old.rv;
-            }
-        }
+        let limits = self.limits;
+        self.history
+            .entry(key)
+            .or_default()
+            .push(Arc::clone(&ev), &limits);
         // No receivers is fine: nobody is watching.
         let _ = tx.send(ev);
     }

@@ -94,7 +94,7 @@ pub fn select(store: &Store, name: &str, node: &str) {
 
 /// Every object of a built-in type, by name.
 pub fn objects(store: &Store, group: &str, plural: &str) -> Vec<Arc<Value>> {
-    let mut out = store.snapshot(|read| read(&super::key(group, plural)));
+    let mut out = store.objects(&super::key(group, plural));
     out.sort_by(|a, b| {
         str_ref_at(a, &["metadata", "name"]).cmp(&str_ref_at(b, &["metadata", "name"]))
     });

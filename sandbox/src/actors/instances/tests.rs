@@ -150,7 +150,7 @@ async fn deleting_the_object_terminates_the_instance() {
     let task = tokio::spawn(run(Arc::clone(&store), config, cloud.clone()));
     let names = || -> Vec<String> {
         store
-            .snapshot(|read| read(&rt.key()))
+            .objects(&rt.key())
             .iter()
             .filter_map(|o| str_at(o, &["metadata", "name"]).map(str::to_owned))
             .collect()
