@@ -358,3 +358,106 @@ async fn provisions_through_api_and_cloud_faults_without_duplicates_or_leaks() {
         "instances launched beyond one per pod"
     );
 }
+
+/// Issue 21's heavy profile, as `karpenter sandbox --api-faults … --cloud-faults …` replays it:
+/// 15% conflicts, throttling and internal errors each, 10% slow answers, 30% of watches broken
+/// off, 30% of resumed watches expired and 30% of writes answered 504 after they took effect
+/// (kubectl spared); half the cloud's calls throttled, half the offerings out of capacity, half
+/// the launches slow. No budget: the faults last until every pod is bound.
+const HEAVY_API: &str = "conflict=150,too-many-requests=150,internal-error=150,slow=100,\
+drop-watch=300,expired=300,lost-response=300,except-agent=kubectl";
+const HEAVY_CLOUD: &str = "throttle=500,capacity=500,slow-launch=500";
+/// Pods of the heavy profile (the issue saw 104 NodeClaims for 80 pods in 1 of 3 runs).
+const HEAVY_PODS: u32 = 80;
+
+/// One run of the heavy profile with `seed`: the faults last until every pod is bound or for
+/// 120 s, whichever comes first; then exactly one NodeClaim and one launch per pod, no
+/// instance without a NodeClaim, every pod running on a node of its own.
+async fn heavy_faults_run(seed: u64) -> Result<String, String> {
+    let started = Instant::now();
+    let yaml = format!(
+        "{NODEPOOL}---\n{}",
+        deployment("app", HEAVY_PODS, "1100m", "256Mi")
+    );
+    let mut tc = TestCluster::start(
+        &yaml,
+        Options {
+            controller: false,
+            ..Options::default()
+        },
+    )
+    .await;
+    let api = Arc::clone(tc.cluster.sandbox.faults());
+    api.configure(FaultConfig::parse(&format!("{HEAVY_API},seed={seed}")).expect("API faults"));
+    let cloud = Arc::clone(tc.sim().faults());
+    cloud.configure(
+        SimFaultConfig::parse(&format!("{HEAVY_CLOUD},seed={seed}")).expect("cloud faults"),
+    );
+    api.enable();
+    cloud.enable();
+    let provider = Arc::clone(&tc.cluster.cloud);
+    tc.cluster.start_controller(provider);
+    let faults_end = Instant::now() + Duration::from_secs(120);
+    let live_claims = |tc: &TestCluster| {
+        tc.nodeclaims()
+            .iter()
+            .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+            .count()
+    };
+    let mut most_claims = 0;
+    loop {
+        let pods = app_pods(&tc);
+        // A NodeClaim whose launch found no capacity is deleted while its replacement runs; a
+        // duplicate is not, so more live NodeClaims than pods at any time is a duplicate.
+        most_claims = most_claims.max(live_claims(&tc));
+        if (pods.len() == HEAVY_PODS as usize && bound(&pods) == pods.len())
+            || Instant::now() > faults_end
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let bound_under_faults = bound(&app_pods(&tc));
+    let counts = api.counts();
+    api.disable();
+    cloud.disable();
+    // Faults off: whatever a lost answer left in flight settles.
+    let settle = Instant::now() + Duration::from_secs(120);
+    let outcome = loop {
+        most_claims = most_claims.max(live_claims(&tc));
+        match settled(&tc, HEAVY_PODS as usize) {
+            Ok(()) => break Ok(()),
+            Err(e) if Instant::now() > settle => break Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    };
+    let launches = tc.sim().launches();
+    let summary = format!(
+        "seed {seed}: {bound_under_faults} pods bound under faults, at most {most_claims} live \
+         nodeclaims, {launches} launches, {} lost answers of {} faults, {:?}",
+        counts.of(FaultKind::LostResponse),
+        counts.total(),
+        started.elapsed()
+    );
+    outcome.map_err(|e| format!("{summary}: {e}"))?;
+    if most_claims > HEAVY_PODS as usize || launches != HEAVY_PODS as usize {
+        return Err(format!(
+            "{summary}: expected at most {HEAVY_PODS} nodeclaims and {HEAVY_PODS} launches"
+        ));
+    }
+    Ok(summary)
+}
+
+#[tokio::test]
+async fn the_heavy_fault_profile_makes_one_nodeclaim_per_pod_whatever_the_seed() {
+    // Three clusters at once, one per seed: each is mostly waiting on faults and backoffs.
+    let runs = futures::future::join_all([5, 6, 7].map(heavy_faults_run)).await;
+    let mut failures = Vec::new();
+    for run in runs {
+        match run {
+            Ok(summary) => println!("{summary}"),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crds::{NodeClaim, StatusConditions};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::runtime::Context;
@@ -239,6 +239,93 @@ pub async fn write_metadata(
     .await
 }
 
+/// How a NodeClaim create ended ([`create_named`]).
+#[derive(Debug)]
+pub enum CreateOutcome {
+    /// The NodeClaim exists: the create's answer, or a read after a lost answer.
+    Created(NodeClaim),
+    /// The API refused the create (it does not exist): 400, 403, 404, 422, a name another
+    /// NodeClaim already has, or throttling that outlasted the retries.
+    Refused(kube::Error),
+    /// An attempt's answer was lost (a 5xx, a timeout, a dropped connection) and no later
+    /// attempt or read settled whether it took effect: the NodeClaim may exist.
+    Unknown(kube::Error),
+}
+
+/// Attempts at one NodeClaim create, answers lost included ([`create_named`]).
+const CREATE_ATTEMPTS: usize = 5;
+
+/// Create `claim`, which must carry a name (not `generateName`): as kube-apiserver may apply a
+/// create and lose its answer (a 504 after the write, a connection that drops), a create whose
+/// outcome is unknown is sent again under the same name, and an `AlreadyExists` answer is read
+/// back by name: with the spec sent, it is this create's result (kube's client resends a
+/// create answered 504 by itself, so the first answer seen may already be this one); with
+/// another spec, the name is taken and the create refused. Throttling (429) and unknown
+/// outcomes are retried with exponential backoff (100 ms doubling to 2 s), at most
+/// [`CREATE_ATTEMPTS`] attempts in all. Never creates two NodeClaims for one call.
+pub async fn create_named(api: &Api<NodeClaim>, claim: &NodeClaim) -> CreateOutcome {
+    use backon::{BackoffBuilder, ExponentialBuilder};
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let mut delays = ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(100))
+        .with_max_delay(std::time::Duration::from_secs(2))
+        .with_factor(2.0)
+        .without_max_times()
+        .build();
+    // Whether an earlier attempt may have taken effect.
+    let mut maybe_applied = false;
+    let mut attempt = 1;
+    loop {
+        let err = match api.create(&PostParams::default(), claim).await {
+            Ok(created) => return CreateOutcome::Created(created),
+            Err(e) => e,
+        };
+        let answer = match &err {
+            kube::Error::Api(ae) => Some((ae.code, ae.reason.as_str())),
+            _ => None,
+        };
+        let err = match answer {
+            // An earlier attempt of ours took effect (kube's client also resends a create
+            // answered 504 on its own), or another NodeClaim has the name: the spec tells.
+            Some((409, "AlreadyExists")) => match api.get_opt(&name).await {
+                Ok(Some(existing)) if existing.spec == claim.spec => {
+                    return CreateOutcome::Created(existing);
+                }
+                Ok(Some(_)) => return CreateOutcome::Refused(err),
+                // Deleted since: whatever deleted it decided so; create it again.
+                Ok(None) => err,
+                Err(read) => {
+                    maybe_applied = true;
+                    read
+                }
+            },
+            Some((429, _)) => err,
+            Some((code, _)) if code < 500 => {
+                return match maybe_applied {
+                    true => CreateOutcome::Unknown(err),
+                    false => CreateOutcome::Refused(err),
+                };
+            }
+            _ => {
+                tracing::debug!(nodeclaim = %name, error = %err, "create answer lost; trying again under the same name");
+                maybe_applied = true;
+                err
+            }
+        };
+        let delay = delays.next();
+        if attempt >= CREATE_ATTEMPTS || delay.is_none() {
+            return match maybe_applied {
+                true => CreateOutcome::Unknown(err),
+                false => CreateOutcome::Refused(err),
+            };
+        }
+        attempt += 1;
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
 /// `<prefix>-<5 letters>`: a NodeClaim name chosen before the create (so a restart creates the
 /// same one), with a suffix like the API server's `generateName` ones (lowercase consonants and
 /// digits, no vowels: no words).
@@ -257,6 +344,83 @@ mod tests {
     use super::*;
     use crds::labels::TERMINATION_FINALIZER;
     use testutil::nodeclaim;
+
+    /// A sandbox API server with the NodeClaim CRD installed, and a client of it.
+    async fn served() -> (sandbox::runtime::Sandbox, kube::Client) {
+        let server = sandbox::runtime::Sandbox::start(0).await.expect("sandbox");
+        let store = server.store();
+        let crd_type = store
+            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .expect("CRDs are served");
+        for crd in crds::generate::crds() {
+            let crd = serde_json::to_value(&crd).expect("CRD as JSON");
+            store.create(&crd_type, "", crd).expect("install the CRD");
+        }
+        let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
+        let client = kube::Client::try_from(config).expect("client");
+        (server, client)
+    }
+
+    /// Every write answers 504 after taking effect (kube-apiserver's lost answer) until the
+    /// budget runs out: the create is sent again under the same name, its AlreadyExists is
+    /// read back, and exactly one NodeClaim exists.
+    #[tokio::test]
+    async fn a_create_whose_answer_is_lost_is_read_back_not_made_twice() {
+        use sandbox::faults::{FaultConfig, FaultKind};
+        let (server, client) = served().await;
+        let api: Api<NodeClaim> = Api::all(client);
+        let mut config = FaultConfig::default().with_rate(FaultKind::LostResponse, 1000);
+        config.budget = Some(2);
+        server.faults().configure(config);
+        server.faults().enable();
+        let claim = nodeclaim("default-lost").build();
+        let outcome = create_named(&api, &claim).await;
+        server.faults().disable();
+        let CreateOutcome::Created(created) = outcome else {
+            panic!("expected the NodeClaim read back, got {outcome:?}");
+        };
+        assert_eq!(created.metadata.name.as_deref(), Some("default-lost"));
+        assert!(
+            created.metadata.uid.is_some(),
+            "the stored object, not the one sent"
+        );
+        let all = api.list(&Default::default()).await.expect("list");
+        assert_eq!(all.items.len(), 1, "one NodeClaim, not one per attempt");
+    }
+
+    /// A create under a name another NodeClaim (another spec) has is refused at once; the
+    /// same create sent again is its own result (kube's client resends creates answered 504);
+    /// one whose every answer is lost ends unknown, not refused.
+    #[tokio::test]
+    async fn refused_repeated_and_unknown_creates_are_told_apart() {
+        use sandbox::faults::{FaultConfig, FaultKind};
+        let (server, client) = served().await;
+        let api: Api<NodeClaim> = Api::all(client);
+        let claim = nodeclaim("default-taken").request("cpu", "1").build();
+        let CreateOutcome::Created(first) = create_named(&api, &claim).await else {
+            panic!("the first create succeeds");
+        };
+        let CreateOutcome::Created(again) = create_named(&api, &claim).await else {
+            panic!("the same create again reads back the first");
+        };
+        assert_eq!(again.metadata.uid, first.metadata.uid);
+        let other = nodeclaim("default-taken").request("cpu", "2").build();
+        assert!(matches!(
+            create_named(&api, &other).await,
+            CreateOutcome::Refused(kube::Error::Api(e)) if e.code == 409
+        ));
+        server
+            .faults()
+            .configure(FaultConfig::default().with_rate(FaultKind::InternalError, 1000));
+        server.faults().enable();
+        let unsure = nodeclaim("default-unsure").build();
+        let outcome = create_named(&api, &unsure).await;
+        server.faults().disable();
+        assert!(
+            matches!(outcome, CreateOutcome::Unknown(_)),
+            "every answer a 500: {outcome:?}"
+        );
+    }
 
     /// Against the sandbox API server: the first delete of a NodeClaim as read starts its
     /// deletion; repeating it with the same (now stale) read is refused with 409, and with a

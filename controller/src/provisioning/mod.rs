@@ -19,7 +19,9 @@ use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::scheduling::resources::Resources;
 use karpenter_core::snapshot::Snapshot;
 use kube::Api;
-use kube::api::PostParams;
+
+use crate::nodeclaim::writes::{CreateOutcome, create_named, generated_name};
+use crate::state::OwnCreate;
 
 use crate::runtime::Context;
 use crate::runtime::events::{self, EventSpec, EventType, reason, reference};
@@ -43,6 +45,10 @@ pub struct PassResult {
     pub pods: usize,
     /// Names of the NodeClaims created.
     pub created: Vec<String>,
+    /// Names of the NodeClaims whose create's answer was lost ([`CreateOutcome::Unknown`]):
+    /// they may exist, and count as in-flight capacity until that is settled
+    /// ([`confirm_own_creates`]).
+    pub unknown: Vec<String>,
     /// Pods that fit existing nodes or in-flight NodeClaims.
     pub placed_existing: usize,
     /// Pods that could not be placed (including those of NodeClaims that could not be created).
@@ -140,6 +146,7 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
     if ctx.settings.nominate_planned_pods {
         nomination::sweep(ctx).await;
     }
+    confirm_own_creates(ctx).await;
     let snap = Arc::new(ctx.state.snapshot());
     if snap.provisionable_pods().is_empty() {
         return Ok(PassResult::default());
@@ -204,13 +211,22 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
             fail_pods(ctx, &pods, &claim.decision.pods, &why);
             continue;
         }
-        let outcome = api.create(&PostParams::default(), &claim.nodeclaim).await;
-        record_create(ctx, &pods, claim, outcome, &mut result, &mut created_usage);
+        let nodeclaim = named(claim);
+        let outcome = create_named(&api, &nodeclaim).await;
+        record_create(
+            ctx,
+            &pods,
+            claim,
+            nodeclaim,
+            outcome,
+            &mut result,
+            &mut created_usage,
+        );
     }
     let jobs: Vec<(usize, NodeClaim)> = unlimited
         .iter()
         .enumerate()
-        .map(|(i, c)| (i, c.nodeclaim.clone()))
+        .map(|(i, c)| (i, named(c)))
         .collect();
     // Each create is accounted for as it completes, not after the whole batch: its plan record
     // must exist before its node registers (seconds later), or registration has nothing to
@@ -218,14 +234,18 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
     let mut outcomes = futures::stream::iter(jobs)
         .map(|(i, nodeclaim)| {
             let api = api.clone();
-            async move { (i, api.create(&PostParams::default(), &nodeclaim).await) }
+            async move {
+                let outcome = create_named(&api, &nodeclaim).await;
+                (i, nodeclaim, outcome)
+            }
         })
         .buffer_unordered(CREATE_CONCURRENCY);
-    while let Some((i, outcome)) = outcomes.next().await {
+    while let Some((i, nodeclaim, outcome)) = outcomes.next().await {
         record_create(
             ctx,
             &pods,
             unlimited[i],
+            nodeclaim,
             outcome,
             &mut result,
             &mut created_usage,
@@ -279,50 +299,92 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
             &failure.reason,
         );
     }
-    wait_for_own_writes(ctx, &result.created).await;
+    let written: Vec<String> = result
+        .created
+        .iter()
+        .chain(&result.unknown)
+        .cloned()
+        .collect();
+    wait_for_own_writes(ctx, &written).await;
     result
+}
+
+/// The planned NodeClaim under a name chosen now (`<nodepool>-<5 letters>`) instead of
+/// `generateName`, so a create whose answer is lost can be told apart from one that never
+/// happened ([`create_named`]).
+fn named(claim: &PlannedNodeClaim) -> NodeClaim {
+    let mut nodeclaim = claim.nodeclaim.clone();
+    nodeclaim.metadata.name = Some(generated_name(&claim.decision.nodepool));
+    nodeclaim.metadata.generate_name = None;
+    nodeclaim
+}
+
+/// After this long unseen by the cache, an own create is read back by name
+/// ([`confirm_own_creates`]).
+const OWN_CREATE_RECHECK: Duration = Duration::from_secs(15);
+
+/// Settle this controller's creates the NodeClaim cache has not applied yet: one whose answer
+/// was lost, or that the cache has not shown for [`OWN_CREATE_RECHECK`], is read by name; found,
+/// it stays in-flight capacity until the cache applies it; absent (never created, or deleted
+/// before the cache saw it), it is dropped and its pods are planned again. A read that fails
+/// leaves it as it is, still counted: capacity counted twice is launched once at worst too
+/// late, never twice.
+async fn confirm_own_creates(ctx: &Context) {
+    let due: Vec<String> = ctx
+        .state
+        .own_creates()
+        .iter()
+        .filter(|(_, o)| !o.confirmed || o.since.elapsed() > OWN_CREATE_RECHECK)
+        .map(|(name, _)| name.clone())
+        .collect();
+    if due.is_empty() {
+        return;
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    for name in due {
+        match api.get_opt(&name).await {
+            Ok(Some(found)) => {
+                if let Some(own) = ctx.state.own_creates().get_mut(&name) {
+                    own.claim = Arc::new(found);
+                    own.confirmed = true;
+                    own.since = Instant::now();
+                }
+            }
+            Ok(None) => {
+                tracing::info!(nodeclaim = %name, "nodeclaim whose create was not confirmed does not exist; its pods are planned again");
+                ctx.state.own_creates().remove(&name);
+                ctx.state.planned().retain(|_, claim| *claim != name);
+            }
+            Err(e) => {
+                tracing::warn!(nodeclaim = %name, error = %e, "reading back a nodeclaim this controller created failed; still counting it");
+            }
+        }
+    }
 }
 
 /// Account for one NodeClaim create: on success the metric, the plan record (its pods are
 /// planned onto it), the NodePool's usage for later limit re-checks, the log line and each
-/// pod's `Nominated` Event; on failure a `FailedScheduling` Event for each of its pods.
+/// pod's `Nominated` Event; on an unknown outcome the same plan record and usage, and the
+/// NodeClaim counts as in-flight capacity until its existence is settled; on a refusal a
+/// `FailedScheduling` Event for each of its pods.
 fn record_create(
     ctx: &Context,
     pods: &HashMap<PodKey, &Arc<Pod>>,
     claim: &PlannedNodeClaim,
-    outcome: Result<NodeClaim, kube::Error>,
+    sent: NodeClaim,
+    outcome: CreateOutcome,
     result: &mut PassResult,
     created_usage: &mut BTreeMap<String, (Resources, i64)>,
 ) {
     let decision = &claim.decision;
-    match outcome {
-        Ok(created) => {
-            ctx.metrics
-                .nodeclaim_created(&created, crate::runtime::metrics::reason::PROVISIONED);
-            let name = created.metadata.name.clone().unwrap_or_default();
-            if ctx.settings.nominate_planned_pods {
-                ctx.state
-                    .planned()
-                    .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
-            }
-            let entry = created_usage.entry(decision.nodepool.clone()).or_default();
-            entry.0.add(&claim.largest_capacity());
-            entry.1 += 1;
-            tracing::info!(nodeclaim = %name, nodepool = %decision.nodepool, requests = %decision.requests,
-                instance_types = decision.instance_types.len(), pods = decision.pods.len(), "created nodeclaim");
-            for key in &decision.pods {
-                pod_event(
-                    ctx,
-                    pods,
-                    key,
-                    EventType::Normal,
-                    reason::NOMINATED,
-                    format!("{NOMINATION_PREFIX}nodeclaim/{name}"),
-                );
-            }
-            result.created.push(name);
+    let (own, confirmed) = match outcome {
+        CreateOutcome::Created(created) => (created, true),
+        CreateOutcome::Unknown(e) => {
+            tracing::warn!(nodeclaim = ?sent.metadata.name, nodepool = %decision.nodepool, error = %e,
+                "creating nodeclaim: the answer was lost; counting it as in-flight until a read settles whether it exists");
+            (sent, false)
         }
-        Err(e) => {
+        CreateOutcome::Refused(e) => {
             tracing::warn!(nodepool = %decision.nodepool, error = %e, "creating nodeclaim failed");
             result.failed += decision.pods.len();
             fail_pods(
@@ -331,8 +393,45 @@ fn record_create(
                 &decision.pods,
                 &format!("creating nodeclaim: {e}"),
             );
+            return;
         }
+    };
+    let name = own.metadata.name.clone().unwrap_or_default();
+    ctx.state.own_creates().insert(
+        name.clone(),
+        OwnCreate {
+            claim: Arc::new(own.clone()),
+            confirmed,
+            since: Instant::now(),
+        },
+    );
+    if ctx.settings.nominate_planned_pods {
+        ctx.state
+            .planned()
+            .extend(decision.pods.iter().map(|k| (k.clone(), name.clone())));
     }
+    let entry = created_usage.entry(decision.nodepool.clone()).or_default();
+    entry.0.add(&claim.largest_capacity());
+    entry.1 += 1;
+    if !confirmed {
+        result.unknown.push(name);
+        return;
+    }
+    ctx.metrics
+        .nodeclaim_created(&own, crate::runtime::metrics::reason::PROVISIONED);
+    tracing::info!(nodeclaim = %name, nodepool = %decision.nodepool, requests = %decision.requests,
+        instance_types = decision.instance_types.len(), pods = decision.pods.len(), "created nodeclaim");
+    for key in &decision.pods {
+        pod_event(
+            ctx,
+            pods,
+            key,
+            EventType::Normal,
+            reason::NOMINATED,
+            format!("{NOMINATION_PREFIX}nodeclaim/{name}"),
+        );
+    }
+    result.created.push(name);
 }
 
 /// Limits re-checked just before create, against the latest state plus this pass's creations

@@ -88,6 +88,24 @@ pub struct ClusterState {
     /// (copied into every snapshot as [`Snapshot::planned`]). In memory only: after a restart
     /// the next pass plans those pods onto the in-flight NodeClaims again.
     planned: Arc<std::sync::Mutex<HashMap<PodKey, String>>>,
+    /// NodeClaims this controller created, or may have created, that the NodeClaim cache has
+    /// not applied yet ([`ClusterState::own_creates`]).
+    own_creates: Arc<std::sync::Mutex<HashMap<String, OwnCreate>>>,
+}
+
+/// A NodeClaim this controller created (or sent a create for whose answer was lost) and the
+/// NodeClaim cache has not applied yet. Every snapshot counts it as in-flight capacity, so no
+/// pass launches the same capacity twice while a watch restarts or a response is lost; it is
+/// dropped when the cache applies the NodeClaim, or when a read by name finds it absent.
+#[derive(Clone, Debug)]
+pub struct OwnCreate {
+    /// The NodeClaim as the API answered it, or as sent when the answer was lost (then it has
+    /// no uid, resourceVersion or creationTimestamp).
+    pub claim: Arc<NodeClaim>,
+    /// Whether the API confirmed it exists (a create answered, or a read found it).
+    pub confirmed: bool,
+    /// When this controller sent its create.
+    pub since: std::time::Instant,
 }
 
 /// A watch stopped before the cluster state synced.
@@ -192,13 +210,14 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    reflect_with_deletes(api, move |obj, _| on_event(obj))
+    reflect_with_deletes(api, |_| {}, move |obj, _| on_event(obj))
 }
 
 /// [`reflect`] whose `on_event` is also told whether the object is gone from the cache
-/// (deleted, or found gone by a relist).
+/// (deleted, or found gone by a relist), and whose cache keeps each object as `trim` leaves it.
 fn reflect_with_deletes<K>(
     api: Api<K>,
+    trim: impl FnMut(&mut K) + Send + 'static,
     on_event: impl Fn(&K, bool) + Send + 'static,
 ) -> (Store<K>, JoinHandle<()>)
 where
@@ -206,7 +225,8 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let objects = watcher(api, watcher::Config::default()).modify(trim);
+    let stream = reflector(writer, objects).default_backoff();
     let store = reader.clone();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -223,6 +243,50 @@ where
     (reader, task)
 }
 
+/// Drop from a cached pod what no decision reads, as an informer's transform does: managed
+/// fields, the last-applied annotation kubectl writes, and of each container its image,
+/// command, environment, probes, lifecycle hooks, mounts and security context, plus the
+/// container statuses. Scheduling reads resources, ports, volumes, affinity, tolerations,
+/// spread constraints and priority; disruption reads owners, annotations, phase and
+/// conditions; all of those stay. A typed pod of Online Boutique takes about 14 KB, and the
+/// cache holds every pod of the cluster. The controller never writes a cached pod back (its
+/// writes to pods are evictions and patches), so nothing dropped here is lost.
+pub fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(annotations) = pod.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten());
+        for c in containers {
+            c.image = None;
+            c.command = None;
+            c.args = None;
+            c.env = None;
+            c.env_from = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+            c.lifecycle = None;
+            c.volume_mounts = None;
+            c.volume_devices = None;
+            c.security_context = None;
+            c.termination_message_path = None;
+            c.termination_message_policy = None;
+            c.working_dir = None;
+        }
+        spec.ephemeral_containers = None;
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.container_statuses = None;
+        status.init_container_statuses = None;
+        status.ephemeral_container_statuses = None;
+    }
+}
+
 impl ClusterState {
     /// Start every watch; the returned handles end the watches when aborted.
     pub fn start(client: &Client) -> (ClusterState, Vec<JoinHandle<()>>) {
@@ -231,20 +295,31 @@ impl ClusterState {
         let trigger = Arc::clone(&pod_trigger);
         let pod_events = PodEvents::default();
         let events = pod_events.clone();
-        let (pods, t1) =
-            reflect_with_deletes(Api::<Pod>::all(client.clone()), move |p, deleted| {
+        let (pods, t1) = reflect_with_deletes(
+            Api::<Pod>::all(client.clone()),
+            trim_pod,
+            move |p, deleted| {
                 events.observe(p, deleted);
                 if is_provisionable(p) {
                     trigger.notify_one();
                 }
-            });
+            },
+        );
         let (node_tx, _) = broadcast::channel(CHANGE_BUFFER);
         let tx = node_tx.clone();
         let (nodes, t2) = reflect(Api::<Node>::all(client.clone()), move |n| {
             Changes::publish(&tx, n)
         });
         let changed = Arc::clone(&nodeclaim_changed);
-        let (nodeclaims, t3) = reflect(Api::<NodeClaim>::all(client.clone()), move |_| {
+        let own_creates: Arc<std::sync::Mutex<HashMap<String, OwnCreate>>> = Default::default();
+        let applied = Arc::clone(&own_creates);
+        let (nodeclaims, t3) = reflect(Api::<NodeClaim>::all(client.clone()), move |c| {
+            if let Some(name) = c.metadata.name.as_deref() {
+                applied
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(name);
+            }
             changed.notify_waiters()
         });
         // A NodePool or node class becoming ready can serve pods that were waiting.
@@ -311,6 +386,7 @@ impl ClusterState {
             nodeclaim_changed,
             synced,
             planned: Default::default(),
+            own_creates,
         };
         let stores = state.clone();
         let t11 = tokio::spawn(async move {
@@ -354,7 +430,7 @@ impl ClusterState {
         Snapshot {
             pods: self.pods.state(),
             nodes: self.nodes.state(),
-            nodeclaims: self.nodeclaims.state(),
+            nodeclaims: self.nodeclaims_with_own_creates(),
             nodepools: self.nodepools.state(),
             nodeclasses: self.nodeclasses.state(),
             daemonsets: self.daemonsets.state(),
@@ -366,6 +442,33 @@ impl ClusterState {
             pdbs: self.pdbs.state(),
             planned: self.planned().clone(),
         }
+    }
+
+    /// Every cached NodeClaim, plus this controller's creates the cache has not applied yet
+    /// ([`OwnCreate`]).
+    fn nodeclaims_with_own_creates(&self) -> Vec<Arc<NodeClaim>> {
+        let mut claims = self.nodeclaims.state();
+        let own = self.own_creates();
+        if own.is_empty() {
+            return claims;
+        }
+        let cached: std::collections::HashSet<&str> = claims
+            .iter()
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect();
+        let pending: Vec<Arc<NodeClaim>> = own
+            .iter()
+            .filter(|(name, _)| !cached.contains(name.as_str()))
+            .map(|(_, o)| Arc::clone(&o.claim))
+            .collect();
+        claims.extend(pending);
+        claims
+    }
+
+    /// NodeClaims this controller created, or may have created, that the NodeClaim cache has
+    /// not applied yet, by name, locked ([`OwnCreate`]).
+    pub fn own_creates(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnCreate>> {
+        self.own_creates.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The provisioner's plan for pods waiting on in-flight NodeClaims (pod → NodeClaim name), locked.
