@@ -63,8 +63,9 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags every subcommand accepts, spelled like kubectl's.
-#[derive(Debug, Args)]
+/// Flags every subcommand accepts, spelled like kubectl's. The default is none given (what
+/// completion assumes before it reads the line, see `completion_scope`).
+#[derive(Clone, Debug, Default, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file to use (only that file is loaded; default: KUBECONFIG, then
@@ -88,7 +89,8 @@ pub struct GlobalArgs {
         long,
         global = true,
         value_name = "NS",
-        conflicts_with = "all_namespaces"
+        conflicts_with = "all_namespaces",
+        add = crate::cluster_names::namespaces()
     )]
     pub namespace: Option<String>,
     /// Every namespace, for namespaced views (like kubectl's -A); cluster-scoped views ignore it.
@@ -152,9 +154,10 @@ impl Namespaces {
 }
 
 /// `--color`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
     /// Colour when stdout is a terminal and NO_COLOR is unset or empty.
+    #[default]
     Auto,
     /// Colour tables even on a pipe, unless NO_COLOR is set and non-empty.
     Always,
@@ -327,7 +330,7 @@ pub struct StatusArgs {
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
     /// Only this NodePool and its NodeClaims.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = crate::cluster_names::nodepools())]
     pub nodepool: Option<String>,
     /// Print NodeClaim rows only: no headers, no NodePool section and no totals line.
     #[arg(long)]

@@ -3,7 +3,7 @@
 //! (kubectl 1.26+ runs `kubectl_complete-karpenter ARGS…` for `kubectl karpenter <TAB>` and reads
 //! cobra's `__complete` protocol: one candidate per line, `value<TAB>help`, then `:DIRECTIVE`).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -11,6 +11,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
+use crate::completion_scope;
 
 /// The executable name the scripts complete (what krew links on PATH).
 pub const BIN_NAME: &str = "kubectl-karpenter";
@@ -56,7 +57,10 @@ pub fn request(args: &[OsString]) -> Option<Vec<OsString>> {
 
 /// Writes the candidates for the last of `words` (the word under the cursor, possibly empty;
 /// the words before it are what was typed after `kubectl karpenter`) in cobra's format, then
-/// the directive line `:4` (no file-name fallback).
+/// the directive line `:4` (no file-name fallback). Names of NodePools, NodeClaims, Nodes, pods
+/// and namespaces come from the cluster the global flags among those words select; when it
+/// cannot be reached there are none, and no error. Flags are offered for a word that starts
+/// with `-`, or when there is nothing else to offer.
 ///
 /// Errors: completing (reading the current directory for path values) or writing failed.
 pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<()> {
@@ -69,8 +73,18 @@ pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<
     let index = args.len() - 1;
     let cwd = std::env::current_dir().ok();
     let mut cmd = Cli::command();
-    let candidates = clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())?;
-    for candidate in candidates.iter().filter(|c| !c.is_hide_set()) {
+    // Name completers list from the cluster the line points at: lend them its flags.
+    let typed = completion_scope::typed_flags(&args[1..index]);
+    let current = args[index].clone();
+    let mut candidates = completion_scope::with_typed(typed, || {
+        clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())
+    })?;
+    candidates.retain(|c| !c.is_hide_set());
+    if !is_flag(&current) && candidates.iter().any(|c| !is_flag(c.get_value())) {
+        // Names (or subcommands) to offer: flags wait until a `-` is typed, as in kubectl.
+        candidates.retain(|c| !is_flag(c.get_value()));
+    }
+    for candidate in &candidates {
         let value = candidate.get_value().to_string_lossy();
         match candidate.get_help() {
             Some(help) => writeln!(out, "{value}\t{}", summary(&help.to_string()))?,
@@ -79,6 +93,11 @@ pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<
     }
     writeln!(out, ":{NO_FILE_COMPLETION}")?;
     out.flush()
+}
+
+/// Whether a word is (the start of) a flag.
+fn is_flag(word: &OsStr) -> bool {
+    word.as_encoded_bytes().starts_with(b"-")
 }
 
 /// The first sentence of a help text, on one line without tabs: shells show candidate help in
@@ -171,6 +190,15 @@ mod tests {
         let flags = complete(&["upgrade", "pause", "--node"]);
         assert_eq!(flags, vec!["--nodepool"]);
         assert!(complete(&[]).contains(&"status".to_owned()));
+        // Flags wait for a `-` when there is something else to offer, and are offered when
+        // there is nothing else.
+        assert!(complete(&["upgrade", "pause", ""]).contains(&"--nodepool".to_owned()));
+        assert!(complete(&["upgrade", ""]).contains(&"pause".to_owned()));
+        assert!(
+            !complete(&["upgrade", ""])
+                .iter()
+                .any(|c| c.starts_with('-'))
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@
 mod age;
 mod causes;
 mod cli;
+mod cluster_names;
 mod completion;
+mod completion_scope;
 mod disruption;
 mod drift;
 #[cfg(test)]

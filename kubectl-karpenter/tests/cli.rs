@@ -5,10 +5,11 @@
 
 use crate::support;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Output;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use support::{BIN, Cluster, assert_fails_with, kubectl, stderr, stdout, two_contexts};
@@ -271,15 +272,18 @@ fn candidates(answer: &str) -> Vec<String> {
         .collect()
 }
 
+/// PATH with [`plugin_dir`] first, then the test's own PATH (for kubectl).
+fn completion_path(root: &Path) -> OsString {
+    let dir = plugin_dir(root);
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest))).expect("PATH")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_completes_the_plugin_through_kubectl_complete_karpenter() {
     let cluster = Cluster::start(false).await;
-    let dir = plugin_dir(cluster.dir.path());
     let kubectl = kubectl();
-    let rest = std::env::var_os("PATH").unwrap_or_default();
-    let path =
-        std::env::join_paths(std::iter::once(dir.clone()).chain(std::env::split_paths(&rest)))
-            .expect("PATH");
+    let path = completion_path(cluster.dir.path());
     let complete = |words: &[&str]| {
         let mut cmd = Command::new(&kubectl);
         cmd.arg("__complete")
@@ -349,4 +353,152 @@ async fn kubectl_completes_the_plugin_through_kubectl_complete_karpenter() {
     let out = cluster.plugin(&["__complete", "--context", ""]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(candidates(&stdout(&out)).is_empty(), "{}", stdout(&out));
+}
+
+/// Creates `object` of `plural` in the sandbox (`group` "" for the core API).
+fn create(cluster: &Cluster, group: &str, plural: &str, namespace: &str, object: Value) {
+    let store = cluster.sandbox.store();
+    let rt = store.resource(group, "v1", plural).expect("type is served");
+    store.create(&rt, namespace, object).expect("create");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_completes_names_from_the_cluster_the_line_points_at() {
+    let cluster = Cluster::start(true).await;
+    // NodeClaims of `default` and `gpu`, three of them with Nodes.
+    cluster.populate();
+    for pool in ["default", "gpu"] {
+        create(
+            &cluster,
+            "karpenter.sh",
+            "nodepools",
+            "",
+            testutil::nodepool(pool).json(),
+        );
+    }
+    let shop = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+    create(&cluster, "", "namespaces", "", shop);
+    for (namespace, pod) in [
+        ("shop", testutil::pod("web").namespace("shop")),
+        (
+            "shop",
+            testutil::pod("api")
+                .namespace("shop")
+                .on_node("ip-10-0-1-1.ec2.internal"),
+        ),
+        ("default", testutil::pod("batch").namespace("default")),
+    ] {
+        create(&cluster, "", "pods", namespace, pod.json());
+    }
+    let kubectl = kubectl();
+    let path = completion_path(cluster.dir.path());
+    let kubeconfig = cluster.kubeconfig();
+    // `kubectl karpenter WORDS…<TAB>` with KUBECONFIG set (or not), through real kubectl.
+    let complete = |words: &[&str], kubeconfig: Option<&Path>| {
+        let shown = format!("{words:?}");
+        let mut cmd = Command::new(&kubectl);
+        cmd.arg("__complete")
+            .arg("karpenter")
+            .args(words)
+            .env("PATH", &path)
+            .env("HOME", cluster.dir.path())
+            .env_remove("KUBECONFIG");
+        if let Some(kubeconfig) = kubeconfig {
+            cmd.env("KUBECONFIG", kubeconfig);
+        }
+        async move {
+            let out = cmd.output().await.expect("run kubectl");
+            assert!(out.status.success(), "{shown}: {}", stderr(&out));
+            let answer = stdout(&out);
+            assert!(answer.lines().any(|l| l == ":4"), "{shown}: {answer}");
+            candidates(&answer)
+        }
+    };
+    let names = |words: &[&str]| complete(words, Some(&kubeconfig));
+
+    let nodeclaims_and_nodes = [
+        "default-launching",
+        "default-ready",
+        "default-registering",
+        "gpu-initializing",
+        "gpu-terminating",
+        "ip-10-0-1-1.ec2.internal",
+        "ip-10-0-1-9.ec2.internal",
+        "ip-10-0-3-3.ec2.internal",
+    ];
+    assert_eq!(names(&["drift", "explain", ""]).await, nodeclaims_and_nodes);
+    assert_eq!(
+        names(&["drift", "explain", "ip-10-0-1"]).await,
+        ["ip-10-0-1-1.ec2.internal", "ip-10-0-1-9.ec2.internal"]
+    );
+    assert_eq!(
+        names(&["disruption", "explain", "default-re"]).await,
+        ["default-ready", "default-registering"]
+    );
+    for words in [
+        &["upgrade", "pause", "--nodepool", ""][..],
+        &["status", "--nodepool", ""],
+        &["drift", "explain", "--nodepool", ""],
+        &["history", "--nodepool", ""],
+        &["disruption", "--nodepool", ""],
+    ] {
+        assert_eq!(
+            complete(words, Some(&kubeconfig)).await,
+            ["default", "gpu"],
+            "{words:?}"
+        );
+    }
+    assert_eq!(
+        names(&["upgrade", "step", "--nodepool=g"]).await,
+        ["--nodepool=gpu"]
+    );
+    // Pending pods of the namespace -n names (bound ones are not offered), else the context's.
+    assert_eq!(names(&["why-pending", "-n", "shop", ""]).await, ["web"]);
+    assert_eq!(names(&["why-pending", ""]).await, ["batch"]);
+    // why-pending takes no pod name with -A: no names (the pending `batch` is not offered).
+    assert!(names(&["why-pending", "-A", "b"]).await.is_empty());
+    let namespaces = names(&["status", "-n", ""]).await;
+    assert!(namespaces.iter().any(|n| n == "shop"), "{namespaces:?}");
+    assert_eq!(names(&["why-pending", "--namespace", "sh"]).await, ["shop"]);
+
+    // --kubeconfig and --context typed on the line choose the cluster.
+    let kc = kubeconfig.to_str().expect("utf-8 path");
+    assert_eq!(
+        complete(
+            &["--kubeconfig", kc, "upgrade", "status", "--nodepool", ""],
+            None
+        )
+        .await,
+        ["default", "gpu"]
+    );
+    let two = two_contexts(&cluster, "dead");
+    assert!(
+        complete(&["drift", "explain", "d"], Some(&two))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        complete(
+            &["drift", "explain", "--context", "live", "gpu-"],
+            Some(&two)
+        )
+        .await,
+        ["gpu-initializing", "gpu-terminating"]
+    );
+    // No kubeconfig: no names to offer (flags then, as when a cluster has no names).
+    let flags = complete(&["drift", "explain", ""], None).await;
+    assert!(flags.iter().all(|c| c.starts_with('-')), "{flags:?}");
+    assert!(complete(&["drift", "explain", "d"], None).await.is_empty());
+
+    // A dead server: the plugin itself offers no names, exits 0 and prints no error.
+    let out = Command::new(BIN)
+        .args(["__complete", "--context", "dead", "why-pending", "b"])
+        .env("HOME", cluster.dir.path())
+        .env("KUBECONFIG", &two)
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), ":4\n");
+    assert_eq!(stderr(&out), "");
 }

@@ -168,7 +168,12 @@ impl UpgradeAction {
 #[derive(Clone, Debug, Args)]
 pub struct TargetArgs {
     /// The NodePool to show or change.
-    #[arg(long, value_name = "NAME", conflicts_with = "all")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "all",
+        add = crate::cluster_names::nodepools()
+    )]
     pub nodepool: Option<String>,
     /// Every NodePool (what `status` shows by default; `pause`, `resume` and `step` need
     /// either --nodepool or --all).

@@ -32,7 +32,7 @@ Examples:
 #[derive(Clone, Debug, Args)]
 pub struct WhyPendingArgs {
     /// A pod name, or `pod/NAME` (default: every pending pod in the namespace).
-    #[arg(value_name = "POD")]
+    #[arg(value_name = "POD", add = crate::cluster_names::pending_pods())]
     pub pod: Option<String>,
     /// Output format: text, json or yaml (a list of pod reports).
     #[arg(short, long, value_enum, default_value_t = WhyPendingOutput::Text)]
