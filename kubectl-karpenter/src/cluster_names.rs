@@ -14,9 +14,9 @@ use crds::{NodeClaim, NodePool};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams};
 
-use crate::cli::{GlobalArgs, Namespaces};
 use crate::completion_scope;
 use crate::drift::explain::nodepool_name;
+use crate::global_args::{GlobalArgs, Namespaces};
 use crate::session::{Connection, Error};
 use crate::why_pending::report::is_pending;
 

@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::ffi::OsString;
 
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 
 thread_local! {
     /// The flags of the line being completed on this thread, while [`with_typed`] runs.

@@ -16,6 +16,7 @@ mod disruption;
 mod drift;
 #[cfg(test)]
 mod fixtures;
+mod global_args;
 mod history;
 mod kubeconfig;
 mod kubeconfig_names;

@@ -12,8 +12,8 @@ use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
 use crate::causes::causes;
-use crate::cli::{GlobalArgs, Namespaces};
 use crate::drift::resolve::ResolveError;
+use crate::global_args::{GlobalArgs, Namespaces};
 use crate::kubeconfig::{self, Loaded};
 use crate::orphans::cloud_error::CloudError;
 use crate::output::OutputError;

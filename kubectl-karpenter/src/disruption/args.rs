@@ -53,7 +53,7 @@ pub struct DisruptionArgs {
     #[command(subcommand)]
     pub action: Option<DisruptionAction>,
     /// Only this NodePool and its nodes.
-    #[arg(long, value_name = "NAME", add = crate::cluster_names::nodepools())]
+    #[arg(long, value_name = "NAME")]
     pub nodepool: Option<String>,
     /// Output format: text (a NodePool table and a node table), json or yaml (one document with
     /// `nodepools` and `nodes`).
@@ -77,7 +77,7 @@ pub enum DisruptionAction {
 #[derive(Clone, Debug, Args)]
 pub struct ExplainArgs {
     /// A Node or NodeClaim name.
-    #[arg(value_name = "NODE|NODECLAIM", add = crate::cluster_names::nodeclaims_and_nodes())]
+    #[arg(value_name = "NODE|NODECLAIM")]
     pub name: String,
     /// Output format: text (like kubectl describe), json or yaml.
     #[arg(short, long, value_enum, default_value_t = DisruptionOutput::Text)]

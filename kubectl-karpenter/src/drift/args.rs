@@ -60,15 +60,10 @@ pub enum DriftAction {
 #[derive(Clone, Debug, Args)]
 pub struct ExplainArgs {
     /// A NodeClaim or Node name (default: every NodeClaim).
-    #[arg(value_name = "NODE|NODECLAIM", add = crate::cluster_names::nodeclaims_and_nodes())]
+    #[arg(value_name = "NODE|NODECLAIM")]
     pub name: Option<String>,
     /// Only NodeClaims of this NodePool.
-    #[arg(
-        long,
-        value_name = "NAME",
-        conflicts_with = "name",
-        add = crate::cluster_names::nodepools()
-    )]
+    #[arg(long, value_name = "NAME", conflicts_with = "name")]
     pub nodepool: Option<String>,
     /// Output format: text (like kubectl describe), json or yaml (a list of explanations).
     #[arg(short, long, value_enum, default_value_t = ExplainOutput::Text)]

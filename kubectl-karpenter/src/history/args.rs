@@ -40,7 +40,7 @@ Examples:
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// Only the records of this NodePool.
-    #[arg(long, value_name = "NAME", add = crate::cluster_names::nodepools())]
+    #[arg(long, value_name = "NAME")]
     pub nodepool: Option<String>,
     /// Only the records finished this long ago or less (a duration such as 30m, 24h, 1h30m).
     #[arg(long, value_name = "DURATION", value_parser = crate::orphans::args::parse_duration)]

@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use super::args::{HistoryArgs, HistoryOutput};
 use super::render;
 use super::report::{Filter, select};
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 use crate::render::TableOptions;
 use crate::session::{Connection, Error, Io, Outcome};
 

@@ -168,12 +168,7 @@ impl UpgradeAction {
 #[derive(Clone, Debug, Args)]
 pub struct TargetArgs {
     /// The NodePool to show or change.
-    #[arg(
-        long,
-        value_name = "NAME",
-        conflicts_with = "all",
-        add = crate::cluster_names::nodepools()
-    )]
+    #[arg(long, value_name = "NAME", conflicts_with = "all")]
     pub nodepool: Option<String>,
     /// Every NodePool (what `status` shows by default; `pause`, `resume` and `step` need
     /// either --nodepool or --all).

@@ -32,7 +32,7 @@ Examples:
 #[derive(Clone, Debug, Args)]
 pub struct WhyPendingArgs {
     /// A pod name, or `pod/NAME` (default: every pending pod in the namespace).
-    #[arg(value_name = "POD", add = crate::cluster_names::pending_pods())]
+    #[arg(value_name = "POD")]
     pub pod: Option<String>,
     /// Output format: text, json or yaml (a list of pod reports).
     #[arg(short, long, value_enum, default_value_t = WhyPendingOutput::Text)]
@@ -57,7 +57,8 @@ pub type WhyPendingOutput = crate::output::ReportFormat;
 mod tests {
     use std::ffi::OsString;
 
-    use crate::cli::{Command, Namespaces, parse_from};
+    use crate::cli::{Command, parse_from};
+    use crate::global_args::Namespaces;
 
     use super::*;
 

@@ -25,7 +25,7 @@ use super::WhyPendingError;
 use super::args::{WhyPendingArgs, WhyPendingOutput};
 use super::render;
 use super::report::{self, PodReport, World};
-use crate::cli::{GlobalArgs, Namespaces};
+use crate::global_args::{GlobalArgs, Namespaces};
 use crate::output;
 use crate::session::{Connection, Error, Io, Outcome};
 
