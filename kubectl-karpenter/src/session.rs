@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use std::io::{self, Write};
 
 use crds::NodeClaim;
+use kube::Resource;
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
@@ -34,16 +35,22 @@ pub enum Error {
         /// kube's error building the client (TLS or proxy settings).
         source: kube::Error,
     },
-    /// The server does not serve NodeClaims.
+    /// The server does not serve Karpenter's CRDs (NodePools, NodeClaims).
     #[error(
-        "the server at {server} (context \"{context}\") does not serve nodeclaims.karpenter.sh/v1; \
-         install Karpenter's CRDs or pick the cluster that runs Karpenter with --context"
+        "the server at {server} (context \"{context}\") does not serve {}: Karpenter's CRDs are \
+         not installed there; install Karpenter's CRDs (`kubectl apply -f deploy/crds/` from the \
+         Karpenter repository, or all of Karpenter with `kubectl apply -k deploy/`) or pick the \
+         cluster that runs Karpenter with --context",
+        missing.join(" and ")
     )]
     NotInstalled {
         /// API server URL without a trailing `/`, e.g. `https://127.0.0.1:6443`.
         server: String,
         /// The kubeconfig context used (`in-cluster` for in-cluster credentials).
         context: String,
+        /// The resources it does not serve, as `plural.group/version`, e.g.
+        /// `nodeclaims.karpenter.sh/v1`.
+        missing: Vec<String>,
     },
     /// Listing NodeClaims failed.
     #[error(
@@ -144,6 +151,10 @@ pub enum Error {
     Disruption(#[from] crate::disruption::DisruptionError),
 }
 
+/// The resources of `karpenter.sh/v1` every command reads (plural names, as API discovery lists
+/// them).
+pub const KARPENTER_RESOURCES: [&str; 2] = ["nodepools", "nodeclaims"];
+
 /// How a command that ran to the end came out (exit codes 0 and 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -202,17 +213,52 @@ impl Connection {
         global.namespaces(Some(&self.namespace))
     }
 
+    /// Checks, by API discovery (`GET /apis/karpenter.sh/v1`), that the server serves
+    /// [`KARPENTER_RESOURCES`]: a command that reads them says so plainly instead of reporting an
+    /// empty cluster.
+    ///
+    /// Errors: [`Error::NotInstalled`] naming the ones it does not serve, [`Error::ListOther`]
+    /// when discovery fails otherwise (e.g. the server is unreachable).
+    pub async fn require_karpenter(&self) -> Result<(), Error> {
+        let group_version = format!("{}/{}", NodeClaim::group(&()), NodeClaim::version(&()));
+        let served: Vec<String> = match self.client.list_api_group_resources(&group_version).await {
+            Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(e) => return Err(self.list_error("the karpenter.sh/v1 API resources", e)),
+        };
+        let missing: Vec<String> = KARPENTER_RESOURCES
+            .iter()
+            .filter(|r| !served.iter().any(|s| s == *r))
+            .map(|r| format!("{r}.{group_version}"))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(Error::NotInstalled {
+            server: self.server.clone(),
+            context: self.context.clone(),
+            missing,
+        })
+    }
+
     /// Lists NodeClaims matching `params`.
     ///
-    /// Errors: [`Error::NotInstalled`] when the server does not serve them, else [`Error::List`].
+    /// Errors: [`Error::NotInstalled`] when the server does not serve them (naming, by
+    /// [`Connection::require_karpenter`], every Karpenter resource it lacks), else
+    /// [`Error::List`].
     pub async fn nodeclaims(&self, params: &ListParams) -> Result<Vec<NodeClaim>, Error> {
         let api: Api<NodeClaim> = Api::all(self.client.clone());
         match api.list(params).await {
             Ok(list) => Ok(list.items),
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NotInstalled {
-                server: self.server.clone(),
-                context: self.context.clone(),
-            }),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(self
+                .require_karpenter()
+                .await
+                .err()
+                .unwrap_or_else(|| Error::NotInstalled {
+                    server: self.server.clone(),
+                    context: self.context.clone(),
+                    missing: vec!["nodeclaims.karpenter.sh/v1".to_owned()],
+                })),
             Err(source) => Err(Error::List {
                 server: self.server.clone(),
                 context: self.context.clone(),

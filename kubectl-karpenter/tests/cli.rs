@@ -15,11 +15,14 @@ use tokio::process::Command;
 use support::{BIN, Cluster, assert_fails_with, kubectl, stderr, stdout, two_contexts};
 
 /// Every command that reads the cluster, as typed after `kubectl karpenter`.
-const CLUSTER_COMMANDS: [&[&str]; 4] = [
+const CLUSTER_COMMANDS: [&[&str]; 7] = [
     &["status"],
     &["drift", "explain"],
     &["upgrade", "status"],
     &["orphans", "--no-cloud"],
+    &["history"],
+    &["why-pending"],
+    &["disruption"],
 ];
 
 /// Runs `kubectl karpenter <command> <more>…` (the plugin binary directly).
@@ -66,11 +69,20 @@ async fn a_cluster_without_karpenter_says_the_crds_are_not_installed() {
         let out = run_command(&cluster, command, &["--kubeconfig", kc]).await;
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        assert_eq!(stdout(&out), "", "{command:?}");
         assert!(
             err.contains("install Karpenter's CRDs") && err.contains(&cluster.sandbox.url()),
             "{command:?}: {err}"
         );
     }
+    // why-pending names every resource it lacks and how to install them.
+    let out = run_command(&cluster, &["why-pending", "-A"], &["--kubeconfig", kc]).await;
+    assert_fails_with(
+        &out,
+        2,
+        "does not serve nodepools.karpenter.sh/v1 and nodeclaims.karpenter.sh/v1: Karpenter's \
+         CRDs are not installed there; install Karpenter's CRDs (`kubectl apply -f deploy/crds/`",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -159,13 +159,15 @@ pub fn catalog_instance_types(nc: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>
 
 /// `why-pending`.
 ///
-/// Errors: the cluster could not be read; the named pod does not exist; writing failed.
+/// Errors: the cluster could not be read; it does not serve Karpenter's CRDs
+/// ([`Error::NotInstalled`]); the named pod does not exist; writing failed.
 pub async fn run<O: Write, E: Write>(
     global: &GlobalArgs,
     args: &WhyPendingArgs,
     io: Io<'_, O, E>,
 ) -> Result<Outcome, Error> {
     let conn = Connection::open(global).await?;
+    conn.require_karpenter().await?;
     let namespaces = conn.namespaces(global);
     let world = read_world(&conn, &namespaces, args.pod_name()).await?;
     let reports = report::build(&world, args.pod_name().is_some(), catalog_instance_types);
