@@ -24,6 +24,8 @@ files of KUBECONFIG (a colon-separated list) are merged, the first file to set a
 otherwise ~/.kube/config; otherwise the in-cluster service account. --context, --cluster and
 --user pick entries from it. -n/--namespace and -A/--all-namespaces apply to namespaced views
 (pods); NodePools, NodeClaims and Nodes are cluster-scoped, so other commands ignore them.
+--request-timeout limits how long each request waits for the server to answer (kubectl's
+syntax; default 30s, where kubectl's is 0; 0 waits forever).
 
 Exit status: 0 ok (nothing found), 1 problems found (drift, orphans, queued upgrades, pending
 pods no NodePool can take), 2 error.
@@ -571,6 +573,45 @@ mod tests {
             "{}",
             err.render()
         );
+    }
+
+    #[test]
+    fn request_timeout_flag() {
+        use crate::request_timeout::RequestTimeout;
+
+        let timeout = |list: &[&str]| {
+            let mut all = vec!["kubectl-karpenter"];
+            all.extend_from_slice(list);
+            parse_from(args(&all)).map(|cli| cli.global.request_timeout)
+        };
+        assert_eq!(
+            timeout(&["status"]).expect("parse"),
+            RequestTimeout(Duration::from_secs(30))
+        );
+        assert_eq!(
+            timeout(&["why-pending", "--request-timeout", "5"]).expect("parse"),
+            RequestTimeout(Duration::from_secs(5))
+        );
+        assert_eq!(
+            timeout(&["--request-timeout=1m", "upgrade", "status"]).expect("parse"),
+            RequestTimeout(Duration::from_secs(60))
+        );
+        assert_eq!(
+            timeout(&["disruption", "--request-timeout", "0"]).expect("parse"),
+            RequestTimeout(Duration::ZERO)
+        );
+        let err = timeout(&["status", "--request-timeout", "5d"]).expect_err("unknown unit");
+        assert!(
+            err.render().to_string().contains("invalid timeout \"5d\""),
+            "{}",
+            err.render()
+        );
+        let help = parse_from(args(&["kubectl-karpenter", "status", "--help"]))
+            .expect_err("help")
+            .render()
+            .to_string();
+        assert!(help.contains("--request-timeout <DURATION>"), "{help}");
+        assert!(help.contains("[default: 30s]"), "{help}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! kubectl's global flags, which every command of the plugin reads: which cluster to talk to
 //! (`--kubeconfig`, `--context`, `--cluster`, `--user`), which namespaces a namespaced view
-//! covers (`-n/--namespace`, `-A/--all-namespaces`) and `--color`. The floor of the command
+//! covers (`-n/--namespace`, `-A/--all-namespaces`), how long to wait for the server
+//! (`--request-timeout`) and `--color`. The floor of the command
 //! line: `cli` flattens these into every subcommand, `session` opens the connection they select,
 //! and completion reads them from the line being completed. It imports no command and no
 //! completer.
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::kubeconfig::Selection;
+use crate::request_timeout::RequestTimeout;
 
 /// Flags every subcommand accepts, spelled like kubectl's. The default is none given (what
 /// completion assumes before it reads the line, see `completion_scope`). Value completers are
@@ -45,6 +47,13 @@ pub struct GlobalArgs {
     /// Every namespace, for namespaced views (like kubectl's -A); cluster-scoped views ignore it.
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
+    /// How long to wait for the server to answer each request before giving up: a whole number
+    /// of seconds, or a number with a unit (e.g. 1s, 2m, 3h); 0 waits forever. kubectl's default
+    /// is 0; the plugin's is 30s, so a server that accepts connections and never answers cannot
+    /// hang it. The limit covers connecting and waiting for the answer to begin, not the
+    /// transfer of a large list.
+    #[arg(long, global = true, value_name = "DURATION", default_value_t = RequestTimeout::default())]
+    pub request_timeout: RequestTimeout,
     /// When to colour output: auto colours only a terminal; a non-empty NO_COLOR turns colour
     /// off whatever this says (<https://no-color.org>).
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]

@@ -24,6 +24,7 @@ mod orphans;
 mod output;
 mod price;
 mod render;
+mod request_timeout;
 mod run;
 mod session;
 mod status;

@@ -18,6 +18,7 @@ use crate::global_args::{GlobalArgs, Namespaces};
 use crate::kubeconfig::{self, Loaded};
 use crate::orphans::cloud_error::CloudError;
 use crate::output::OutputError;
+use crate::request_timeout::AnswerTimeoutLayer;
 use crate::upgrade::UpgradeError;
 use crate::why_pending::WhyPendingError;
 
@@ -180,7 +181,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Loads the kubeconfig and builds the client.
+    /// Loads the kubeconfig and builds the client; every request it sends fails with
+    /// [`NoAnswer`](crate::request_timeout::NoAnswer) (naming the server) when the server has not
+    /// begun to answer within `--request-timeout`.
     ///
     /// Errors: [`Error::Kubeconfig`], [`Error::Client`].
     pub async fn open(global: &GlobalArgs) -> Result<Connection, Error> {
@@ -195,10 +198,13 @@ impl Connection {
             .trim_end_matches('/')
             .to_owned();
         let namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config).map_err(|source| Error::Client {
-            context: context.clone(),
-            source,
-        })?;
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|source| Error::Client {
+                context: context.clone(),
+                source,
+            })?
+            .with_layer(&AnswerTimeoutLayer::new(global.request_timeout, &server))
+            .build();
         Ok(Connection {
             client,
             server,

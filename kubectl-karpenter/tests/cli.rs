@@ -85,6 +85,80 @@ async fn a_cluster_without_karpenter_says_the_crds_are_not_installed() {
     );
 }
 
+/// A server that accepts connections and never answers: it holds every connection open, reads
+/// nothing and writes nothing, until the test ends.
+async fn silent_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_fails_every_command_after_the_request_timeout() {
+    let cluster = Cluster::start(false).await;
+    let addr = silent_server().await;
+    let server = format!("http://{addr}");
+    let path = cluster.dir.path().join("silent");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: silent\n  cluster: {{server: \
+             '{server}'}}\nusers:\n- name: me\n  user: {{}}\ncontexts:\n- name: silent\n  \
+             context: {{cluster: silent, user: me}}\ncurrent-context: silent\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let kc = path.to_str().expect("utf-8 path");
+    // kubectl's spellings (a bare number of seconds, a duration with a unit), and how the
+    // error quotes them.
+    let spellings = [("1", "1s"), ("1s", "1s"), ("500ms", "500ms")];
+    for (command, (timeout, shown)) in CLUSTER_COMMANDS.into_iter().zip(spellings.iter().cycle()) {
+        let started = std::time::Instant::now();
+        let out = run_command(
+            &cluster,
+            command,
+            &["--kubeconfig", kc, "--request-timeout", timeout],
+        )
+        .await;
+        let took = started.elapsed();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        assert_eq!(stdout(&out), "", "{command:?}");
+        assert!(
+            err.contains(&format!(
+                "the server at {server} did not answer within {shown} (--request-timeout; 0 waits \
+                 forever)"
+            )),
+            "{command:?}: {err}"
+        );
+        // One timeout, not one per request the command would have made, nor a hang.
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{command:?} took {took:?}"
+        );
+    }
+    // 0 waits forever, as kubectl: still waiting when the test stops it.
+    let mut forever = Command::new(BIN);
+    forever
+        .args(["status", "--kubeconfig", kc, "--request-timeout", "0"])
+        .env("HOME", cluster.dir.path())
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true);
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(3), forever.output()).await;
+    assert!(waited.is_err(), "--request-timeout 0 gave up: {waited:?}");
+    // A value kubectl would refuse is refused the same way.
+    let out = run_command(&cluster, &["status"], &["--request-timeout", "soon"]).await;
+    assert_fails_with(&out, 2, "invalid timeout \"soon\"");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_names_are_named_with_where_to_find_real_ones() {
     let cluster = Cluster::start(true).await;
