@@ -12,6 +12,7 @@ mod cli;
 mod cluster_names;
 mod completion;
 mod completion_scope;
+mod decode;
 mod disruption;
 mod drift;
 #[cfg(test)]

@@ -9,10 +9,11 @@ use std::io::{self, Write};
 
 use crds::NodeClaim;
 use kube::Resource;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
 
 use crate::causes::causes;
+use crate::decode::{Decoded, decode_each};
 use crate::drift::resolve::ResolveError;
 use crate::global_args::{GlobalArgs, Namespaces};
 use crate::kubeconfig::{self, Loaded};
@@ -310,6 +311,32 @@ impl Connection {
     {
         let api: Api<K> = Api::all(self.client.clone());
         self.list_or_empty(&api, &ListParams::default(), what).await
+    }
+
+    /// The objects of kind `K` matching `params`, in `namespace` (every namespace for `None`),
+    /// decoded one at a time ([`decode_each`]): an object with a malformed field is skipped and
+    /// named in [`Decoded::skipped`] instead of failing the whole list.
+    ///
+    /// Errors: [`Error::ListOther`] naming `what` when the list call fails.
+    pub async fn list_decoded<K>(
+        &self,
+        namespace: Option<&str>,
+        params: &ListParams,
+        what: &'static str,
+    ) -> Result<Decoded<K>, Error>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let resource = ApiResource::erase::<K>(&());
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let list = api
+            .list(params)
+            .await
+            .map_err(|e| self.list_error(what, e))?;
+        Ok(decode_each(list.items))
     }
 
     /// [`Connection::list_all`], each object behind an `Arc` (the form the core's `Snapshot`

@@ -14,7 +14,8 @@ use controller::cloudprovider::build::CloudOptions;
 use controller::runtime::Settings;
 use karpenter::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
 use karpenter::workload::parse_yaml;
-use serde_json::Value;
+use sandbox::store::Subresource;
+use serde_json::{Value, json};
 
 use support::{BIN, kubectl, plugin_path, run_isolated, stderr, stdout};
 
@@ -401,5 +402,118 @@ async fn nothing_pending_exits_0() {
     assert_eq!(
         stderr(&out),
         "No pending pods found in default namespace.\n"
+    );
+}
+
+/// A sandbox without the controller: a Ready NodePool `general` (amd64 and arm64) on the
+/// `default` EC2NodeClass, resolved to one subnet in us-east-1a.
+async fn one_pool() -> support::Cluster {
+    let cluster = support::Cluster::start(true).await;
+    let store = cluster.sandbox.store();
+    let classes = store
+        .resource("karpenter.k8s.aws", "v1", "ec2nodeclasses")
+        .expect("EC2NodeClasses are served");
+    let class = testutil::ec2nodeclass("default")
+        .role("KarpenterNodeRole")
+        .discovery("sandbox")
+        .json();
+    store
+        .create(&classes, "", class)
+        .expect("create EC2NodeClass");
+    store
+        .modify(&classes, "", "default", Subresource::Status, |obj| {
+            obj["status"] = json!({
+                "subnets": [{"id": "subnet-a", "zone": "us-east-1a"}],
+                "securityGroups": [{"id": "sg-1"}],
+            });
+            Ok(())
+        })
+        .expect("EC2NodeClass status");
+    let pools = store
+        .resource("karpenter.sh", "v1", "nodepools")
+        .expect("NodePools are served");
+    let pool = testutil::nodepool("general")
+        .requirement("kubernetes.io/arch", crds::Operator::In, ["amd64", "arm64"])
+        .json();
+    store.create(&pools, "", pool).expect("create NodePool");
+    let ready = testutil::condition("Ready", "True")
+        .at(support::STAGED)
+        .json();
+    store
+        .modify(&pools, "", "general", Subresource::Status, |obj| {
+            obj["status"] = json!({"conditions": [ready.clone()]});
+            Ok(())
+        })
+        .expect("NodePool status");
+    cluster
+}
+
+/// Marks pod `default/name` as kube-scheduler leaves a pod it cannot place.
+fn mark_unschedulable(cluster: &support::Cluster, name: &str) {
+    let store = cluster.sandbox.store();
+    let pods = store.resource("", "v1", "pods").expect("pods are served");
+    store
+        .modify(&pods, "default", name, Subresource::Status, |obj| {
+            obj["status"]["phase"] = json!("Pending");
+            obj["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable"}]);
+            Ok(())
+        })
+        .expect("pod status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_does_not_decode_is_skipped_with_a_warning() {
+    let cluster = one_pool().await;
+    let kc = cluster.kubeconfig();
+    let kc = kc.to_str().expect("utf-8 path");
+    let store = cluster.sandbox.store();
+    let pods = store.resource("", "v1", "pods").expect("pods are served");
+    for name in ["web", "bad"] {
+        let pod = testutil::pod(name).namespace("default").cpu("100m").json();
+        store.create(&pods, "default", pod).expect("create pod");
+        mark_unschedulable(&cluster, name);
+    }
+    // A value the sandbox stores but the pod's type refuses (kube-apiserver's decoder would
+    // refuse it too; the issue's `priority: "high"` is refused by the sandbox now): a time that
+    // is no RFC 3339 timestamp.
+    store
+        .modify(&pods, "default", "bad", Subresource::Status, |obj| {
+            obj["status"]["startTime"] = json!("yesterday");
+            Ok(())
+        })
+        .expect("a malformed startTime is stored");
+
+    for namespaces in [&["-n", "default"][..], &["-A"]] {
+        let mut args = vec!["why-pending", "-o", "json", "--kubeconfig", kc];
+        args.extend_from_slice(namespaces);
+        let out = cluster.plugin(&args).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{namespaces:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{namespaces:?}: {err}");
+        assert!(
+            err.starts_with("warning: pod default/bad: does not decode (status.startTime: ")
+                && err.ends_with("); skipped, the other pods are reported\n"),
+            "{namespaces:?}: {err}"
+        );
+        let reports: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON reports");
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(state(&reports, "web").as_deref(), Some("Provisionable"));
+    }
+
+    // Asked for by name, it cannot be judged: an error naming the field and how to look.
+    let out = cluster
+        .plugin(&["why-pending", "bad", "--kubeconfig", kc])
+        .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "error: pod \"bad\" in namespace \"default\" does not decode: status.startTime: "
+        ) && err.trim_end().ends_with(
+            "; fix or recreate it (`kubectl get pod bad -n default -o yaml` shows what the \
+             server holds)"
+        ),
+        "{err}"
     );
 }

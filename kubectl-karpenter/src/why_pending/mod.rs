@@ -29,6 +29,21 @@ pub enum WhyPendingError {
         /// The namespace searched: `-n`, else the context's, else `default`.
         namespace: String,
     },
+    /// The named pod has a field its type does not allow (stored by a lax server), so it cannot
+    /// be judged.
+    #[error(
+        "pod {name:?} in namespace {namespace:?} does not decode: {reason}; fix or recreate it \
+         (`kubectl get pod {name} -n {namespace} -o yaml` shows what the server holds)"
+    )]
+    Undecodable {
+        /// The pod name given, without a namespace.
+        name: String,
+        /// Its namespace.
+        namespace: String,
+        /// The field at fault and why, e.g. `spec.priority: invalid type: string "high",
+        /// expected i32`.
+        reason: String,
+    },
     /// A pod name with `-A`, which names no namespace (kubectl refuses the same).
     #[error(
         "a pod cannot be looked up by name across all namespaces: pass -n NAMESPACE instead of -A"
