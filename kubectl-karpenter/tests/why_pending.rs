@@ -462,6 +462,109 @@ fn mark_unschedulable(cluster: &support::Cluster, name: &str) {
         .expect("pod status");
 }
 
+/// Pods whose own node requirements conflict, and one that is fine.
+const CONFLICTING_PODS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: in-and-not-in, namespace: default}
+spec:
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+              - {key: kubernetes.io/arch, operator: NotIn, values: [amd64]}
+  containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: selector-vs-affinity, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/arch: amd64}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions:
+              - {key: kubernetes.io/arch, operator: In, values: [arm64]}
+  containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fine, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/arch: arm64}
+  containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_own_requirements_conflict_is_told_so() {
+    let cluster = one_pool().await;
+    let kc = cluster.kubeconfig();
+    let kc = kc.to_str().expect("utf-8 path");
+    let pods = cluster.dir.path().join("pods.yaml");
+    std::fs::write(&pods, CONFLICTING_PODS).expect("write pods");
+    let applied = cluster
+        .run(
+            &kubectl(),
+            &[
+                "--kubeconfig",
+                kc,
+                "apply",
+                "-f",
+                pods.to_str().expect("utf-8"),
+            ],
+            None,
+        )
+        .await;
+    assert!(applied.status.success(), "{}", stderr(&applied));
+    for name in ["in-and-not-in", "selector-vs-affinity", "fine"] {
+        mark_unschedulable(&cluster, name);
+    }
+
+    let out = cluster
+        .plugin(&["why-pending", "-o", "json", "--kubeconfig", kc])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON reports");
+    assert_eq!(state(&reports, "fine").as_deref(), Some("Provisionable"));
+    for (pod, conflict) in [
+        (
+            "in-and-not-in",
+            "kubernetes.io/arch In [amd64] (required node affinity) and kubernetes.io/arch \
+             NotIn [amd64] (required node affinity)",
+        ),
+        (
+            "selector-vs-affinity",
+            "kubernetes.io/arch In [amd64] (nodeSelector) and kubernetes.io/arch In [arm64] \
+             (required node affinity)",
+        ),
+    ] {
+        let r = report(&reports, pod).unwrap_or_else(|| panic!("{pod} reported"));
+        assert_eq!(r["state"], "ConflictingRequirements", "{r}");
+        assert_eq!(
+            r["message"],
+            format!(
+                "its own node requirements conflict, so no node can take it: {conflict}; fix \
+                 the pod's nodeSelector or node affinity"
+            ),
+            "{pod}"
+        );
+        // The NodePool is not blamed for the pod's own conflict.
+        assert!(r.get("nodepools").is_none(), "{r}");
+    }
+
+    let text = cluster.plugin(&["why-pending", "--kubeconfig", kc]).await;
+    assert_eq!(text.status.code(), Some(1), "{}", stderr(&text));
+    let text = stdout(&text);
+    assert!(!text.contains("DoesNotExist"), "{text}");
+    assert!(
+        text.contains("2 with conflicting node requirements"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_that_does_not_decode_is_skipped_with_a_warning() {
     let cluster = one_pool().await;

@@ -7,11 +7,12 @@
 //! The verdicts come from the controller's own scheduling core
 //! ([`karpenter_core::scheduling::explain`]); instance types are the simulated cloud's embedded
 //! us-east-1 catalog in the zones of each EC2NodeClass's resolved subnets. [`args`] is the
-//! command line, [`report`] the pure core, [`render`] the text output, [`command`] reads the
-//! cluster.
+//! command line, [`report`] the pure core, [`conflicts`] finds a pod's own conflicting node
+//! requirements, [`render`] the text output, [`command`] reads the cluster.
 
 pub mod args;
 pub mod command;
+pub mod conflicts;
 pub mod render;
 pub mod report;
 
