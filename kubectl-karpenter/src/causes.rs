@@ -3,12 +3,19 @@
 //! error uses it in its message.
 
 /// An error and its causes, `outer: inner: …`, skipping causes the outer text already repeats.
+/// kube's `ServiceError: ` wrapper (around what a layer of the client stack failed with, e.g.
+/// the plugin's `--request-timeout`) is left out: only what it wraps tells the user anything.
 pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut next = error.source();
+    let mut text = String::new();
+    let mut next = Some(error);
     while let Some(cause) = next {
-        let part = cause.to_string();
-        if !text.contains(&part) {
+        let part = match cause.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Service(inner)) => inner.to_string(),
+            _ => cause.to_string(),
+        };
+        if text.is_empty() {
+            text = part;
+        } else if !text.contains(&part) {
             text.push_str(": ");
             text.push_str(&part);
         }
@@ -52,6 +59,23 @@ mod tests {
                 "deadline"
             ])),
             "request failed: timed out: deadline"
+        );
+    }
+
+    #[test]
+    fn kube_service_errors_say_only_what_they_wrap() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("the server at http://x did not answer within 1s")]
+        struct Silent;
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("listing Pods")]
+        struct Listing(#[source] kube::Error);
+
+        let wrapped = Listing(kube::Error::Service(Box::new(Silent)));
+        assert_eq!(
+            causes(&wrapped),
+            "listing Pods: the server at http://x did not answer within 1s"
         );
     }
 }

@@ -1,15 +1,16 @@
 //! Command line of the plugin: kubectl's global flags (`--kubeconfig`, `--context`, `--cluster`,
-//! `--user`, `-n/--namespace`, `-A/--all-namespaces`, `--color`) and the subcommands, each with
-//! examples in its `--help`. Invoked through kubectl (`argv[0]` `kubectl-…`), usage
-//! and help say `kubectl karpenter …`.
+//! `--user`, `-n/--namespace`, `-A/--all-namespaces`, `--color`, defined in `global_args`) and
+//! the subcommands, each with examples in its `--help`. Invoked through kubectl (`argv[0]`
+//! `kubectl-…`), usage and help say `kubectl karpenter …`. Completers of names are attached in
+//! `completion`, not here.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 pub use crate::drift::args::{DriftAction, DriftArgs};
-use crate::kubeconfig::Selection;
+use crate::global_args::GlobalArgs;
 pub use crate::orphans::args::{
     DetectArgs, OrphansAction, OrphansArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput,
 };
@@ -23,6 +24,8 @@ files of KUBECONFIG (a colon-separated list) are merged, the first file to set a
 otherwise ~/.kube/config; otherwise the in-cluster service account. --context, --cluster and
 --user pick entries from it. -n/--namespace and -A/--all-namespaces apply to namespaced views
 (pods); NodePools, NodeClaims and Nodes are cluster-scoped, so other commands ignore them.
+--request-timeout limits how long each request waits for the server to answer (kubectl's
+syntax; default 30s, where kubectl's is 0; 0 waits forever).
 
 Exit status: 0 ok (nothing found), 1 problems found (drift, orphans, queued upgrades, pending
 pods no NodePool can take), 2 error.
@@ -61,122 +64,6 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Flags every subcommand accepts, spelled like kubectl's.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Global options")]
-pub struct GlobalArgs {
-    /// Path to the kubeconfig file to use (only that file is loaded; default: KUBECONFIG, then
-    /// ~/.kube/config).
-    #[arg(long, global = true, value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The name of the kubeconfig context to use.
-    #[arg(long, global = true, value_name = "NAME", add = crate::kubeconfig_names::contexts())]
-    pub context: Option<String>,
-    /// The name of the kubeconfig cluster to use.
-    #[arg(long, global = true, value_name = "NAME", add = crate::kubeconfig_names::clusters())]
-    pub cluster: Option<String>,
-    /// The name of the kubeconfig user to use.
-    #[arg(long, global = true, value_name = "NAME", add = crate::kubeconfig_names::users())]
-    pub user: Option<String>,
-    /// The namespace for namespaced views such as the pods of `why-pending` (default: the
-    /// kubeconfig context's namespace, else `default`). NodePools, NodeClaims and Nodes are
-    /// cluster-scoped: other commands accept the flag and ignore it, as kubectl does.
-    #[arg(
-        short = 'n',
-        long,
-        global = true,
-        value_name = "NS",
-        conflicts_with = "all_namespaces"
-    )]
-    pub namespace: Option<String>,
-    /// Every namespace, for namespaced views (like kubectl's -A); cluster-scoped views ignore it.
-    #[arg(short = 'A', long, global = true)]
-    pub all_namespaces: bool,
-    /// When to colour output: auto colours only a terminal; a non-empty NO_COLOR turns colour
-    /// off whatever this says (<https://no-color.org>).
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
-}
-
-impl GlobalArgs {
-    /// The kubeconfig selection these flags make.
-    pub fn selection(&self) -> Selection {
-        Selection {
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            cluster: self.cluster.clone(),
-            user: self.user.clone(),
-        }
-    }
-
-    /// The namespaces a namespaced view covers: every one with `-A`, the one `-n` names, else
-    /// `context_namespace` (the kubeconfig context's `namespace`, which
-    /// `kube::Config::default_namespace` already falls back to `default`), else `default`.
-    /// kubectl's rule (`genericclioptions.ConfigFlags.ToRawKubeConfigLoader().Namespace()`).
-    pub fn namespaces(&self, context_namespace: Option<&str>) -> Namespaces {
-        if self.all_namespaces {
-            return Namespaces::All;
-        }
-        let chosen = self
-            .namespace
-            .as_deref()
-            .or(context_namespace)
-            .filter(|ns| !ns.is_empty())
-            .unwrap_or(DEFAULT_NAMESPACE);
-        Namespaces::One(chosen.to_owned())
-    }
-}
-
-/// Kubernetes' `metav1.NamespaceDefault`.
-pub const DEFAULT_NAMESPACE: &str = "default";
-
-/// Which namespaces a namespaced view (e.g. pods) lists: `-A`, or one namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Namespaces {
-    /// `-A/--all-namespaces`.
-    All,
-    /// `-n NS`, else the context's namespace, else `default`.
-    One(String),
-}
-
-impl Namespaces {
-    /// The namespace to pass to `kube::Api::namespaced`, or `None` for `Api::all`.
-    pub fn as_namespace(&self) -> Option<&str> {
-        match self {
-            Namespaces::All => None,
-            Namespaces::One(ns) => Some(ns),
-        }
-    }
-}
-
-/// `--color`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// Colour when stdout is a terminal and NO_COLOR is unset or empty.
-    Auto,
-    /// Colour tables even on a pipe, unless NO_COLOR is set and non-empty.
-    Always,
-    /// Never colour, even on a terminal.
-    Never,
-}
-
-impl ColorChoice {
-    /// Whether to colour, given whether stdout is a terminal and the value of `NO_COLOR`. A
-    /// non-empty `NO_COLOR` wins over every choice, `always` included: the issue asks for
-    /// colour "never with NO_COLOR", and <https://no-color.org> says an empty value counts as
-    /// unset.
-    pub fn enabled(self, stdout_is_tty: bool, no_color: Option<&str>) -> bool {
-        if no_color.is_some_and(|v| !v.is_empty()) {
-            return false;
-        }
-        match self {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => stdout_is_tty,
-        }
-    }
 }
 
 /// The subcommands: `status`, `orphans`, `drift`, `upgrade`, `history`, `version`,
@@ -388,9 +275,11 @@ pub fn parse_from(args: Vec<OsString>) -> Result<Cli, clap::Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
     use std::time::Duration;
 
     use super::*;
+    use crate::global_args::Namespaces;
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
@@ -687,6 +576,45 @@ mod tests {
     }
 
     #[test]
+    fn request_timeout_flag() {
+        use crate::request_timeout::RequestTimeout;
+
+        let timeout = |list: &[&str]| {
+            let mut all = vec!["kubectl-karpenter"];
+            all.extend_from_slice(list);
+            parse_from(args(&all)).map(|cli| cli.global.request_timeout)
+        };
+        assert_eq!(
+            timeout(&["status"]).expect("parse"),
+            RequestTimeout(Duration::from_secs(30))
+        );
+        assert_eq!(
+            timeout(&["why-pending", "--request-timeout", "5"]).expect("parse"),
+            RequestTimeout(Duration::from_secs(5))
+        );
+        assert_eq!(
+            timeout(&["--request-timeout=1m", "upgrade", "status"]).expect("parse"),
+            RequestTimeout(Duration::from_secs(60))
+        );
+        assert_eq!(
+            timeout(&["disruption", "--request-timeout", "0"]).expect("parse"),
+            RequestTimeout(Duration::ZERO)
+        );
+        let err = timeout(&["status", "--request-timeout", "5d"]).expect_err("unknown unit");
+        assert!(
+            err.render().to_string().contains("invalid timeout \"5d\""),
+            "{}",
+            err.render()
+        );
+        let help = parse_from(args(&["kubectl-karpenter", "status", "--help"]))
+            .expect_err("help")
+            .render()
+            .to_string();
+        assert!(help.contains("--request-timeout <DURATION>"), "{help}");
+        assert!(help.contains("[default: 30s]"), "{help}");
+    }
+
+    #[test]
     fn version_and_completion_parse() {
         let cli = parse_from(args(&["kubectl-karpenter", "version", "-o", "json"])).expect("parse");
         let Command::Version(v) = cli.command else {
@@ -711,19 +639,5 @@ mod tests {
             err.render().to_string(),
             format!("kubectl-karpenter {}\n", env!("CARGO_PKG_VERSION"))
         );
-    }
-
-    #[test]
-    fn colour_decision() {
-        use ColorChoice::*;
-        assert!(Auto.enabled(true, None));
-        assert!(Auto.enabled(true, Some("")));
-        assert!(!Auto.enabled(true, Some("1")));
-        assert!(!Auto.enabled(false, None));
-        assert!(Always.enabled(false, None));
-        assert!(Always.enabled(false, Some("")));
-        // A non-empty NO_COLOR wins over --color=always.
-        assert!(!Always.enabled(true, Some("1")));
-        assert!(!Never.enabled(true, None));
     }
 }

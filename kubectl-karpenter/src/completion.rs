@@ -2,8 +2,11 @@
 //! `kubectl-karpenter` command, and `__complete ARGS…` answers kubectl's plugin completion
 //! (kubectl 1.26+ runs `kubectl_complete-karpenter ARGS…` for `kubectl karpenter <TAB>` and reads
 //! cobra's `__complete` protocol: one candidate per line, `value<TAB>help`, then `:DIRECTIVE`).
+//! This module attaches the value completers (`kubeconfig_names`, `cluster_names`) to the parser's
+//! command, in one place: the argument types stay free of them, so the command line and the
+//! session every command opens never depend on completion.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -11,6 +14,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::Cli;
+use crate::{cluster_names, completion_scope, kubeconfig_names};
 
 /// The executable name the scripts complete (what krew links on PATH).
 pub const BIN_NAME: &str = "kubectl-karpenter";
@@ -56,7 +60,10 @@ pub fn request(args: &[OsString]) -> Option<Vec<OsString>> {
 
 /// Writes the candidates for the last of `words` (the word under the cursor, possibly empty;
 /// the words before it are what was typed after `kubectl karpenter`) in cobra's format, then
-/// the directive line `:4` (no file-name fallback).
+/// the directive line `:4` (no file-name fallback). Names of NodePools, NodeClaims, Nodes, pods
+/// and namespaces come from the cluster the global flags among those words select; when it
+/// cannot be reached there are none, and no error. Flags are offered for a word that starts
+/// with `-`, or when there is nothing else to offer.
 ///
 /// Errors: completing (reading the current directory for path values) or writing failed.
 pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<()> {
@@ -68,9 +75,19 @@ pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<
     }
     let index = args.len() - 1;
     let cwd = std::env::current_dir().ok();
-    let mut cmd = Cli::command();
-    let candidates = clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())?;
-    for candidate in candidates.iter().filter(|c| !c.is_hide_set()) {
+    let mut cmd = with_completers(Cli::command());
+    // Name completers list from the cluster the line points at: lend them its flags.
+    let typed = completion_scope::typed_flags(&args[1..index]);
+    let current = args[index].clone();
+    let mut candidates = completion_scope::with_typed(typed, || {
+        clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref())
+    })?;
+    candidates.retain(|c| !c.is_hide_set());
+    if !is_flag(&current) && candidates.iter().any(|c| !is_flag(c.get_value())) {
+        // Names (or subcommands) to offer: flags wait until a `-` is typed, as in kubectl.
+        candidates.retain(|c| !is_flag(c.get_value()));
+    }
+    for candidate in &candidates {
         let value = candidate.get_value().to_string_lossy();
         match candidate.get_help() {
             Some(help) => writeln!(out, "{value}\t{}", summary(&help.to_string()))?,
@@ -79,6 +96,52 @@ pub fn write_candidates(words: &[OsString], out: &mut impl Write) -> io::Result<
     }
     writeln!(out, ":{NO_FILE_COMPLETION}")?;
     out.flush()
+}
+
+/// `cmd` (the parser's command) with a value completer on every argument that names something:
+/// `--context`, `--cluster` and `--user` complete from the kubeconfig; `-n` namespaces, every
+/// `--nodepool` (of any subcommand) NodePools, the NODE|NODECLAIM of `drift explain` and
+/// `disruption explain` NodeClaims and their Nodes, and the POD of `why-pending` pending pods, from
+/// the cluster the line points at.
+///
+/// Panics (a build defect, caught by the tests) when an argument or subcommand named here does
+/// not exist.
+pub fn with_completers(cmd: clap::Command) -> clap::Command {
+    let claims_and_nodes =
+        |c: clap::Command| c.mut_arg("name", |a| a.add(cluster_names::nodeclaims_and_nodes()));
+    let cmd = cmd
+        .mut_arg("context", |a| a.add(kubeconfig_names::contexts()))
+        .mut_arg("cluster", |a| a.add(kubeconfig_names::clusters()))
+        .mut_arg("user", |a| a.add(kubeconfig_names::users()))
+        .mut_arg("namespace", |a| a.add(cluster_names::namespaces()))
+        .mut_subcommand("drift", |c| c.mut_subcommand("explain", claims_and_nodes))
+        .mut_subcommand("disruption", |c| {
+            c.mut_subcommand("explain", claims_and_nodes)
+        })
+        .mut_subcommand("why-pending", |c| {
+            c.mut_arg("pod", |a| a.add(cluster_names::pending_pods()))
+        });
+    with_nodepool_completer(cmd)
+}
+
+/// `cmd` with NodePool names on its `--nodepool` and on those of all its subcommands.
+fn with_nodepool_completer(mut cmd: clap::Command) -> clap::Command {
+    if cmd.get_arguments().any(|a| a.get_id() == "nodepool") {
+        cmd = cmd.mut_arg("nodepool", |a| a.add(cluster_names::nodepools()));
+    }
+    let subcommands: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in subcommands {
+        cmd = cmd.mut_subcommand(name, with_nodepool_completer);
+    }
+    cmd
+}
+
+/// Whether a word is (the start of) a flag.
+fn is_flag(word: &OsStr) -> bool {
+    word.as_encoded_bytes().starts_with(b"-")
 }
 
 /// The first sentence of a help text, on one line without tabs: shells show candidate help in
@@ -171,6 +234,58 @@ mod tests {
         let flags = complete(&["upgrade", "pause", "--node"]);
         assert_eq!(flags, vec!["--nodepool"]);
         assert!(complete(&[]).contains(&"status".to_owned()));
+        // Flags wait for a `-` when there is something else to offer, and are offered when
+        // there is nothing else.
+        assert!(complete(&["upgrade", "pause", ""]).contains(&"--nodepool".to_owned()));
+        assert!(complete(&["upgrade", ""]).contains(&"pause".to_owned()));
+        assert!(
+            !complete(&["upgrade", ""])
+                .iter()
+                .any(|c| c.starts_with('-'))
+        );
+    }
+
+    #[test]
+    fn every_name_argument_has_a_completer() {
+        use clap_complete::engine::ArgValueCompleter;
+
+        /// `path: id` of every argument with a value completer, below `cmd`.
+        fn completed(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                if arg.get::<ArgValueCompleter>().is_some() {
+                    out.push(format!("{path}: {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                completed(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut cmd = with_completers(Cli::command());
+        cmd.build();
+        let mut found = Vec::new();
+        completed(&cmd, "", &mut found);
+        for want in [
+            ": context",
+            ": namespace",
+            " status: nodepool",
+            " status: namespace",
+            " drift explain: name",
+            " drift explain: nodepool",
+            " upgrade pause: nodepool",
+            " upgrade status: nodepool",
+            " history: nodepool",
+            " why-pending: pod",
+            " disruption: nodepool",
+            " disruption explain: name",
+        ] {
+            assert!(found.iter().any(|f| f == want), "{want:?} not in {found:?}");
+        }
+        // The parser's own command carries none: the argument types know no completer.
+        let mut plain = Cli::command();
+        plain.build();
+        let mut none = Vec::new();
+        completed(&plain, "", &mut none);
+        assert_eq!(none, Vec::<String>::new());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::ffi::OsStr;
 use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
 use kube::config::Kubeconfig;
 
+use crate::completion_scope;
 use crate::kubeconfig::{self, Selection};
 
 /// Which names of the kubeconfig a flag's value is completed from.
@@ -35,13 +36,15 @@ pub fn entry_names(kc: &Kubeconfig, entry: Entry, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Candidates for `entry` from the kubeconfig `KUBECONFIG` or `~/.kube/config` names (a value
-/// completer sees only its own value, not a `--kubeconfig` typed on the same line); none when
-/// there is no readable kubeconfig.
+/// Candidates for `entry` from the kubeconfig a `--kubeconfig` typed on the same line names
+/// (lent by `completion_scope`), else `KUBECONFIG` or `~/.kube/config`; none when there is no
+/// readable kubeconfig.
 fn kubeconfig_candidates(entry: Entry, current: &OsStr) -> Vec<CompletionCandidate> {
-    let (Some(prefix), Ok(Some((kc, _)))) =
-        (current.to_str(), kubeconfig::read(&Selection::default()))
-    else {
+    let selection = Selection {
+        kubeconfig: completion_scope::typed().kubeconfig,
+        ..Selection::default()
+    };
+    let (Some(prefix), Ok(Some((kc, _)))) = (current.to_str(), kubeconfig::read(&selection)) else {
         return Vec::new();
     };
     entry_names(&kc, entry, prefix)

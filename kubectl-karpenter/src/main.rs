@@ -9,11 +9,15 @@
 mod age;
 mod causes;
 mod cli;
+mod cluster_names;
 mod completion;
+mod completion_scope;
+mod decode;
 mod disruption;
 mod drift;
 #[cfg(test)]
 mod fixtures;
+mod global_args;
 mod history;
 mod kubeconfig;
 mod kubeconfig_names;
@@ -21,6 +25,7 @@ mod orphans;
 mod output;
 mod price;
 mod render;
+mod request_timeout;
 mod run;
 mod session;
 mod status;

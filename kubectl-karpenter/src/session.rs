@@ -8,15 +8,18 @@ use std::fmt::Debug;
 use std::io::{self, Write};
 
 use crds::NodeClaim;
-use kube::api::{Api, ListParams};
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde::de::DeserializeOwned;
 
 use crate::causes::causes;
-use crate::cli::{GlobalArgs, Namespaces};
+use crate::decode::{Decoded, decode_each};
 use crate::drift::resolve::ResolveError;
+use crate::global_args::{GlobalArgs, Namespaces};
 use crate::kubeconfig::{self, Loaded};
 use crate::orphans::cloud_error::CloudError;
 use crate::output::OutputError;
+use crate::request_timeout::AnswerTimeoutLayer;
 use crate::upgrade::UpgradeError;
 use crate::why_pending::WhyPendingError;
 
@@ -34,16 +37,22 @@ pub enum Error {
         /// kube's error building the client (TLS or proxy settings).
         source: kube::Error,
     },
-    /// The server does not serve NodeClaims.
+    /// The server does not serve Karpenter's CRDs (NodePools, NodeClaims).
     #[error(
-        "the server at {server} (context \"{context}\") does not serve nodeclaims.karpenter.sh/v1; \
-         install Karpenter's CRDs or pick the cluster that runs Karpenter with --context"
+        "the server at {server} (context \"{context}\") does not serve {}: Karpenter's CRDs are \
+         not installed there; install Karpenter's CRDs (`kubectl apply -f deploy/crds/` from the \
+         Karpenter repository, or all of Karpenter with `kubectl apply -k deploy/`) or pick the \
+         cluster that runs Karpenter with --context",
+        missing.join(" and ")
     )]
     NotInstalled {
         /// API server URL without a trailing `/`, e.g. `https://127.0.0.1:6443`.
         server: String,
         /// The kubeconfig context used (`in-cluster` for in-cluster credentials).
         context: String,
+        /// The resources it does not serve, as `plural.group/version`, e.g.
+        /// `nodeclaims.karpenter.sh/v1`.
+        missing: Vec<String>,
     },
     /// Listing NodeClaims failed.
     #[error(
@@ -144,6 +153,10 @@ pub enum Error {
     Disruption(#[from] crate::disruption::DisruptionError),
 }
 
+/// The resources of `karpenter.sh/v1` every command reads (plural names, as API discovery lists
+/// them).
+pub const KARPENTER_RESOURCES: [&str; 2] = ["nodepools", "nodeclaims"];
+
 /// How a command that ran to the end came out (exit codes 0 and 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -169,7 +182,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Loads the kubeconfig and builds the client.
+    /// Loads the kubeconfig and builds the client; every request it sends fails with
+    /// [`NoAnswer`](crate::request_timeout::NoAnswer) (naming the server) when the server has not
+    /// begun to answer within `--request-timeout`.
     ///
     /// Errors: [`Error::Kubeconfig`], [`Error::Client`].
     pub async fn open(global: &GlobalArgs) -> Result<Connection, Error> {
@@ -184,10 +199,13 @@ impl Connection {
             .trim_end_matches('/')
             .to_owned();
         let namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config).map_err(|source| Error::Client {
-            context: context.clone(),
-            source,
-        })?;
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|source| Error::Client {
+                context: context.clone(),
+                source,
+            })?
+            .with_layer(&AnswerTimeoutLayer::new(global.request_timeout, &server))
+            .build();
         Ok(Connection {
             client,
             server,
@@ -202,17 +220,52 @@ impl Connection {
         global.namespaces(Some(&self.namespace))
     }
 
+    /// Checks, by API discovery (`GET /apis/karpenter.sh/v1`), that the server serves
+    /// [`KARPENTER_RESOURCES`]: a command that reads them says so plainly instead of reporting an
+    /// empty cluster.
+    ///
+    /// Errors: [`Error::NotInstalled`] naming the ones it does not serve, [`Error::ListOther`]
+    /// when discovery fails otherwise (e.g. the server is unreachable).
+    pub async fn require_karpenter(&self) -> Result<(), Error> {
+        let group_version = format!("{}/{}", NodeClaim::group(&()), NodeClaim::version(&()));
+        let served: Vec<String> = match self.client.list_api_group_resources(&group_version).await {
+            Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(e) => return Err(self.list_error("the karpenter.sh/v1 API resources", e)),
+        };
+        let missing: Vec<String> = KARPENTER_RESOURCES
+            .iter()
+            .filter(|r| !served.iter().any(|s| s == *r))
+            .map(|r| format!("{r}.{group_version}"))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(Error::NotInstalled {
+            server: self.server.clone(),
+            context: self.context.clone(),
+            missing,
+        })
+    }
+
     /// Lists NodeClaims matching `params`.
     ///
-    /// Errors: [`Error::NotInstalled`] when the server does not serve them, else [`Error::List`].
+    /// Errors: [`Error::NotInstalled`] when the server does not serve them (naming, by
+    /// [`Connection::require_karpenter`], every Karpenter resource it lacks), else
+    /// [`Error::List`].
     pub async fn nodeclaims(&self, params: &ListParams) -> Result<Vec<NodeClaim>, Error> {
         let api: Api<NodeClaim> = Api::all(self.client.clone());
         match api.list(params).await {
             Ok(list) => Ok(list.items),
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NotInstalled {
-                server: self.server.clone(),
-                context: self.context.clone(),
-            }),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(self
+                .require_karpenter()
+                .await
+                .err()
+                .unwrap_or_else(|| Error::NotInstalled {
+                    server: self.server.clone(),
+                    context: self.context.clone(),
+                    missing: vec!["nodeclaims.karpenter.sh/v1".to_owned()],
+                })),
             Err(source) => Err(Error::List {
                 server: self.server.clone(),
                 context: self.context.clone(),
@@ -258,6 +311,32 @@ impl Connection {
     {
         let api: Api<K> = Api::all(self.client.clone());
         self.list_or_empty(&api, &ListParams::default(), what).await
+    }
+
+    /// The objects of kind `K` matching `params`, in `namespace` (every namespace for `None`),
+    /// decoded one at a time ([`decode_each`]): an object with a malformed field is skipped and
+    /// named in [`Decoded::skipped`] instead of failing the whole list.
+    ///
+    /// Errors: [`Error::ListOther`] naming `what` when the list call fails.
+    pub async fn list_decoded<K>(
+        &self,
+        namespace: Option<&str>,
+        params: &ListParams,
+        what: &'static str,
+    ) -> Result<Decoded<K>, Error>
+    where
+        K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let resource = ApiResource::erase::<K>(&());
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let list = api
+            .list(params)
+            .await
+            .map_err(|e| self.list_error(what, e))?;
+        Ok(decode_each(list.items))
     }
 
     /// [`Connection::list_all`], each object behind an `Arc` (the form the core's `Snapshot`

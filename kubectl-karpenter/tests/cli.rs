@@ -5,20 +5,24 @@
 
 use crate::support;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Output;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use support::{BIN, Cluster, assert_fails_with, kubectl, stderr, stdout, two_contexts};
 
 /// Every command that reads the cluster, as typed after `kubectl karpenter`.
-const CLUSTER_COMMANDS: [&[&str]; 4] = [
+const CLUSTER_COMMANDS: [&[&str]; 7] = [
     &["status"],
     &["drift", "explain"],
     &["upgrade", "status"],
     &["orphans", "--no-cloud"],
+    &["history"],
+    &["why-pending"],
+    &["disruption"],
 ];
 
 /// Runs `kubectl karpenter <command> <more>…` (the plugin binary directly).
@@ -65,11 +69,94 @@ async fn a_cluster_without_karpenter_says_the_crds_are_not_installed() {
         let out = run_command(&cluster, command, &["--kubeconfig", kc]).await;
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        assert_eq!(stdout(&out), "", "{command:?}");
         assert!(
             err.contains("install Karpenter's CRDs") && err.contains(&cluster.sandbox.url()),
             "{command:?}: {err}"
         );
     }
+    // why-pending names every resource it lacks and how to install them.
+    let out = run_command(&cluster, &["why-pending", "-A"], &["--kubeconfig", kc]).await;
+    assert_fails_with(
+        &out,
+        2,
+        "does not serve nodepools.karpenter.sh/v1 and nodeclaims.karpenter.sh/v1: Karpenter's \
+         CRDs are not installed there; install Karpenter's CRDs (`kubectl apply -f deploy/crds/`",
+    );
+}
+
+/// A server that accepts connections and never answers: it holds every connection open, reads
+/// nothing and writes nothing, until the test ends.
+async fn silent_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listen");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_fails_every_command_after_the_request_timeout() {
+    let cluster = Cluster::start(false).await;
+    let addr = silent_server().await;
+    let server = format!("http://{addr}");
+    let path = cluster.dir.path().join("silent");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: silent\n  cluster: {{server: \
+             '{server}'}}\nusers:\n- name: me\n  user: {{}}\ncontexts:\n- name: silent\n  \
+             context: {{cluster: silent, user: me}}\ncurrent-context: silent\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let kc = path.to_str().expect("utf-8 path");
+    // kubectl's spellings (a bare number of seconds, a duration with a unit), and how the
+    // error quotes them.
+    let spellings = [("1", "1s"), ("1s", "1s"), ("500ms", "500ms")];
+    for (command, (timeout, shown)) in CLUSTER_COMMANDS.into_iter().zip(spellings.iter().cycle()) {
+        let started = std::time::Instant::now();
+        let out = run_command(
+            &cluster,
+            command,
+            &["--kubeconfig", kc, "--request-timeout", timeout],
+        )
+        .await;
+        let took = started.elapsed();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        assert_eq!(stdout(&out), "", "{command:?}");
+        assert!(
+            err.contains(&format!(
+                "the server at {server} did not answer within {shown} (--request-timeout; 0 waits \
+                 forever)"
+            )),
+            "{command:?}: {err}"
+        );
+        // One timeout, not one per request the command would have made, nor a hang.
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{command:?} took {took:?}"
+        );
+    }
+    // 0 waits forever, as kubectl: still waiting when the test stops it.
+    let mut forever = Command::new(BIN);
+    forever
+        .args(["status", "--kubeconfig", kc, "--request-timeout", "0"])
+        .env("HOME", cluster.dir.path())
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true);
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(3), forever.output()).await;
+    assert!(waited.is_err(), "--request-timeout 0 gave up: {waited:?}");
+    // A value kubectl would refuse is refused the same way.
+    let out = run_command(&cluster, &["status"], &["--request-timeout", "soon"]).await;
+    assert_fails_with(&out, 2, "invalid timeout \"soon\"");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,15 +358,18 @@ fn candidates(answer: &str) -> Vec<String> {
         .collect()
 }
 
+/// PATH with [`plugin_dir`] first, then the test's own PATH (for kubectl).
+fn completion_path(root: &Path) -> OsString {
+    let dir = plugin_dir(root);
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest))).expect("PATH")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_completes_the_plugin_through_kubectl_complete_karpenter() {
     let cluster = Cluster::start(false).await;
-    let dir = plugin_dir(cluster.dir.path());
     let kubectl = kubectl();
-    let rest = std::env::var_os("PATH").unwrap_or_default();
-    let path =
-        std::env::join_paths(std::iter::once(dir.clone()).chain(std::env::split_paths(&rest)))
-            .expect("PATH");
+    let path = completion_path(cluster.dir.path());
     let complete = |words: &[&str]| {
         let mut cmd = Command::new(&kubectl);
         cmd.arg("__complete")
@@ -349,4 +439,152 @@ async fn kubectl_completes_the_plugin_through_kubectl_complete_karpenter() {
     let out = cluster.plugin(&["__complete", "--context", ""]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(candidates(&stdout(&out)).is_empty(), "{}", stdout(&out));
+}
+
+/// Creates `object` of `plural` in the sandbox (`group` "" for the core API).
+fn create(cluster: &Cluster, group: &str, plural: &str, namespace: &str, object: Value) {
+    let store = cluster.sandbox.store();
+    let rt = store.resource(group, "v1", plural).expect("type is served");
+    store.create(&rt, namespace, object).expect("create");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_completes_names_from_the_cluster_the_line_points_at() {
+    let cluster = Cluster::start(true).await;
+    // NodeClaims of `default` and `gpu`, three of them with Nodes.
+    cluster.populate();
+    for pool in ["default", "gpu"] {
+        create(
+            &cluster,
+            "karpenter.sh",
+            "nodepools",
+            "",
+            testutil::nodepool(pool).json(),
+        );
+    }
+    let shop = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+    create(&cluster, "", "namespaces", "", shop);
+    for (namespace, pod) in [
+        ("shop", testutil::pod("web").namespace("shop")),
+        (
+            "shop",
+            testutil::pod("api")
+                .namespace("shop")
+                .on_node("ip-10-0-1-1.ec2.internal"),
+        ),
+        ("default", testutil::pod("batch").namespace("default")),
+    ] {
+        create(&cluster, "", "pods", namespace, pod.json());
+    }
+    let kubectl = kubectl();
+    let path = completion_path(cluster.dir.path());
+    let kubeconfig = cluster.kubeconfig();
+    // `kubectl karpenter WORDS…<TAB>` with KUBECONFIG set (or not), through real kubectl.
+    let complete = |words: &[&str], kubeconfig: Option<&Path>| {
+        let shown = format!("{words:?}");
+        let mut cmd = Command::new(&kubectl);
+        cmd.arg("__complete")
+            .arg("karpenter")
+            .args(words)
+            .env("PATH", &path)
+            .env("HOME", cluster.dir.path())
+            .env_remove("KUBECONFIG");
+        if let Some(kubeconfig) = kubeconfig {
+            cmd.env("KUBECONFIG", kubeconfig);
+        }
+        async move {
+            let out = cmd.output().await.expect("run kubectl");
+            assert!(out.status.success(), "{shown}: {}", stderr(&out));
+            let answer = stdout(&out);
+            assert!(answer.lines().any(|l| l == ":4"), "{shown}: {answer}");
+            candidates(&answer)
+        }
+    };
+    let names = |words: &[&str]| complete(words, Some(&kubeconfig));
+
+    let nodeclaims_and_nodes = [
+        "default-launching",
+        "default-ready",
+        "default-registering",
+        "gpu-initializing",
+        "gpu-terminating",
+        "ip-10-0-1-1.ec2.internal",
+        "ip-10-0-1-9.ec2.internal",
+        "ip-10-0-3-3.ec2.internal",
+    ];
+    assert_eq!(names(&["drift", "explain", ""]).await, nodeclaims_and_nodes);
+    assert_eq!(
+        names(&["drift", "explain", "ip-10-0-1"]).await,
+        ["ip-10-0-1-1.ec2.internal", "ip-10-0-1-9.ec2.internal"]
+    );
+    assert_eq!(
+        names(&["disruption", "explain", "default-re"]).await,
+        ["default-ready", "default-registering"]
+    );
+    for words in [
+        &["upgrade", "pause", "--nodepool", ""][..],
+        &["status", "--nodepool", ""],
+        &["drift", "explain", "--nodepool", ""],
+        &["history", "--nodepool", ""],
+        &["disruption", "--nodepool", ""],
+    ] {
+        assert_eq!(
+            complete(words, Some(&kubeconfig)).await,
+            ["default", "gpu"],
+            "{words:?}"
+        );
+    }
+    assert_eq!(
+        names(&["upgrade", "step", "--nodepool=g"]).await,
+        ["--nodepool=gpu"]
+    );
+    // Pending pods of the namespace -n names (bound ones are not offered), else the context's.
+    assert_eq!(names(&["why-pending", "-n", "shop", ""]).await, ["web"]);
+    assert_eq!(names(&["why-pending", ""]).await, ["batch"]);
+    // why-pending takes no pod name with -A: no names (the pending `batch` is not offered).
+    assert!(names(&["why-pending", "-A", "b"]).await.is_empty());
+    let namespaces = names(&["status", "-n", ""]).await;
+    assert!(namespaces.iter().any(|n| n == "shop"), "{namespaces:?}");
+    assert_eq!(names(&["why-pending", "--namespace", "sh"]).await, ["shop"]);
+
+    // --kubeconfig and --context typed on the line choose the cluster.
+    let kc = kubeconfig.to_str().expect("utf-8 path");
+    assert_eq!(
+        complete(
+            &["--kubeconfig", kc, "upgrade", "status", "--nodepool", ""],
+            None
+        )
+        .await,
+        ["default", "gpu"]
+    );
+    let two = two_contexts(&cluster, "dead");
+    assert!(
+        complete(&["drift", "explain", "d"], Some(&two))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        complete(
+            &["drift", "explain", "--context", "live", "gpu-"],
+            Some(&two)
+        )
+        .await,
+        ["gpu-initializing", "gpu-terminating"]
+    );
+    // No kubeconfig: no names to offer (flags then, as when a cluster has no names).
+    let flags = complete(&["drift", "explain", ""], None).await;
+    assert!(flags.iter().all(|c| c.starts_with('-')), "{flags:?}");
+    assert!(complete(&["drift", "explain", "d"], None).await.is_empty());
+
+    // A dead server: the plugin itself offers no names, exits 0 and prints no error.
+    let out = Command::new(BIN)
+        .args(["__complete", "--context", "dead", "why-pending", "b"])
+        .env("HOME", cluster.dir.path())
+        .env("KUBECONFIG", &two)
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), ":4\n");
+    assert_eq!(stderr(&out), "");
 }

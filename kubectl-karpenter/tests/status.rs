@@ -626,7 +626,12 @@ async fn missing_crds_and_usage_errors_exit_2() {
     let kc = cluster.kubeconfig();
     let kc = kc.to_str().expect("utf-8 path");
     let out = cluster.plugin(&["status", "--kubeconfig", kc]).await;
-    assert_fails_with(&out, 2, "does not serve nodeclaims.karpenter.sh/v1");
+    assert_fails_with(
+        &out,
+        2,
+        "does not serve nodepools.karpenter.sh/v1 and nodeclaims.karpenter.sh/v1: Karpenter's \
+         CRDs are not installed there",
+    );
     // The first read of --watch fails the same way, before anything is printed.
     let watch = cluster
         .plugin(&["status", "--kubeconfig", kc, "--watch"])

@@ -22,7 +22,7 @@ use kube::api::ListParams;
 use super::DisruptionError;
 use super::args::{DisruptionAction, DisruptionArgs, DisruptionOutput, ExplainArgs};
 use super::render;
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 use crate::output;
 use crate::session::{Connection, Error, Io, Outcome};
 use crate::why_pending::command::catalog_instance_types;

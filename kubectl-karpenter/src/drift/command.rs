@@ -15,7 +15,7 @@ use super::explain::report_all;
 use super::render;
 use super::report::Report;
 use super::resolve::{self, Kind};
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 use crate::session::{Connection, Error, Io, Outcome};
 
 /// The Node `name` names, unless the name is qualified as a NodeClaim; `None` when there is

@@ -12,19 +12,21 @@ use kube::api::{Api, ListParams};
 use super::args::{HistoryArgs, HistoryOutput};
 use super::render;
 use super::report::{Filter, select};
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 use crate::render::TableOptions;
 use crate::session::{Connection, Error, Io, Outcome};
 
 /// `history`. Always exit 0 when the history could be read: it reports, it finds no problems.
 ///
-/// Errors: the cluster could not be read; writing failed.
+/// Errors: the cluster could not be read; it does not serve Karpenter's CRDs
+/// ([`Error::NotInstalled`]: no history there is not an empty history); writing failed.
 pub async fn run<O: Write, E: Write>(
     global: &GlobalArgs,
     args: &HistoryArgs,
     io: Io<'_, O, E>,
 ) -> Result<Outcome, Error> {
     let conn = Connection::open(global).await?;
+    conn.require_karpenter().await?;
     let histories = read_histories(&conn, global.namespace.as_deref(), &mut *io.err).await?;
     let now = Timestamp::now();
     let filter = Filter::new(args.nodepool.clone(), args.since, now);

@@ -12,7 +12,8 @@ use super::classify::{Inputs, classify};
 use super::cloud::{self, Cloud};
 use super::plan::{plan, step_count, write_preview};
 use super::{CloudView, Orphan, table};
-use crate::cli::{DetectArgs, GlobalArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput};
+use crate::cli::{DetectArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput};
+use crate::global_args::GlobalArgs;
 use crate::render::TableOptions;
 use crate::session::{Connection, Error, Io, Outcome};
 

@@ -16,7 +16,8 @@ use super::document::{Document, Snapshot, View};
 use super::print::{Print, silent_when_empty, write_document};
 use super::rows::{NoPrices, PriceBook};
 use super::watch::{AlternateScreen, Printer, Screen};
-use crate::cli::{GlobalArgs, StatusArgs};
+use crate::cli::StatusArgs;
+use crate::global_args::GlobalArgs;
 use crate::price::CatalogPrices;
 use crate::session::{Connection, Error, Io, Outcome};
 

@@ -22,7 +22,7 @@ use super::args::{Selection, UpgradeAction, UpgradeArgs, UpgradeOutput};
 use super::control::{self, Action, ControlResult};
 use super::render;
 use super::report::{self, PoolStatus};
-use crate::cli::GlobalArgs;
+use crate::global_args::GlobalArgs;
 use crate::session::{Connection, Error, Io, Outcome};
 
 /// Writes of one `step` that may conflict with other writers before giving up.

@@ -57,7 +57,8 @@ pub type WhyPendingOutput = crate::output::ReportFormat;
 mod tests {
     use std::ffi::OsString;
 
-    use crate::cli::{Command, Namespaces, parse_from};
+    use crate::cli::{Command, parse_from};
+    use crate::global_args::Namespaces;
 
     use super::*;
 

@@ -17,7 +17,7 @@ use karpenter_core::capacity::InstanceType;
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::snapshot::Snapshot;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 
@@ -25,7 +25,8 @@ use super::WhyPendingError;
 use super::args::{WhyPendingArgs, WhyPendingOutput};
 use super::render;
 use super::report::{self, PodReport, World};
-use crate::cli::{GlobalArgs, Namespaces};
+use crate::decode::{Undecodable, decode_one};
+use crate::global_args::{GlobalArgs, Namespaces};
 use crate::output;
 use crate::session::{Connection, Error, Io, Outcome};
 
@@ -47,37 +48,48 @@ where
     conn.list_or_empty(&api, params, what).await
 }
 
-/// Reads what the reports need.
+/// What [`read_world`] read: the world, and the pods skipped because they do not decode.
+struct Read {
+    /// The objects the reports are built from.
+    world: World,
+    /// Pods with a malformed field, each named once (they are left out of `world`).
+    skipped: Vec<Undecodable>,
+}
+
+/// Reads what the reports need. Pods are decoded one at a time: one that does not decode is
+/// skipped (and returned in [`Read::skipped`]) rather than failing the command.
 async fn read_world(
     conn: &Connection,
     namespaces: &Namespaces,
     pod_name: Option<&str>,
-) -> Result<World, Error> {
+) -> Result<Read, Error> {
     let ns = namespaces.as_namespace();
+    let mut skipped = Vec::new();
     let pods: Vec<Pod> = match pod_name {
         Some(name) => {
             let Some(ns) = ns else {
                 return Err(WhyPendingError::NameWithAllNamespaces.into());
             };
-            let api: Api<Pod> = Api::namespaced(conn.client.clone(), ns);
-            let pod = api
-                .get_opt(name)
-                .await
-                .map_err(|e| conn.list_error("Pods", e))?;
-            vec![pod.ok_or_else(|| WhyPendingError::PodNotFound {
-                name: name.to_string(),
-                namespace: ns.to_string(),
-            })?]
+            vec![get_pod(conn, ns, name).await?]
         }
-        None => list_in::<Pod>(conn, ns, &ListParams::default(), "Pods").await?,
+        None => {
+            let listed = conn
+                .list_decoded::<Pod>(ns, &ListParams::default(), "Pods")
+                .await?;
+            skipped.extend(listed.skipped);
+            listed.items
+        }
     };
     if !pods
         .iter()
         .any(|p| pod_name.is_some() || report::is_pending(p))
     {
-        return Ok(World {
-            pods,
-            ..World::default()
+        return Ok(Read {
+            world: World {
+                pods,
+                ..World::default()
+            },
+            skipped,
         });
     }
     // Only Karpenter's nominations matter; the server filters them (Events support a field
@@ -95,7 +107,17 @@ async fn read_world(
         .collect();
     let all_pods = match ns {
         None if pod_name.is_none() => pods.iter().cloned().map(Arc::new).collect(),
-        _ => conn.list_shared::<Pod>("Pods").await?,
+        _ => {
+            let all = conn
+                .list_decoded::<Pod>(None, &ListParams::default(), "Pods")
+                .await?;
+            for pod in all.skipped {
+                if !skipped.contains(&pod) {
+                    skipped.push(pod);
+                }
+            }
+            all.items.into_iter().map(Arc::new).collect()
+        }
     };
     let snapshot = Snapshot {
         pods: all_pods,
@@ -120,10 +142,39 @@ async fn read_world(
         // nominations it made are on the pods.
         planned: Default::default(),
     };
-    Ok(World {
-        pods,
-        events,
-        snapshot,
+    Ok(Read {
+        world: World {
+            pods,
+            events,
+            snapshot,
+        },
+        skipped,
+    })
+}
+
+/// The pod `name` of namespace `ns`, decoded on its own so that a malformed field is reported
+/// with its path.
+///
+/// Errors: [`WhyPendingError::PodNotFound`], [`WhyPendingError::Undecodable`], or
+/// [`Error::ListOther`] when the call fails.
+async fn get_pod(conn: &Connection, ns: &str, name: &str) -> Result<Pod, Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(conn.client.clone(), ns, &ApiResource::erase::<Pod>(&()));
+    let object = api
+        .get_opt(name)
+        .await
+        .map_err(|e| conn.list_error("Pods", e))?
+        .ok_or_else(|| WhyPendingError::PodNotFound {
+            name: name.to_owned(),
+            namespace: ns.to_owned(),
+        })?;
+    decode_one(&object).map_err(|reason| {
+        WhyPendingError::Undecodable {
+            name: name.to_owned(),
+            namespace: ns.to_owned(),
+            reason,
+        }
+        .into()
     })
 }
 
@@ -157,17 +208,28 @@ pub fn catalog_instance_types(nc: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>
     Ok(catalog.instance_types(&zones, &config, |_, _, _| false))
 }
 
-/// `why-pending`.
+/// `why-pending`: a warning on stderr for each pod skipped because it does not decode, then the
+/// reports of the others.
 ///
-/// Errors: the cluster could not be read; the named pod does not exist; writing failed.
+/// Errors: the cluster could not be read; it does not serve Karpenter's CRDs
+/// ([`Error::NotInstalled`]); the named pod does not exist or does not decode; writing failed.
 pub async fn run<O: Write, E: Write>(
     global: &GlobalArgs,
     args: &WhyPendingArgs,
     io: Io<'_, O, E>,
 ) -> Result<Outcome, Error> {
     let conn = Connection::open(global).await?;
+    conn.require_karpenter().await?;
     let namespaces = conn.namespaces(global);
-    let world = read_world(&conn, &namespaces, args.pod_name()).await?;
+    let Read { world, skipped } = read_world(&conn, &namespaces, args.pod_name()).await?;
+    for pod in &skipped {
+        writeln!(
+            io.err,
+            "warning: pod {}: does not decode ({}); skipped, the other pods are reported",
+            pod.key(),
+            pod.reason
+        )?;
+    }
     let reports = report::build(&world, args.pod_name().is_some(), catalog_instance_types);
     write_reports(args.output, &reports, &namespaces, io)
 }

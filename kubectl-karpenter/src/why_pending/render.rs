@@ -51,6 +51,10 @@ pub fn summary(reports: &[PodReport]) -> String {
             "with no NodePool that can take it",
         ),
         (
+            count(&[PodState::ConflictingRequirements]),
+            "with conflicting node requirements",
+        ),
+        (
             count(&[PodState::NotProvisionable]),
             "Karpenter cannot provision for",
         ),

@@ -14,6 +14,7 @@ use karpenter_core::scheduling::volumes::VolumeIndex;
 use karpenter_core::snapshot::Snapshot;
 use serde::Serialize;
 
+use super::conflicts;
 use crate::render::format_price;
 use crate::status::rows::State;
 
@@ -42,6 +43,9 @@ pub enum PodState {
     Provisionable,
     /// No NodePool can launch capacity for it.
     Unschedulable,
+    /// Its own node requirements conflict (`nodeSelector` against node affinity, or `In` and
+    /// `NotIn` of one value): no node, existing or launched, can take it.
+    ConflictingRequirements,
     /// Karpenter cannot provision for the pod at all (its spec does not compile).
     NotProvisionable,
     /// DaemonSet and static pods: Karpenter never provisions for them.
@@ -60,7 +64,12 @@ pub enum PodState {
 impl PodState {
     /// Whether the pod is stuck with no NodePool that can take it (exit status 1).
     pub fn is_problem(self) -> bool {
-        matches!(self, PodState::Unschedulable | PodState::NotProvisionable)
+        matches!(
+            self,
+            PodState::Unschedulable
+                | PodState::ConflictingRequirements
+                | PodState::NotProvisionable
+        )
     }
 }
 
@@ -130,6 +139,11 @@ pub fn build(
                 nodepools: Vec::new(),
             };
             if waiting(pod, world, &mut report) || not_considered(pod, &mut report) {
+                return report;
+            }
+            if let Some(conflicts) = conflicts::unsatisfiable(pod) {
+                report.state = PodState::ConflictingRequirements;
+                report.message = conflicts::message(&conflicts);
                 return report;
             }
             let mut info = match PodInfo::from_pod(pod) {

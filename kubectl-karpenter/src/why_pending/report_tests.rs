@@ -268,3 +268,55 @@ fn pods_karpenter_does_not_consider_get_their_own_state() {
          1 not yet marked unschedulable"
     );
 }
+
+#[test]
+fn a_pod_whose_own_requirements_conflict_blames_no_nodepool() {
+    let arch = |op: &str, values: &[&str]| json!({"key": "kubernetes.io/arch", "operator": op, "values": values});
+    let affinity = |exprs: Value| {
+        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": exprs}]}}})
+    };
+    let w = world(vec![
+        pod(
+            "in-and-not-in",
+            json!({"affinity": affinity(json!([arch("In", &["amd64"]), arch("NotIn", &["amd64"])]))}),
+        ),
+        pod(
+            "selector-vs-affinity",
+            json!({
+                "nodeSelector": {"kubernetes.io/arch": "amd64"},
+                "affinity": affinity(json!([arch("In", &["arm64"])])),
+            }),
+        ),
+    ]);
+    let reports = build(&w, false, types);
+    let by_name = |name: &str| {
+        reports
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("{name} reported"))
+    };
+    let both = by_name("in-and-not-in");
+    assert_eq!(both.state, PodState::ConflictingRequirements);
+    assert!(both.state.is_problem());
+    assert!(both.nodepools.is_empty(), "{:?}", both.nodepools);
+    assert!(
+        both.message.contains(
+            "kubernetes.io/arch In [amd64] (required node affinity) and kubernetes.io/arch NotIn \
+             [amd64] (required node affinity)"
+        ),
+        "{}",
+        both.message
+    );
+    assert!(!both.message.contains("DoesNotExist"), "{}", both.message);
+    let selector = by_name("selector-vs-affinity");
+    assert_eq!(selector.state, PodState::ConflictingRequirements);
+    assert!(
+        selector.message.contains(
+            "kubernetes.io/arch In [amd64] (nodeSelector) and kubernetes.io/arch In [arm64] \
+             (required node affinity)"
+        ),
+        "{}",
+        selector.message
+    );
+}
