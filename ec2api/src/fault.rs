@@ -20,6 +20,8 @@ pub struct FaultyEc2 {
     /// `(instance type, zone)` pairs that have no capacity.
     shortages: Mutex<BTreeSet<(String, String)>>,
     calls: Mutex<BTreeMap<&'static str, usize>>,
+    /// Per operation: calls in flight now, and the most ever in flight at once.
+    in_flight: Mutex<BTreeMap<&'static str, (usize, usize)>>,
 }
 
 impl FaultyEc2 {
@@ -29,6 +31,7 @@ impl FaultyEc2 {
             inner,
             shortages: Mutex::new(BTreeSet::new()),
             calls: Mutex::new(BTreeMap::new()),
+            in_flight: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -51,6 +54,28 @@ impl FaultyEc2 {
             .unwrap_or(0)
     }
 
+    /// The most calls of an operation (e.g. `DescribeInstanceTypes`) ever in flight at once.
+    pub fn max_concurrent(&self, operation: &str) -> usize {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(operation)
+            .map_or(0, |(_, most)| *most)
+    }
+
+    /// Count a call of `operation` as in flight until the returned guard drops.
+    fn enter(&self, operation: &'static str) -> InFlight<'_> {
+        self.count(operation);
+        let mut flights = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let (now, most) = flights.entry(operation).or_default();
+        *now += 1;
+        *most = (*most).max(*now);
+        InFlight {
+            ec2: self,
+            operation,
+        }
+    }
+
     fn count(&self, operation: &'static str) {
         *self
             .calls
@@ -58,6 +83,21 @@ impl FaultyEc2 {
             .unwrap_or_else(|e| e.into_inner())
             .entry(operation)
             .or_default() += 1;
+    }
+}
+
+/// A call in flight ([`FaultyEc2::enter`]): leaves the count when dropped.
+struct InFlight<'a> {
+    ec2: &'a FaultyEc2,
+    operation: &'static str,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut flights = self.ec2.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((now, _)) = flights.get_mut(self.operation) {
+            *now = now.saturating_sub(1);
+        }
     }
 }
 
@@ -87,7 +127,7 @@ impl Ec2 for FaultyEc2 {
     }
 
     async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>, Ec2Error> {
-        self.count("DescribeInstanceTypes");
+        let _flight = self.enter("DescribeInstanceTypes");
         self.inner.describe_instance_types().await
     }
 

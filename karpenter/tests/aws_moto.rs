@@ -589,3 +589,36 @@ async fn the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment()
         .count();
     assert_eq!(count as u64, claims, "one instance per NodeClaim");
 }
+/// Issue 21: after a failover every controller asks for instance types at once. Sixteen
+/// concurrent requests on a fresh provider make one DescribeInstanceTypes; once the catalogue
+/// expires, sixteen more are answered while one refresh runs (two fetches in all, never two
+/// at once).
+#[tokio::test]
+async fn concurrent_instance_type_requests_share_one_fetch_and_expired_data_serves_meanwhile() {
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let clock = Arc::new(FakeClock::new(Timestamp::now()));
+    let (cloud, faulty) = moto.cloud(Arc::clone(&clock) as Arc<dyn Clock>).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let ask_all = || {
+        futures::future::join_all((0..16).map(|_| {
+            let cloud = Arc::clone(&cloud);
+            let nc = nc.clone();
+            async move { cloud.instance_types(&nc).await.map(|t| t.len()) }
+        }))
+    };
+    let first = ask_all().await;
+    assert!(
+        first.iter().all(|r| matches!(r, Ok(n) if *n > 0)),
+        "{first:?}"
+    );
+    assert_eq!(faulty.calls("DescribeInstanceTypes"), 1);
+    clock.advance(SignedDuration::from_secs(301));
+    let after_expiry = ask_all().await;
+    assert!(
+        after_expiry.iter().all(|r| matches!(r, Ok(n) if *n > 0)),
+        "{after_expiry:?}"
+    );
+    assert_eq!(faulty.calls("DescribeInstanceTypes"), 2);
+    assert_eq!(faulty.max_concurrent("DescribeInstanceTypes"), 1);
+}

@@ -105,6 +105,9 @@ pub struct AwsCloud {
     catalog: Arc<Catalog>,
     capacity: CapacityOptions,
     state: Mutex<State>,
+    /// Held by the one caller fetching the instance-type catalogue ([`AwsCloud::type_data`]):
+    /// one fetch at a time, however many controllers ask at once.
+    fetching_types: tokio::sync::Mutex<()>,
     /// The SQS interruption queue (`--interruption-queue`), if any.
     interruption_queue: Option<Arc<dyn InterruptionQueue>>,
 }
@@ -125,6 +128,7 @@ impl AwsCloud {
             catalog: Catalog::embedded()?,
             capacity: CapacityOptions::default(),
             state: Mutex::new(State::default()),
+            fetching_types: tokio::sync::Mutex::new(()),
             interruption_queue: None,
         })
     }
@@ -202,13 +206,53 @@ impl AwsCloud {
         }
     }
 
+    /// The instance-type catalogue (DescribeInstanceTypes, the offerings and spot prices),
+    /// fetched at most once per [`INSTANCE_TYPE_TTL`] and one fetch at a time: while one
+    /// caller refreshes expired data, the others are answered with the expired data at once;
+    /// with no data yet, they wait for that fetch instead of starting their own (after a
+    /// restart every controller asks at once; on EC2 each full fetch is several paged calls
+    /// that throttle). A failed refresh keeps serving the expired data, with a warning.
+    ///
+    /// Errors: the first fetch failed (nothing to serve).
     async fn type_data(&self) -> Result<Arc<TypeData>, CloudError> {
-        let now = self.clock.now();
-        if let Some(t) = self.lock().types.clone()
-            && now.duration_since(t.fetched) < INSTANCE_TYPE_TTL
+        let fresh =
+            |t: &Arc<TypeData>| self.clock.now().duration_since(t.fetched) < INSTANCE_TYPE_TTL;
+        let cached = self.lock().types.clone();
+        if let Some(t) = &cached
+            && fresh(t)
         {
-            return Ok(t);
+            return Ok(Arc::clone(t));
         }
+        let _fetching = match (self.fetching_types.try_lock(), &cached) {
+            (Ok(guard), _) => guard,
+            // Another caller is refreshing: the expired data serves meanwhile.
+            (Err(_), Some(stale)) => return Ok(Arc::clone(stale)),
+            (Err(_), None) => self.fetching_types.lock().await,
+        };
+        // Whoever held the fetch before may have just stored fresh data.
+        let cached = self.lock().types.clone();
+        if let Some(t) = &cached
+            && fresh(t)
+        {
+            return Ok(Arc::clone(t));
+        }
+        match self.fetch_type_data().await {
+            Ok(data) => Ok(data),
+            Err(e) => match cached {
+                Some(stale) => {
+                    tracing::warn!(error = %e, "refreshing instance types failed; serving the previous catalogue");
+                    Ok(stale)
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    /// One fetch of the instance-type catalogue, stored for [`AwsCloud::type_data`].
+    ///
+    /// Errors: DescribeInstanceTypes or DescribeInstanceTypeOfferings failed.
+    async fn fetch_type_data(&self) -> Result<Arc<TypeData>, CloudError> {
+        let now = self.clock.now();
         let infos = self.ec2.describe_instance_types().await.map_err(other)?;
         let offerings = self
             .ec2
