@@ -334,7 +334,7 @@ fn objects(cluster: &LocalCluster, group: &str, plural: &str) -> Vec<Value> {
     cluster
         .sandbox
         .store()
-        .snapshot(|r| r(&key))
+        .objects(&key)
         .iter()
         .map(|v| (**v).clone())
         .collect()

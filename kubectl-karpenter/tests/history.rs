@@ -128,7 +128,7 @@ impl Live {
         self.cluster
             .sandbox
             .store()
-            .snapshot(|r| r(&key))
+            .objects(&key)
             .iter()
             .map(|v| (**v).clone())
             .collect()
