@@ -243,7 +243,7 @@ pub async fn write_metadata(
 #[derive(Debug)]
 pub enum CreateOutcome {
     /// The NodeClaim exists: the create's answer, or a read after a lost answer.
-    Created(NodeClaim),
+    Created(Box<NodeClaim>),
     /// The API refused the create (it does not exist): 400, 403, 404, 422, a name another
     /// NodeClaim already has, or throttling that outlasted the retries.
     Refused(kube::Error),
@@ -277,7 +277,7 @@ pub async fn create_named(api: &Api<NodeClaim>, claim: &NodeClaim) -> CreateOutc
     let mut attempt = 1;
     loop {
         let err = match api.create(&PostParams::default(), claim).await {
-            Ok(created) => return CreateOutcome::Created(created),
+            Ok(created) => return CreateOutcome::Created(Box::new(created)),
             Err(e) => e,
         };
         let answer = match &err {
@@ -289,7 +289,7 @@ pub async fn create_named(api: &Api<NodeClaim>, claim: &NodeClaim) -> CreateOutc
             // answered 504 on its own), or another NodeClaim has the name: the spec tells.
             Some((409, "AlreadyExists")) => match api.get_opt(&name).await {
                 Ok(Some(existing)) if existing.spec == claim.spec => {
-                    return CreateOutcome::Created(existing);
+                    return CreateOutcome::Created(Box::new(existing));
                 }
                 Ok(Some(_)) => return CreateOutcome::Refused(err),
                 // Deleted since: whatever deleted it decided so; create it again.

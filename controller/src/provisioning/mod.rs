@@ -378,7 +378,7 @@ fn record_create(
 ) {
     let decision = &claim.decision;
     let (own, confirmed) = match outcome {
-        CreateOutcome::Created(created) => (created, true),
+        CreateOutcome::Created(created) => (*created, true),
         CreateOutcome::Unknown(e) => {
             tracing::warn!(nodeclaim = ?sent.metadata.name, nodepool = %decision.nodepool, error = %e,
                 "creating nodeclaim: the answer was lost; counting it as in-flight until a read settles whether it exists");
