@@ -36,9 +36,10 @@ fn count_at(m: &Manifest, field: &str, default: u64) -> Result<u64, WorkloadErro
     }
 }
 
-/// Pods one object runs as written (before `--scale`): 1 for a Pod, `spec.replicas` (default
-/// 1) for a Deployment, ReplicaSet or StatefulSet, `spec.parallelism` (default 1) for a Job, 0
-/// for anything else (a DaemonSet's pods, one per node, are not counted).
+/// Pods one object runs as written (before `--scale`): one for a Pod, `spec.replicas` (one
+/// when absent) for a Deployment, ReplicaSet or StatefulSet, `spec.parallelism` (one when
+/// absent) for a Job, none for anything else (a DaemonSet's pods, one per node, are not
+/// counted).
 ///
 /// Errors: [`WorkloadError::Replicas`] when the count is not an int32 of at least 0.
 pub fn pods_of(m: &Manifest) -> Result<u64, WorkloadError> {
