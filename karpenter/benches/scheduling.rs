@@ -17,6 +17,7 @@ use std::process::Command;
 
 use karpenter::sandbox::ReportFormat;
 use karpenter::simulate::{InstanceTypes, SimulateArgs, build, simulate};
+use karpenter::workload::WorkloadArgs;
 
 struct Case {
     name: String,
@@ -29,10 +30,12 @@ struct Case {
 
 fn args(generate: Option<usize>, workloads: Vec<PathBuf>, types: InstanceTypes) -> SimulateArgs {
     SimulateArgs {
-        workloads,
+        workload: WorkloadArgs {
+            files: workloads,
+            ..WorkloadArgs::default()
+        },
         generate,
         instance_types: types,
-        scale: 1,
         report: ReportFormat::Json,
         cluster_name: "bench".into(),
     }

@@ -17,3 +17,4 @@ mod sandbox_cli;
 mod sandbox_interrupt;
 mod sandbox_publish_ami;
 mod simulate_cli;
+mod workload_cli;

@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod audit;
+pub mod cel;
 pub mod decode;
 pub mod defaults;
 pub mod error;

@@ -1,7 +1,7 @@
 //! Structural-schema handling of custom resources as kube-apiserver does it on every write:
 //! apply `default`s, prune (or, with `fieldValidation=Strict`, reject) unknown fields, and
 //! validate types, enums, required fields, lengths, counts, bounds and patterns against the CRD's
-//! `openAPIV3Schema`. CEL rules (`x-kubernetes-validations`) are not evaluated.
+//! `openAPIV3Schema`. CEL rules (`x-kubernetes-validations`) are evaluated by [`crate::cel`].
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

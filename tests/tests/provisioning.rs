@@ -173,17 +173,23 @@ async fn nodepool_limits_hold() {
     assert_eq!(condition(&pool, "Ready").as_deref(), Some("True"));
 }
 
+/// A NodePool the API server admits (upstream's schedule pattern only asks for five fields) but
+/// whose budget schedule no cron parser reads: minute 61, hour 25. (A requirement such as
+/// `Gt ["lots"]` no longer gets this far: the CRD's CEL rules refuse it at admission.)
 const INVALID_POOL: &str = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata:
   name: broken
 spec:
+  disruption:
+    budgets:
+    - {nodes: "0", schedule: "61 25 * * *", duration: 1h}
   template:
     spec:
       nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
       requirements:
-      - {key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: ["lots"]}
+      - {key: kubernetes.io/arch, operator: In, values: [amd64]}
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -211,11 +217,10 @@ async fn an_invalid_nodepool_is_not_ready_and_launches_nothing() {
         .cloned()
         .expect("condition");
     assert_eq!(validation["reason"], "NodePoolValidationFailed");
-    assert!(
-        validation["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("requirements")),
-        "{validation}"
+    assert_eq!(
+        validation["message"],
+        "spec.disruption.budgets[0].schedule: \"61 25 * * *\" is not a valid cron schedule: \
+         minute \"61\": number out of bounds (allowed: 0-59)"
     );
     c.eventually("pods told why", SETTLE, |c| {
         c.objects("", "events")

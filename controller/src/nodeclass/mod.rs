@@ -1,6 +1,7 @@
 //! The EC2NodeClass status controller (upstream `aws:pkg/controllers/nodeclass`): resolves
 //! subnets, security groups, AMIs and the instance profile through the cloud provider, writes
-//! them to status with one condition each and a root `Ready`, and holds the
+//! them to status with one condition each and a root `Ready` (a spec that breaks a CRD rule,
+//! such as both `role` and `instanceProfile`, is `ValidationSucceeded=False`), and holds the
 //! `karpenter.k8s.aws/termination` finalizer while NodeClaims still use the class.
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use crds::conditions::{
     SUBNETS_READY, VALIDATION_SUCCEEDED,
 };
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
+use crds::validation;
 use crds::{EC2NodeClass, StatusConditions};
 use futures::StreamExt;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
@@ -39,6 +41,38 @@ pub async fn run(ctx: Arc<Context>) {
         controller = controller.reconcile_all_on(WatchStream::from_changes(changes).map(|_| ()));
     }
     drive(controller, reconcile, ctx).await;
+}
+
+/// The condition that keeps a node class from being ready, as `(type, reason, message)`: a
+/// spec that breaks a rule of the CRD comes first (`ValidationSucceeded=False`, reason
+/// `NodeClassValidationFailed`, the rules' messages: upstream's CRD refuses such a spec with
+/// CEL, so one here got past an API server that did not enforce the rules), then what the
+/// cloud's resolution reported (`resolved`), then kubelet settings the capacity model cannot
+/// read (they would fail every launch). `None` when the class is ready.
+fn not_ready(
+    obj: &EC2NodeClass,
+    resolved: Option<(String, String, String)>,
+) -> Option<(String, String, String)> {
+    let spec_errors = validation::validate_ec2nodeclass_spec(&obj.spec);
+    if !spec_errors.is_empty() {
+        return Some((
+            VALIDATION_SUCCEEDED.to_string(),
+            validation::NODE_CLASS_VALIDATION_FAILED_REASON.to_string(),
+            validation::summarize(&spec_errors),
+        ));
+    }
+    if resolved.is_some() {
+        return resolved;
+    }
+    CapacityConfig::from_node_class(obj, CapacityOptions::default())
+        .err()
+        .map(|e| {
+            (
+                VALIDATION_SUCCEEDED.to_string(),
+                e.condition_reason().to_string(),
+                e.to_string(),
+            )
+        })
 }
 
 async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -99,16 +133,7 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
     }
     let restamp_pending = crate::drift::stamp::stamp_nodeclass(&ctx, &obj).await? > 0;
     let mut resolution = ctx.cloud.resolve_node_class(&obj).await;
-    if resolution.not_ready.is_none()
-        && let Err(e) = CapacityConfig::from_node_class(&obj, CapacityOptions::default())
-    {
-        // Settings the capacity model cannot read would fail every launch: say so here.
-        resolution.not_ready = Some((
-            VALIDATION_SUCCEEDED.to_string(),
-            e.condition_reason().to_string(),
-            e.to_string(),
-        ));
-    }
+    resolution.not_ready = not_ready(&obj, resolution.not_ready.take());
     let mut nc = (*obj).clone();
     let mut status = resolution.status;
     status.conditions = nc
@@ -146,4 +171,42 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
     } else {
         RESYNC
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(spec: serde_json::Value) -> EC2NodeClass {
+        testutil::ec2nodeclass("default")
+            .role("KarpenterNodeRole-c")
+            .discovery("c")
+            .merge(json!({"spec": spec}))
+            .build()
+    }
+
+    #[test]
+    fn a_spec_that_breaks_a_crd_rule_is_not_valid_whatever_the_cloud_resolved() {
+        let both = class(json!({"instanceProfile": "KarpenterNodeInstanceProfile-c"}));
+        let (condition, reason, message) = not_ready(&both, None).expect("not ready");
+        assert_eq!(condition, VALIDATION_SUCCEEDED);
+        assert_eq!(reason, "NodeClassValidationFailed");
+        assert_eq!(
+            message,
+            "spec: must specify exactly one of ['role', 'instanceProfile']"
+        );
+        // The spec is the root cause, before what resolving it reported.
+        let subnets = Some((
+            SUBNETS_READY.to_string(),
+            "SubnetsNotFound".to_string(),
+            "no subnets".to_string(),
+        ));
+        assert_eq!(
+            not_ready(&both, subnets.clone()).map(|n| n.1),
+            Some("NodeClassValidationFailed".to_string())
+        );
+        let valid = class(json!({}));
+        assert_eq!(not_ready(&valid, None), None);
+        assert_eq!(not_ready(&valid, subnets.clone()), subnets);
+    }
 }

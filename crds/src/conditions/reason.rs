@@ -90,6 +90,10 @@ pub const INSTANCE_PROFILE_NOT_FOUND: &str = "InstanceProfileNotFound";
 pub const DEPENDENCIES_NOT_READY: &str = "DependenciesNotReady";
 /// EC2NodeClass `ValidationSucceeded=False`: a restricted tag is set.
 pub const TAG_VALIDATION_FAILED: &str = "TagValidationFailed";
+/// EC2NodeClass `ValidationSucceeded=False`: the spec breaks a rule of the CRD (e.g. both
+/// `role` and `instanceProfile`) that the API server did not enforce. Ours: upstream's CRD
+/// keeps such objects out with CEL and has no reason for them.
+pub const NODE_CLASS_VALIDATION_FAILED: &str = "NodeClassValidationFailed";
 /// EC2NodeClass `ValidationSucceeded=False`: `spec.kubelet` is invalid.
 pub const INVALID_KUBELET_CONFIGURATION: &str = "InvalidKubeletConfiguration";
 /// EC2NodeClass `ValidationSucceeded=False`: `spec.kubelet` is not supported by the AMI family.

@@ -1,8 +1,10 @@
-//! Runtime validation of NodePools and NodeClaims: the CRD's CEL and pattern rules plus
-//! upstream's `RuntimeValidate` webhook rules (`pkg/apis/v1/nodepool_validation.go`,
-//! `nodeclaim_validation.go`, CEL markers in `nodepool.go`/`nodeclaim.go`). The NodePool
-//! validation controller turns a non-empty result into `ValidationSucceeded=False` with reason
-//! [`VALIDATION_FAILED_REASON`] and [`summarize`] as the message.
+//! Runtime validation of NodePools, NodeClaims and EC2NodeClasses: the CRD's CEL and pattern
+//! rules plus upstream's `RuntimeValidate` webhook rules (`pkg/apis/v1/nodepool_validation.go`,
+//! `nodeclaim_validation.go`, CEL markers in `nodepool.go`/`nodeclaim.go` and
+//! `ec2nodeclass.go`). The NodePool validation controller turns a non-empty result into
+//! `ValidationSucceeded=False` with reason [`VALIDATION_FAILED_REASON`] and [`summarize`] as
+//! the message; the EC2NodeClass controller likewise with
+//! [`NODE_CLASS_VALIDATION_FAILED_REASON`].
 
 use crate::conditions::reason;
 use crate::duration;
@@ -13,6 +15,7 @@ use crate::nodepool::{NodePool, NodePoolSpec};
 mod budgets;
 mod metadata;
 mod names;
+mod node_class;
 mod requirements;
 #[cfg(test)]
 mod tests;
@@ -20,6 +23,7 @@ mod tests;
 pub use budgets::*;
 pub use metadata::*;
 pub use names::*;
+pub use node_class::*;
 pub use requirements::*;
 
 /// Reason for `ValidationSucceeded=False` on a NodePool.

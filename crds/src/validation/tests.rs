@@ -463,6 +463,36 @@ fn budgets_table() {
             vec![format!("{P}.schedule")],
         ),
         (
+            "minute and hour out of range",
+            b("0", Some("61 25 * * *"), Some("1h")),
+            vec![format!("{P}.schedule")],
+        ),
+        (
+            "day of month zero",
+            b("0", Some("0 9 0 * *"), Some("1h")),
+            vec![format!("{P}.schedule")],
+        ),
+        (
+            "seconds field",
+            b("0", Some("0 0 9 * * *"), Some("1h")),
+            vec![format!("{P}.schedule")],
+        ),
+        (
+            "croner's last-day extension",
+            b("0", Some("0 9 L * *"), Some("1h")),
+            vec![format!("{P}.schedule")],
+        ),
+        (
+            "midnight macro",
+            b("0", Some("@midnight"), Some("1h")),
+            vec![],
+        ),
+        (
+            "names, lists, ranges and steps",
+            b("0", Some("*/15 9-17 1,15 JAN-JUL MON-WED"), Some("1h")),
+            vec![],
+        ),
+        (
             "seconds duration",
             b("0", Some("@hourly"), Some("30s")),
             vec![format!("{P}.duration")],
@@ -484,6 +514,24 @@ fn budgets_table() {
     assert_eq!(fields(&validate_budgets(&[dup], "b")), vec!["b[0].reasons"]);
     let many = vec![Budget::default(); 51];
     assert_eq!(fields(&validate_budgets(&many, "b")), vec!["b"]);
+}
+
+#[test]
+fn an_out_of_range_schedule_says_which_field_and_why() {
+    let budget = Budget {
+        reasons: None,
+        nodes: "0".into(),
+        schedule: Some("61 25 * * *".into()),
+        duration: Some(GoDuration::parse("1h").expect("duration")),
+    };
+    let errs = validate_budgets(&[budget], "spec.disruption.budgets");
+    assert_eq!(
+        summarize(&errs),
+        "spec.disruption.budgets[0].schedule: \"61 25 * * *\" is not a valid cron schedule: \
+         minute \"61\": number out of bounds (allowed: 0-59)"
+    );
+    let err = parse_budget_schedule("0 9 * * FRI#2").expect_err("nth weekday");
+    assert_eq!(err, "day of week \"FRI#2\": L, W and # are not supported");
 }
 
 #[test]

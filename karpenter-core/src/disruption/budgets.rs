@@ -3,17 +3,19 @@
 //! NodePool's budgets allow is `NodePool::allowed_disruptions` in `crds`, given this test.
 
 use crds::Budget;
+use crds::validation::parse_budget_schedule;
 use jiff::Timestamp;
 
 /// Whether a budget is active at `now` (upstream `Budget.IsActive`): a budget without a
 /// schedule always is; a scheduled one is for `duration` after each time its cron schedule
-/// (UTC; five fields or a macro such as `@daily`) fires. A schedule that does not parse counts
-/// as active, so a malformed budget restricts rather than frees.
+/// (UTC; five fields or a macro such as `@daily`, read by `parse_budget_schedule`) fires. A
+/// schedule that does not parse counts as active, so a malformed budget restricts rather than
+/// frees (NodePool validation reports it: `ValidationSucceeded=False`).
 pub fn budget_active(budget: &Budget, now: Timestamp) -> bool {
     let (Some(schedule), Some(duration)) = (&budget.schedule, &budget.duration) else {
         return true;
     };
-    let Ok(cron) = croner::Cron::new(schedule).parse() else {
+    let Ok(cron) = parse_budget_schedule(schedule) else {
         return true;
     };
     let window = jiff::SignedDuration::try_from(duration.duration()).unwrap_or_default();
@@ -38,7 +40,7 @@ pub fn budget_active(budget: &Budget, now: Timestamp) -> bool {
 /// are walked (a every-minute schedule with a week-long duration), then the latest found counts.
 pub fn window_end(budget: &Budget, now: Timestamp) -> Option<Timestamp> {
     let (schedule, duration) = (budget.schedule.as_ref()?, budget.duration.as_ref()?);
-    let cron = croner::Cron::new(schedule).parse().ok()?;
+    let cron = parse_budget_schedule(schedule).ok()?;
     let window = jiff::SignedDuration::try_from(duration.duration()).ok()?;
     let from = now.checked_sub(window).ok()?;
     let mut at = chrono::DateTime::from_timestamp(from.as_second(), 0)?;

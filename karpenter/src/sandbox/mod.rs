@@ -34,9 +34,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use sandbox::actors::ActorConfig;
 use sandbox::registry::TypeKey;
 use sandbox::{Sandbox, Store};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::workload::{self, DEFAULT_NODEPOOL, GPU_NODEPOOL, Manifest, ONLINE_BOUTIQUE};
+use crate::workload::{self, Manifest, WorkloadArgs};
 use controller::cloudprovider::CloudProvider;
 use controller::cloudprovider::build::{self as cloud, CloudOptions};
 use controller::cloudprovider::sim::SimCloud;
@@ -72,13 +72,9 @@ pub const DEFAULT_INTERRUPTION_QUEUE: &str = "karpenter-sandbox";
         to; an empty value turns interruption handling off. With --cloud-provider aws, off \
         unless named")))]
 pub struct SandboxArgs {
-    /// A workload: multi-document Kubernetes YAML or an Alibaba openb_pod_list CSV. Repeatable.
-    /// Without one, the bundled Online Boutique is applied.
-    #[arg(long = "workload", value_name = "FILE")]
-    pub workloads: Vec<PathBuf>,
-    /// Multiply the replicas of every Deployment, ReplicaSet and StatefulSet.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub scale: u32,
+    /// The workload: `--workload FILE` (repeatable), `--scale`, `--max-pods`.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
     /// Where to write the kubeconfig (default: a file in the system temp directory).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig_out: Option<PathBuf>,
@@ -151,138 +147,30 @@ pub enum SandboxAction {
 /// A sandbox that cannot start or apply its workload.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    /// A workload file that cannot be read or parsed.
+    /// A workload that cannot be used: unreadable, malformed, over the pod cap, or an object
+    /// the API server refuses (the same errors as `karpenter simulate`).
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
-    /// A manifest the API server rejected.
-    #[error("{location}: {message}")]
-    Apply {
-        /// `<file>: document <n>`.
-        location: String,
-        /// The API server's message, or that no served type matches its `apiVersion` and `kind`.
-        message: String,
-    },
+    /// `--until-settled` with a workload that creates no pod: nothing would ever settle.
+    #[error(
+        "nothing to run: the workload creates no pods (no Pod, and no Deployment, ReplicaSet, \
+         StatefulSet or Job with replicas), so --until-settled would only wait out its --timeout"
+    )]
+    NothingToRun,
     /// The sandbox could not start: the API server, its kubeconfig, the CRDs or the cloud.
     #[error("{0}")]
     Startup(String),
 }
 
-/// The manifests a sandbox run applies: its workloads (or Online Boutique), scaled, plus the
-/// default NodePool and EC2NodeClass when the workloads bring none.
-///
-/// Errors: unreadable or malformed workload files.
-pub fn load_manifests(args: &SandboxArgs) -> Result<Vec<Manifest>, SandboxError> {
-    let mut manifests = Vec::new();
-    if args.workloads.is_empty() {
-        manifests.extend(workload::parse_yaml(
-            &PathBuf::from("<bundled online-boutique.yaml>"),
-            ONLINE_BOUTIQUE,
-        )?);
-    }
-    for path in &args.workloads {
-        manifests.extend(workload::load(path)?);
-    }
-    workload::scale(&mut manifests, args.scale);
-    with_defaults(manifests, args.controller.cluster_name())
-}
+/// The default NodePool and EC2NodeClass for workloads that bring none (see
+/// [`workload::with_defaults`]; here for callers that start clusters from manifests).
+pub use crate::workload::with_defaults;
 
-/// Add the default NodePool and EC2NodeClass when the manifests bring none (the node class's
-/// discovery tags point at `cluster_name`), plus the bundled GPU NodePool when they bring no
-/// NodePool and request `nvidia.com/gpu` (the default NodePool, upstream's getting-started one,
-/// has no GPU types); and order Namespaces first as kubectl apply does.
-///
-/// Errors: the bundled defaults are missing (a build defect).
-pub fn with_defaults(
-    mut manifests: Vec<Manifest>,
-    cluster_name: &str,
-) -> Result<Vec<Manifest>, SandboxError> {
-    let source = PathBuf::from("<default nodepool>");
-    let defaults = workload::parse_yaml(&source, DEFAULT_NODEPOOL)?;
-    let gpu = !manifests.iter().any(|m| m.kind() == "NodePool")
-        && manifests.iter().any(|m| mentions(&m.object, NVIDIA_GPU));
-    for kind in ["NodePool", "EC2NodeClass"] {
-        if !manifests.iter().any(|m| m.kind() == kind) {
-            let mut m = defaults
-                .iter()
-                .find(|d| d.kind() == kind)
-                .cloned()
-                .ok_or_else(|| SandboxError::Startup(format!("bundled default {kind} missing")))?;
-            retag_discovery(&mut m.object, cluster_name);
-            manifests.push(m);
-        }
-    }
-    if gpu {
-        let source = PathBuf::from("<gpu nodepool>");
-        manifests.extend(workload::parse_yaml(&source, GPU_NODEPOOL)?);
-    }
-    manifests.sort_by_key(|m| m.kind() != "Namespace");
-    Ok(manifests)
-}
-
-/// Resource name NVIDIA GPUs register as.
-const NVIDIA_GPU: &str = "nvidia.com/gpu";
-
-/// Whether `key` is a key of some object inside `value` (e.g. a container's requests or limits).
-fn mentions(value: &Value, key: &str) -> bool {
-    match value {
-        Value::Object(map) => map.contains_key(key) || map.values().any(|v| mentions(v, key)),
-        Value::Array(items) => items.iter().any(|v| mentions(v, key)),
-        _ => false,
-    }
-}
-
-/// Point the default EC2NodeClass's discovery selectors at this cluster's name.
-fn retag_discovery(obj: &mut Value, cluster: &str) {
-    for terms in ["subnetSelectorTerms", "securityGroupSelectorTerms"] {
-        if let Some(list) = obj
-            .pointer_mut(&format!("/spec/{terms}"))
-            .and_then(Value::as_array_mut)
-        {
-            for t in list {
-                if t.pointer("/tags/karpenter.sh~1discovery").is_some() {
-                    t["tags"]["karpenter.sh/discovery"] = json!(cluster);
-                }
-            }
-        }
-    }
-    if obj.pointer("/spec/role").is_some() {
-        obj["spec"]["role"] = json!(format!("KarpenterNodeRole-{cluster}"));
-    }
-}
-
+/// Install Karpenter's CRDs and create the manifests, in order, as `karpenter simulate`'s
+/// reader admits them.
 fn apply(store: &Store, manifests: &[Manifest]) -> Result<(), SandboxError> {
-    for crd in crds::generate::crds() {
-        let rt = store
-            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-            .ok_or_else(|| SandboxError::Startup("CRDs are not served".into()))?;
-        let value = serde_json::to_value(&crd).map_err(|e| SandboxError::Startup(e.to_string()))?;
-        store
-            .create(&rt, "", value)
-            .map_err(|e| SandboxError::Startup(format!("installing CRD: {e}")))?;
-    }
-    for m in manifests {
-        let rt = store
-            .resource_for_kind(m.api_version(), m.kind())
-            .ok_or_else(|| SandboxError::Apply {
-                location: m.location(),
-                message: format!(
-                    "no resource type {} {} is served by the sandbox",
-                    m.api_version(),
-                    m.kind()
-                ),
-            })?;
-        let ns = m
-            .object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default");
-        if let Err(e) = store.create(&rt, ns, m.object.clone()) {
-            return Err(SandboxError::Apply {
-                location: m.location(),
-                message: e.to_string(),
-            });
-        }
-    }
+    workload::install_crds(store).map_err(SandboxError::Startup)?;
+    workload::create_all(store, manifests)?;
     Ok(())
 }
 
@@ -548,7 +436,11 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         .controller
         .settings()
         .map_err(|e| SandboxError::Startup(e.to_string()))?;
-    let manifests = load_manifests(args)?;
+    let workload = args.workload.read(args.controller.cluster_name(), None)?;
+    if args.until_settled && workload.pods == 0 {
+        return Err(SandboxError::NothingToRun);
+    }
+    let manifests = workload.manifests;
     let cfg = ClusterConfig {
         port: args.port,
         registration_delay: args.registration_delay,
@@ -760,41 +652,5 @@ mod tests {
         let mut cmd = <Cli as clap::CommandFactory>::command();
         let help = cmd.render_long_help().to_string();
         assert!(help.contains("karpenter sandbox interrupt"), "{help}");
-    }
-
-    fn pools(manifests: &[Manifest]) -> Vec<&str> {
-        manifests
-            .iter()
-            .filter(|m| m.kind() == "NodePool")
-            .filter_map(|m| m.object.pointer("/metadata/name").and_then(Value::as_str))
-            .collect()
-    }
-
-    #[test]
-    fn gpu_workloads_without_a_nodepool_also_get_the_gpu_nodepool() {
-        let boutique = workload::parse_yaml(&PathBuf::from("ob"), ONLINE_BOUTIQUE).expect("ob");
-        let out = with_defaults(boutique, "c").expect("defaults");
-        assert_eq!(pools(&out), ["default"]);
-        let default = out.iter().find(|m| m.kind() == "NodePool").expect("pool");
-        let reqs = default.object["spec"]["template"]["spec"]["requirements"].to_string();
-        assert!(reqs.contains(r#"["c","m","r"]"#), "{reqs}");
-
-        let trace = workload::parse_trace(
-            &PathBuf::from("t.csv"),
-            "name,cpu_milli,memory_mib,num_gpu,pod_phase\nt,1000,1024,1,Running\n",
-        )
-        .expect("trace");
-        assert_eq!(
-            pools(&with_defaults(trace.clone(), "c").expect("defaults")),
-            ["default", "gpu"]
-        );
-
-        let own = workload::parse_yaml(&PathBuf::from("g"), GPU_NODEPOOL).expect("pool");
-        let out = with_defaults(trace.into_iter().chain(own).collect(), "c").expect("defaults");
-        assert_eq!(
-            pools(&out),
-            ["gpu"],
-            "a workload that brings a NodePool keeps its own"
-        );
     }
 }

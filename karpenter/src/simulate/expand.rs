@@ -1,4 +1,5 @@
-//! Workload manifests turned into what a simulation needs, without a cluster: pods (bare pods,
+//! Workload manifests (as the workload reader admitted them) turned into what a simulation
+//! needs, without a cluster: pods (bare pods,
 //! and the replicas of Deployments, ReplicaSets, StatefulSets and Jobs, with the API server's
 //! defaults applied), DaemonSets (per-node overhead), NodePools, EC2NodeClasses, Namespaces and
 //! the volume objects (PersistentVolumeClaims, PersistentVolumes, StorageClasses) that confine a

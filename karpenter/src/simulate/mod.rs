@@ -11,7 +11,6 @@ pub mod expand;
 pub mod synthetic;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,8 +24,8 @@ use serde::Serialize;
 
 use self::bound::{Candidate, lower_bound};
 use self::expand::Expanded;
-use crate::sandbox::{ReportFormat, with_defaults};
-use crate::workload::{self, ONLINE_BOUTIQUE};
+use crate::sandbox::ReportFormat;
+use crate::workload::{self, Generated, WorkloadArgs};
 use controller::cloudprovider::sim::network::SimNetwork;
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
@@ -49,19 +48,16 @@ pub enum InstanceTypes {
 /// Flags of `karpenter simulate`.
 #[derive(Args, Clone, Debug)]
 pub struct SimulateArgs {
-    /// A workload: multi-document Kubernetes YAML or an Alibaba openb_pod_list CSV. Repeatable.
-    /// Without one (and without --generate), the bundled Online Boutique is used.
-    #[arg(long = "workload", value_name = "FILE")]
-    pub workloads: Vec<PathBuf>,
-    /// Generate upstream's benchmark mix, e.g. `diverse:20000`.
+    /// The workload: `--workload FILE` (repeatable), `--scale`, `--max-pods`.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Generate upstream's benchmark mix, e.g. `diverse:20000` (instead of the bundled
+    /// workload; its pods count against --max-pods).
     #[arg(long, value_name = "diverse:N", value_parser = parse_generate)]
     pub generate: Option<usize>,
     /// Instance types to choose from.
     #[arg(long, value_enum, default_value = "aws")]
     pub instance_types: InstanceTypes,
-    /// Multiply the replicas of every Deployment, ReplicaSet and StatefulSet.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub scale: u32,
     /// Report format (the JSON document is the only thing on stdout).
     #[arg(long, value_enum, default_value = "text")]
     pub report: ReportFormat,
@@ -155,7 +151,8 @@ pub struct SimulateReport {
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
-    /// A workload file that cannot be read or parsed.
+    /// A workload that cannot be used: unreadable, malformed, over the pod cap, or an object
+    /// the API server refuses (the same errors as `karpenter sandbox`).
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
     /// A manifest cannot be used.
@@ -551,27 +548,21 @@ fn run_inner(args: &SimulateArgs) -> Result<SimulateReport, SimulateError> {
     simulate(&build(args)?)
 }
 
-/// The simulation for the command's arguments (`report` is not used): workloads expanded (the
-/// bundled Online Boutique when none is given and nothing is generated), scaled, defaulted
-/// with a NodePool and node class, plus the generated mix, as a snapshot with listings
+/// The simulation for the command's arguments (`report` is not used): the workload as the
+/// sandbox reads it ([`WorkloadArgs::read`]: the bundled Online Boutique when none is given
+/// and nothing is generated, scaled, within the pod cap, defaulted with a NodePool and node
+/// class, admitted), expanded, plus the generated mix, as a snapshot with listings
 /// ([`prepare`]).
 ///
-/// Errors: unreadable or invalid workloads, invalid NodePools or node classes.
+/// Errors: a workload the reader refuses (see [`workload::WorkloadError`]), invalid NodePools
+/// or node classes.
 pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
-    let mut manifests = Vec::new();
-    for path in &args.workloads {
-        manifests.extend(workload::load(path)?);
-    }
-    if args.workloads.is_empty() && args.generate.is_none() {
-        manifests.extend(workload::parse_yaml(
-            &PathBuf::from("<bundled online-boutique.yaml>"),
-            ONLINE_BOUTIQUE,
-        )?);
-    }
-    workload::scale(&mut manifests, args.scale);
-    let manifests = with_defaults(manifests, &args.cluster_name)
-        .map_err(|e| SimulateError::Manifest(e.to_string()))?;
-    let mut expanded = expand::expand(&manifests)?;
+    let generated = args.generate.map(|n| Generated {
+        flag: format!("--generate diverse:{n}"),
+        pods: n as u64,
+    });
+    let workload = args.workload.read(&args.cluster_name, generated.as_ref())?;
+    let mut expanded = expand::expand(&workload.manifests)?;
     if let Some(n) = args.generate {
         expanded.pods.extend(diverse::diverse_pods(n));
     }
@@ -581,14 +572,14 @@ pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::parse_yaml;
-    use std::path::Path;
 
     fn boutique(scale: u32) -> Expanded {
-        let mut ms = parse_yaml(Path::new("ob.yaml"), ONLINE_BOUTIQUE).expect("parses");
-        workload::scale(&mut ms, scale);
-        let ms = with_defaults(ms, "sandbox").expect("defaults");
-        expand::expand(&ms).expect("expands")
+        let args = WorkloadArgs {
+            scale,
+            ..WorkloadArgs::default()
+        };
+        let w = args.read("sandbox", None).expect("the bundled workload");
+        expand::expand(&w.manifests).expect("expands")
     }
 
     #[test]

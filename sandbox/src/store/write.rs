@@ -158,7 +158,7 @@ impl Inner {
             o.remove("status");
         }
         admission::on_create(rt, &mut obj)?;
-        check_schema(rt, &name, &mut obj, strict)?;
+        check_schema(rt, &name, &mut obj, strict, Rules::Create)?;
         if admission::is_crd(rt) {
             let registered = self
                 .registry
@@ -296,7 +296,13 @@ impl Inner {
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
-        check_schema(rt, name, &mut obj, strict)?;
+        let rules = match sub {
+            // kube-apiserver checks a status write against the status schema only; the
+            // custom resources served here keep their CEL rules on spec.
+            Subresource::Status => Rules::Skip,
+            Subresource::Main | Subresource::All => Rules::Update(&current),
+        };
+        check_schema(rt, name, &mut obj, strict, rules)?;
         let key = Inner::object_key(rt, namespace, name);
         let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
         let finalizers_empty = obj
@@ -513,10 +519,28 @@ fn current_without_rv<'a>(
     std::borrow::Cow::Owned(c)
 }
 
-/// Apply a custom resource's schema: defaults, pruning, validation (422 on failure; unknown
-/// fields are an error only under strict field validation).
-fn check_schema(rt: &ResourceType, name: &str, obj: &mut Value, strict: bool) -> ApiResult<()> {
-    let Some(schema) = rt.schema.as_deref() else {
+/// Which CEL rules of a custom resource a write is checked against.
+enum Rules<'a> {
+    /// A create: every rule, without `oldSelf`.
+    Create,
+    /// An update of the main resource: every rule, the stored object as `oldSelf` (and for
+    /// ratcheting).
+    Update(&'a Value),
+    /// A status write: none.
+    Skip,
+}
+
+/// Apply a custom resource's schema: defaults, pruning, validation, then its CEL rules once
+/// the structure is valid (422 on failure; unknown fields are an error only under strict
+/// field validation).
+fn check_schema(
+    rt: &ResourceType,
+    name: &str,
+    obj: &mut Value,
+    strict: bool,
+    rules: Rules<'_>,
+) -> ApiResult<()> {
+    let Some(schema) = rt.schema.as_ref() else {
         return Ok(());
     };
     let outcome = crate::schema::process(obj, schema);
@@ -532,6 +556,13 @@ fn check_schema(rt: &ResourceType, name: &str, obj: &mut Value, strict: bool) ->
                 .into_iter()
                 .map(|f| (f.clone(), format!("unknown field \"{f}\""))),
         );
+    }
+    if causes.is_empty() {
+        causes = match rules {
+            Rules::Create => crate::cel::violations(schema, obj, None),
+            Rules::Update(old) => crate::cel::violations(schema, obj, Some(old)),
+            Rules::Skip => Vec::new(),
+        };
     }
     if causes.is_empty() {
         return Ok(());
@@ -583,24 +614,18 @@ fn check_type_meta(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// Names must be DNS subdomains (RFC 1123): lowercase alphanumerics, `-` and `.`, at most 253.
+/// Names follow the kind's rule (see [`crate::validation::name_errors`]: DNS subdomains, DNS
+/// labels for Namespaces, DNS-1035 labels for Services); a 422 with one cause per broken rule.
 fn validate_name(rt: &ResourceType, name: &str) -> ApiResult<()> {
-    let ok = name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
+    let errors: Vec<crate::validation::FieldError> = crate::validation::name_errors(rt, name)
+        .into_iter()
+        .map(|m| crate::validation::FieldError::invalid("metadata.name", name, m))
+        .collect();
+    if errors.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(
-            &rt.kind,
-            name,
-            "metadata.name",
-            &format!(
-                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-            ),
+        Err(crate::validation::invalid(
+            &rt.group, &rt.kind, name, &errors,
         ))
     }
 }

@@ -18,6 +18,9 @@ const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1035_LABEL_MAX: usize = 63;
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
 const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
 fn anchored(fmt: &str) -> Regex {
@@ -61,6 +64,25 @@ pub fn dns_subdomain_errors(value: &str) -> Vec<String> {
     }
     if !subdomain_re().is_match(value) {
         errs.push(regex_error(SUBDOMAIN_MSG, SUBDOMAIN_FMT, &["example.com"]));
+    }
+    errs
+}
+
+/// Why a string is not a DNS-1035 label (`IsDNS1035Label`), e.g. a Service name: at most 63
+/// characters, lowercase alphanumerics and `-`, starting with a letter.
+pub fn dns1035_label_errors(value: &str) -> Vec<String> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| anchored(DNS1035_LABEL_FMT));
+    let mut errs = Vec::new();
+    if value.len() > DNS1035_LABEL_MAX {
+        errs.push(max_len_error(DNS1035_LABEL_MAX));
+    }
+    if !re.is_match(value) {
+        errs.push(regex_error(
+            DNS1035_LABEL_MSG,
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
+        ));
     }
     errs
 }

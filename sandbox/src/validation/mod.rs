@@ -1,9 +1,9 @@
 //! kube-apiserver's validation of the objects written to the sandbox: field errors worded as
 //! apimachinery words them (`spec.replicas: Invalid value: -5: must be greater than or equal to
 //! 0`) and refused together in one 422 `Invalid` Status whose `details.causes` name each field.
-//! Covered: object metadata (label and annotation syntax and sizes) of every kind; for pods and
-//! the pod templates of workloads, containers, resource quantities and requests against limits;
-//! for workloads, replica counts, selectors and template labels. Not covered: most other
+//! Covered: object metadata (names by kind, label and annotation syntax and sizes) of every
+//! kind; for pods and the pod templates of workloads, containers, resource quantities and
+//! requests against limits; for workloads, replica counts, selectors and template labels. Not covered: most other
 //! per-field rules of `pkg/apis/*/validation` (volumes, probes, services, RBAC, ...).
 
 mod meta;
@@ -193,6 +193,17 @@ pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Ap
         reason: Reason::Invalid,
         message: format!("{qualified} {name:?} is invalid{summary}"),
         details: Some(json!({"name": name, "group": group, "kind": kind, "causes": causes})),
+    }
+}
+
+/// Why `name` cannot name an object of type `rt` (the name rule of the kind's
+/// `ValidateObjectMeta`): a DNS label for Namespaces, a DNS-1035 label for Services, a DNS
+/// subdomain for every other kind. Empty when it can.
+pub fn name_errors(rt: &ResourceType, name: &str) -> Vec<String> {
+    match (rt.group.as_str(), rt.kind.as_str()) {
+        ("", "Namespace") => pod::dns_label_errors(name),
+        ("", "Service") => meta::dns1035_label_errors(name),
+        _ => meta::dns_subdomain_errors(name),
     }
 }
 

@@ -1,92 +1,13 @@
-//! Workloads for `karpenter sandbox`: multi-document Kubernetes YAML, or an Alibaba
-//! `openb_pod_list` CSV trace turned into one pod per task that did not fail; plus the bundled
-//! Online Boutique and the default NodePool. Every error names the file and document (or line).
+//! Workload files into objects: multi-document Kubernetes YAML, or an Alibaba `openb_pod_list`
+//! CSV trace turned into one bare pod per task that did not fail. Every error names the file
+//! and document (or line).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The bundled Online Boutique manifests (Apache-2.0, GoogleCloudPlatform/microservices-demo).
-pub const ONLINE_BOUTIQUE: &str = include_str!("../../examples/workloads/online-boutique.yaml");
-/// The NodePool and EC2NodeClass created when a workload brings none (upstream's
-/// getting-started NodePool: c, m and r types of generation 3 or later).
-pub const DEFAULT_NODEPOOL: &str = include_str!("../../examples/nodepools/default.yaml");
-/// The NodePool of NVIDIA GPU types added next to [`DEFAULT_NODEPOOL`] when a workload that
-/// brings no NodePool requests `nvidia.com/gpu`.
-pub const GPU_NODEPOOL: &str = include_str!("../../examples/nodepools/gpu.yaml");
-
-/// One object from a workload file, with where it came from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Manifest {
-    /// The object as JSON, as written (a trace row becomes a bare Pod).
-    pub object: Value,
-    /// File it came from (`<bundled>` for built-in workloads).
-    pub source: PathBuf,
-    /// 1-based document number (YAML) or line number (CSV).
-    pub index: usize,
-}
-
-impl Manifest {
-    /// The object's `kind`, e.g. `Deployment`; empty when missing.
-    pub fn kind(&self) -> &str {
-        self.object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    /// The object's `apiVersion`, e.g. `apps/v1`; empty when missing.
-    pub fn api_version(&self) -> &str {
-        self.object
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    /// `<file>: document <n>` (or `line <n>` for CSV), for error messages.
-    pub fn location(&self) -> String {
-        let what = if self.source.extension().is_some_and(|e| e == "csv") {
-            "line"
-        } else {
-            "document"
-        };
-        format!("{}: {what} {}", self.source.display(), self.index)
-    }
-}
-
-/// A workload file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    /// The file cannot be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file as given on the command line.
-        path: String,
-        /// Why it cannot be read (not found, permission denied, ...).
-        source: std::io::Error,
-    },
-    /// A YAML document does not parse or is not a Kubernetes object.
-    #[error("{path}: document {index}: {message}")]
-    Document {
-        /// The file as given on the command line.
-        path: String,
-        /// 1-based document number.
-        index: usize,
-        /// What is wrong, e.g. `invalid YAML: ...` or `kind is required`.
-        message: String,
-    },
-    /// A CSV row is malformed.
-    #[error("{path}: line {line}: {message}")]
-    Csv {
-        /// The file as given on the command line.
-        path: String,
-        /// 1-based line number (the header is line 1).
-        line: usize,
-        /// What is wrong: the CSV reader's error, or `requests must not be negative`.
-        message: String,
-    },
-}
+use super::manifest::{Manifest, WorkloadError};
 
 /// Split a YAML stream into documents on `---` separator lines.
 fn documents(text: &str) -> Vec<String> {
@@ -113,6 +34,7 @@ fn is_blank(doc: &str) -> bool {
 }
 
 /// Parse multi-document YAML into Kubernetes objects; `kind: List` documents are expanded.
+/// Blank and comment-only documents are skipped, so the result may be empty.
 ///
 /// Errors: a document that is not valid YAML, not a mapping, or lacks `apiVersion`, `kind` or
 /// a name.
@@ -153,20 +75,15 @@ pub fn parse_yaml(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadEr
                     return Err(err(format!("{field} is required")));
                 }
             }
-            let named = ["name", "generateName"].iter().any(|f| {
-                object
-                    .pointer(&format!("/metadata/{f}"))
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| !n.is_empty())
-            });
-            if !named {
-                return Err(err("metadata.name is required".into()));
-            }
-            out.push(Manifest {
+            let m = Manifest {
                 object,
                 source: source.to_path_buf(),
                 index,
-            });
+            };
+            if m.name().is_empty() {
+                return Err(err("metadata.name is required".into()));
+            }
+            out.push(m);
         }
     }
     Ok(out)
@@ -200,10 +117,24 @@ pub fn is_trace(path: &Path, text: &str) -> bool {
 /// Errors: a row that does not parse (a required column `name`, `cpu_milli`, `memory_mib`
 /// missing or not a number), or negative requests.
 pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadError> {
+    parse_trace_within(source, text, u64::MAX)
+}
+
+/// [`parse_trace`], stopping once more than `limit` pods are read (the caller's pod cap then
+/// refuses the last one read, naming its line), so a huge trace is refused without building
+/// a pod per row.
+pub(super) fn parse_trace_within(
+    source: &Path,
+    text: &str,
+    limit: u64,
+) -> Result<Vec<Manifest>, WorkloadError> {
     let path = source.display().to_string();
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let mut out = Vec::new();
     for (i, row) in reader.deserialize::<TraceRow>().enumerate() {
+        if out.len() as u64 > limit {
+            break;
+        }
         let line = i + 2;
         let row = row.map_err(|e| WorkloadError::Csv {
             path: path.clone(),
@@ -247,54 +178,35 @@ pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadE
 
 /// Read a workload file (YAML or trace CSV).
 ///
-/// Errors: see [`WorkloadError`].
+/// Errors: see [`WorkloadError`]; a file with nothing to run is [`WorkloadError::Empty`].
 pub fn load(path: &Path) -> Result<Vec<Manifest>, WorkloadError> {
+    load_within(path, u64::MAX)
+}
+
+/// [`load`], reading at most `limit` + 1 pods of a trace (see [`parse_trace_within`]).
+pub(super) fn load_within(path: &Path, limit: u64) -> Result<Vec<Manifest>, WorkloadError> {
     let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
         path: path.display().to_string(),
         source,
     })?;
-    if is_trace(path, &text) {
-        parse_trace(path, &text)
+    let trace = is_trace(path, &text);
+    let manifests = if trace {
+        parse_trace_within(path, &text, limit)?
     } else {
-        parse_yaml(path, &text)
+        parse_yaml(path, &text)?
+    };
+    if manifests.is_empty() {
+        return Err(WorkloadError::Empty {
+            path: path.display().to_string(),
+            trace,
+        });
     }
-}
-
-/// Multiply the replicas of Deployments, ReplicaSets and StatefulSets by `factor`.
-pub fn scale(manifests: &mut [Manifest], factor: u32) {
-    for m in manifests.iter_mut() {
-        if matches!(m.kind(), "Deployment" | "ReplicaSet" | "StatefulSet") {
-            let replicas = m
-                .object
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            m.object["spec"]["replicas"] = json!(replicas * i64::from(factor));
-        }
-    }
+    Ok(manifests)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bundled_workloads_parse() {
-        let ob =
-            parse_yaml(Path::new("<bundled>"), ONLINE_BOUTIQUE).expect("online boutique parses");
-        assert_eq!(ob.iter().filter(|m| m.kind() == "Deployment").count(), 12);
-        let np =
-            parse_yaml(Path::new("<bundled>"), DEFAULT_NODEPOOL).expect("default nodepool parses");
-        assert_eq!(
-            np.iter().map(Manifest::kind).collect::<Vec<_>>(),
-            vec!["NodePool", "EC2NodeClass"]
-        );
-        let gpu = parse_yaml(Path::new("<bundled>"), GPU_NODEPOOL).expect("gpu nodepool parses");
-        assert_eq!(
-            gpu.iter().map(Manifest::kind).collect::<Vec<_>>(),
-            vec!["NodePool"]
-        );
-    }
 
     #[test]
     fn malformed_documents_are_located() {
@@ -360,14 +272,37 @@ mod tests {
     }
 
     #[test]
-    fn scale_multiplies_replicas() {
-        let mut ms = parse_yaml(Path::new("<bundled>"), ONLINE_BOUTIQUE).expect("parses");
-        scale(&mut ms, 10);
-        let total: i64 = ms
-            .iter()
-            .filter(|m| m.kind() == "Deployment")
-            .filter_map(|m| m.object.pointer("/spec/replicas").and_then(Value::as_i64))
-            .sum();
-        assert_eq!(total, 120);
+    fn a_limited_trace_stops_one_pod_past_the_limit_skipping_failed_tasks() {
+        let text = "name,cpu_milli,memory_mib,num_gpu,pod_phase\n\
+            a,1,1,0,Running\nb,1,1,0,Failed\nc,1,1,0,Running\nd,1,1,0,Running\ne,1,1,0,Running\n";
+        let pods = parse_trace_within(Path::new("t.csv"), text, 2).expect("parses");
+        let names: Vec<&str> = pods.iter().map(Manifest::name).collect();
+        assert_eq!(names, ["a", "c", "d"]);
+        assert_eq!(pods[2].location(), "t.csv: line 5");
+    }
+
+    #[test]
+    fn a_file_with_nothing_to_run_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let yaml = dir.path().join("empty.yaml");
+        std::fs::write(&yaml, "# only a comment\n---\n").expect("write");
+        let err = load(&yaml).expect_err("empty");
+        assert!(
+            err.to_string()
+                .ends_with("empty.yaml: no Kubernetes objects in the file (it is empty or holds only comments): nothing to run"),
+            "{err}"
+        );
+        let csv = dir.path().join("failed.csv");
+        std::fs::write(
+            &csv,
+            "name,cpu_milli,memory_mib,num_gpu,pod_phase\nx,1,1,0,Failed\n",
+        )
+        .expect("write");
+        let err = load(&csv).expect_err("every task failed");
+        assert!(
+            err.to_string()
+                .contains("failed.csv: no tasks in the trace"),
+            "{err}"
+        );
     }
 }
