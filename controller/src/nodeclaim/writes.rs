@@ -427,17 +427,7 @@ mod tests {
     /// fresh read (already deleting) does nothing, so a disruption is counted once.
     #[tokio::test]
     async fn a_nodeclaim_is_deleted_once_per_read() {
-        let server = sandbox::runtime::Sandbox::start(0).await.expect("sandbox");
-        let store = server.store();
-        let crd_type = store
-            .resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-            .expect("CRDs are served");
-        for crd in crds::generate::crds() {
-            let crd = serde_json::to_value(&crd).expect("CRD as JSON");
-            store.create(&crd_type, "", crd).expect("install the CRD");
-        }
-        let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
-        let client = kube::Client::try_from(config).expect("client");
+        let (_server, client) = served().await;
         let api: Api<NodeClaim> = Api::all(client.clone());
         let claim = nodeclaim("default-x")
             .finalizer(TERMINATION_FINALIZER)

@@ -434,7 +434,7 @@ impl Inner {
             return Arc::new(Value::Null);
         };
         self.rv += 1;
-        let mut last = (*decode(&previous)).clone();
+        let mut last = Arc::unwrap_or_clone(decode(&previous));
         last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         if admission::is_crd(rt)
             && let Some(crd) = last["metadata"]["name"].as_str()
@@ -461,7 +461,7 @@ impl Inner {
             };
             for (k, json) in table {
                 self.rv += 1;
-                let mut last = (*decode(&json)).clone();
+                let mut last = Arc::unwrap_or_clone(decode(&json));
                 last["metadata"]["resourceVersion"] = json!(self.rv.to_string());
                 self.record(key.clone(), k, EventType::Deleted, encode(&last), None, tx);
             }
