@@ -137,10 +137,11 @@ impl Sandbox {
     }
 
     /// A kubeconfig (YAML) whose current context points at this sandbox (its URL and CA),
-    /// namespace `default`, as a user holding the sandbox's token (`users[0].user.token`).
+    /// namespace `default`, as a user holding the sandbox's token (`users[0].user.token`,
+    /// quoted: hex digits alone could read as a YAML number).
     pub fn kubeconfig(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: {CONTEXT_NAME}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {CONTEXT_NAME}\n  context:\n    cluster: {CONTEXT_NAME}\n    user: {CONTEXT_NAME}\n    namespace: default\ncurrent-context: {CONTEXT_NAME}\nusers:\n- name: {CONTEXT_NAME}\n  user:\n    token: {token}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {CONTEXT_NAME}\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\ncontexts:\n- name: {CONTEXT_NAME}\n  context:\n    cluster: {CONTEXT_NAME}\n    user: {CONTEXT_NAME}\n    namespace: default\ncurrent-context: {CONTEXT_NAME}\nusers:\n- name: {CONTEXT_NAME}\n  user:\n    token: \"{token}\"\n",
             url = self.url(),
             ca = self.certificate_authority_data(),
             token = self.token(),

@@ -178,7 +178,7 @@ async fn the_kubeconfig_carries_the_token_in_a_file_only_its_owner_can_read() {
     assert!(
         std::fs::read_to_string(&link)
             .expect("read")
-            .contains(&format!("token: {}", sb.token()))
+            .contains(&format!("token: \"{}\"", sb.token()))
     );
 
     // Nothing staged is left behind.

@@ -513,11 +513,7 @@ where
     ) {
         sb.adopt(task);
     }
-    let uri = sb
-        .url()
-        .parse()
-        .map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
-    let client = controller::runtime::client(kube::Config::new(uri))
+    let client = controller::runtime::client(sb.client_config())
         .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
     let (ctx, tasks) = controller::controllers::start(
         client.clone(),
