@@ -173,17 +173,15 @@ impl Sandbox {
             name.to_string_lossy(),
             rand::random::<u64>()
         ));
-        let written = write_private(&staged, self.kubeconfig().as_bytes())
-            .and_then(|()| std::fs::rename(&staged, path));
-        if written.is_err() {
+        write_private(&staged, self.kubeconfig().as_bytes())?;
+        std::fs::rename(&staged, path).inspect_err(|_| {
             let _ = std::fs::remove_file(&staged);
-        }
-        written
+        })
     }
 }
 
 /// Create `path`, which must not exist, readable and writable by its owner only (on Unix), and
-/// write `contents` to it.
+/// write `contents` to it; a file this created but could not fill is removed.
 ///
 /// Errors: `path` exists or cannot be created or written.
 fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -191,7 +189,9 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents)
+    options.open(path)?.write_all(contents).inspect_err(|_| {
+        let _ = std::fs::remove_file(path);
+    })
 }
 
 impl Drop for Sandbox {
