@@ -13,6 +13,8 @@ mod interruption_moto;
 #[cfg(feature = "aws")]
 mod moto_cloud;
 mod run_cli;
+#[cfg(unix)]
+mod sandbox_auth;
 mod sandbox_cli;
 mod sandbox_interrupt;
 mod sandbox_publish_ami;

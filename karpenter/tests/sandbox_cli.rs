@@ -151,11 +151,14 @@ fn a_malformed_workload_names_the_file_and_document() {
         "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\n",
     )
     .expect("write");
+    let kubeconfig = dir.path().join("kubeconfig");
     let out = karpenter(&[
         "sandbox",
         "--workload",
         unknown.to_str().expect("utf-8 path"),
         "--until-settled",
+        "--kubeconfig-out",
+        kubeconfig.to_str().expect("utf-8 path"),
     ]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -163,6 +166,8 @@ fn a_malformed_workload_names_the_file_and_document() {
         stderr.contains("unknown.yaml: document 1: no resource type example.com/v1 Gadget"),
         "{stderr}"
     );
+    // A sandbox that never started leaves no kubeconfig (nor its token) behind.
+    assert!(!kubeconfig.exists(), "a refused start wrote a kubeconfig");
 
     let missing = karpenter(&["sandbox", "--workload", "/nonexistent/w.yaml"]);
     assert_eq!(missing.status.code(), Some(2));

@@ -58,10 +58,13 @@ impl Moto {
 /// A kubeconfig for the sandbox whose cluster and context are named by an EKS ARN.
 fn eks_kubeconfig(cluster: &Cluster) -> std::path::PathBuf {
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {ARN}\n  cluster: {{server: '{}'}}\n\
-         users:\n- name: me\n  user: {{}}\ncontexts:\n- name: {ARN}\n  context: {{cluster: {ARN}, user: me}}\n\
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {ARN}\n  cluster: {{server: '{}', \
+         certificate-authority-data: {}}}\n\
+         users:\n- name: me\n  user: {{token: '{}'}}\ncontexts:\n- name: {ARN}\n  context: {{cluster: {ARN}, user: me}}\n\
          current-context: {ARN}\n",
-        cluster.sandbox.url()
+        cluster.sandbox.url(),
+        cluster.sandbox.certificate_authority_data(),
+        cluster.sandbox.token(),
     );
     let path = cluster.dir.path().join("eks");
     std::fs::write(&path, text).expect("write kubeconfig");

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 pub enum Reason {
     /// 400: a body the server cannot use (e.g. a server-side apply patch that does not apply)
     BadRequest,
+    /// 401: the request carries no valid credentials
+    Unauthorized,
     /// 404: the object, namespace or path does not exist
     NotFound,
     /// 409 on create: an object of that name exists
@@ -33,6 +35,7 @@ impl Reason {
     pub fn code(self) -> u16 {
         match self {
             Reason::BadRequest => 400,
+            Reason::Unauthorized => 401,
             Reason::NotFound => 404,
             Reason::AlreadyExists | Reason::Conflict => 409,
             Reason::Invalid => 422,
@@ -47,6 +50,7 @@ impl Reason {
     fn as_str(self) -> &'static str {
         match self {
             Reason::BadRequest => "BadRequest",
+            Reason::Unauthorized => "Unauthorized",
             Reason::NotFound => "NotFound",
             Reason::AlreadyExists => "AlreadyExists",
             Reason::Conflict => "Conflict",

@@ -12,8 +12,7 @@ use sandbox::Sandbox;
 use serde_json::json;
 
 async fn client(sb: &Sandbox) -> kube::Client {
-    let uri = sb.url().parse().expect("url");
-    kube::Client::try_from(kube::Config::new(uri)).expect("client")
+    kube::Client::try_from(sb.client_config()).expect("client")
 }
 
 /// A pause Pod of `app` in namespace `default`.

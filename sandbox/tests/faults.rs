@@ -14,8 +14,7 @@ use serde_json::json;
 
 /// A client without kube-rs's automatic retries, so each fault reaches the caller.
 async fn client(sb: &Sandbox) -> kube::Client {
-    let uri = sb.url().parse().expect("url");
-    let mut config = kube::Config::new(uri);
+    let mut config = sb.client_config();
     config.default_retry = false;
     kube::Client::try_from(config).expect("client")
 }

@@ -87,48 +87,23 @@ impl Cluster {
             .success()
     }
 
-    /// POST `body` to `path` over plain HTTP: the status code and the JSON answer.
+    /// POST `body` to `path` with the sandbox's credentials: the status code and the JSON
+    /// answer, whatever the status.
     async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let addr = self.sandbox.addr();
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let body = body.to_string();
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await.expect("send");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.expect("read");
-        let (head, body) = response.split_once("\r\n\r\n").expect("a response");
-        let code = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("a status code");
-        let body = if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            dechunk(body)
-        } else {
-            body.to_string()
-        };
-        (code, serde_json::from_str(&body).expect("a JSON Status"))
+        let client = kube::Client::try_from(self.sandbox.client_config()).expect("client");
+        let request = http::Request::post(path)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(body.to_string().into_bytes()))
+            .expect("a request");
+        let response = client.send(request).await.expect("a response");
+        let code = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect_bytes()
+            .await
+            .expect("the body");
+        (code, serde_json::from_slice(&body).expect("a JSON Status"))
     }
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 fn pod(name: &str, resources: &str) -> String {

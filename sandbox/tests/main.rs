@@ -5,6 +5,7 @@
 //! with its module path, e.g. `cargo test -p sandbox --test integration api::`.
 
 mod api;
+mod authn;
 mod faults;
 mod kubectl_pagination;
 mod kubectl_validation;

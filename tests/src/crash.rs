@@ -161,11 +161,11 @@ where
     }
 }
 
-/// A kube client for the API server at `url` that crashes at `crash`'s step.
+/// A kube client for the API server `config` reaches (e.g. `Sandbox::client_config`, with the
+/// sandbox's CA and token) that crashes at `crash`'s step; kube's retries are off.
 ///
-/// Panics: `url` is not a valid URL (a test bug).
-pub fn client(url: &str, crash: &Arc<Crash>) -> kube::Client {
-    let mut config = kube::Config::new(url.parse().expect("API server URL"));
+/// Panics: the client stack cannot be built from `config` (a test bug).
+pub fn client(mut config: kube::Config, crash: &Arc<Crash>) -> kube::Client {
     config.default_retry = false;
     kube::client::ClientBuilder::try_from(config)
         .expect("client stack")

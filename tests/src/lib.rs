@@ -317,8 +317,7 @@ impl TestCluster {
     ///
     /// Panics: the client cannot be built (a test bug).
     pub fn client_as(&self, user_agent: &str) -> kube::Client {
-        let url = self.cluster.sandbox.url();
-        let mut config = kube::Config::new(url.parse().expect("sandbox URL"));
+        let mut config = self.cluster.sandbox.client_config();
         config.headers.push((
             http::header::USER_AGENT,
             http::HeaderValue::from_str(user_agent).expect("a valid User-Agent"),

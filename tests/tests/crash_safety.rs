@@ -128,7 +128,7 @@ async fn wait_fired(crash: &Crash, what: &str) {
 fn start_crashing(tc: &mut TestCluster, step: Step) -> Arc<Crash> {
     let crash = Crash::at(step);
     let cloud = CrashingCloud::new(Arc::clone(&tc.cluster.cloud), &crash);
-    let client = client(&tc.cluster.sandbox.url(), &crash);
+    let client = client(tc.cluster.sandbox.client_config(), &crash);
     tc.cluster.start_controller_with(cloud, client);
     crash
 }

@@ -234,7 +234,7 @@ async fn apply_k(c: &TestCluster) -> String {
 /// through the Lease in the `karpenter` namespace, controllers once it leads) and wait until it
 /// leads.
 async fn run_operator(c: &TestCluster) -> Operator {
-    let config = kube::Config::new(c.cluster.sandbox.url().parse().expect("sandbox URL"));
+    let config = c.cluster.sandbox.client_config();
     let lease_client = controller::runtime::client(config.clone()).expect("client");
     let client = controller::runtime::rate_limited_client(config, 200, 300).expect("client");
     client.apiserver_version().await.expect("GET /version");

@@ -322,7 +322,7 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_expires() {
         path: vec!["/leases/".into()],
         nth: 2,
     });
-    let client = tests::crash::client(&tc.cluster.sandbox.url(), &crash);
+    let client = tests::crash::client(tc.cluster.sandbox.client_config(), &crash);
     let mut a = controller::operator::start_operator(
         client.clone(),
         Arc::clone(&tc.cluster.cloud),

@@ -49,7 +49,7 @@ async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
     let claim: NodeClaim = serde_json::from_value((*claim).clone()).expect("a NodeClaim");
     let node: Node = serde_json::from_value((*node).clone()).expect("a Node");
 
-    let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
+    let config = server.client_config();
     let client = Client::try_from(config).expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (state, tasks) = ClusterState::start(&client);

@@ -130,7 +130,7 @@ async fn start(termination_time: Option<&str>) -> Harness {
     store
         .create(&nodes, "", node.clone())
         .expect("create the node");
-    let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
+    let config = server.client_config();
     let client = Client::try_from(config).expect("client");
     let attachment: VolumeAttachment = serde_json::from_value(json!({
         "metadata": {"name": "va-1"},

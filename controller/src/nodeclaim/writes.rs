@@ -356,7 +356,7 @@ mod tests {
             let crd = serde_json::to_value(&crd).expect("CRD as JSON");
             store.create(&crd_type, "", crd).expect("install the CRD");
         }
-        let config = kube::Config::new(server.url().parse().expect("sandbox URL"));
+        let config = server.client_config();
         let client = kube::Client::try_from(config).expect("client");
         (server, client)
     }

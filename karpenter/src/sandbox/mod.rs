@@ -373,8 +373,6 @@ where
     let kubeconfig = cfg.kubeconfig.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("karpenter-sandbox-{}.kubeconfig", sb.addr().port()))
     });
-    sb.write_kubeconfig(&kubeconfig)
-        .map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
     let built = make_cloud(sb.url(), Arc::clone(&clock))
         .await
         .map_err(SandboxError::Startup)?;
@@ -401,12 +399,13 @@ where
     ) {
         sb.adopt(task);
     }
-    let uri = sb
-        .url()
-        .parse()
-        .map_err(|e| SandboxError::Startup(format!("sandbox URL: {e}")))?;
-    let client = controller::runtime::client(kube::Config::new(uri))
+    let client = controller::runtime::client(sb.client_config())
         .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
+    // Written last, once nothing can fail any more: a kubeconfig in the temp directory is removed
+    // with the LocalCluster, and a start that fails earlier must not leave one (with its token)
+    // behind. Clients that wait for the file find a cluster with its workload applied.
+    sb.write_kubeconfig(&kubeconfig)
+        .map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
     let (ctx, tasks) = controller::controllers::start(
         client.clone(),
         Arc::clone(&built.provider),

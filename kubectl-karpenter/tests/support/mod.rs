@@ -238,11 +238,13 @@ pub fn two_contexts(cluster: &Cluster, current: &str) -> PathBuf {
         .expect("free port")
         .port();
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: live\n  cluster: {{server: '{live}'}}\n\
-         - name: dead\n  cluster: {{server: 'http://127.0.0.1:{dead_port}'}}\nusers:\n- name: me\n  user: {{}}\n\
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: live\n  cluster: {{server: '{live}', certificate-authority-data: {ca}}}\n\
+         - name: dead\n  cluster: {{server: 'http://127.0.0.1:{dead_port}'}}\nusers:\n- name: me\n  user: {{token: '{token}'}}\n\
          contexts:\n- name: live\n  context: {{cluster: live, user: me}}\n- name: dead\n  context: {{cluster: dead, user: me}}\n\
          current-context: {current}\n",
         live = cluster.sandbox.url(),
+        ca = cluster.sandbox.certificate_authority_data(),
+        token = cluster.sandbox.token(),
     );
     let path = cluster.dir.path().join(format!("two-{current}"));
     std::fs::write(&path, text).expect("write kubeconfig");

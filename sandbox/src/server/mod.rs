@@ -1,12 +1,16 @@
 //! The HTTP face of the sandbox: kube-apiserver's REST paths on 127.0.0.1, answered from the
-//! in-memory store (discovery, OpenAPI v3, CRUD, watch, Tables, subresources).
+//! in-memory store (discovery, OpenAPI v3, CRUD, watch, Tables, subresources), over TLS, to
+//! clients that present the sandbox's bearer token.
 
+mod authn;
 mod discovery;
 mod resources;
 pub(crate) mod schemas;
 mod subresources;
+pub mod tls;
 mod watch;
 
+pub use authn::BearerToken;
 pub use discovery::KUBERNETES_VERSION;
 
 use std::collections::HashMap;
@@ -27,6 +31,7 @@ use crate::error::{ApiError, ApiResult, Reason};
 use crate::faults::{Fault, Faults, RequestInfo};
 use crate::registry::ResourceType;
 use crate::store::Store;
+use authn::Identity;
 
 /// A parsed API request.
 pub(crate) struct Request {
@@ -93,34 +98,46 @@ struct ServerState {
     store: Arc<Store>,
     audit: Arc<AuditLog>,
     faults: Arc<Faults>,
+    token: BearerToken,
 }
 
-/// Bind to `addr` (use port 0 for any free port) and serve until the task is dropped; writes are
-/// recorded in `audit`. Returns the bound address and the serving task.
+/// Bind to `addr` (use port 0 for any free port) and serve https with `cert` until the task is
+/// dropped, to requests carrying `token` (see [`BearerToken`]; anonymous ones reach only
+/// `/healthz`, `/livez`, `/readyz` and `/version`); writes are recorded in `audit`. Returns the
+/// bound address and the serving task.
+///
+/// Errors: `addr` cannot be bound, or rustls refuses `cert`.
 pub async fn serve(
     store: Arc<Store>,
     audit: Arc<AuditLog>,
+    token: BearerToken,
+    cert: &tls::ServingCert,
     addr: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    serve_with_faults(store, audit, Arc::new(Faults::default()), addr).await
+    serve_with_faults(store, audit, Arc::new(Faults::default()), token, cert, addr).await
 }
 
 /// [`serve`] with a fault injector the caller keeps, to turn API faults on and off while the
 /// server runs (see [`crate::faults`]).
 ///
-/// Errors: `addr` cannot be bound.
+/// Errors: as [`serve`].
 pub async fn serve_with_faults(
     store: Arc<Store>,
     audit: Arc<AuditLog>,
     faults: Arc<Faults>,
+    token: BearerToken,
+    cert: &tls::ServingCert,
     addr: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
+    let acceptor = cert.acceptor().map_err(std::io::Error::other)?;
+    let tcp = TcpListener::bind(addr).await?;
+    let local = tcp.local_addr()?;
+    let listener = tls::TlsListener::new(tcp, acceptor);
     let app = Router::new().fallback(dispatch).with_state(ServerState {
         store,
         audit,
         faults,
+        token,
     });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
@@ -135,12 +152,25 @@ async fn dispatch(
         store,
         audit,
         faults,
+        token,
     }): State<ServerState>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let path = uri.path().trim_end_matches('/');
+    let identity = Identity::of(
+        headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
+        &token,
+    );
+    if !identity.may_access(path) {
+        if identity == Identity::InvalidToken {
+            // kube-apiserver logs these too ("Unable to authenticate the request").
+            tracing::warn!(%method, path, "refused a request with an invalid bearer token");
+        }
+        return error_response(&ApiError::new(Reason::Unauthorized, "Unauthorized"));
+    }
     let header = |name: header::HeaderName| {
         headers
             .get(name)
@@ -159,7 +189,6 @@ async fn dispatch(
         body,
         drop_watch_after: None,
     };
-    let path = uri.path().trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     tracing::trace!(method = %req.method, path, "request");
     let fault = faults.decide(&RequestInfo {
