@@ -128,9 +128,27 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     path
 }
 
+/// Send the controller's and sandbox's logs to the test's captured output, so a failing test
+/// prints what the controller did (libtest shows a test's output only when it fails; the
+/// runtime's threads inherit the capture of the test thread that made them). `RUST_LOG`
+/// overrides the default filter: `warn`, and `info` for the controller.
+pub fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,controller=info"));
+        // Another subscriber (a test that set its own) wins; the logs then go there.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    });
+}
+
 impl TestCluster {
     /// Start a cluster applying `yaml` (plus the default NodePool unless disabled).
     pub async fn start(yaml: &str, opts: Options) -> TestCluster {
+        capture_logs();
         let dir = tempfile::tempdir().expect("temp dir");
         let mut manifests = parse_yaml(Path::new("test.yaml"), yaml).expect("test workload parses");
         if opts.defaults {

@@ -208,9 +208,10 @@ async fn scaling_down_deletes_empty_nodes_and_replaces_underutilized_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidation() {
     let _one_at_a_time = SERIAL.lock().await;
-    // Four 1-cpu pods that opt out of disruption, then three of them go: the node left holding
-    // the fourth is oversized (a cheaper one would do), and only do-not-disrupt keeps it.
-    let pinned = deployment("pinned", 4, "1", "1Gi").replace(
+    // Three 1-cpu pods that opt out of disruption (one 4-vCPU node; four would be planned as
+    // 3 + 1), then two of them go: the node left holding the third is oversized (a cheaper one
+    // would do), and only do-not-disrupt keeps it.
+    let pinned = deployment("pinned", 3, "1", "1Gi").replace(
         "    metadata:\n      labels: {app: pinned}\n",
         "    metadata:\n      labels: {app: pinned}\n      annotations: {karpenter.sh/do-not-disrupt: \"true\"}\n",
     );
@@ -221,7 +222,7 @@ async fn a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidatio
     .await;
     settled(&c, "the pinned pods provisioned").await;
     scale(&c, "pinned", 1).await;
-    c.eventually("three pinned pods gone", SETTLE, |c| {
+    c.eventually("two pinned pods gone", SETTLE, |c| {
         c.objects("", "pods")
             .iter()
             .filter(|p| p["metadata"]["labels"]["app"] == "pinned")
@@ -493,12 +494,26 @@ async fn several_underutilized_nodes_go_in_one_command_within_every_pdb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_do_not_disrupt_duration_pins_its_node_until_it_runs_out() {
     let _one_at_a_time = SERIAL.lock().await;
+    // Three pods of 1 CPU fill one 4-vCPU node; four would be planned as 3 + 1 (cheaper than
+    // one 8-vCPU node), and the one left after the scale-down could be the lone pod on its
+    // cheapest node, with nothing to consolidate.
     let c = cluster(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
-        &deployment("web", 4, "1", "1Gi"),
+        &deployment("web", 3, "1", "1Gi"),
     )
     .await;
-    settled(&c, "4 pods provisioned").await;
+    settled(&c, "3 pods provisioned").await;
+    let hosts: BTreeSet<String> = c
+        .objects("", "pods")
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "web")
+        .filter_map(|p| p["spec"]["nodeName"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        hosts.len(),
+        1,
+        "the three web pods share one node: {hosts:?}"
+    );
     // Bound is not started: the kubelet reports the start a moment later.
     c.eventually("the web pods started", SETTLE, |c| {
         c.objects("", "pods")
@@ -529,7 +544,7 @@ async fn a_do_not_disrupt_duration_pins_its_node_until_it_runs_out() {
     ])
     .await;
     scale(&c, "web", 1).await;
-    c.eventually("three web pods gone", SETTLE, |c| {
+    c.eventually("two web pods gone", SETTLE, |c| {
         c.objects("", "pods")
             .iter()
             .filter(|p| p["metadata"]["labels"]["app"] == "web")
@@ -593,12 +608,14 @@ async fn a_do_not_disrupt_duration_pins_its_node_until_it_runs_out() {
 async fn a_pdb_that_allows_nothing_blocks_with_an_event_naming_it() {
     let _one_at_a_time = SERIAL.lock().await;
     // Scaled to one pod, the PDB's minimum of one allows no eviction: the oversized node stays.
+    // Three pods of 1 CPU share one 4-vCPU node (four would be planned as 3 + 1, and the pod
+    // left could be the lone one on its cheapest node, which nothing would replace).
     let c = cluster(
         "{consolidateAfter: 0s, budgets: [{nodes: \"100%\"}]}",
-        &guarded("web", 4, "1", 1),
+        &guarded("web", 3, "1", 1),
     )
     .await;
-    settled(&c, "4 pods provisioned").await;
+    settled(&c, "3 pods provisioned").await;
     scale(&c, "web", 1).await;
     c.eventually("DisruptionBlocked names the PDB", SETTLE, |c| {
         c.events_with_reason("DisruptionBlocked")
