@@ -9,7 +9,10 @@
 mod aws_moto;
 mod common;
 #[cfg(feature = "aws")]
+mod failover_moto;
+#[cfg(feature = "aws")]
 mod interruption_moto;
+mod leader_election;
 #[cfg(feature = "aws")]
 mod moto_cloud;
 mod run_cli;

@@ -55,6 +55,13 @@ impl LeaseConfig {
     }
 }
 
+/// The Lease replicas elect a leader through, unless `LEADER_ELECTION_NAME` says otherwise
+/// (upstream's chart: `karpenter-leader-election`).
+pub const DEFAULT_LEASE_NAME: &str = "karpenter-leader-election";
+
+/// The Lease's namespace outside a pod, unless `LEADER_ELECTION_NAMESPACE` says otherwise.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
+
 /// This process's identity in the Lease: the host (pod) name and a random suffix, so a
 /// restarted pod with the same name is a new holder (controller-runtime: `hostname_uuid`).
 pub fn default_identity() -> String {

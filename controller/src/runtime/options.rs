@@ -347,7 +347,7 @@ pub struct RunOptions {
     #[arg(
         long,
         env = "LEADER_ELECTION_NAME",
-        default_value = "karpenter-leader-election"
+        default_value = super::leader::DEFAULT_LEASE_NAME
     )]
     pub leader_election_name: String,
     /// Namespace of the Lease (default: the pod's own namespace, else `kube-system`).
@@ -481,7 +481,7 @@ impl RunOptions {
             .leader_election_namespace
             .clone()
             .or(pod_namespace)
-            .unwrap_or_else(|| "kube-system".into());
+            .unwrap_or_else(|| super::leader::DEFAULT_LEASE_NAMESPACE.into());
         if !valid_name(&namespace, 63, false) {
             return Err(SettingsError::Name {
                 flag: "--leader-election-namespace/LEADER_ELECTION_NAMESPACE",

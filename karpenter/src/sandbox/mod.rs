@@ -40,6 +40,7 @@ use crate::workload::{self, Manifest, WorkloadArgs};
 use controller::cloudprovider::CloudProvider;
 use controller::cloudprovider::build::{self as cloud, CloudOptions};
 use controller::cloudprovider::sim::SimCloud;
+use controller::runtime::leader::{self, LeaseConfig};
 use controller::runtime::options::{ControllerOptions, parse_duration};
 use controller::runtime::{Context, Settings};
 use karpenter_core::clock::{Clock, SystemClock};
@@ -101,6 +102,14 @@ pub struct SandboxArgs {
     /// `--cloud-provider sim|aws` and its endpoints (default: the simulated cloud).
     #[command(flatten)]
     pub cloud: CloudOptions,
+    /// Run no controller: only the API server, the actors (kube-scheduler, kubelets, workload
+    /// controllers) and the cloud. Run `karpenter run` against the kubeconfig as a process of
+    /// its own (or several, which elect a leader), so a crash or failover test can kill the
+    /// controller without killing the cluster. Without it the sandbox's own controller takes
+    /// part in the same leader election (Lease `kube-system/karpenter-leader-election`), so a
+    /// `karpenter run` pointed at the sandbox stands by instead of fighting it.
+    #[arg(long)]
+    pub no_controller: bool,
     /// Inject API faults into clients' requests (comma-separated `key=value`: `all=<‰>` or a
     /// kind `conflict|too-many-requests|internal-error|slow|drop-watch|expired|lost-response=<‰>`,
     /// `seed=`, `budget=`, `slow-max-ms=`, `drop-watch-max-ms=`, `except-agent=<prefix>`,
@@ -227,6 +236,10 @@ pub async fn run(args: SandboxArgs) -> ExitCode {
     }
 }
 
+/// How long the sandbox's elected controller waits before it starts again as a standby after
+/// it stopped leading.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
 /// Everything a local cluster needs besides its workload.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -241,8 +254,10 @@ pub struct ClusterConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Which cloud the controller launches into.
     pub cloud: CloudOptions,
-    /// Start the controller with the cluster (tests that stage a world by hand turn it off and
-    /// start it later with [`LocalCluster::start_controller`]).
+    /// Start the controller with the cluster, without leader election (tests that stage a
+    /// world by hand turn it off and start it later with [`LocalCluster::start_controller`];
+    /// `karpenter sandbox` turns it off and starts an elected one with
+    /// [`LocalCluster::start_elected_controller`]).
     pub controller: bool,
 }
 
@@ -311,6 +326,42 @@ impl LocalCluster {
     /// [`LocalCluster::cloud`] to inject faults.
     pub fn start_controller(&mut self, cloud: Arc<dyn CloudProvider>) {
         self.start_controller_with(cloud, self.client());
+    }
+
+    /// Start the controller as one replica of the leader election on `lease`, stopping any
+    /// running one first: its caches start at once, its controllers only once it holds the
+    /// Lease, so it never acts beside a `karpenter run` that leads (issue 21's split brain).
+    /// Whenever it loses the Lease it starts again as a standby, as upstream's pod restarts
+    /// after its process exits. [`LocalCluster::ctx`] is the first replica's context.
+    pub fn start_elected_controller(&mut self, lease: LeaseConfig) {
+        self.stop_controller();
+        let client = self.client();
+        let (cloud, clock) = (Arc::clone(&self.cloud), Arc::clone(&self.clock));
+        let settings = self.settings.clone();
+        let replica = move || {
+            let elector = leader::Elector::new(client.clone(), lease.clone());
+            controller::operator::start_operator(
+                client.clone(),
+                Arc::clone(&cloud),
+                Arc::clone(&clock),
+                settings.clone(),
+                Some(elector),
+            )
+        };
+        let first = replica();
+        self.ctx = Arc::clone(&first.ctx);
+        self.controller.push(tokio::spawn(async move {
+            let mut operator = first;
+            loop {
+                let stopped = operator.stopped().await;
+                tracing::warn!(reason = ?stopped, "the sandbox's controller stopped; it restarts as a standby");
+                // Stop every task of the old replica before the new one starts.
+                drop(operator);
+                // Not at once: a replica that fails as it starts would otherwise spin.
+                tokio::time::sleep(RESTART_DELAY).await;
+                operator = replica();
+            }
+        }));
     }
 
     /// [`LocalCluster::start_controller`] with the API client the controller uses (tests pass
@@ -406,13 +457,25 @@ where
     // behind. Clients that wait for the file find a cluster with its workload applied.
     sb.write_kubeconfig(&kubeconfig)
         .map_err(|e| SandboxError::Startup(format!("writing {}: {e}", kubeconfig.display())))?;
-    let (ctx, tasks) = controller::controllers::start(
-        client.clone(),
-        Arc::clone(&built.provider),
-        Arc::clone(&clock),
-        cfg.settings.clone(),
-    );
-    let mut cluster = LocalCluster {
+    let (ctx, tasks) = if cfg.controller {
+        controller::controllers::start(
+            client.clone(),
+            Arc::clone(&built.provider),
+            Arc::clone(&clock),
+            cfg.settings.clone(),
+        )
+    } else {
+        // A context for callers to read (its caches stopped at once), and no controller.
+        let (ctx, watches) = controller::controllers::start_caches(
+            client.clone(),
+            Arc::clone(&built.provider),
+            Arc::clone(&clock),
+            cfg.settings.clone(),
+        );
+        watches.iter().for_each(tokio::task::JoinHandle::abort);
+        (ctx, Vec::new())
+    };
+    let cluster = LocalCluster {
         sandbox: sb,
         cloud: built.provider,
         sim: built.sim,
@@ -424,9 +487,6 @@ where
         settings: cfg.settings.clone(),
         controller: tasks,
     };
-    if !cfg.controller {
-        cluster.stop_controller();
-    }
     Ok(cluster)
 }
 
@@ -446,9 +506,17 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         settings,
         kubeconfig: args.kubeconfig_out.clone(),
         cloud: args.cloud.clone(),
-        controller: true,
+        controller: false,
     };
-    let cluster = start_cluster(&cfg, &manifests).await?;
+    let mut cluster = start_cluster(&cfg, &manifests).await?;
+    if !args.no_controller {
+        let identity = format!("sandbox_{}", leader::default_identity());
+        cluster.start_elected_controller(LeaseConfig::new(
+            leader::DEFAULT_LEASE_NAME,
+            leader::DEFAULT_LEASE_NAMESPACE,
+            &identity,
+        ));
+    }
     if let Some(faults) = &args.api_faults {
         cluster.sandbox.faults().configure(faults.clone());
         cluster.sandbox.faults().enable();
