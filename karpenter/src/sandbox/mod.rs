@@ -191,6 +191,21 @@ fn read(store: &Store, group: &str, plural: &str) -> Vec<Arc<Value>> {
     store.objects(&key)
 }
 
+/// Every stored object of a type as the view `T` of it (the few fields the report reads),
+/// decoded from the stored JSON outside the store's lock; an object the view cannot read is
+/// skipped.
+fn views<T: serde::de::DeserializeOwned>(store: &Store, group: &str, plural: &str) -> Vec<T> {
+    let key = TypeKey {
+        group: group.into(),
+        plural: plural.into(),
+    };
+    store
+        .snapshot_encoded(&key)
+        .iter()
+        .filter_map(|json| serde_json::from_slice(json).ok())
+        .collect()
+}
+
 async fn observe_now(
     store: &Store,
     cloud: &dyn CloudProvider,
@@ -217,8 +232,8 @@ async fn observe_now(
         }
     };
     observe(
-        &read(store, "", "pods"),
-        &read(store, "", "events"),
+        &views(store, "", "pods"),
+        &views(store, "", "events"),
         &read(store, "karpenter.sh", "nodeclaims"),
         &instances,
     )

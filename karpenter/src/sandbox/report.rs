@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use sandbox::audit::{AuditEntry, RequestAttributes};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use karpenter_core::scheduling::solver::NO_READY_NODEPOOL;
@@ -58,71 +58,127 @@ fn condition_true(obj: &Value, type_: &str) -> bool {
         })
 }
 
+/// The fields of a pod [`observe`] reads, decoded from the stored JSON without the rest: the
+/// sandbox observes every second, and 20,400 pods decoded whole as `serde_json::Value`s (about
+/// 24 KB each) were a 480 MB transient each time (BENCHMARKS.md, "Sandbox memory"). Missing or
+/// null fields read as empty.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PodView {
+    metadata: Option<MetaView>,
+    spec: Option<PodSpecView>,
+    status: Option<PodStatusView>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct MetaView {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct PodSpecView {
+    node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct PodStatusView {
+    phase: Option<String>,
+    conditions: Option<Vec<ConditionView>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct ConditionView {
+    #[serde(rename = "type")]
+    type_: Option<String>,
+    message: Option<String>,
+}
+
+/// The fields of a core/v1 Event [`observe`] reads (Karpenter's scheduling verdicts), decoded
+/// as [`PodView`] is.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct EventView {
+    source: Option<SourceView>,
+    reason: Option<String>,
+    message: Option<String>,
+    involved_object: Option<MetaView>,
+    event_time: Option<String>,
+    last_timestamp: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+struct SourceView {
+    component: Option<String>,
+}
+
 /// Build an observation from the sandbox's objects and the cloud's running instances
 /// (instance type, price).
 pub fn observe(
-    pods: &[impl Borrow<Value>],
-    events: &[impl Borrow<Value>],
+    pods: &[PodView],
+    events: &[EventView],
     nodeclaims: &[impl Borrow<Value>],
     instances: &[(String, f64)],
 ) -> Observation {
     // Karpenter's latest scheduling verdict per pod uid: (time, reason, message).
     let mut verdicts: HashMap<&str, (&str, &str, &str)> = HashMap::new();
-    for e in events.iter().map(Borrow::borrow) {
-        if e.pointer("/source/component").and_then(Value::as_str) != Some("karpenter") {
+    for e in events {
+        if e.source.as_ref().and_then(|s| s.component.as_deref()) != Some("karpenter") {
             continue;
         }
-        let reason = e["reason"].as_str().unwrap_or("");
+        let reason = e.reason.as_deref().unwrap_or("");
         if reason != "FailedScheduling" && reason != "Nominated" {
             continue;
         }
-        let Some(uid) = e.pointer("/involvedObject/uid").and_then(Value::as_str) else {
+        let Some(uid) = e.involved_object.as_ref().and_then(|o| o.uid.as_deref()) else {
             continue;
         };
-        let at = e["eventTime"]
-            .as_str()
-            .or_else(|| e["lastTimestamp"].as_str())
+        let at = e
+            .event_time
+            .as_deref()
+            .or(e.last_timestamp.as_deref())
             .unwrap_or("");
-        let message = e["message"].as_str().unwrap_or("");
+        let message = e.message.as_deref().unwrap_or("");
         if verdicts.get(uid).is_none_or(|(t, _, _)| at >= *t) {
             verdicts.insert(uid, (at, reason, message));
         }
     }
     let mut o = Observation::default();
-    for p in pods.iter().map(Borrow::borrow) {
-        let phase = p
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or("Pending");
+    for p in pods {
+        let status = p.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
         if phase == "Succeeded" || phase == "Failed" {
             continue;
         }
         o.pods_total += 1;
-        if p.pointer("/spec/nodeName")
-            .and_then(Value::as_str)
+        if p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty())
         {
             o.pods_bound += 1;
             continue;
         }
+        let meta = p.metadata.as_ref();
         let name = format!(
             "{}/{}",
-            p.pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-            p.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
+            meta.and_then(|m| m.namespace.as_deref()).unwrap_or(""),
+            meta.and_then(|m| m.name.as_deref()).unwrap_or("")
         );
-        let uid = p
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let scheduler_message = p
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
-            .and_then(|c| c["message"].as_str())
+        let uid = meta.and_then(|m| m.uid.as_deref()).unwrap_or("");
+        let scheduler_message = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_.as_deref() == Some("PodScheduled"))
+            })
+            .and_then(|c| c.message.as_deref())
             .unwrap_or("waiting for the scheduler");
         let (reason, karpenter_unschedulable) = match verdicts.get(uid) {
             // Without a ready NodePool the verdict is provisional: NodePools (and their node
@@ -389,6 +445,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The views of `objects`, as the sandbox decodes them from its store.
+    fn views<T: serde::de::DeserializeOwned>(objects: &[Value]) -> Vec<T> {
+        objects
+            .iter()
+            .map(|o| serde_json::from_value(o.clone()).expect("a view"))
+            .collect()
+    }
+
     #[test]
     fn settles_only_when_pending_pods_are_karpenter_unschedulable() {
         let pods = vec![
@@ -398,24 +462,30 @@ mod tests {
         let claims = vec![json!({"metadata": {"name": "c"}, "status": {"conditions": [
             {"type": "Launched", "status": "True"}, {"type": "Registered", "status": "True"}, {"type": "Initialized", "status": "True"}]}})];
         let instances = vec![("m5.large".to_string(), 0.096)];
-        let o = observe(&pods, &[] as &[Value], &claims, &instances);
+        let pods: Vec<PodView> = views(&pods);
+        let o = observe(&pods, &[], &claims, &instances);
         assert!(!o.settled(), "b has no verdict yet");
         let failed = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling", "message": "Failed to schedule pod, too big",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
-        let o = observe(&pods, std::slice::from_ref(&failed), &claims, &instances);
+        let o = observe(
+            &pods,
+            &views(std::slice::from_ref(&failed)),
+            &claims,
+            &instances,
+        );
         assert!(o.settled());
         assert_eq!(o.pending[0].reason, "Failed to schedule pod, too big");
         let early = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling",
             "message": format!("Failed to schedule pod, {NO_READY_NODEPOOL}"),
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
         assert!(
-            !observe(&pods, &[early], &claims, &instances).settled(),
+            !observe(&pods, &views(&[early]), &claims, &instances).settled(),
             "no ready NodePool yet is not a final verdict"
         );
         let later = json!({"source": {"component": "karpenter"}, "reason": "Nominated", "message": "Pod should schedule on: nodeclaim/x",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:02.000000Z"});
         assert!(
-            !observe(&pods, &[failed, later], &claims, &instances).settled(),
+            !observe(&pods, &views(&[failed, later]), &claims, &instances).settled(),
             "a later nomination supersedes"
         );
         let writes = ClaimWrites::count(&[], "karpenter-rs/", &[]);
