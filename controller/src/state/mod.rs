@@ -284,6 +284,24 @@ pub fn trim_pod(pod: &mut Pod) {
         status.container_statuses = None;
         status.init_container_statuses = None;
         status.ephemeral_container_statuses = None;
+        // serde decodes a list into room for four: give the spare room back.
+        if let Some(v) = status.conditions.as_mut() {
+            v.shrink_to_fit();
+        }
+    }
+    if let Some(v) = pod.metadata.owner_references.as_mut() {
+        v.shrink_to_fit();
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.shrink_to_fit();
+        for c in spec.containers.iter_mut() {
+            if let Some(v) = c.ports.as_mut() {
+                v.shrink_to_fit();
+            }
+        }
+        if let Some(v) = spec.tolerations.as_mut() {
+            v.shrink_to_fit();
+        }
     }
 }
 
