@@ -197,8 +197,14 @@ mod tests {
         assert!(c.env.is_none() && c.command.is_none() && c.readiness_probe.is_none());
         assert_eq!(spec.tolerations.as_ref().map(Vec::capacity), Some(1));
         let status = pod.status.as_ref().expect("status");
-        assert_eq!(status.container_statuses.as_ref().map(Vec::capacity), Some(1));
+        assert_eq!(
+            status.container_statuses.as_ref().map(Vec::capacity),
+            Some(1)
+        );
         assert_eq!(status.conditions.as_ref().map(Vec::capacity), Some(1));
-        assert_eq!(pod.metadata.labels.as_ref().map(|l| l["app"].as_str()), Some("web"));
+        assert_eq!(
+            pod.metadata.labels.as_ref().map(|l| l["app"].as_str()),
+            Some("web")
+        );
     }
 }
