@@ -22,7 +22,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use crate::leader_election::{
-    Process, bound, client, eventually, free_ports, holder, nodeclaims, nodes, wait_for_kubeconfig,
+    Process, bound, client, eventually, holder, karpenter_run, nodeclaims, nodes,
+    wait_for_kubeconfig,
 };
 use crate::moto_cloud::{CLUSTER, Moto};
 
@@ -178,38 +179,19 @@ const AWS_ENV: [(&str, &str); 3] = [
     ("AWS_SECRET_ACCESS_KEY", "testing"),
 ];
 
-/// `karpenter run` on EC2 through `endpoint`, electing with short timings (a standby takes
-/// over at most 6 s after the leader's last renewal).
-fn replica(kubeconfig: &str, endpoint: &str, log: std::path::PathBuf) -> Process {
-    let (metrics, health) = free_ports();
-    let (metrics, health) = (metrics.to_string(), health.to_string());
-    let mut env = AWS_ENV.to_vec();
-    env.extend([
-        ("KUBECONFIG", kubeconfig),
-        ("LOG_LEVEL", "info"),
-        ("LOG_FORMAT", "json"),
-    ]);
-    Process::karpenter(
+/// `karpenter run` on EC2 through `endpoint` (see [`karpenter_run`]).
+fn replica(kubeconfig: &std::path::Path, endpoint: &str, log: std::path::PathBuf) -> Process {
+    karpenter_run(
+        kubeconfig,
         &[
-            "run",
             "--cloud-provider",
             "aws",
             "--aws-endpoint-url",
             endpoint,
             "--cluster-name",
             CLUSTER,
-            "--metrics-port",
-            &metrics,
-            "--health-probe-port",
-            &health,
-            "--leader-election-lease-duration",
-            "6s",
-            "--leader-election-renew-deadline",
-            "4s",
-            "--leader-election-retry-period",
-            "1s",
         ],
-        &env,
+        &AWS_ENV,
         log,
     )
 }
@@ -258,8 +240,8 @@ async fn killing_the_leader_during_a_scale_up_leaves_no_duplicate_capacity() {
         Ec2Proxy::start(&moto.url).await,
     ];
     let mut replicas = [
-        replica(kubeconfig_str, &proxies[0].url, dir.path().join("a.log")),
-        replica(kubeconfig_str, &proxies[1].url, dir.path().join("b.log")),
+        replica(&kubeconfig, &proxies[0].url, dir.path().join("a.log")),
+        replica(&kubeconfig, &proxies[1].url, dir.path().join("b.log")),
     ];
     eventually(
         "a replica to take the Lease",

@@ -180,35 +180,39 @@ pub fn free_ports() -> (u16, u16) {
     )
 }
 
-/// `karpenter run` on the simulated cloud against `kubeconfig`, electing with short timings.
-fn run_on_sim(kubeconfig: &Path, log: PathBuf) -> Process {
+/// `karpenter run` against `kubeconfig` with `cloud` (its cloud flags: provider, endpoint,
+/// cluster name) and `env`, on free metrics and probe ports, electing with short timings (a
+/// standby takes over at most 6 s after the leader's last renewal) and logging JSON at `info`,
+/// so [`Process::identity`] finds its Lease identity.
+pub fn karpenter_run(
+    kubeconfig: &Path,
+    cloud: &[&str],
+    env: &[(&str, &str)],
+    log: PathBuf,
+) -> Process {
     let (metrics, health) = free_ports();
     let (metrics, health) = (metrics.to_string(), health.to_string());
-    Process::karpenter(
-        &[
-            "run",
-            "--cloud-provider",
-            "sim",
-            "--cluster-name",
-            "sandbox",
-            "--metrics-port",
-            &metrics,
-            "--health-probe-port",
-            &health,
-            "--leader-election-lease-duration",
-            "6s",
-            "--leader-election-renew-deadline",
-            "4s",
-            "--leader-election-retry-period",
-            "1s",
-        ],
-        &[
-            ("KUBECONFIG", kubeconfig.to_str().expect("UTF-8 path")),
-            ("LOG_LEVEL", "info"),
-            ("LOG_FORMAT", "json"),
-        ],
-        log,
-    )
+    let mut args = vec!["run"];
+    args.extend_from_slice(cloud);
+    args.extend([
+        "--metrics-port",
+        &metrics,
+        "--health-probe-port",
+        &health,
+        "--leader-election-lease-duration",
+        "6s",
+        "--leader-election-renew-deadline",
+        "4s",
+        "--leader-election-retry-period",
+        "1s",
+    ]);
+    let mut envs = env.to_vec();
+    envs.extend([
+        ("KUBECONFIG", kubeconfig.to_str().expect("UTF-8 path")),
+        ("LOG_LEVEL", "info"),
+        ("LOG_FORMAT", "json"),
+    ]);
+    Process::karpenter(&args, &envs, log)
 }
 
 fn deployment(name: &str, replicas: u32, cpu: &str) -> String {
@@ -257,7 +261,12 @@ async fn karpenter_run_beside_a_sandbox_stands_by_while_the_sandbox_leads() {
     )
     .await;
 
-    let run = run_on_sim(&kubeconfig, dir.path().join("run.log"));
+    let run = karpenter_run(
+        &kubeconfig,
+        &["--cloud-provider", "sim", "--cluster-name", "sandbox"],
+        &[],
+        dir.path().join("run.log"),
+    );
     eventually(
         "karpenter run to start electing",
         Duration::from_secs(60),
