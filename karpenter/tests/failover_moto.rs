@@ -21,9 +21,9 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
+use crate::common::client;
 use crate::leader_election::{
-    Process, bound, client, eventually, holder, karpenter_run, nodeclaims, nodes,
-    wait_for_kubeconfig,
+    Process, bound, eventually, holder, karpenter_run, nodeclaims, nodes, wait_for_kubeconfig,
 };
 use crate::moto_cloud::{CLUSTER, Moto};
 

@@ -2,7 +2,7 @@
 //! sandbox's embedded controller, which took no Lease (20 NodeClaims for 10 pods, NodeClaims
 //! without instances). The embedded controller now takes part in the leader election, so the
 //! second process stands by. Also the helpers `failover_moto` shares: processes killed on drop,
-//! a client from a kubeconfig, the Lease's holder.
+//! `karpenter run` with short election timings, the Lease's holder.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,6 +14,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 
+use crate::common::client;
 use controller::runtime::leader::{DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE};
 use crds::NodeClaim;
 
@@ -84,15 +85,6 @@ pub async fn wait_for_kubeconfig(kubeconfig: &Path, sandbox: &Process) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// A client for the cluster `kubeconfig` names, with its CA and token.
-pub async fn client(kubeconfig: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
 }
 
 /// Who holds Karpenter's leader Lease, if anyone.

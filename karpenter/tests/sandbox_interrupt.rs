@@ -5,14 +5,12 @@
 //! (exit 1) and an unreachable sandbox is an error (exit 2).
 
 // Shared with the other CLI tests; this one only runs `karpenter`.
-#[allow(dead_code)]
 use crate::common;
-
-use std::path::Path;
+#[allow(dead_code)]
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::karpenter;
+use common::{client, karpenter};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
@@ -25,14 +23,6 @@ impl Drop for RunningSandbox {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
 }
 
 /// The first Node with a providerID, once one has joined.

@@ -3,15 +3,13 @@
 //! printed images well before the node class controller's one-minute resync.
 
 // Shared with the other CLI tests; this one only runs `karpenter`.
-#[allow(dead_code)]
 use crate::common;
-
+#[allow(dead_code)]
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::karpenter;
+use common::{client, karpenter};
 use crds::EC2NodeClass;
 use kube::Api;
 
@@ -48,14 +46,6 @@ where
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

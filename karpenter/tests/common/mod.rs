@@ -34,3 +34,13 @@ pub fn report(out: &Output) -> Value {
         )
     })
 }
+
+/// A client for the cluster `kubeconfig` names (a running `karpenter sandbox`'s, with its CA
+/// and token).
+pub async fn client(kubeconfig: &Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
