@@ -5,7 +5,8 @@ Starts `karpenter sandbox --scale 1700` (12 Deployments of 1 replica each, so 20
 waits until every pod is bound and Running (the API server's own count, read with
 `kubectl get pods -A --chunk-size=500`), then runs `kubectl get pods -A -o json` five times.
 Prints, from /proc: the peak RSS (VmHWM) when settled and after the five lists, the RSS (VmRSS)
-at the end, and the wall time to settle and of each list. Asserts nothing (issue 20's target:
+at the end, the wall time to settle and of each list, and the RSS over time (sampled every
+half second). Asserts nothing (issue 20's target:
 a peak of at most 2 GB).
 
 Usage: scripts/bench-sandbox-memory.py [--bin-dir target/release] [--scale 1700]
@@ -17,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -31,6 +33,30 @@ def status_kib(pid, field):
 
 def mib(kib):
     return f"{kib / 1024:,.0f} MiB"
+
+
+class Sampler(threading.Thread):
+    """Samples the process's RSS every half second: the peak's time, and a timeline."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.start_at, self.samples, self.done = pid, time.monotonic(), [], False
+
+    def run(self):
+        while not self.done:
+            try:
+                self.samples.append((time.monotonic() - self.start_at, status_kib(self.pid, "VmRSS")))
+            except (OSError, RuntimeError):
+                return
+            time.sleep(0.5)
+
+    def timeline(self, every=10.0):
+        """The highest RSS in each `every`-second window, as (window start, KiB)."""
+        out = {}
+        for t, kib in self.samples:
+            w = int(t // every) * every
+            out[w] = max(out.get(w, 0), kib)
+        return sorted(out.items())
 
 
 def running_pods(kubeconfig):
@@ -61,6 +87,8 @@ def main():
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "LOG_LEVEL": "error"},
         )
+        sampler = Sampler(proc.pid)
+        sampler.start()
         try:
             start = time.monotonic()
             while True:
@@ -86,6 +114,7 @@ def main():
                 lists.append((time.monotonic() - t, len(out.stdout)))
             hwm = status_kib(proc.pid, "VmHWM")
             rss = status_kib(proc.pid, "VmRSS")
+            sampler.done = True
         finally:
             proc.terminate()
             proc.wait()
@@ -95,6 +124,9 @@ def main():
     print(f"RSS at the end: {mib(rss)}")
     for i, (secs, size) in enumerate(lists, 1):
         print(f"list {i}: {secs:.2f} s, {size / 1e6:.1f} MB")
+    print("RSS over time (highest in each 10 s):")
+    for t, kib in sampler.timeline():
+        print(f"  {t:4.0f} s  {mib(kib)}")
 
 
 if __name__ == "__main__":

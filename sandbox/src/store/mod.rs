@@ -3,9 +3,9 @@
 //! generation, creationTimestamp, optimistic concurrency, finalizers and deletionTimestamp).
 
 use std::any::{Any, TypeId};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kube::core::Selector;
@@ -29,6 +29,17 @@ pub const HISTORY_FRESH: Duration = Duration::from_secs(75);
 /// (`defaultUpperBoundCapacity`, 100 × 1024). Each holds the object's version at that change
 /// as encoded JSON (about 3 KB for a pod), so this bounds the memory superseded versions take.
 pub const HISTORY_MAX: usize = 100 * 1024;
+
+/// How many of each type's newest changes its history keeps as they were made, shared with the
+/// live channel and watchers; older ones are packed in compressed blocks of [`HISTORY_BLOCK`]
+/// (`history::TypeHistory`). A watch resuming from further back than this is served from the
+/// packed blocks, decoded again. At 20,400 pods the unpacked history held about 550 MiB of
+/// superseded versions (BENCHMARKS.md).
+pub const HISTORY_RECENT: usize = 4096;
+
+/// How many changes one packed block of the watch history holds: one zstd frame, so the
+/// similar versions of similar objects compress against each other.
+pub const HISTORY_BLOCK: usize = 256;
 
 /// Changes of one resource type its history keeps however old they are: kube-apiserver's
 /// lower bound (`defaultLowerBoundCapacity`). A type that changes rarely (NodePools, node
@@ -160,6 +171,10 @@ pub struct HistoryLimits {
     pub max: usize,
     /// At least this many changes per type stay, however old.
     pub min: usize,
+    /// The newest this many changes stay as made; older ones are packed ([`HISTORY_RECENT`]).
+    pub recent: usize,
+    /// Changes per packed block ([`HISTORY_BLOCK`]).
+    pub block: usize,
 }
 
 impl Default for HistoryLimits {
@@ -168,34 +183,8 @@ impl Default for HistoryLimits {
             fresh: HISTORY_FRESH,
             max: HISTORY_MAX,
             min: HISTORY_MIN,
-        }
-    }
-}
-
-/// One resource type's recent changes, oldest first, with when each was made.
-#[derive(Default)]
-struct TypeHistory {
-    events: VecDeque<(Instant, Arc<WatchEvent>)>,
-    /// Changes of this type with rv <= floor may have been dropped.
-    floor: u64,
-}
-
-impl TypeHistory {
-    /// Append a change and drop the ones `limits` no longer keep.
-    fn push(&mut self, event: Arc<WatchEvent>, limits: &HistoryLimits) {
-        let now = Instant::now();
-        self.events.push_back((now, event));
-        while self.events.len() > limits.min {
-            let stale = self
-                .events
-                .front()
-                .is_some_and(|(at, _)| now.duration_since(*at) > limits.fresh);
-            if !stale && self.events.len() <= limits.max {
-                break;
-            }
-            if let Some((_, old)) = self.events.pop_front() {
-                self.floor = old.rv;
-            }
+            recent: HISTORY_RECENT,
+            block: HISTORY_BLOCK,
         }
     }
 }
@@ -325,6 +314,7 @@ impl Store {
             fresh: Duration::ZERO,
             max: history_cap,
             min: history_cap,
+            ..HistoryLimits::default()
         })
     }
 
@@ -711,16 +701,13 @@ impl Store {
                     format!("too old resource version: {rv} ({})", inner.floor(&key) + 1),
                 ));
             }
-            Some(rv) => inner
-                .history
-                .get(&key)
-                .into_iter()
-                .flat_map(|h| h.events.iter())
-                .map(|(_, e)| e)
-                .filter(|e| e.rv > rv)
-                .filter(|e| namespace.is_none_or(|ns| e.namespace == ns))
-                .cloned()
-                .collect(),
+            Some(rv) => match inner.history.get(&key) {
+                Some(history) => history.since(rv, namespace).map_err(|e| {
+                    tracing::error!(error = %e, "watch: answering 410 so the client lists again");
+                    ApiError::new(Reason::Expired, format!("too old resource version: {rv}"))
+                })?,
+                None => Vec::new(),
+            },
         };
         // Subscribing under the lock means no event falls between backlog and live stream.
         let live = self.events.subscribe();
@@ -792,6 +779,8 @@ fn unconditional(obj: &mut Value) {
     }
 }
 
+mod history;
+use history::TypeHistory;
 mod write;
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use tokio::sync::broadcast;
 use bytes::Bytes;
 
 use super::{
-    DeleteOptions, EventType, Inner, ObjectKey, Subresource, WatchEvent, decode, encode, new_uid,
-    now_rfc3339,
+    DeleteOptions, EventType, Inner, ObjectKey, Subresource, TypeHistory, WatchEvent, decode,
+    encode, new_uid, now_rfc3339,
 };
 use crate::admission;
 use crate::error::{ApiError, ApiResult, Reason};
@@ -491,7 +491,7 @@ impl Inner {
         let limits = self.limits;
         self.history
             .entry(key)
-            .or_default()
+            .or_insert_with_key(|key| TypeHistory::new(key.clone()))
             .push(Arc::clone(&ev), &limits);
         // No receivers is fine: nobody is watching.
         let _ = tx.send(ev);
