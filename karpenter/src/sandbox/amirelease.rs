@@ -269,7 +269,7 @@ pub fn start(
         group: GROUP.to_string(),
         plural: PLURAL.to_string(),
     };
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     Ok(tokio::spawn(async move {
         loop {
             pass(&store, &sim, clock.as_ref());

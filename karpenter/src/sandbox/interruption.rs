@@ -381,7 +381,7 @@ pub fn start(
         group: GROUP.to_string(),
         plural: PLURAL.to_string(),
     };
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     let mut rehearsal = Rehearsal::new(sim);
     Ok(tokio::spawn(async move {
         loop {

@@ -278,7 +278,7 @@ async fn pass(store: &Store, source: &dyn InstanceSource) {
 /// Keep the mirror in sync until the store goes away: a pass on every change to Instance
 /// objects and every `config.kubelet_poll`.
 pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn InstanceSource>) {
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     let interest = [key(GROUP, PLURAL)];
     loop {
         pass(&store, source.as_ref()).await;

@@ -298,7 +298,7 @@ fn pod_ip(host_ip: &str, n: u32) -> String {
 
 /// Run the kubelets until the store goes away.
 pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn InstanceSource>) {
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     let poll = config.kubelet_poll;
     let mut kubelets = Kubelets {
         config,

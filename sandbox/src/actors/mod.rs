@@ -188,7 +188,7 @@ pub(crate) async fn run_passes<T: Send + 'static>(
     mut state: T,
     pass: fn(&mut T, &crate::store::Store),
 ) {
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     loop {
         let st = Arc::clone(&store);
         state = match tokio::task::spawn_blocking(move || {
@@ -219,7 +219,7 @@ pub(crate) async fn run_passes<T: Send + 'static>(
 /// Wait until a change to one of `interest` arrives or `tick` passes, then let changes settle
 /// for `settle` so a burst is handled in one pass. Returns false when the store is gone.
 pub(crate) async fn wait_for_change(
-    rx: &mut tokio::sync::broadcast::Receiver<Arc<crate::store::WatchEvent>>,
+    rx: &mut tokio::sync::broadcast::Receiver<crate::store::Changed>,
     interest: &[TypeKey],
     tick: Duration,
     settle: Duration,

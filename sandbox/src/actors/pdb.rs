@@ -75,7 +75,7 @@ fn pass(store: &Store) {
 
 /// Keep PDB status current until the store goes away.
 pub async fn run(store: Arc<Store>) {
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     let interest = [key("policy", "poddisruptionbudgets"), key("", "pods")];
     loop {
         pass(&store);

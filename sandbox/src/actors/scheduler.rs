@@ -268,7 +268,7 @@ fn select_node(
 
 /// Schedule until the store goes away.
 pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
-    let mut rx = store.subscribe();
+    let mut rx = store.subscribe_changes();
     let mut caches = Caches::default();
     // Claims and volumes too: a pod waits for its claim to exist or its volume to be bound.
     let interest = [

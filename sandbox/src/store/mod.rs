@@ -27,7 +27,8 @@ pub const HISTORY_FRESH: Duration = Duration::from_secs(75);
 /// Changes of one resource type its history keeps at most, even if fresher than
 /// [`HISTORY_FRESH`]: kube-apiserver's upper bound of a watch cache's capacity
 /// (`defaultUpperBoundCapacity`, 100 × 1024). Each holds the object's version at that change
-/// as encoded JSON (about 3 KB for a pod), so this bounds the memory superseded versions take.
+/// as encoded JSON (about 3 KB for a pod), packed once older than [`HISTORY_RECENT`] changes, so
+/// this bounds the memory superseded versions take.
 pub const HISTORY_MAX: usize = 100 * 1024;
 
 /// How many of each type's newest changes its history keeps as they were made, shared with the
@@ -189,10 +190,37 @@ impl Default for HistoryLimits {
     }
 }
 
+/// A change's type and resourceVersion, without the object ([`Store::subscribe_changes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Changed {
+    /// The resource type of the object changed.
+    pub key: TypeKey,
+    /// The resourceVersion of the change.
+    pub rv: u64,
+}
+
+/// The live channels every change is sent on: whole events to watch streams, and what changed
+/// to the actors.
+pub(crate) struct Live {
+    events: broadcast::Sender<Arc<WatchEvent>>,
+    changes: broadcast::Sender<Changed>,
+}
+
+impl Live {
+    /// Send a change on both channels (having no receivers is fine: nobody is watching).
+    fn send(&self, event: Arc<WatchEvent>) {
+        let _ = self.changes.send(Changed {
+            key: event.key.clone(),
+            rv: event.rv,
+        });
+        let _ = self.events.send(event);
+    }
+}
+
 /// The in-memory object store behind the API server and the simulated actors.
 pub struct Store {
     inner: Mutex<Inner>,
-    events: broadcast::Sender<Arc<WatchEvent>>,
+    events: Live,
     /// State shared by every reader of a type, by type and state kind ([`Store::shared`]).
     shared: Mutex<HashMap<(TypeKey, TypeId), SharedState>>,
 }
@@ -249,7 +277,7 @@ pub struct WatchStart {
 /// (eviction checks then deletes) are atomic.
 pub struct Txn<'a> {
     inner: &'a mut Inner,
-    events: &'a broadcast::Sender<Arc<WatchEvent>>,
+    events: &'a Live,
 }
 
 impl Txn<'_> {
@@ -320,7 +348,10 @@ impl Store {
 
     /// A store whose watch history keeps what `limits` say for each type.
     pub fn with_limits(limits: HistoryLimits) -> Arc<Store> {
-        let (events, _) = broadcast::channel(LIVE_BUFFER);
+        let events = Live {
+            events: broadcast::channel(LIVE_BUFFER).0,
+            changes: broadcast::channel(LIVE_BUFFER).0,
+        };
         let store = Arc::new(Store {
             inner: Mutex::new(Inner {
                 rv: 0,
@@ -382,9 +413,18 @@ impl Store {
         self.lock().rv
     }
 
-    /// Subscribe to every future change (used by the simulated actors).
+    /// Subscribe to every future change, objects included (tests that check the order of
+    /// writes). A receiver holds every change sent until it reads it, up to [`LIVE_BUFFER`]
+    /// of them: a loop that only wakes on changes takes [`Store::subscribe_changes`].
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchEvent>> {
-        self.events.subscribe()
+        self.events.events.subscribe()
+    }
+
+    /// Subscribe to which type changed at which resourceVersion, without the objects: what the
+    /// simulated actors wake on. A receiver busy with a long pass keeps the changes sent
+    /// meanwhile, and these are a few dozen bytes each, not the objects' JSON.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Changed> {
+        self.events.changes.subscribe()
     }
 
     /// Create an object in `namespace` (ignored for cluster-scoped types).
@@ -710,7 +750,7 @@ impl Store {
             },
         };
         // Subscribing under the lock means no event falls between backlog and live stream.
-        let live = self.events.subscribe();
+        let live = self.events.events.subscribe();
         Ok(WatchStart {
             backlog,
             live,

@@ -291,6 +291,36 @@ fn a_watch_resuming_from_packed_history_replays_the_changes_as_they_were_made() 
 }
 
 #[test]
+fn every_change_is_announced_without_its_object_in_order() {
+    let store = Store::new();
+    let rt = pods(&store);
+    let cms = store.resource("", "v1", "configmaps").expect("configmaps");
+    let mut changes = store.subscribe_changes();
+    let mut events = store.subscribe();
+    store.create(&rt, "default", pod("a")).expect("pod");
+    store
+        .create(&cms, "default", json!({"metadata": {"name": "settings"}}))
+        .expect("configmap");
+    store
+        .delete(&rt, "default", "a", &DeleteOptions::default())
+        .expect("deleted");
+    let mut announced = Vec::new();
+    while let Ok(c) = changes.try_recv() {
+        announced.push(c);
+    }
+    let mut made = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        made.push(Changed {
+            key: e.key.clone(),
+            rv: e.rv,
+        });
+    }
+    assert_eq!(announced.len(), 3);
+    assert_eq!(announced[1].key, cms.key());
+    assert_eq!(announced, made);
+}
+
+#[test]
 fn a_stored_object_is_the_encoding_its_last_watch_event_carries() {
     let store = Store::new();
     let rt = pods(&store);

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use rand::Rng;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 
 use bytes::Bytes;
 
 use super::{
-    DeleteOptions, EventType, Inner, ObjectKey, Subresource, TypeHistory, WatchEvent, decode,
+    DeleteOptions, EventType, Inner, Live, ObjectKey, Subresource, TypeHistory, WatchEvent,
+    decode,
     encode, new_uid, now_rfc3339,
 };
 use crate::admission;
@@ -73,7 +73,7 @@ impl Inner {
         namespace: &str,
         mut obj: Value,
         strict: bool,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) -> ApiResult<Arc<Value>> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
@@ -196,7 +196,7 @@ impl Inner {
         mut obj: Value,
         sub: Subresource,
         strict: bool,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) -> ApiResult<Arc<Value>> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
@@ -324,7 +324,7 @@ impl Inner {
         namespace: &str,
         name: &str,
         opts: &DeleteOptions,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) -> ApiResult<Arc<Value>> {
         let current = self
             .find(rt, namespace, name)
@@ -373,7 +373,7 @@ impl Inner {
     pub(super) fn orphan_dependents(
         &mut self,
         owner: &Value,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) {
         let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else {
             return;
@@ -408,7 +408,7 @@ impl Inner {
         key: ObjectKey,
         mut obj: Value,
         event_type: EventType,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) -> Arc<Value> {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
@@ -427,7 +427,7 @@ impl Inner {
         &mut self,
         rt: &ResourceType,
         key: ObjectKey,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) -> Arc<Value> {
         let previous = self.objects.get_mut(&rt.key()).and_then(|t| t.remove(&key));
         let Some(previous) = previous else {
@@ -447,7 +447,7 @@ impl Inner {
     }
 
     /// Deleting a CRD removes its types and every object of them.
-    pub(super) fn drop_crd_objects(&mut self, crd: &str, tx: &broadcast::Sender<Arc<WatchEvent>>) {
+    pub(super) fn drop_crd_objects(&mut self, crd: &str, tx: &Live) {
         let keys: Vec<TypeKey> = self
             .registry
             .all()
@@ -478,7 +478,7 @@ impl Inner {
         event_type: EventType,
         object: Bytes,
         previous: Option<Bytes>,
-        tx: &broadcast::Sender<Arc<WatchEvent>>,
+        tx: &Live,
     ) {
         let ev = Arc::new(WatchEvent {
             rv: self.rv,
@@ -493,8 +493,7 @@ impl Inner {
             .entry(key)
             .or_insert_with_key(|key| TypeHistory::new(key.clone()))
             .push(Arc::clone(&ev), &limits);
-        // No receivers is fine: nobody is watching.
-        let _ = tx.send(ev);
+        tx.send(ev);
     }
 }
 
