@@ -12,8 +12,7 @@ use serde_json::{Value, json};
 use bytes::Bytes;
 
 use super::{
-    DeleteOptions, EventType, Inner, Live, ObjectKey, Subresource, TypeHistory, WatchEvent,
-    decode,
+    DeleteOptions, EventType, Inner, Live, ObjectKey, Subresource, TypeHistory, WatchEvent, decode,
     encode, new_uid, now_rfc3339,
 };
 use crate::admission;
@@ -370,11 +369,7 @@ impl Inner {
 
     /// `propagationPolicy: Orphan`: dependents lose their owner reference instead of being
     /// garbage-collected.
-    pub(super) fn orphan_dependents(
-        &mut self,
-        owner: &Value,
-        tx: &Live,
-    ) {
+    pub(super) fn orphan_dependents(&mut self, owner: &Value, tx: &Live) {
         let Some(uid) = owner.pointer("/metadata/uid").and_then(Value::as_str) else {
             return;
         };
@@ -423,12 +418,7 @@ impl Inner {
         Arc::new(obj)
     }
 
-    pub(super) fn remove(
-        &mut self,
-        rt: &ResourceType,
-        key: ObjectKey,
-        tx: &Live,
-    ) -> Arc<Value> {
+    pub(super) fn remove(&mut self, rt: &ResourceType, key: ObjectKey, tx: &Live) -> Arc<Value> {
         let previous = self.objects.get_mut(&rt.key()).and_then(|t| t.remove(&key));
         let Some(previous) = previous else {
             return Arc::new(Value::Null);
