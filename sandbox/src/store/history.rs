@@ -100,7 +100,7 @@ impl TypeHistory {
             self.drop_oldest();
         }
         let block = limits.block.max(1);
-        while self.recent.len() >= limits.recent + block {
+        while self.recent.len() >= limits.recent.saturating_add(block) {
             if !self.pack(block) {
                 break;
             }
