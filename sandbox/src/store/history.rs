@@ -81,7 +81,7 @@ impl TypeHistory {
     }
 
     /// How many changes the history keeps.
-    pub(super) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.packed_len + self.recent.len()
     }
 
@@ -241,6 +241,11 @@ mod tests {
         })
     }
 
+    /// The resourceVersions a watch resuming after `from` replays.
+    fn rvs(history: &TypeHistory, from: u64) -> Result<Vec<u64>, Unreadable> {
+        Ok(history.since(from, None)?.iter().map(|e| e.rv).collect())
+    }
+
     #[test]
     fn a_block_that_does_not_decompress_fails_only_the_watches_that_need_it() {
         let limits = HistoryLimits {
@@ -253,23 +258,11 @@ mod tests {
             history.push(change(rv), &limits);
         }
         assert_eq!((history.packed.len(), history.recent.len()), (1, 2));
-        let before: Vec<u64> = history
-            .since(0, None)
-            .expect("readable")
-            .iter()
-            .map(|e| e.rv)
-            .collect();
-        assert_eq!(before, vec![1, 2, 3, 4]);
+        assert_eq!(rvs(&history, 0).expect("readable"), vec![1, 2, 3, 4]);
         history.packed[0].frame = vec![0u8; 8].into_boxed_slice();
-        let err = history.since(0, None).expect_err("corrupt block");
+        let err = rvs(&history, 0).expect_err("corrupt block");
         assert!(err.to_string().contains("pods"), "{err}");
         // A watch resuming after the packed block reads only the recent changes.
-        let after: Vec<u64> = history
-            .since(2, None)
-            .expect("recent")
-            .iter()
-            .map(|e| e.rv)
-            .collect();
-        assert_eq!(after, vec![3, 4]);
+        assert_eq!(rvs(&history, 2).expect("recent"), vec![3, 4]);
     }
 }

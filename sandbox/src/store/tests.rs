@@ -213,6 +213,11 @@ fn history_keeps_fresh_changes_up_to_its_maximum_and_its_minimum_however_old() {
     }
 }
 
+/// Every change a receiver holds now, oldest first.
+fn drain<T: Clone>(rx: &mut broadcast::Receiver<T>) -> Vec<T> {
+    std::iter::from_fn(|| rx.try_recv().ok()).collect()
+}
+
 /// What a watch event says: everything but the shared allocation.
 fn said(e: &WatchEvent) -> (u64, TypeKey, String, EventType, Bytes, Option<Bytes>) {
     (
@@ -261,10 +266,7 @@ fn a_watch_resuming_from_packed_history_replays_the_changes_as_they_were_made() 
     store
         .delete(&rt, "other", "p1", &DeleteOptions::default())
         .expect("deleted");
-    let mut made = Vec::new();
-    while let Ok(e) = live.try_recv() {
-        made.push(e);
-    }
+    let made = drain(&mut live);
     assert_eq!(made.len(), 15);
     assert!(made.iter().any(|e| e.previous.is_some()));
     for from in start..store.resource_version() {
@@ -304,17 +306,14 @@ fn every_change_is_announced_without_its_object_in_order() {
     store
         .delete(&rt, "default", "a", &DeleteOptions::default())
         .expect("deleted");
-    let mut announced = Vec::new();
-    while let Ok(c) = changes.try_recv() {
-        announced.push(c);
-    }
-    let mut made = Vec::new();
-    while let Ok(e) = events.try_recv() {
-        made.push(Changed {
+    let announced = drain(&mut changes);
+    let made: Vec<Changed> = drain(&mut events)
+        .iter()
+        .map(|e| Changed {
             key: e.key.clone(),
             rv: e.rv,
-        });
-    }
+        })
+        .collect();
     assert_eq!(announced.len(), 3);
     assert_eq!(announced[1].key, cms.key());
     assert_eq!(announced, made);
