@@ -602,3 +602,6 @@ fn ami_drift(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fresh_tests;

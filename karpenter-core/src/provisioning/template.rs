@@ -324,7 +324,13 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
 }
 
 /// The validation verdict: every spec rule plus requirements the scheduler must be able to
-/// parse. `Err` holds the condition message.
+/// parse, and template labels the pool's own requirements allow. `Err` holds the condition
+/// message.
+///
+/// A template label its requirements do not allow (`labels: {team: a}` with `team In [b]`)
+/// would give every NodeClaim a label that its NodePool's requirements reject: each would be
+/// `RequirementsDrifted` at once and replaced by another with the same label, for ever.
+/// Upstream Karpenter accepts such a NodePool and churns; here it is not Ready and says why.
 pub fn validate(pool: &NodePool) -> Result<(), String> {
     let mut errors = crds::validation::validate_nodepool(pool);
     if let Err(e) = pool_requirements(pool) {
@@ -332,6 +338,15 @@ pub fn validate(pool: &NodePool) -> Result<(), String> {
             field: "spec.template.spec.requirements".into(),
             message: e.to_string(),
         });
+    }
+    let spec_requirements = Requirements::from_api(&pool.spec.template.spec.requirements);
+    for (key, value) in &pool.spec.template.metadata.labels {
+        if let Some(r) = spec_requirements.get(key).filter(|r| !r.has(value)) {
+            errors.push(crds::validation::FieldError {
+                field: format!("spec.template.metadata.labels[{key}]"),
+                message: format!("label {key}={value} is not allowed by requirement {r}"),
+            });
+        }
     }
     if errors.is_empty() {
         Ok(())

@@ -199,6 +199,32 @@ impl Requirement {
         }
     }
 
+    /// A value that satisfies the requirement, for labelling a node that must carry the key
+    /// (upstream `Requirement.Any`): the first allowed value of an `In` in set order, or for
+    /// `NotIn`, `Exists`, `Gt` and `Lt` the smallest integer that is within the bounds (from 0
+    /// when there is no lower bound) and not excluded. `None` for `DoesNotExist` and for a
+    /// requirement no value satisfies. Upstream picks an arbitrary value (a random integer for
+    /// the open sets); a stable pick gives a replacement the label of the node it replaces.
+    pub fn any_value(&self) -> Option<String> {
+        if !self.complement {
+            return self.values.iter().find(|v| self.within_bounds(v)).cloned();
+        }
+        let mut n = match (self.greater_than, self.less_than) {
+            (Some(g), _) => g.checked_add(1)?,
+            (None, Some(l)) if l <= 0 => l.checked_sub(1)?,
+            (None, _) => 0,
+        };
+        // At most one integer per excluded value is skipped.
+        for _ in 0..=self.values.len() {
+            let value = n.to_string();
+            if self.has(&value) {
+                return Some(value);
+            }
+            n = n.checked_add(1)?;
+        }
+        None
+    }
+
     /// Whether some value satisfies both: `!self.intersection(other).is_empty()` without
     /// building the intersection (the solver asks this for every instance type it considers).
     pub fn overlaps(&self, other: &Requirement) -> bool {
@@ -478,11 +504,24 @@ impl Requirements {
         reqs
     }
 
-    /// Labels implied by single-valued `In` requirements.
+    /// The labels a node made for these requirements carries: for a well-known key
+    /// ([`crds::labels::WELL_KNOWN_LABELS`]) its value when only one is allowed (the cloud
+    /// provider labels the rest from the instance it launches); for any other key, a value the
+    /// requirement allows ([`Requirement::any_value`]), so a NodePool requirement such as
+    /// `example.com/team In [a, b]` gives its NodeClaims `example.com/team: a` and they satisfy
+    /// the requirement they were made from (upstream
+    /// `NodeClaimTemplate.resolveCustomLabelsFromRequirements`).
     pub fn labels(&self) -> BTreeMap<String, String> {
         self.0
             .values()
-            .filter_map(|r| r.single_value().map(|v| (r.key.clone(), v.to_string())))
+            .filter_map(|r| {
+                let value = if crds::labels::is_well_known_label(&r.key) {
+                    r.single_value().map(str::to_string)
+                } else {
+                    r.any_value()
+                };
+                value.map(|v| (r.key.clone(), v))
+            })
             .collect()
     }
 
@@ -683,5 +722,56 @@ mod tests {
         assert!(r.matches_labels(&small).is_err());
         assert_eq!(r.labels().get("zone").map(String::as_str), Some("a"));
         assert_eq!(r.to_node_selector().len(), 3);
+    }
+
+    #[test]
+    fn any_value_is_a_value_the_requirement_allows() {
+        let cases: &[(&str, &[&str], Option<&str>)] = &[
+            ("In", &["b", "a"], Some("a")),
+            ("NotIn", &["0", "1", "3"], Some("2")),
+            ("Exists", &[], Some("0")),
+            ("DoesNotExist", &[], None),
+            ("Gt", &["4"], Some("5")),
+            ("Gte", &["4"], Some("4")),
+            ("Lt", &["3"], Some("0")),
+            ("Lt", &["-2"], Some("-3")),
+            ("Lte", &["0"], Some("0")),
+        ];
+        for (op, values, want) in cases {
+            let r = req("example.com/team", op, values);
+            let got = r.any_value();
+            assert_eq!(got.as_deref(), *want, "{r}");
+            if let Some(v) = got {
+                assert!(r.has(&v), "{r} does not allow its own pick {v}");
+            }
+        }
+        let bounded = req("n", "Gt", &["1"]).intersection(&req("n", "NotIn", &["2", "3"]));
+        assert_eq!(bounded.any_value().as_deref(), Some("4"));
+        let none = req("n", "Gt", &["1"]).intersection(&req("n", "Lt", &["3"]));
+        let none = none.intersection(&req("n", "NotIn", &["2"]));
+        assert_eq!(none.any_value(), None, "{none}");
+    }
+
+    #[test]
+    fn custom_keys_get_a_label_and_well_known_keys_only_a_single_value() {
+        let r = reqs(&[
+            req("example.com/team", "In", &["a", "b"]),
+            req("example.com/tier", "Exists", &[]),
+            req("example.com/gone", "DoesNotExist", &[]),
+            req("topology.kubernetes.io/zone", "In", &["us-east-1a", "us-east-1b"]),
+            req("karpenter.sh/capacity-type", "In", &["spot"]),
+        ]);
+        let labels = r.labels();
+        assert_eq!(
+            labels,
+            [
+                ("example.com/team", "a"),
+                ("example.com/tier", "0"),
+                ("karpenter.sh/capacity-type", "spot"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>()
+        );
     }
 }
