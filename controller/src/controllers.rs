@@ -45,6 +45,7 @@ pub fn start_caches(
         client,
         cloud: metered::MeteredCloud::wrap(cloud, Arc::clone(&metrics)),
         state,
+        clock_jumps: crate::runtime::clock_jumps(clock.as_ref()),
         clock,
         settings,
         evictions: Default::default(),

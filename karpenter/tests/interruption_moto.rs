@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use controller::cloudprovider::CloudProvider;
@@ -23,7 +23,7 @@ use ec2api::sqs::SdkSqs;
 use jiff::{SignedDuration, Timestamp};
 use karpenter::sandbox::{LocalCluster, start_cluster_with, with_defaults};
 use karpenter::workload;
-use karpenter_core::clock::Clock;
+use karpenter_core::clock::{Clock, ShiftedClock};
 use karpenter_core::interruption::{self, Kind, event};
 use sandbox::registry::TypeKey;
 use serde_json::Value;
@@ -259,23 +259,6 @@ async fn an_unknown_receipt_is_an_error_not_a_silent_success() {
     assert!(e.message.contains("ReceiptHandleIsInvalid"), "{e}");
 }
 
-/// The AWS provider's clock: the wall clock plus a lead the test sets, so that the
-/// capacity-error cache can be read 3 minutes on without waiting for them.
-#[derive(Debug, Default)]
-struct AheadClock(Mutex<SignedDuration>);
-
-impl AheadClock {
-    fn lead_by(&self, by: SignedDuration) {
-        *self.0.lock().expect("clock lock") = by;
-    }
-}
-
-impl Clock for AheadClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now() + *self.0.lock().expect("clock lock")
-    }
-}
-
 /// A spot NodePool of two instance types that fit one `web` pod each (upgrades paused: moto
 /// gives instances the VPC's default security group, so every node would look drifted), its
 /// EC2NodeClass, and five `web` pods.
@@ -413,7 +396,9 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
     let sqs = SdkSqs::new(&config, CLUSTER);
     sqs.create_queue().await.expect("CreateQueue");
     let queue = Arc::new(SqsQueue::new(sqs));
-    let clock = Arc::new(AheadClock::default());
+    // The AWS provider's clock: real time, moved on by the test so that the capacity-error
+    // cache can be read 3 minutes on without waiting for them.
+    let clock = Arc::new(ShiftedClock::new());
     let dir = tempfile::tempdir().expect("temp dir");
     let manifests = with_defaults(
         workload::parse_yaml(Path::new("spot.yaml"), SPOT_WORKLOAD).expect("workload"),
@@ -596,9 +581,9 @@ async fn the_controller_acts_on_every_kind_from_sqs_and_leaves_the_queue_empty()
 
     // However long the scenario took, look at 170 s after the send (the mark is younger than
     // 3 minutes then) and at 181 s after the last possible mark.
-    let lead_to = |at: Timestamp| at.duration_since(Timestamp::now());
-    clock.lead_by(lead_to(now + SignedDuration::from_secs(170)));
+    let advance_to = |at: Timestamp| clock.advance(at.duration_since(clock.now()));
+    advance_to(now + SignedDuration::from_secs(170));
     assert!(!available().await, "still unavailable before 3 minutes");
-    clock.lead_by(lead_to(handled + SignedDuration::from_secs(181)));
+    advance_to(handled + SignedDuration::from_secs(181));
     assert!(available().await, "available again after 3 minutes");
 }

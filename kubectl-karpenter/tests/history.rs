@@ -79,6 +79,7 @@ impl Live {
             },
             kubeconfig: Some(dir.path().join("kubeconfig")),
             cloud: CloudOptions::default_sim(),
+            clock: std::sync::Arc::new(karpenter_core::clock::SystemClock),
             controller: true,
         };
         let cluster = start_cluster(&cfg, &manifests)

@@ -705,6 +705,7 @@ async fn a_scale_up_in_flight_and_watch_json_on_a_pipe() {
         },
         kubeconfig: Some(kubeconfig.clone()),
         cloud: CloudOptions::default_sim(),
+        clock: std::sync::Arc::new(karpenter_core::clock::SystemClock),
         controller: true,
     };
     let _cluster = start_cluster(&cfg, &manifests)

@@ -78,9 +78,9 @@ pub fn on_status_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiR
     Ok(())
 }
 
-/// Mark a CRD's names accepted and the CRD established, as the apiextensions controllers do.
-pub fn crd_established(obj: &mut Value, registered: &[ResourceType]) {
-    let now = crate::store::now_rfc3339();
+/// Mark a CRD's names accepted and the CRD established at `now` (RFC 3339), as the
+/// apiextensions controllers do.
+pub fn crd_established(obj: &mut Value, registered: &[ResourceType], now: &str) {
     let names = obj
         .pointer("/spec/names")
         .cloned()

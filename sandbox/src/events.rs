@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::error::Reason;
-use crate::store::{Store, Subresource, now_rfc3339};
+use crate::store::{Store, Subresource};
 
 /// `Normal` or `Warning`, as in `Event.type`.
 pub const NORMAL: &str = "Normal";
@@ -41,7 +41,7 @@ pub fn record(
         .unwrap_or("default");
     let uid = meta["uid"].as_str().unwrap_or_default();
     let event_name = format!("{name}.{:016x}", key_hash(&[uid, component, type_, reason]));
-    let now = now_rfc3339();
+    let now = store.now_rfc3339();
     let involved = json!({
         "apiVersion": object["apiVersion"], "kind": object["kind"], "name": name,
         "namespace": meta["namespace"], "uid": meta["uid"],

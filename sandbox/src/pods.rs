@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Reason};
 use crate::selector::labels_of;
-use crate::store::{DeleteOptions, Store, Subresource, Txn, now_rfc3339};
+use crate::store::{DeleteOptions, Store, Subresource, Txn};
 
 /// Bind a pod to a node: sets `spec.nodeName` and `PodScheduled=True` in one write.
 ///
@@ -18,6 +18,7 @@ pub fn bind(store: &Store, namespace: &str, pod: &str, node: &str) -> ApiResult<
     let rt = store
         .resource("", "v1", "pods")
         .ok_or_else(|| ApiError::new(Reason::InternalError, "pods are not served"))?;
+    let now = store.now_rfc3339();
     store.modify(&rt, namespace, pod, Subresource::All, |p| {
         if let Some(current) = p.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
             return Err(ApiError::new(
@@ -37,20 +38,21 @@ pub fn bind(store: &Store, namespace: &str, pod: &str, node: &str) -> ApiResult<
         if let Some(status) = p.get_mut("status").and_then(Value::as_object_mut) {
             status.remove("nominatedNodeName");
         }
-        set_pod_condition(p, "PodScheduled", "True", None, None);
+        set_pod_condition(p, &now, "PodScheduled", "True", None, None);
         Ok(())
     })
 }
 
-/// Set (or replace) a pod condition, keeping lastTransitionTime when the status is unchanged.
+/// Set (or replace) a pod condition at `now` (RFC 3339, [`Store::now_rfc3339`]), keeping
+/// lastTransitionTime when the status is unchanged.
 pub fn set_pod_condition(
     pod: &mut Value,
+    now: &str,
     type_: &str,
     status: &str,
     reason: Option<&str>,
     message: Option<&str>,
 ) {
-    let now = now_rfc3339();
     if !pod["status"]["conditions"].is_array() {
         pod["status"]["conditions"] = json!([]);
     }
@@ -228,10 +230,11 @@ mod tests {
         store
             .create(&rt, "default", json!({"metadata": {"name": name, "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c"}]}}))
             .expect("pod");
+        let now = store.now_rfc3339();
         store
             .modify(&rt, "default", name, Subresource::Status, |p| {
                 p["status"]["phase"] = json!("Running");
-                set_pod_condition(p, "Ready", "True", None, None);
+                set_pod_condition(p, &now, "Ready", "True", None, None);
                 Ok(())
             })
             .expect("running");

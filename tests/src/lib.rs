@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,13 @@ use controller::runtime::Settings;
 use karpenter::sandbox::report::Observation;
 use karpenter::sandbox::{ClusterConfig, LocalCluster, start_cluster, with_defaults};
 use karpenter::workload::parse_yaml;
+use karpenter_core::clock::ShiftedClock;
 use sandbox::registry::TypeKey;
 use serde_json::Value;
+
+/// How long [`TestCluster::advance`] waits after moving the clock: a loop tick of the
+/// controllers woken by the jump (each runs a pass, writes, and the caches see the writes).
+pub const JUMP_SETTLE: Duration = Duration::from_millis(250);
 
 /// The simulated cloud's interruption queue in test clusters (always on, as in `karpenter
 /// sandbox`): `TestCluster::sim().interruption_queue()` sends to it.
@@ -72,6 +78,9 @@ impl Options {
 pub struct TestCluster {
     /// The cluster.
     pub cluster: LocalCluster,
+    /// The clock the whole cluster reads: real time until the test moves it on
+    /// ([`TestCluster::advance`]).
+    pub clock: Arc<ShiftedClock>,
     _dir: tempfile::TempDir,
 }
 
@@ -154,6 +163,7 @@ impl TestCluster {
         if opts.defaults {
             manifests = with_defaults(manifests, "sandbox").expect("defaults");
         }
+        let clock = Arc::new(ShiftedClock::new());
         let cfg = ClusterConfig {
             port: 0,
             registration_delay: opts.registration_delay,
@@ -168,12 +178,44 @@ impl TestCluster {
                 interruption_queue: INTERRUPTION_QUEUE.into(),
                 ..CloudOptions::default_sim()
             },
+            clock: Arc::clone(&clock) as Arc<dyn karpenter_core::clock::Clock>,
             controller: opts.controller,
         };
         let cluster = start_cluster(&cfg, &manifests)
             .await
             .expect("cluster starts");
-        TestCluster { cluster, _dir: dir }
+        TestCluster {
+            cluster,
+            clock,
+            _dir: dir,
+        }
+    }
+
+    /// Move the cluster's clock on by `by` (API server, kubelets, cloud and controller alike)
+    /// and let the controller look at what came due: a test skips `consolidateAfter`, a
+    /// validation delay or a TTL instead of sleeping through it. Controllers wake up on the
+    /// jump; this waits [`JUMP_SETTLE`] of real time for the work a jump triggers to start.
+    pub async fn advance(&self, by: jiff::SignedDuration) {
+        self.clock.advance(by);
+        tokio::time::sleep(JUMP_SETTLE).await;
+    }
+
+    /// Move the clock on by `total` in steps of `step` ([`TestCluster::advance`] each), checking
+    /// `check` after every step: a period of controller time passes in seconds while the
+    /// test watches what happens in it.
+    pub async fn advance_through(
+        &self,
+        total: jiff::SignedDuration,
+        step: jiff::SignedDuration,
+        mut check: impl FnMut(&TestCluster),
+    ) {
+        let mut passed = jiff::SignedDuration::ZERO;
+        while passed < total {
+            let by = step.min(total - passed);
+            self.advance(by).await;
+            passed += by;
+            check(self);
+        }
     }
 
     /// The simulated cloud these clusters run on.

@@ -889,3 +889,56 @@ async fn drift_and_consolidation_together_share_one_budget_and_never_one_node() 
         "both methods disrupted nodes"
     );
 }
+
+/// The cluster's shifted clock: `consolidateAfter: 5m` is waited on the clock, so five minutes
+/// of controller time pass in one call. Emptied nodes stay through four minutes of it (and a
+/// few seconds of real time, several passes) and go once the fifth has passed, each disrupted
+/// at least five minutes of cluster time after its last pod event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn five_minutes_of_consolidate_after_pass_in_seconds_on_the_cluster_clock() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let c = cluster(
+        "{consolidateAfter: 5m, budgets: [{nodes: \"100%\"}]}",
+        &deployment("web", 4, "1", "1Gi"),
+    )
+    .await;
+    settled(&c, "4 pods provisioned").await;
+    let before: BTreeSet<String> = live(&c).iter().map(name).collect();
+    scale(&c, "web", 0).await;
+    c.eventually("the pods gone", SETTLE, |c| running(c, "web") == 0)
+        .await;
+    let kept = |c: &TestCluster| {
+        let now: BTreeSet<String> = live(c).iter().map(name).collect();
+        assert_eq!(now, before, "disrupted before consolidateAfter ran out");
+        assert!(commands(c).is_empty(), "a command started early");
+    };
+    hold(&c, Duration::from_secs(3), kept).await;
+    c.advance_through(SignedDuration::from_mins(4), SignedDuration::from_secs(30), kept)
+        .await;
+    hold(&c, Duration::from_secs(2), kept).await;
+    c.advance(SignedDuration::from_mins(1)).await;
+    let mut last_event: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut disrupted: BTreeMap<String, Timestamp> = BTreeMap::new();
+    watch(&c, "the emptied nodes deleted", SETTLE, |c| {
+        let claims = c.nodeclaims();
+        for x in &claims {
+            if let Some(t) = timestamp(&x["status"]["lastPodEventTime"]) {
+                last_event.insert(name(x), t);
+            }
+            if let Some(at) = disrupted_at(x) {
+                disrupted.entry(name(x)).or_insert(at);
+            }
+        }
+        claims.is_empty()
+    })
+    .await;
+    for n in &before {
+        let (Some(event), Some(at)) = (last_event.get(n), disrupted.get(n)) else {
+            panic!("{n}: pod event {last_event:?}, disrupted {disrupted:?}");
+        };
+        assert!(
+            *at >= *event + SignedDuration::from_mins(5),
+            "{n} disrupted at {at}, within consolidateAfter of its last pod event at {event}"
+        );
+    }
+}

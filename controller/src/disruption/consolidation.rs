@@ -88,8 +88,8 @@ impl Fingerprint {
 pub struct Consolidation {
     /// Each NodeClaim's node's pod-event count (`ClusterState::pod_events`) at the last pass.
     pod_events: HashMap<String, u64>,
-    /// The decision waiting for validation, and when it was made.
-    pending: Option<(Instant, Fingerprint)>,
+    /// The decision waiting for validation, and when it was made (on the context's clock).
+    pending: Option<(Timestamp, Fingerprint)>,
 }
 
 /// What [`decide_pass`] found: a command (or none), and why candidates were left alone.
@@ -156,28 +156,27 @@ impl Consolidation {
             return idle;
         };
         let fingerprint = Fingerprint::of(&command);
+        let delay = ctx.settings.consolidation_validation_delay;
+        // How long the pending decision has waited, on the clock (a decision "made in the
+        // future", by a clock that was moved back, has waited nothing).
+        let waited = |at: &Timestamp| {
+            Duration::try_from(ctx.clock.now().duration_since(*at)).unwrap_or(Duration::ZERO)
+        };
         match &self.pending {
-            Some((at, f))
-                if *f == fingerprint
-                    && at.elapsed() >= ctx.settings.consolidation_validation_delay =>
-            {
+            Some((at, f)) if *f == fingerprint && waited(at) >= delay => {
                 self.pending = None;
                 if let Err(e) = start(ctx, &snap, &command).await {
                     tracing::warn!(error = %e, "starting a consolidation command failed");
                 }
                 None
             }
-            Some((at, f)) if *f == fingerprint => Some(
-                ctx.settings
-                    .consolidation_validation_delay
-                    .saturating_sub(at.elapsed()),
-            ),
+            Some((at, f)) if *f == fingerprint => Some(delay.saturating_sub(waited(at))),
             _ => {
                 tracing::info!(method = command.method.as_str(), nodeclaims = ?fingerprint.candidates,
                     replacement = ?fingerprint.replacement, savings = command.savings(),
                     "consolidation decided; validating");
-                self.pending = Some((Instant::now(), fingerprint));
-                Some(ctx.settings.consolidation_validation_delay)
+                self.pending = Some((ctx.clock.now(), fingerprint));
+                Some(delay)
             }
         }
     }

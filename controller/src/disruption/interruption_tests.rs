@@ -58,6 +58,7 @@ async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
         client: client.clone(),
         cloud: Arc::new(SimCloud::new("demo", Arc::clone(&clock)).expect("catalog")),
         state,
+        clock_jumps: crate::runtime::clock_jumps(clock.as_ref()),
         clock: Arc::clone(&clock),
         settings: Settings::default(),
         evictions: Default::default(),

@@ -15,7 +15,7 @@ pub mod interruption;
 pub mod taint;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::runtime::Context;
 use crate::upgrade;
@@ -23,7 +23,8 @@ use crate::upgrade;
 /// How often the orchestrator ticks: upgrade steps advance at this pace.
 pub const TICK: Duration = Duration::from_secs(1);
 
-/// Run the orchestrator until the task is aborted.
+/// Run the orchestrator until the task is aborted. When the next consolidation pass is due is
+/// measured on the context's clock, and a jump of the clock wakes the loop at once.
 pub async fn run(ctx: Arc<Context>) {
     if ctx.state.wait_synced().await.is_err() {
         tracing::error!("disruption orchestrator not started: the cluster state never synced");
@@ -31,15 +32,17 @@ pub async fn run(ctx: Arc<Context>) {
     }
     let mut upgrades = upgrade::Unobserved::default();
     let mut consolidation = consolidation::Consolidation::default();
-    let mut next = Instant::now();
+    let mut next = ctx.clock.now();
     loop {
         upgrade::tick(&ctx, &mut upgrades).await;
         // Consolidation decides from the cache: not while an upgrade step just started is
         // missing from it (both would take the same budget, or the same node).
-        if Instant::now() >= next && upgrades.all_observed() {
-            let wait = consolidation.tick(&ctx).await;
-            next = Instant::now() + wait.unwrap_or(TICK);
+        if ctx.clock.now() >= next && upgrades.all_observed() {
+            let wait = consolidation.tick(&ctx).await.unwrap_or(TICK);
+            let wait = jiff::SignedDuration::try_from(wait).unwrap_or(jiff::SignedDuration::MAX);
+            let now = ctx.clock.now();
+            next = now.checked_add(wait).unwrap_or(now);
         }
-        tokio::time::sleep(TICK).await;
+        ctx.pause(TICK).await;
     }
 }

@@ -56,9 +56,13 @@ pub async fn run(ctx: Arc<Context>) {
     loop {
         let wait = health.pass(&ctx, &policies).await;
         let deadline = tokio::time::Instant::now() + wait;
+        let mut jumps = ctx.clock_jumps.clone();
+        jumps.mark_unchanged();
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => break,
+                // The clock jumped: what `pass` measured on it may be due now.
+                _ = jumps.changed() => break,
                 batch = changes.next() => match batch {
                     // Every node of the batch is remembered, so no `any` short-circuit.
                     Some(nodes) => {

@@ -167,6 +167,7 @@ async fn start(termination_time: Option<&str>) -> Harness {
         cloud: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
         state,
         clock: Arc::new(SystemClock),
+        clock_jumps: crate::runtime::clock_jumps(&SystemClock),
         settings: Settings::default(),
         evictions: Default::default(),
         metrics: Arc::new(metrics::Metrics::new()),

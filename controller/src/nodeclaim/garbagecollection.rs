@@ -175,7 +175,7 @@ pub async fn run(ctx: Arc<Context>) {
         } else {
             SLOW_PERIOD
         };
-        tokio::time::sleep(period).await;
+        ctx.pause(period).await;
     }
 }
 

@@ -38,14 +38,48 @@ pub struct Context {
     pub state: ClusterState,
     /// Publishes Events with upstream's reasons and dedupe windows.
     pub recorder: events::Recorder,
-    /// Where decisions read "now" (the system clock, or a fake one in tests).
+    /// Where decisions read "now" (the system clock, or a shifted one in tests).
     pub clock: Arc<dyn Clock>,
+    /// Counts the jumps of `clock` (a test moving it on; the system clock never jumps), so
+    /// waits measured on the clock are evaluated again at once: every kube-runtime controller
+    /// reconciles all its objects ([`reconcile::drive`]) and loops wake up ([`Context::pause`]).
+    pub clock_jumps: tokio::sync::watch::Receiver<u64>,
     /// Settings validated once at startup (timeouts, batch windows, feature gates, ...).
     pub settings: Settings,
     /// Per-pod retry delays of refused evictions on draining nodes.
     pub evictions: eviction::EvictionBackoff,
     /// This replica's Prometheus registry, served on `/metrics`.
     pub metrics: Arc<metrics::Metrics>,
+}
+
+impl Context {
+    /// Wait `period` of real time, or less when the clock jumps (a test moved it on): loops
+    /// that poll on a period call this, so what they measure on the clock is looked at again
+    /// as soon as the clock says it is due.
+    pub async fn pause(&self, period: Duration) {
+        let mut jumps = self.clock_jumps.clone();
+        jumps.mark_unchanged();
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            _ = jumps.changed() => {}
+        }
+    }
+
+    /// A stream that yields once each time the clock jumps (nothing from the system clock).
+    pub fn clock_jumped(&self) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
+        use futures::StreamExt;
+        tokio_stream::wrappers::WatchStream::from_changes(self.clock_jumps.clone()).map(|_| ())
+    }
+}
+
+/// A receiver of `clock`'s jump count for [`Context::clock_jumps`].
+pub fn clock_jumps(clock: &dyn Clock) -> tokio::sync::watch::Receiver<u64> {
+    let (jumped, jumps) = tokio::sync::watch::channel(0u64);
+    clock.on_jump(Box::new(move || {
+        jumped.send_modify(|n| *n += 1);
+        !jumped.is_closed()
+    }));
+    jumps
 }
 
 /// The API client controllers use. kube's blanket client-side retry of 429, 503 and 504 is

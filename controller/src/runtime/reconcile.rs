@@ -116,7 +116,10 @@ where
     })
 }
 
-/// Run a controller with the shared policy until its task is aborted.
+/// Run a controller with the shared policy until its task is aborted. When the clock jumps (a
+/// test moved it on), every object is reconciled again, so requeues measured on the clock
+/// (timeouts, the drift poll, drain times) are looked at at once rather than when their real-time
+/// timer fires.
 pub async fn drive<K, F, Fut>(controller: Controller<K>, reconcile: F, ctx: Arc<Context>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -129,7 +132,9 @@ where
     let mut reconcile = reconcile;
     let reconcile =
         move |obj, ctx| crate::runtime::metered::in_controller(name, reconcile(obj, ctx));
+    let jumps = ctx.clock_jumped();
     controller
+        .reconcile_all_on(jumps)
         .run(reconcile, error_policy::<K>, ctx)
         .for_each(|_| async {})
         .await;

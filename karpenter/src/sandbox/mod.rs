@@ -269,6 +269,9 @@ pub struct ClusterConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Which cloud the controller launches into.
     pub cloud: CloudOptions,
+    /// The clock the whole cluster reads (API server, simulated cloud and kubelets,
+    /// controller): the system clock, or a test's [`karpenter_core::clock::ShiftedClock`].
+    pub clock: Arc<dyn Clock>,
     /// Start the controller with the cluster, without leader election (tests that stage a
     /// world by hand turn it off and start it later with [`LocalCluster::start_controller`];
     /// `karpenter sandbox` turns it off and starts an elected one with
@@ -432,8 +435,10 @@ where
     F: FnOnce(String, Arc<dyn Clock>) -> Fut,
     Fut: std::future::Future<Output = Result<cloud::Cloud, String>>,
 {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut sb = Sandbox::start(cfg.port)
+    let clock = Arc::clone(&cfg.clock);
+    let now = Arc::clone(&clock);
+    let store = sandbox::Store::with_clock(Arc::new(move || now.now()));
+    let mut sb = Sandbox::start_with(store, cfg.port)
         .await
         .map_err(|e| SandboxError::Startup(format!("starting the API server: {e}")))?;
     let kubeconfig = cfg.kubeconfig.clone().unwrap_or_else(|| {
@@ -521,6 +526,7 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         settings,
         kubeconfig: args.kubeconfig_out.clone(),
         cloud: args.cloud.clone(),
+        clock: Arc::new(SystemClock),
         controller: false,
     };
     let mut cluster = start_cluster(&cfg, &manifests).await?;

@@ -216,6 +216,7 @@ pub fn cluster_config(dir: &std::path::Path) -> ClusterConfig {
         },
         kubeconfig: Some(dir.join("kubeconfig")),
         cloud: CloudOptions::default(),
+        clock: std::sync::Arc::new(karpenter_core::clock::SystemClock),
         controller: true,
     }
 }

@@ -18,14 +18,14 @@ use serde_json::{Value, json};
 use super::csi::{ClaimVolume, Claims, DRIVER, attachment_name};
 use super::{ActorConfig, BootRecord, InstanceSource, TypedCache, key, wait_for_change};
 use crate::pods::set_pod_condition;
-use crate::store::{DeleteOptions, Store, Subresource, now_rfc3339};
+use crate::store::{DeleteOptions, Store, Subresource, rfc3339};
 
 /// Kubelet version the simulated nodes report.
 pub const KUBELET_VERSION: &str = "v1.32.0-eks-sandbox";
 
-/// The Node object a kubelet registers for an instance (status is written separately, as the
-/// status subresource).
-pub fn node_for(record: &BootRecord) -> (Value, Value) {
+/// The Node object a kubelet registers for an instance at `now` (RFC 3339; its conditions'
+/// times), and its status (written separately, as the status subresource).
+pub fn node_for(record: &BootRecord, now: &str) -> (Value, Value) {
     let taints: Vec<Value> = record
         .taints
         .iter()
@@ -42,7 +42,6 @@ pub fn node_for(record: &BootRecord) -> (Value, Value) {
         "metadata": {"name": record.hostname, "labels": record.labels},
         "spec": {"providerID": record.provider_id, "taints": taints},
     });
-    let now = now_rfc3339();
     let conditions: Vec<Value> = conditions::KUBELET_CONDITIONS
         .iter()
         .map(|(t, s, reason, message)| {
@@ -103,7 +102,7 @@ impl Kubelets {
             .iter()
             .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref().map(|p| (p, n)))
             .collect();
-        let now = jiff::Timestamp::now();
+        let now = store.now();
         let delay =
             jiff::SignedDuration::try_from(self.config.registration_delay).unwrap_or_default();
         let live: HashSet<&str> = running.iter().map(|r| r.provider_id.as_str()).collect();
@@ -113,7 +112,7 @@ impl Kubelets {
             {
                 continue;
             }
-            let (node, status) = node_for(record);
+            let (node, status) = node_for(record, &rfc3339(now));
             match store.create(&nodes_rt, "", node) {
                 Ok(_) => {
                     let _ =
@@ -241,8 +240,8 @@ impl Kubelets {
                         .collect()
                 })
                 .unwrap_or_default();
+            let now = store.now_rfc3339();
             let result = store.modify(pods_rt, &ns, &name, Subresource::Status, |p| {
-                let now = now_rfc3339();
                 p["status"]["phase"] = json!("Running");
                 p["status"]["hostIP"] = json!(host_ip);
                 p["status"]["hostIPs"] = json!([{"ip": host_ip}]);
@@ -250,7 +249,7 @@ impl Kubelets {
                 p["status"]["podIPs"] = json!([{"ip": pod_ip}]);
                 p["status"]["startTime"] = json!(now);
                 for c in ["Initialized", "ContainersReady", "Ready"] {
-                    set_pod_condition(p, c, "True", None, None);
+                    set_pod_condition(p, &now, c, "True", None, None);
                 }
                 let statuses: Vec<Value> = containers
                     .iter()

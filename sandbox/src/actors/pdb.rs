@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{key, wait_for_change};
 use crate::pods::budget_state;
-use crate::store::{Store, Subresource, now_rfc3339};
+use crate::store::{Store, Subresource};
 
 fn pass(store: &Store) {
     let (Some(pdb_rt), Some(pods_rt)) = (
@@ -49,12 +49,13 @@ fn pass(store: &Store) {
         if unchanged {
             continue;
         }
+        let now = store.now_rfc3339();
         let _ = store.modify(&pdb_rt, ns, name, Subresource::Status, |o| {
             let was_allowed = o["status"]["conditions"][0]["status"] == "True";
             let ltt = if was_allowed == allowed && o["status"]["conditions"][0].is_object() {
                 o["status"]["conditions"][0]["lastTransitionTime"].clone()
             } else {
-                json!(now_rfc3339())
+                json!(now)
             };
             o["status"] = json!({
                 "observedGeneration": o["metadata"]["generation"],

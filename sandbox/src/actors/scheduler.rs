@@ -180,9 +180,11 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
                 if unschedulable_message(pod) == Some(message.as_str()) {
                     continue;
                 }
+                let now = store.now_rfc3339();
                 let update = store.modify(&rt, ns, name, Subresource::Status, |p: &mut Value| {
                     set_pod_condition(
                         p,
+                        &now,
                         "PodScheduled",
                         "False",
                         Some("Unschedulable"),

@@ -41,10 +41,11 @@ fn pod(store: &Store, name: &str) -> Arc<Value> {
 
 fn make_ready(store: &Store, name: &str) {
     let rt = store.resource("", "v1", "pods").expect("served");
+    let now = store.now_rfc3339();
     store
         .modify(&rt, "default", name, Subresource::Status, |p| {
             p["status"]["phase"] = json!("Running");
-            set_pod_condition(p, "Ready", "True", None, None);
+            set_pod_condition(p, &now, "Ready", "True", None, None);
             Ok(())
         })
         .expect("pod status");

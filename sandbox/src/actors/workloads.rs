@@ -292,8 +292,8 @@ fn scale(store: &Store, rt: &ResourceType, ns: &str, name: &str, replicas: i32) 
 
 /// Write status only when its content changed (conditions' times aside), to avoid churn.
 fn write_status(store: &Store, rt: &ResourceType, ns: &str, name: &str, mut status: Value) {
+    let now = store.now_rfc3339();
     let _ = store.modify(rt, ns, name, Subresource::Status, |o| {
-        let now = crate::store::now_rfc3339();
         if let (Some(new), Some(old)) = (
             status["conditions"].as_array_mut(),
             o["status"]["conditions"].as_array(),

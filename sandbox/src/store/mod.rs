@@ -160,6 +160,8 @@ struct Inner {
     /// Each type's recent changes, as kube-apiserver keeps one watch cache per resource.
     history: HashMap<TypeKey, TypeHistory>,
     limits: HistoryLimits,
+    /// The store's clock, for the times writes stamp.
+    clock: Now,
 }
 
 /// How much watch history each resource type keeps ([`HISTORY_FRESH`], [`HISTORY_MAX`],
@@ -220,10 +222,18 @@ impl Live {
 /// The in-memory object store behind the API server and the simulated actors.
 pub struct Store {
     inner: Mutex<Inner>,
+    /// Where the time stamped on objects comes from ([`Now`]); read without the lock.
+    clock: Now,
     events: Live,
     /// State shared by every reader of a type, by type and state kind ([`Store::shared`]).
     shared: Mutex<HashMap<(TypeKey, TypeId), SharedState>>,
 }
+
+/// Where the API server reads the time it stamps on objects (creation and deletion
+/// timestamps, pod and node conditions, Events, status times): real time by default, or a test
+/// clock shared with the controller ([`Store::with_clock`]), so a test that moves the
+/// controller's clock on moves the cluster's with it.
+pub type Now = Arc<dyn Fn() -> jiff::Timestamp + Send + Sync>;
 
 /// One entry of [`Store::shared`]: a `Mutex<C>` behind `Any`.
 type SharedState = Arc<dyn Any + Send + Sync>;
@@ -346,8 +356,17 @@ impl Store {
         })
     }
 
+    /// A store like [`Store::new`] whose times come from `clock` instead of real time.
+    pub fn with_clock(clock: Now) -> Arc<Store> {
+        Store::build(HistoryLimits::default(), clock)
+    }
+
     /// A store whose watch history keeps what `limits` say for each type.
     pub fn with_limits(limits: HistoryLimits) -> Arc<Store> {
+        Store::build(limits, Arc::new(jiff::Timestamp::now))
+    }
+
+    fn build(limits: HistoryLimits, clock: Now) -> Arc<Store> {
         let events = Live {
             events: broadcast::channel(LIVE_BUFFER).0,
             changes: broadcast::channel(LIVE_BUFFER).0,
@@ -359,7 +378,9 @@ impl Store {
                 objects: HashMap::new(),
                 history: HashMap::new(),
                 limits,
+                clock: Arc::clone(&clock),
             }),
+            clock,
             events,
             shared: Mutex::new(HashMap::new()),
         });
@@ -384,6 +405,16 @@ impl Store {
         Arc::clone(state)
             .downcast::<Mutex<C>>()
             .unwrap_or_else(|_| Arc::new(Mutex::new(C::default())))
+    }
+
+    /// Now, on the store's clock ([`Now`]).
+    pub fn now(&self) -> jiff::Timestamp {
+        (self.clock)()
+    }
+
+    /// Now on the store's clock as Kubernetes writes metadata times ([`rfc3339`]).
+    pub fn now_rfc3339(&self) -> String {
+        rfc3339(self.now())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -804,11 +835,11 @@ pub fn new_uid() -> String {
     )
 }
 
-/// Now as an RFC 3339 timestamp with second precision, as Kubernetes writes metadata times.
-pub fn now_rfc3339() -> String {
-    let now = jiff::Timestamp::now();
-    jiff::Timestamp::from_second(now.as_second())
-        .unwrap_or(now)
+/// `t` as an RFC 3339 timestamp with second precision, as Kubernetes writes metadata times
+/// (e.g. `2026-11-28T11:30:00Z`).
+pub fn rfc3339(t: jiff::Timestamp) -> String {
+    jiff::Timestamp::from_second(t.as_second())
+        .unwrap_or(t)
         .to_string()
 }
 

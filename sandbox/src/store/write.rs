@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use super::{
     DeleteOptions, EventType, Inner, Live, ObjectKey, Subresource, TypeHistory, WatchEvent, decode,
-    encode, new_uid, now_rfc3339,
+    encode, new_uid, rfc3339,
 };
 use crate::admission;
 use crate::error::{ApiError, ApiResult, Reason};
@@ -146,7 +146,7 @@ impl Inner {
             meta.remove("namespace");
         }
         meta.insert("uid".into(), json!(new_uid()));
-        meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        meta.insert("creationTimestamp".into(), json!(rfc3339((self.clock)())));
         meta.insert("generation".into(), json!(1));
         meta.remove("deletionTimestamp");
         meta.remove("resourceVersion");
@@ -163,7 +163,7 @@ impl Inner {
                 .registry
                 .register_crd(&obj)
                 .map_err(|e| ApiError::invalid(&rt.kind, &name, "spec", &e.0))?;
-            admission::crd_established(&mut obj, &registered);
+            admission::crd_established(&mut obj, &registered, &rfc3339((self.clock)()));
         }
         Ok(self.put(rt, key, obj, EventType::Added, tx))
     }
@@ -288,7 +288,7 @@ impl Inner {
                         .registry
                         .register_crd(&obj)
                         .map_err(|e| ApiError::invalid(&rt.kind, name, "spec", &e.0))?;
-                    admission::crd_established(&mut obj, &registered);
+                    admission::crd_established(&mut obj, &registered, &rfc3339((self.clock)()));
                 }
             }
         }
@@ -352,7 +352,7 @@ impl Inner {
                 return Ok(current);
             }
             let mut obj = (*current).clone();
-            obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+            obj["metadata"]["deletionTimestamp"] = json!(rfc3339((self.clock)()));
             obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             let updated = self.put(rt, key, obj, EventType::Modified, tx);
             if opts.orphan {
