@@ -9,6 +9,7 @@ mod architecture;
 mod consolidation;
 mod crash_safety;
 mod deploy;
+mod disruption_marks;
 mod drift;
 mod faults;
 mod interruption;

@@ -35,7 +35,7 @@ use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::taint::taint;
+use super::marks;
 use crate::nodeclaim::history;
 use crate::nodeclaim::writes::{
     disrupt_by_name, disrupt_claim, generated_name, patch_metadata, set_condition,
@@ -122,6 +122,7 @@ impl Consolidation {
             }
         }
         let snap = Arc::new(snap);
+        sweep_stale_taints(ctx, &snap).await;
         if advance_commands(ctx, &snap, now).await {
             self.pending = None;
             return None;
@@ -406,7 +407,9 @@ async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), 
         Action::Replace(r) => generated_name(&r.planned.decision.nodepool),
     };
     let now = ctx.clock.now().to_string();
-    let mut annotated = Vec::new();
+    // Every candidate whose annotation may have been written: a write whose answer was lost
+    // may have taken effect, so a failed start clears it too (only if it names this command).
+    let mut marked = Vec::new();
     for c in &command.candidates {
         let result = patch_metadata(
             ctx,
@@ -417,14 +420,17 @@ async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), 
                                    CANDIDATES_ANNOTATION: command.candidates.len().to_string()}}),
         )
         .await;
-        match result {
-            Ok(_) => annotated.push(c.name().to_string()),
-            Err(e) => {
-                clear_candidates(ctx, snap, &annotated).await;
-                return Err(e);
-            }
+        if result.as_ref().err().is_none_or(outcome_unknown) {
+            marked.push(c.name().to_string());
         }
-        taint(ctx, &c.node, true).await;
+        let started = match result {
+            Ok(_) => marks::taint(ctx, &c.node.name_any(), true).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = started {
+            abandon(ctx, snap, &id, &marked).await;
+            return Err(e);
+        }
     }
     let decision = match &command.action {
         Action::Delete => "delete",
@@ -493,7 +499,7 @@ async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), 
                     }
                 }
                 Err(e) => {
-                    clear_candidates(ctx, snap, &annotated).await;
+                    abandon(ctx, snap, &id, &marked).await;
                     return Err(e);
                 }
             }
@@ -533,30 +539,98 @@ async fn terminate(
     Ok(())
 }
 
-/// Remove the command annotations from `names` and the disrupted taint from their nodes.
-async fn clear_candidates(ctx: &Context, snap: &Snapshot, names: &[String]) {
+/// Whether a write that failed with `e` may still have taken effect: its answer was lost (a
+/// timeout, a dropped connection, a 5xx after the write) rather than a refusal.
+fn outcome_unknown(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code >= 500,
+        _ => true,
+    }
+}
+
+/// Abandon command `id` on the NodeClaims `names`: remove its annotations (where they still
+/// name this command) and then the disrupted taint from each node no disruption holds any
+/// more; every change read live and retried until it holds ([`marks`]). A change that still
+/// fails is logged, and the next pass finds what is left: a half-started command is abandoned
+/// again ([`advance`]), a leaked taint is swept ([`sweep_stale_taints`]).
+async fn abandon(ctx: &Context, snap: &Snapshot, id: &str, names: &[String]) {
     for name in names {
-        let cleared = patch_metadata(
-            ctx,
-            name,
-            json!({"annotations": {COMMAND_ANNOTATION: null, REASON_ANNOTATION: null,
-                                   REPLACEMENT_ANNOTATION: null, STARTED_ANNOTATION: null,
-                                   CANDIDATES_ANNOTATION: null}}),
-        )
-        .await;
-        if let Err(e) = cleared {
-            tracing::warn!(nodeclaim = %name, error = %e, "clearing a consolidation command");
+        let claim = match marks::clear_command(ctx, name, id).await {
+            Ok(Some(claim)) => claim,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(command = %id, nodeclaim = %name, error = %e, "clearing a consolidation command");
+                continue;
+            }
+        };
+        if candidates::is_held(&claim) {
+            continue;
         }
-        let claim = snap.nodeclaims.iter().find(|c| c.name_any() == *name);
-        let pid = claim
-            .and_then(|c| c.status.as_ref())
-            .and_then(|s| s.provider_id.as_deref());
-        if let Some(node) = snap.nodes.iter().find(|n| {
-            pid.is_some() && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == pid
-        }) {
-            taint(ctx, node, false).await;
+        let Some(node) = node_name(snap, &claim) else {
+            continue;
+        };
+        if let Err(e) = marks::taint(ctx, &node, false).await {
+            tracing::warn!(command = %id, node = %node, error = %e, "removing the disrupted taint");
         }
     }
+}
+
+/// The name of `claim`'s node: its status, else the node of its providerID in `snap`.
+fn node_name(snap: &Snapshot, claim: &NodeClaim) -> Option<String> {
+    let status = claim.status.as_ref()?;
+    if let Some(n) = &status.node_name {
+        return Some(n.clone());
+    }
+    let pid = status.provider_id.as_deref()?;
+    snap.nodes
+        .iter()
+        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+        .and_then(|n| n.metadata.name.clone())
+}
+
+/// Remove the disrupted taints nothing holds any more
+/// ([`candidates::stale_disrupted_taints`]), each after reading its NodeClaim again: the
+/// cache may show a command's taint before the annotations written just before it.
+async fn sweep_stale_taints(ctx: &Context, snap: &Snapshot) {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    for (node, claim) in candidates::stale_disrupted_taints(snap) {
+        match api.get_opt(&claim).await {
+            Ok(Some(live))
+                if live.metadata.deletion_timestamp.is_none() && !candidates::is_held(&live) => {}
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(nodeclaim = %claim, error = %e, "reading a NodeClaim before sweeping its node's taint");
+                continue;
+            }
+        }
+        match marks::taint(ctx, &node, false).await {
+            Ok(_) => tracing::info!(node = %node, nodeclaim = %claim,
+                "removed a karpenter.sh/disrupted taint no disruption holds"),
+            Err(e) => tracing::warn!(node = %node, error = %e, "removing a stale disrupted taint"),
+        }
+    }
+}
+
+/// Whether the node of candidate `claim` carries the disrupted taint: in `snap`, else as the
+/// API server has it now (the cache may not show a taint just written). No node: `false`.
+///
+/// Errors: the API failure of the live read.
+async fn candidate_tainted(
+    ctx: &Context,
+    snap: &Snapshot,
+    claim: &NodeClaim,
+) -> Result<bool, kube::Error> {
+    let Some(node) = node_name(snap, claim) else {
+        return Ok(false);
+    };
+    let cached = snap
+        .nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node.as_str()));
+    if cached.is_some_and(|n| marks::has_taint(n)) {
+        return Ok(true);
+    }
+    marks::is_tainted(ctx, &node).await
 }
 
 /// One command found in the cluster: its candidates and its replacement, if any.
@@ -625,6 +699,29 @@ async fn advance(
     };
     let replacement_name = annotation(first, REPLACEMENT_ANNOTATION).unwrap_or_default();
     let names: Vec<String> = candidates.iter().map(|c| c.name_any()).collect();
+    let replacement = match replacement {
+        _ if replacement_name.is_empty() => None,
+        Some(r) if r.name_any() == replacement_name => Some(r.clone()),
+        _ => {
+            // The cache may lag the create: ask the API server before deciding it is missing.
+            let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+            api.get_opt(replacement_name).await?
+        }
+    };
+    // A command is carried out only once fully started: every candidate annotated and its
+    // node tainted, which a created replacement proves (it is created last). A command the
+    // cluster shows otherwise (a start whose answer was lost, a crash between its writes) is
+    // abandoned before anything is deleted; the next pass decides again from scratch.
+    if replacement.is_none() {
+        for c in &waiting {
+            if !candidate_tainted(ctx, snap, c).await? {
+                tracing::warn!(command = %id, nodeclaim = %c.name_any(),
+                    "consolidation command found half-started (its node is not tainted); abandoning it");
+                abandon(ctx, snap, id, &names).await;
+                return Ok(false);
+            }
+        }
+    }
     if replacement_name.is_empty() {
         for c in &waiting {
             terminate(
@@ -638,14 +735,6 @@ async fn advance(
         }
         return Ok(true);
     }
-    let replacement = match replacement {
-        Some(r) if r.name_any() == replacement_name => Some(r.clone()),
-        _ => {
-            // The cache may lag the create: ask the API server before deciding it is missing.
-            let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-            api.get_opt(replacement_name).await?
-        }
-    };
     let started = annotation(first, STARTED_ANNOTATION)
         .and_then(|s| s.parse::<Timestamp>().ok())
         .unwrap_or(now);
@@ -717,7 +806,7 @@ async fn advance(
                     tracing::warn!(command = %id, error = %e, "consolidation rollback not recorded");
                 }
             }
-            clear_candidates(ctx, snap, &names).await;
+            abandon(ctx, snap, id, &names).await;
             for c in &waiting {
                 ctx.recorder.about(
                     c.as_ref(),

@@ -34,7 +34,7 @@ use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::taint::taint;
+use super::marks;
 use crate::nodeclaim::writes::{disrupt_claim, generated_name, patch_metadata};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
@@ -163,8 +163,11 @@ async fn start_once(
                                CANDIDATES_ANNOTATION: "1"}}),
     )
     .await?;
-    if let Some(node) = &node {
-        taint(ctx, node, true).await;
+    if let Some(node) = &node
+        && let Err(e) = marks::taint(ctx, &node.name_any(), true).await
+    {
+        // Forceful either way: termination taints the node again before it drains.
+        tracing::warn!(nodeclaim = %name, error = %e, "tainting an interrupted node");
     }
     tracing::info!(command = %id, nodeclaim = %name, kind = %kind, replacement = %replacement_name,
         drain_by = %drain_by, "interruption command started");

@@ -20,8 +20,13 @@ use crate::state::ClusterState;
 
 const PROVIDER_ID: &str = "aws:///us-east-1a/i-0123456789abcdef0";
 
-#[tokio::test]
-async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
+/// A sandbox API server with Karpenter's CRDs, and a controller context on it (system clock,
+/// simulated cloud); the returned tasks are its cache watches.
+async fn world() -> (
+    sandbox::runtime::Sandbox,
+    Context,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
     let server = sandbox::runtime::Sandbox::start(0).await.expect("sandbox");
     let store = server.store();
     let crd_type = store
@@ -31,6 +36,38 @@ async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
         let crd = serde_json::to_value(&crd).expect("CRD as JSON");
         store.create(&crd_type, "", crd).expect("install the CRD");
     }
+    let client = Client::try_from(server.client_config()).expect("client");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (state, tasks) = ClusterState::start(&client);
+    let ctx = Context {
+        recorder: events::Recorder::new(client.clone()),
+        client,
+        cloud: Arc::new(SimCloud::new("demo", Arc::clone(&clock)).expect("catalog")),
+        state,
+        clock_jumps: crate::runtime::clock_jumps(clock.as_ref()),
+        clock,
+        settings: Settings::default(),
+        evictions: Default::default(),
+        metrics: Arc::new(metrics::Metrics::new()),
+    };
+    (server, ctx, tasks)
+}
+
+/// An interruption message of `kind` for the instance of [`PROVIDER_ID`].
+fn message(kind: Kind, detail_type: &str) -> Message {
+    Message {
+        kind,
+        instance_ids: vec!["i-0123456789abcdef0".into()],
+        time: Some(jiff::Timestamp::now()),
+        id: "e-1".into(),
+        detail_type: detail_type.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
+    let (server, ctx, tasks) = world().await;
+    let store = server.store();
     // A spot NodeClaim whose node runs no pods: nothing to replace, so it is deleted at once.
     let claim = testutil::nodeclaim("default-x")
         .provider_id(PROVIDER_ID)
@@ -49,33 +86,16 @@ async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
     let claim: NodeClaim = serde_json::from_value((*claim).clone()).expect("a NodeClaim");
     let node: Node = serde_json::from_value((*node).clone()).expect("a Node");
 
-    let config = server.client_config();
-    let client = Client::try_from(config).expect("client");
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (state, tasks) = ClusterState::start(&client);
-    let ctx = Context {
-        recorder: events::Recorder::new(client.clone()),
-        client: client.clone(),
-        cloud: Arc::new(SimCloud::new("demo", Arc::clone(&clock)).expect("catalog")),
-        state,
-        clock_jumps: crate::runtime::clock_jumps(clock.as_ref()),
-        clock: Arc::clone(&clock),
-        settings: Settings::default(),
-        evictions: Default::default(),
-        metrics: Arc::new(metrics::Metrics::new()),
-    };
+    let client = ctx.client.clone();
     let snap = Arc::new(Snapshot {
         nodes: vec![Arc::new(node)],
         nodeclaims: vec![Arc::new(claim.clone())],
         ..Snapshot::default()
     });
-    let message = Message {
-        kind: Kind::SpotInterrupted,
-        instance_ids: vec!["i-0123456789abcdef0".into()],
-        time: Some(clock.now()),
-        id: "e-1".into(),
-        detail_type: "EC2 Spot Instance Interruption Warning".into(),
-    };
+    let message = message(
+        Kind::SpotInterrupted,
+        "EC2 Spot Instance Interruption Warning",
+    );
 
     // Every write conflicts until all but one of the attempts have failed.
     let conflicts = u64::from(CONFLICT_ATTEMPTS - 1);

@@ -12,7 +12,7 @@
 
 pub mod consolidation;
 pub mod interruption;
-pub mod taint;
+pub mod marks;
 
 use std::sync::Arc;
 use std::time::Duration;

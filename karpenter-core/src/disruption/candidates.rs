@@ -225,6 +225,49 @@ fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> f64 {
     ((life.as_secs_f64() - age) / life.as_secs_f64()).clamp(0.0, 1.0)
 }
 
+/// Whether a disruption holds `claim` (an upgrade step or a disruption command, as a
+/// candidate or a replacement, or a deletion for a disruption reason), judged by its own marks
+/// only: the disrupted taint on its node is not one (see [`stale_disrupted_taints`]).
+pub fn is_held(claim: &NodeClaim) -> bool {
+    in_progress(claim, None).is_some()
+}
+
+/// The nodes whose `karpenter.sh/disrupted:NoSchedule` taint nothing stands behind: the node is
+/// not deleting, and its NodeClaim exists, is not deleting and is held by no disruption
+/// ([`is_held`]). Such a taint is left by a command whose start failed or whose marks were
+/// cleared while the taint's removal failed; it keeps pods off the node and counts the node as
+/// disrupting in every budget, so the orchestrator removes it at start and on every pass
+/// (upstream `disruption/controller.go` removes the taint from every node that no queued
+/// command holds and that is not marked for deletion). Nodes no NodeClaim claims are left to
+/// their own termination. Node names with their NodeClaim's name, sorted by node.
+pub fn stale_disrupted_taints(snap: &Snapshot) -> Vec<(String, String)> {
+    let claims: HashMap<&str, &NodeClaim> = snap
+        .nodeclaims
+        .iter()
+        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c.as_ref())))
+        .collect();
+    let mut out: Vec<(String, String)> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none() && has_disrupted_taint(n))
+        .filter_map(|n| {
+            let pid = n.spec.as_ref()?.provider_id.as_deref()?;
+            let claim = claims.get(pid)?;
+            (claim.metadata.deletion_timestamp.is_none() && !is_held(claim))
+                .then(|| Some((n.metadata.name.clone()?, claim.metadata.name.clone()?)))?
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn has_disrupted_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT_KEY))
+}
+
 /// The in-progress set: whether an upgrade step or a consolidation command already holds this
 /// NodeClaim, as it or its replacement.
 fn in_progress(claim: &NodeClaim, node: Option<&Node>) -> Option<NotCandidate> {
@@ -258,11 +301,7 @@ fn in_progress(claim: &NodeClaim, node: Option<&Node>) -> Option<NotCandidate> {
             what: format!("disruption ({})", c.reason),
         });
     }
-    let tainted = node
-        .and_then(|n| n.spec.as_ref())
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT_KEY));
-    tainted.then(|| NotCandidate::InProgress {
+    node.is_some_and(has_disrupted_taint).then(|| NotCandidate::InProgress {
         what: format!("node tainted {DISRUPTED_TAINT_KEY}"),
     })
 }

@@ -316,3 +316,63 @@ fn a_node_pending_pods_wait_for_is_not_a_candidate() {
         ]
     );
 }
+
+/// A node `name` tainted `karpenter.sh/disrupted` and its NodeClaim `default-<name>`, changed by
+/// `on_claim` and `on_node`.
+fn tainted(
+    name: &str,
+    on_claim: impl FnOnce(testutil::NodeClaimBuilder) -> testutil::NodeClaimBuilder,
+    on_node: impl FnOnce(testutil::NodeBuilder) -> testutil::NodeBuilder,
+) -> (Arc<NodeClaim>, Arc<Node>) {
+    let pid = format!("aws:///test-zone-a/i-{name}");
+    let claim = nodeclaim(format!("default-{name}"))
+        .nodepool("default")
+        .provider_id(&pid)
+        .node_name(name);
+    let tainted = node(name)
+        .provider_id(&pid)
+        .taint("karpenter.sh/disrupted:NoSchedule");
+    (on_claim(claim).arc(), on_node(tainted).arc())
+}
+
+#[test]
+fn a_disrupted_taint_nothing_holds_is_stale() {
+    fn same<B>(b: B) -> B {
+        b
+    }
+    let nodes = [
+        // Leaked: nothing holds the NodeClaim.
+        tainted("leaked", same, same),
+        // A command holds it.
+        tainted(
+            "command",
+            |c| c.annotation(COMMAND_ANNOTATION, "underutilized-bcdfg"),
+            same,
+        ),
+        // An upgrade step holds it.
+        tainted("upgrade", |c| c.annotation(REPLACEMENT_ANNOTATION, ""), same),
+        // Its NodeClaim is deleting: termination tainted it.
+        tainted("deleting-claim", |c| c.deleting(T0), same),
+        // A disruption reason is set before the delete.
+        tainted("reason", |c| c.condition("DisruptionReason", "True"), same),
+        // The node itself is deleting.
+        tainted("deleting-node", same, |n| n.deleting(T0)),
+    ];
+    let (untainted_claim, untainted) = karpenter_node("clean", "gp.xlarge", "on-demand");
+    let orphan = node("orphan")
+        .provider_id("aws:///test-zone-a/i-orphan")
+        .taint("karpenter.sh/disrupted:NoSchedule")
+        .arc();
+    let mut snap = Snapshot::default();
+    for (c, n) in nodes {
+        snap.nodeclaims.push(c);
+        snap.nodes.push(n);
+    }
+    snap.nodeclaims.push(untainted_claim);
+    snap.nodes.push(untainted);
+    snap.nodes.push(orphan);
+    assert_eq!(
+        stale_disrupted_taints(&snap),
+        [("leaked".to_string(), "default-leaked".to_string())]
+    );
+}
