@@ -565,3 +565,56 @@ async fn node_class_spec_and_subnet_changes_are_named() {
     patch(&c, "ec2nodeclass", "default", select(&mine.id)).await;
     none_drifted(&c, "default").await;
 }
+
+/// Issue 33: a NodePool requirement on a custom label with several values (`example.com/team
+/// In [a, b]`) gave its NodeClaims no such label, so each was `RequirementsDrifted` at once and
+/// replaced by one with the same flaw, for ever. Its NodeClaims now carry one of the values
+/// (`a`, the first; `b` for pods that select it), and over five minutes of the cluster's clock
+/// none is drifted, replaced or recorded as removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_custom_label_with_several_values_never_drifts_its_nodeclaims() {
+    let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: teams\nspec:\n  disruption: {consolidateAfter: Never}\n  template:\n    spec:\n      requirements:\n      - {key: example.com/team, operator: In, values: [a, b]}\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n---\n";
+    let team_b = tests::deployment("team-b", 2, "500m", "512Mi").replace(
+        "    spec:\n      containers:",
+        "    spec:\n      nodeSelector: {example.com/team: b}\n      containers:",
+    );
+    let yaml = format!(
+        "{pool}{}---\n{team_b}",
+        tests::deployment("any-team", 2, "500m", "512Mi")
+    );
+    let c = TestCluster::start(&yaml, Options::default()).await;
+    c.wait_for("every pod bound, every NodeClaim initialized", SETTLE, |o| {
+        o.settled() && o.pods_total == 4 && o.pods_bound == 4
+    })
+    .await;
+    let claims = claims_of(&c, "teams");
+    let teams: std::collections::BTreeSet<String> = claims
+        .iter()
+        .map(|x| {
+            x.pointer("/metadata/labels/example.com~1team")
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("{} has no example.com/team label", name(x)))
+                .to_string()
+        })
+        .collect();
+    assert!(teams.contains("b"), "team-b's pods need a team b node: {teams:?}");
+    assert!(teams.iter().all(|t| t == "a" || t == "b"), "{teams:?}");
+    let names: Vec<String> = claims.iter().map(name).collect();
+    c.advance_through(
+        jiff::SignedDuration::from_mins(5),
+        jiff::SignedDuration::from_secs(15),
+        |c| {
+            let now = claims_of(c, "teams");
+            for x in &now {
+                assert_eq!(drifted(x), None, "{} drifted", name(x));
+            }
+            assert_eq!(
+                now.iter().map(name).collect::<Vec<_>>(),
+                names,
+                "NodeClaims were replaced"
+            );
+        },
+    )
+    .await;
+    assert_eq!(c.disruption_history(), Vec::<Value>::new());
+}
