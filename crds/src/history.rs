@@ -238,11 +238,19 @@ fn reason_condition(claim: &NodeClaim) -> Option<&crate::Condition> {
         })
 }
 
-/// The Karpenter reason `claim` was deleted for (its `DisruptionReason` condition, see
-/// [`REASON_WINDOW`]), or [`reason::DELETED`].
+/// The Karpenter reason `claim` was deleted for: its `DisruptionReason` condition (see
+/// [`REASON_WINDOW`]), else the reason of the disruption command that held it
+/// ([`crate::disruption::REASON_ANNOTATION`]: the command caused the deletion even when another
+/// path carried it out, such as the node going away with its interrupted instance), else
+/// [`reason::DELETED`].
 pub fn disruption_reason(claim: &NodeClaim) -> String {
     reason_condition(claim)
         .map(|c| c.reason.clone())
+        .or_else(|| {
+            annotation(claim, crate::disruption::REASON_ANNOTATION)
+                .filter(|r| !r.is_empty())
+                .map(String::from)
+        })
         .unwrap_or_else(|| reason::DELETED.to_string())
 }
 

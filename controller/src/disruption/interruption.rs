@@ -118,7 +118,10 @@ async fn start_once(
         return Ok(());
     };
     let claim = &fresh;
-    if claim.metadata.deletion_timestamp.is_some() || interrupted(claim).is_some() {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return attribute(ctx, claim, history_reason, kind.event_message()).await;
+    }
+    if interrupted(claim).is_some() {
         return Ok(());
     }
     let name = claim.name_any();
@@ -266,6 +269,39 @@ async fn plan_replacement(
             tracing::info!(nodeclaim = %claim.name_any(), why = %why,
                 "no replacement for the interrupted node; draining it without one");
             None
+        }
+    }
+}
+
+/// Say why a NodeClaim that is deleting already was deleted, when nothing has said so yet: its
+/// node went away with its instance (EC2 terminating or stopping it) before this message was
+/// read, and a plain delete followed. Its `DisruptionReason` condition (which the termination
+/// finalizer reads when it records the removal in the disruption history) gets the
+/// interruption's `reason`, so the history names the interruption rather than a user's delete.
+///
+/// Errors: the API failure of the status write (a conflict: the message is handled again).
+async fn attribute(
+    ctx: &Context,
+    claim: &NodeClaim,
+    reason: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    if crds::history::disruption_reason(claim) != crds::history::reason::DELETED {
+        return Ok(());
+    }
+    let written = crate::nodeclaim::writes::set_condition(ctx, claim, |set| {
+        set.set_true_with_reason(crds::conditions::DISRUPTION_REASON, reason, message)
+    })
+    .await;
+    match written {
+        Ok(_) => {
+            tracing::info!(nodeclaim = %claim.name_any(), reason, "interruption of a NodeClaim already deleting recorded as its reason");
+            Ok(())
+        }
+        Err(crate::runtime::reconcile::ReconcileError::Kube(e)) => Err(e),
+        Err(e) => {
+            tracing::warn!(nodeclaim = %claim.name_any(), error = %e, "recording an interruption's reason");
+            Ok(())
         }
     }
 }

@@ -148,3 +148,49 @@ async fn a_conflicting_write_is_decided_again_and_the_node_still_goes() {
     assert!(!annotations.contains_key(REASON_ANNOTATION));
     tasks.iter().for_each(tokio::task::JoinHandle::abort);
 }
+
+/// Issue 33: an instance that EC2 terminated took its node with it, and the node's deletion
+/// deleted the NodeClaim before the `terminating` message was read; the disruption history
+/// then said `Deleted`, as for a user's `kubectl delete`. The message, read late, still gives
+/// the deletion its reason.
+#[tokio::test]
+async fn an_interruption_read_after_the_nodeclaim_went_is_still_its_reason() {
+    let (server, ctx, tasks) = world().await;
+    let store = server.store();
+    let claims = store
+        .resource("karpenter.sh", "v1", "nodeclaims")
+        .expect("NodeClaims are served");
+    let claim = testutil::nodeclaim("default-gone")
+        .provider_id(PROVIDER_ID)
+        .finalizer(crds::labels::TERMINATION_FINALIZER)
+        .json();
+    store.create(&claims, "", claim).expect("the NodeClaim");
+    // Deleted as the node termination does it, without a reason; its finalizer holds it.
+    let api = Api::<NodeClaim>::all(ctx.client.clone());
+    api.delete("default-gone", &Default::default())
+        .await
+        .expect("delete");
+    let deleting = api.get("default-gone").await.expect("held by its finalizer");
+    assert_eq!(crds::history::disruption_reason(&deleting), "Deleted");
+    let snap = Arc::new(Snapshot::default());
+    let terminating = message(Kind::InstanceTerminated, "EC2 Instance State-change Notification");
+    start(&ctx, &snap, &terminating, &deleting)
+        .await
+        .expect("handled");
+    let after = api.get("default-gone").await.expect("still held");
+    assert_eq!(
+        crds::history::disruption_reason(&after),
+        "InstanceTerminated"
+    );
+    // A user's deletion read by no interruption keeps saying so.
+    let other = testutil::nodeclaim("default-user")
+        .finalizer(crds::labels::TERMINATION_FINALIZER)
+        .json();
+    store.create(&claims, "", other).expect("the NodeClaim");
+    api.delete("default-user", &Default::default())
+        .await
+        .expect("delete");
+    let user = api.get("default-user").await.expect("held");
+    assert_eq!(crds::history::disruption_reason(&user), "Deleted");
+    tasks.iter().for_each(tokio::task::JoinHandle::abort);
+}

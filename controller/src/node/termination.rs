@@ -78,6 +78,43 @@ fn provider_id(node: &Node) -> String {
         .unwrap_or_default()
 }
 
+/// Delete the NodeClaim of a node someone deleted, saying why when it can be told: the reason
+/// of the disruption command that holds it (an interruption whose message is being handled),
+/// else `InstanceTerminated` when its instance is gone (EC2 terminated it and the node went with
+/// it, before the interruption message, if any, was read), so the disruption history names the
+/// cause instead of a user's delete. Otherwise a plain delete (`Deleted` in the history).
+///
+/// Errors: the API failure of the delete (a conflict is retried by the reconcile).
+async fn delete_claim_of_deleted_node(
+    ctx: &Context,
+    claim: &NodeClaim,
+    provider_id: &str,
+) -> Result<(), ReconcileError> {
+    let name = claim.metadata.name.as_deref().unwrap_or("");
+    let reason = match annotation(claim, crds::disruption::REASON_ANNOTATION) {
+        Some(r) => Some((r.to_string(), format!("its node {provider_id} was deleted during {r}"))),
+        None if !provider_id.is_empty()
+            && matches!(
+                ctx.cloud.get(provider_id).await,
+                Err(CloudError::NodeClaimNotFound(_))
+            ) =>
+        {
+            let r = karpenter_core::interruption::Kind::InstanceTerminated
+                .history_reason()
+                .unwrap_or("InstanceTerminated");
+            Some((r.to_string(), format!("its instance {provider_id} is gone and its node was deleted")))
+        }
+        None => None,
+    };
+    match reason {
+        Some((reason, message)) => {
+            crate::nodeclaim::writes::disrupt_claim(ctx, claim, &reason, &message).await?;
+        }
+        None => crate::nodeclaim::writes::delete_claim(ctx, name).await?,
+    }
+    Ok(())
+}
+
 fn is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
@@ -102,8 +139,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
         .as_ref()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
     {
-        crate::nodeclaim::writes::delete_claim(&ctx, c.metadata.name.as_deref().unwrap_or(""))
-            .await?;
+        delete_claim_of_deleted_node(&ctx, c, &provider_id).await?;
     }
     // A node that is not ready and whose instance is already gone has nothing left to drain.
     if !is_ready(&node)

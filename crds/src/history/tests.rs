@@ -263,6 +263,27 @@ fn without_a_karpenter_reason_a_removal_is_deleted_at_its_deletion_time() {
 }
 
 #[test]
+fn a_deletion_without_a_reason_is_the_holding_commands() {
+    // An interruption command held it when something else (its node going away with the
+    // instance) deleted it: the history names the interruption, not a user's delete.
+    let claim = local(
+        nodeclaim("default-z")
+            .annotation(crate::disruption::REASON_ANNOTATION, "InstanceTerminated")
+            .deleting("2026-01-01T01:00:00Z")
+            .json(),
+    );
+    assert_eq!(disruption_reason(&claim), "InstanceTerminated");
+    // The condition, when it explains the deletion, comes first.
+    let claim = local(
+        nodeclaim("default-z")
+            .annotation(crate::disruption::REASON_ANNOTATION, "Underutilized")
+            .with_condition(condition(DISRUPTION_REASON, "True").reason(reason::EXPIRED))
+            .json(),
+    );
+    assert_eq!(disruption_reason(&claim), reason::EXPIRED);
+}
+
+#[test]
 fn cost_change_shares_the_replacement_and_needs_both_prices() {
     assert_eq!(cost_change(Some(0.5), None), Some(-0.5));
     let r = |price, replaces| Replacement {
