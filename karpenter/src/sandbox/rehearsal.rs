@@ -169,6 +169,9 @@ struct Watched {
     owners: Vec<String>,
     /// When EC2 reclaims it (spot interruptions), until it has.
     reclaim_at: Option<Timestamp>,
+    /// The spot interruption warning sent for it: EC2 warns an instance once, so a second
+    /// request is answered with this one instead of a second message.
+    warning: Option<SentEvent>,
     /// The last state an event was sent for.
     sent: InstanceState,
 }
@@ -231,6 +234,23 @@ impl Rehearsal {
                 kind: kind.as_str(),
             });
         }
+        // EC2 warns a spot instance once: a second request gets the first warning (same event
+        // id and message), not a second message or a later reclaim.
+        if kind == InterruptionKind::SpotInterruption
+            && let Some(watched) = self.watched.get_mut(provider_id)
+            && let Some(warning) = watched.warning.clone()
+        {
+            watched.owners.push(owner.to_owned());
+            return Ok(Outcome {
+                instance_id: id,
+                instance_type: instance.instance_type,
+                zone: instance.zone,
+                capacity_type: instance.capacity_type,
+                queue,
+                reclaim_at: watched.reclaim_at,
+                events: vec![warning],
+            });
+        }
         let mut reclaim_at = None;
         let mut events = Vec::new();
         let mut sent_state = InstanceState::Running;
@@ -271,12 +291,14 @@ impl Rehearsal {
                 instance_id: id.clone(),
                 owners: Vec::new(),
                 reclaim_at: None,
+                warning: None,
                 sent: InstanceState::Running,
             });
         watched.owners.push(owner.to_owned());
         watched.sent = watched.sent.max(sent_state);
         if reclaim_at.is_some() {
             watched.reclaim_at = reclaim_at;
+            watched.warning = events.first().cloned();
         }
         Ok(Outcome {
             instance_id: id,

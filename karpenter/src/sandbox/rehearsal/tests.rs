@@ -144,6 +144,42 @@ async fn a_spot_warning_is_followed_by_ec2_reclaiming_the_instance_two_minutes_l
     assert!(w.rehearsal.tick(w.now()).is_empty());
 }
 
+/// Issue 33: a second spot warning asked for the same instance sent a second message and
+/// moved the reclaim later. EC2 warns an instance once: the second request is answered with
+/// the first warning, and the reclaim stays two minutes after it.
+#[tokio::test]
+async fn a_second_spot_warning_for_an_instance_is_the_first_one() {
+    let mut w = World::new(true);
+    let (_, pid) = w.launch("default-spot", "spot").await;
+    let id = instance_id(&pid).expect("an instance").to_owned();
+    let first = w
+        .rehearsal
+        .interrupt(&pid, InterruptionKind::SpotInterruption, "spot-1", w.now())
+        .expect("sent");
+    w.advance(SignedDuration::from_secs(30));
+    let again = w
+        .rehearsal
+        .interrupt(&pid, InterruptionKind::SpotInterruption, "spot-2", w.now())
+        .expect("answered");
+    assert_eq!(again.events, first.events, "the first warning, not a new one");
+    assert_eq!(again.reclaim_at, first.reclaim_at);
+    assert_eq!(
+        w.received().await,
+        [(Kind::SpotInterrupted, vec![id], Some(start()))],
+        "one message in the queue"
+    );
+    // Both asked, both hear of the reclaim, at the first warning's deadline.
+    w.advance(SignedDuration::from_secs(90));
+    let sent = w.rehearsal.tick(w.now());
+    assert_eq!(
+        states(&sent),
+        [
+            ("spot-1", Some("shutting-down")),
+            ("spot-2", Some("shutting-down"))
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_instance_karpenter_terminates_first_is_not_reclaimed_but_its_state_changes_are_sent() {
     let mut w = World::new(true);
