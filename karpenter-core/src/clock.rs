@@ -133,7 +133,10 @@ mod tests {
         clock.advance(SignedDuration::from_mins(5));
         clock.advance(SignedDuration::from_secs(-60));
         let now = clock.now();
-        assert!(now >= before + SignedDuration::from_mins(5), "{now} vs {before}");
+        assert!(
+            now >= before + SignedDuration::from_mins(5),
+            "{now} vs {before}"
+        );
         assert!(now < Timestamp::now() + SignedDuration::from_mins(6));
         assert_eq!(clock.offset(), SignedDuration::from_mins(5));
     }

@@ -913,8 +913,12 @@ async fn five_minutes_of_consolidate_after_pass_in_seconds_on_the_cluster_clock(
         assert!(commands(c).is_empty(), "a command started early");
     };
     hold(&c, Duration::from_secs(3), kept).await;
-    c.advance_through(SignedDuration::from_mins(4), SignedDuration::from_secs(30), kept)
-        .await;
+    c.advance_through(
+        SignedDuration::from_mins(4),
+        SignedDuration::from_secs(30),
+        kept,
+    )
+    .await;
     hold(&c, Duration::from_secs(2), kept).await;
     c.advance(SignedDuration::from_mins(1)).await;
     let mut last_event: BTreeMap<String, Timestamp> = BTreeMap::new();

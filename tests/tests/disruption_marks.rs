@@ -25,26 +25,27 @@ async fn cluster() -> TestCluster {
     let pool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: default\nspec:\n  disruption: {consolidateAfter: Never}\n  template:\n    spec:\n      requirements:\n      - {key: karpenter.k8s.aws/instance-cpu, operator: In, values: [\"2\"]}\n      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n---\n";
     let yaml = format!("{pool}{}", deployment("web", 2, "1100m", "256Mi"));
     let c = TestCluster::start(&yaml, Options::default()).await;
-    c.wait_for("both pods bound, both NodeClaims initialized", SETTLE, |o| {
-        o.settled() && o.pods_total == 2 && o.pods_bound == 2
-    })
+    c.wait_for(
+        "both pods bound, both NodeClaims initialized",
+        SETTLE,
+        |o| o.settled() && o.pods_total == 2 && o.pods_bound == 2,
+    )
     .await;
     c
 }
 
 /// The first NodeClaim's name and its node's name.
 fn first_claim(c: &TestCluster) -> (String, String) {
-    let claim = c
-        .nodeclaims()
-        .into_iter()
-        .next()
-        .expect("a NodeClaim");
+    let claim = c.nodeclaims().into_iter().next().expect("a NodeClaim");
     let node = claim["status"]["nodeName"]
         .as_str()
         .expect("registered")
         .to_string();
     (
-        claim["metadata"]["name"].as_str().unwrap_or_default().into(),
+        claim["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
         node,
     )
 }
@@ -119,7 +120,10 @@ async fn a_half_started_command_is_abandoned_not_carried_out() {
         |c| {
             assert_eq!(annotated(c), Some(false), "{claim} kept or lost");
             let n = node(c, &name).expect("the node stays");
-            assert!(n["metadata"]["deletionTimestamp"].is_null(), "{name} deleted");
+            assert!(
+                n["metadata"]["deletionTimestamp"].is_null(),
+                "{name} deleted"
+            );
             assert!(!tainted(&n), "{name} tainted");
         },
     )
@@ -166,7 +170,10 @@ impl NodeRecorder {
                     Err(_) => return,
                 };
                 let object = event.decoded();
-                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let name = object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 let mut r = record.lock().expect("record");
                 match (event.key.plural.as_str(), event.event_type) {
                     ("nodes", _) => {
@@ -262,20 +269,29 @@ async fn consolidation_cycles_under_api_faults_leave_no_marks() {
             .objects("", "pods")
             .iter()
             .filter(|p| p["metadata"]["labels"]["app"] == "web")
-            .filter(|p| p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null())
+            .filter(|p| {
+                p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+            })
             .count();
         running == pods
             && live.len() == o_claims.len()
-            && live.iter().all(|x| tests::condition(x, "Initialized").as_deref() == Some("True"))
+            && live
+                .iter()
+                .all(|x| tests::condition(x, "Initialized").as_deref() == Some("True"))
     };
-    c.eventually("2 pods running", Duration::from_secs(90), |c| settled(c, 2)).await;
-    for cycle in 1..=3 {
-        c.kubectl_ok(&["scale", "deployment/web", "--replicas=8"]).await;
-        c.eventually(&format!("cycle {cycle}: 8 pods running"), Duration::from_secs(120), |c| {
-            settled(c, 8)
-        })
+    c.eventually("2 pods running", Duration::from_secs(90), |c| settled(c, 2))
         .await;
-        c.kubectl_ok(&["scale", "deployment/web", "--replicas=2"]).await;
+    for cycle in 1..=3 {
+        c.kubectl_ok(&["scale", "deployment/web", "--replicas=8"])
+            .await;
+        c.eventually(
+            &format!("cycle {cycle}: 8 pods running"),
+            Duration::from_secs(120),
+            |c| settled(c, 8),
+        )
+        .await;
+        c.kubectl_ok(&["scale", "deployment/web", "--replicas=2"])
+            .await;
         // The fleet follows the load down: at most two nodes hold the two pods.
         c.eventually(
             &format!("cycle {cycle}: consolidated"),
@@ -292,7 +308,11 @@ async fn consolidation_cycles_under_api_faults_leave_no_marks() {
         FaultKind::LostResponse,
         FaultKind::DropWatch,
     ] {
-        assert!(injected.of(kind) > 0, "no {} fault was injected: {injected}", kind.as_str());
+        assert!(
+            injected.of(kind) > 0,
+            "no {} fault was injected: {injected}",
+            kind.as_str()
+        );
     }
     // Faults off: what the controller still had to finish (a retried sweep, a rollback)
     // finishes, and then nothing is marked.
@@ -320,7 +340,10 @@ async fn consolidation_cycles_under_api_faults_leave_no_marks() {
     assert_eq!(claimed, node_ids, "NodeClaims and Nodes");
     assert_eq!(claimed, instances, "NodeClaims and instances");
     let seen = recorder.seen.lock().expect("record");
-    assert!(!seen.lagged, "the change feed fell behind: the record is incomplete");
+    assert!(
+        !seen.lagged,
+        "the change feed fell behind: the record is incomplete"
+    );
     assert!(!seen.deleted.is_empty(), "consolidation deleted no node");
     let untainted: Vec<&String> = seen
         .deleted
@@ -328,7 +351,10 @@ async fn consolidation_cycles_under_api_faults_leave_no_marks() {
         .filter(|(n, tainted_first)| !**tainted_first && !seen.replacement_nodes.contains(*n))
         .map(|(n, _)| n)
         .collect();
-    assert!(untainted.is_empty(), "deleted without the disrupted taint first: {untainted:?}");
+    assert!(
+        untainted.is_empty(),
+        "deleted without the disrupted taint first: {untainted:?}"
+    );
     // The history names exactly the NodeClaims that went: removals by their own name, and a
     // replacement deleted by a rollback in its rollback's record.
     let history = c.disruption_history();
@@ -349,5 +375,8 @@ async fn consolidation_cycles_under_api_faults_leave_no_marks() {
             other => panic!("unknown outcome {other:?}: {r:#}"),
         }
     }
-    assert_eq!(recorded, seen.claims_gone, "history against the NodeClaims that went");
+    assert_eq!(
+        recorded, seen.claims_gone,
+        "history against the NodeClaims that went"
+    );
 }

@@ -583,9 +583,11 @@ async fn a_custom_label_with_several_values_never_drifts_its_nodeclaims() {
         tests::deployment("any-team", 2, "500m", "512Mi")
     );
     let c = TestCluster::start(&yaml, Options::default()).await;
-    c.wait_for("every pod bound, every NodeClaim initialized", SETTLE, |o| {
-        o.settled() && o.pods_total == 4 && o.pods_bound == 4
-    })
+    c.wait_for(
+        "every pod bound, every NodeClaim initialized",
+        SETTLE,
+        |o| o.settled() && o.pods_total == 4 && o.pods_bound == 4,
+    )
     .await;
     let claims = claims_of(&c, "teams");
     let teams: std::collections::BTreeSet<String> = claims
@@ -597,7 +599,10 @@ async fn a_custom_label_with_several_values_never_drifts_its_nodeclaims() {
                 .to_string()
         })
         .collect();
-    assert!(teams.contains("b"), "team-b's pods need a team b node: {teams:?}");
+    assert!(
+        teams.contains("b"),
+        "team-b's pods need a team b node: {teams:?}"
+    );
     assert!(teams.iter().all(|t| t == "a" || t == "b"), "{teams:?}");
     let names: Vec<String> = claims.iter().map(name).collect();
     c.advance_through(

@@ -424,7 +424,9 @@ async fn start(ctx: &Context, snap: &Snapshot, command: &Command) -> Result<(), 
             marked.push(c.name().to_string());
         }
         let started = match result {
-            Ok(_) => marks::taint(ctx, &c.node.name_any(), true).await.map(|_| ()),
+            Ok(_) => marks::taint(ctx, &c.node.name_any(), true)
+                .await
+                .map(|_| ()),
             Err(e) => Err(e),
         };
         if let Err(e) = started {

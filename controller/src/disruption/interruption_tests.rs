@@ -170,10 +170,16 @@ async fn an_interruption_read_after_the_nodeclaim_went_is_still_its_reason() {
     api.delete("default-gone", &Default::default())
         .await
         .expect("delete");
-    let deleting = api.get("default-gone").await.expect("held by its finalizer");
+    let deleting = api
+        .get("default-gone")
+        .await
+        .expect("held by its finalizer");
     assert_eq!(crds::history::disruption_reason(&deleting), "Deleted");
     let snap = Arc::new(Snapshot::default());
-    let terminating = message(Kind::InstanceTerminated, "EC2 Instance State-change Notification");
+    let terminating = message(
+        Kind::InstanceTerminated,
+        "EC2 Instance State-change Notification",
+    );
     start(&ctx, &snap, &terminating, &deleting)
         .await
         .expect("handled");

@@ -92,7 +92,10 @@ async fn delete_claim_of_deleted_node(
 ) -> Result<(), ReconcileError> {
     let name = claim.metadata.name.as_deref().unwrap_or("");
     let reason = match annotation(claim, crds::disruption::REASON_ANNOTATION) {
-        Some(r) => Some((r.to_string(), format!("its node {provider_id} was deleted during {r}"))),
+        Some(r) => Some((
+            r.to_string(),
+            format!("its node {provider_id} was deleted during {r}"),
+        )),
         None if !provider_id.is_empty()
             && matches!(
                 ctx.cloud.get(provider_id).await,
@@ -102,7 +105,10 @@ async fn delete_claim_of_deleted_node(
             let r = karpenter_core::interruption::Kind::InstanceTerminated
                 .history_reason()
                 .unwrap_or("InstanceTerminated");
-            Some((r.to_string(), format!("its instance {provider_id} is gone and its node was deleted")))
+            Some((
+                r.to_string(),
+                format!("its instance {provider_id} is gone and its node was deleted"),
+            ))
         }
         None => None,
     };

@@ -301,9 +301,10 @@ fn in_progress(claim: &NodeClaim, node: Option<&Node>) -> Option<NotCandidate> {
             what: format!("disruption ({})", c.reason),
         });
     }
-    node.is_some_and(has_disrupted_taint).then(|| NotCandidate::InProgress {
-        what: format!("node tainted {DISRUPTED_TAINT_KEY}"),
-    })
+    node.is_some_and(has_disrupted_taint)
+        .then(|| NotCandidate::InProgress {
+            what: format!("node tainted {DISRUPTED_TAINT_KEY}"),
+        })
 }
 
 /// The price of a NodeClaim's offering, USD/hour, from the listed instance types.

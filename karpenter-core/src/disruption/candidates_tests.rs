@@ -350,7 +350,11 @@ fn a_disrupted_taint_nothing_holds_is_stale() {
             same,
         ),
         // An upgrade step holds it.
-        tainted("upgrade", |c| c.annotation(REPLACEMENT_ANNOTATION, ""), same),
+        tainted(
+            "upgrade",
+            |c| c.annotation(REPLACEMENT_ANNOTATION, ""),
+            same,
+        ),
         // Its NodeClaim is deleting: termination tainted it.
         tainted("deleting-claim", |c| c.deleting(T0), same),
         // A disruption reason is set before the delete.

@@ -758,7 +758,11 @@ mod tests {
             req("example.com/team", "In", &["a", "b"]),
             req("example.com/tier", "Exists", &[]),
             req("example.com/gone", "DoesNotExist", &[]),
-            req("topology.kubernetes.io/zone", "In", &["us-east-1a", "us-east-1b"]),
+            req(
+                "topology.kubernetes.io/zone",
+                "In",
+                &["us-east-1a", "us-east-1b"],
+            ),
             req("karpenter.sh/capacity-type", "In", &["spot"]),
         ]);
         let labels = r.labels();

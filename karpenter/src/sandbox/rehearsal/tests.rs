@@ -161,7 +161,10 @@ async fn a_second_spot_warning_for_an_instance_is_the_first_one() {
         .rehearsal
         .interrupt(&pid, InterruptionKind::SpotInterruption, "spot-2", w.now())
         .expect("answered");
-    assert_eq!(again.events, first.events, "the first warning, not a new one");
+    assert_eq!(
+        again.events, first.events,
+        "the first warning, not a new one"
+    );
     assert_eq!(again.reclaim_at, first.reclaim_at);
     assert_eq!(
         w.received().await,
