@@ -22,12 +22,18 @@ pub enum Reason {
     MethodNotAllowed,
     /// 410: the requested resourceVersion is older than the watch history
     Expired,
+    /// 413: a request body larger than the server reads (kube-apiserver's
+    /// `RequestEntityTooLarge`)
+    RequestEntityTooLarge,
     /// 415: a patch content type the kind does not support
     UnsupportedMediaType,
     /// 429: e.g. an eviction blocked by a PodDisruptionBudget
     TooManyRequests,
     /// 500: the server cannot answer (or an injected fault)
     InternalError,
+    /// 504: the request did not complete in time (kube-apiserver's `Timeout`, e.g. a
+    /// resourceVersion the server has not reached yet)
+    Timeout,
 }
 
 impl Reason {
@@ -41,9 +47,11 @@ impl Reason {
             Reason::Invalid => 422,
             Reason::MethodNotAllowed => 405,
             Reason::Expired => 410,
+            Reason::RequestEntityTooLarge => 413,
             Reason::UnsupportedMediaType => 415,
             Reason::TooManyRequests => 429,
             Reason::InternalError => 500,
+            Reason::Timeout => 504,
         }
     }
 
@@ -57,9 +65,11 @@ impl Reason {
             Reason::Invalid => "Invalid",
             Reason::MethodNotAllowed => "MethodNotAllowed",
             Reason::Expired => "Expired",
+            Reason::RequestEntityTooLarge => "RequestEntityTooLarge",
             Reason::UnsupportedMediaType => "UnsupportedMediaType",
             Reason::TooManyRequests => "TooManyRequests",
             Reason::InternalError => "InternalError",
+            Reason::Timeout => "Timeout",
         }
     }
 }
@@ -132,6 +142,77 @@ impl ApiError {
         ApiError::new(Reason::BadRequest, message)
     }
 
+    /// 413 for a body longer than `limit` bytes, worded as k8s.io/apiserver's
+    /// `limitedReadBody` words it: `Request entity too large: limit is 3145728`.
+    pub fn request_entity_too_large(limit: usize) -> Self {
+        ApiError::new(
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 504 for a read at a resourceVersion the store has not reached, as k8s.io/apiserver's
+    /// `storage.NewTooLargeResourceVersionError` makes it: a `Timeout` whose cause is
+    /// `ResourceVersionTooLarge`, telling the client to retry after `retry_after_seconds`
+    /// (left out when 0, as its `omitempty` field is).
+    pub fn too_large_resource_version(
+        requested: u64,
+        current: u64,
+        retry_after_seconds: u64,
+    ) -> Self {
+        let mut details = json!({
+            "causes": [{
+                "reason": "ResourceVersionTooLarge",
+                "message": "Too large resource version",
+            }],
+        });
+        if retry_after_seconds > 0 {
+            details["retryAfterSeconds"] = json!(retry_after_seconds);
+        }
+        ApiError {
+            reason: Reason::Timeout,
+            message: format!("Too large resource version: {requested}, current: {current}"),
+            details: Some(details),
+        }
+    }
+
+    /// 422 for query parameters that break apimachinery's `ValidateListOptions`, as
+    /// k8s.io/apiserver's list handler reports them: `ListOptions.meta.k8s.io "" is invalid:
+    /// resourceVersionMatch: Forbidden: ...`. `causes` are `(field, reason, message)`, e.g.
+    /// `("resourceVersionMatch", "FieldValueForbidden", "resourceVersionMatch is forbidden
+    /// unless resourceVersion is provided")`.
+    pub fn invalid_list_options(causes: &[(&str, &str, String)]) -> Self {
+        let shown: Vec<String> = causes
+            .iter()
+            .map(|(field, reason, message)| {
+                format!("{field}: {}: {message}", field_error_type(reason))
+            })
+            .collect();
+        let message = match shown.as_slice() {
+            [one] => format!("ListOptions.meta.k8s.io \"\" is invalid: {one}"),
+            many => format!(
+                "ListOptions.meta.k8s.io \"\" is invalid: [{}]",
+                many.join(", ")
+            ),
+        };
+        ApiError {
+            reason: Reason::Invalid,
+            message,
+            details: Some(json!({
+                "group": "meta.k8s.io",
+                "kind": "ListOptions",
+                "causes": causes
+                    .iter()
+                    .map(|(field, reason, message)| json!({
+                        "reason": reason,
+                        "message": format!("{}: {message}", field_error_type(reason)),
+                        "field": field,
+                    }))
+                    .collect::<Vec<_>>(),
+            })),
+        }
+    }
+
     fn with_details(mut self, name: &str, qualified_resource: &str) -> Self {
         let (kind, group) = qualified_resource
             .split_once('.')
@@ -155,6 +236,18 @@ impl ApiError {
             status["details"] = d.clone();
         }
         status
+    }
+}
+
+/// How apimachinery's `field.Error` prints a cause reason (`FieldValueForbidden` →
+/// `Forbidden`, `FieldValueNotSupported` → `Unsupported value`).
+fn field_error_type(reason: &str) -> &str {
+    match reason {
+        "FieldValueForbidden" => "Forbidden",
+        "FieldValueNotSupported" => "Unsupported value",
+        "FieldValueInvalid" => "Invalid value",
+        "FieldValueRequired" => "Required value",
+        other => other,
     }
 }
 

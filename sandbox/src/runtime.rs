@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 use crate::audit::{AuditEntry, AuditLog};
-use crate::server::BearerToken;
 use crate::server::tls::ServingCert;
+use crate::server::{BearerToken, Limits};
 use crate::store::Store;
 
 /// Context, cluster and user name written into the sandbox kubeconfig.
@@ -44,17 +44,30 @@ impl Sandbox {
     ///
     /// Errors: as [`Sandbox::start`].
     pub async fn start_with(store: Arc<Store>, port: u16) -> std::io::Result<Sandbox> {
+        Sandbox::start_with_limits(store, port, Limits::default()).await
+    }
+
+    /// [`Sandbox::start_with`] with the API server holding clients to `limits` (timeouts, body
+    /// size, unauthenticated connections) instead of [`Limits::default`]; tests shorten them.
+    ///
+    /// Errors: as [`Sandbox::start`].
+    pub async fn start_with_limits(
+        store: Arc<Store>,
+        port: u16,
+        limits: Limits,
+    ) -> std::io::Result<Sandbox> {
         let audit = Arc::new(AuditLog::default());
         let faults = Arc::new(crate::faults::Faults::default());
         let token = BearerToken::random();
         let cert = ServingCert::generate().map_err(std::io::Error::other)?;
-        let (addr, task) = crate::server::serve_with_faults(
+        let (addr, task) = crate::server::serve_with_limits(
             Arc::clone(&store),
             Arc::clone(&audit),
             Arc::clone(&faults),
             token.clone(),
             &cert,
             SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            limits,
         )
         .await?;
         Ok(Sandbox {

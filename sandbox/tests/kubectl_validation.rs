@@ -1,7 +1,8 @@
 //! The sandbox validates objects as kube-apiserver does, seen through real kubectl and at the
 //! HTTP level: invalid quantities, requests above limits, oversized labels, negative replicas,
 //! names that break their kind's DNS rule and custom resources that break their CRD's CEL rules
-//! are refused with 422 `Invalid` and one cause per field; values of the wrong type
+//! (a NodePool name longer than a label value included) are refused with 422 `Invalid` and one
+//! cause per field; values of the wrong type
 //! (`replicas: "many"`) with 400 `BadRequest`, as Go's decoder words it; nothing is stored.
 
 use std::path::PathBuf;
@@ -435,6 +436,35 @@ async fn names_follow_their_kinds_dns_rule() {
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web.config-1}\n",
         )
         .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A NodePool's name is the `karpenter.sh/nodepool` label value on its NodeClaims and Nodes; the
+/// NodePool CRD's root rule refuses one longer than a label value (63 characters), which could
+/// never launch a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_refuses_a_nodepool_name_longer_than_a_label_value() {
+    let c = Cluster::start().await;
+    c.install_karpenter_crds();
+    let pool = |name: &str| {
+        format!(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {name}\nspec:\n  template:\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n      requirements: [{{key: kubernetes.io/arch, operator: In, values: [amd64]}}]\n"
+        )
+    };
+    let long = "p".repeat(64);
+    let stderr = c.refused(&pool(&long)).await;
+    assert!(
+        stderr.contains(&format!("The NodePool \"{long}\" is invalid"))
+            && stderr.contains(crds::nodepool::NODEPOOL_NAME_MESSAGE),
+        "{stderr}"
+    );
+    assert!(!c.exists("nodepool", &long).await, "nothing stored");
+    let fits = "p".repeat(63);
+    let out = c.kubectl(&["create", "-f", "-"], &pool(&fits)).await;
     assert!(
         out.status.success(),
         "{}",

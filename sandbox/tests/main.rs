@@ -6,6 +6,9 @@
 
 mod api;
 mod authn;
+mod connections;
 mod faults;
 mod kubectl_pagination;
 mod kubectl_validation;
+mod read_params;
+mod support;

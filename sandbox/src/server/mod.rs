@@ -1,9 +1,12 @@
 //! The HTTP face of the sandbox: kube-apiserver's REST paths on 127.0.0.1, answered from the
 //! in-memory store (discovery, OpenAPI v3, CRUD, watch, Tables, subresources), over TLS, to
-//! clients that present the sandbox's bearer token.
+//! clients that present the sandbox's bearer token. A request is authenticated from its
+//! headers before its body is read; connections and bodies are held to [`Limits`].
 
 mod authn;
+mod conn;
 mod discovery;
+mod params;
 mod resources;
 pub(crate) mod schemas;
 mod subresources;
@@ -11,6 +14,7 @@ pub mod tls;
 mod watch;
 
 pub use authn::BearerToken;
+pub use conn::Limits;
 pub use discovery::KUBERNETES_VERSION;
 
 use std::collections::HashMap;
@@ -21,8 +25,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -32,6 +37,7 @@ use crate::faults::{Fault, Faults, RequestInfo};
 use crate::registry::ResourceType;
 use crate::store::Store;
 use authn::Identity;
+use conn::Connection;
 
 /// A parsed API request.
 pub(crate) struct Request {
@@ -42,6 +48,9 @@ pub(crate) struct Request {
     pub body: Bytes,
     /// A watch on this request breaks off after this long (an injected fault).
     pub drop_watch_after: Option<Duration>,
+    /// How long a read at a resourceVersion the store has not reached waits for it
+    /// ([`Limits::resource_version_wait`]).
+    pub resource_version_wait: Duration,
 }
 
 impl Request {
@@ -99,6 +108,7 @@ struct ServerState {
     audit: Arc<AuditLog>,
     faults: Arc<Faults>,
     token: BearerToken,
+    limits: Arc<Limits>,
 }
 
 /// Bind to `addr` (use port 0 for any free port) and serve https with `cert` until the task is
@@ -129,22 +139,85 @@ pub async fn serve_with_faults(
     cert: &tls::ServingCert,
     addr: SocketAddr,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    serve_with_limits(store, audit, faults, token, cert, addr, Limits::default()).await
+}
+
+/// [`serve_with_faults`] holding clients to `limits` instead of [`Limits::default`] (tests
+/// shorten the timeouts). Aborting the returned task closes every connection.
+///
+/// Errors: as [`serve`].
+pub async fn serve_with_limits(
+    store: Arc<Store>,
+    audit: Arc<AuditLog>,
+    faults: Arc<Faults>,
+    token: BearerToken,
+    cert: &tls::ServingCert,
+    addr: SocketAddr,
+    limits: Limits,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let acceptor = cert.acceptor().map_err(std::io::Error::other)?;
     let tcp = TcpListener::bind(addr).await?;
     let local = tcp.local_addr()?;
-    let listener = tls::TlsListener::new(tcp, acceptor);
     let app = Router::new().fallback(dispatch).with_state(ServerState {
         store,
         audit,
         faults,
         token,
+        limits: Arc::new(limits.clone()),
     });
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "sandbox API server stopped");
-        }
-    });
+    let task = tokio::spawn(conn::accept_loop(tcp, acceptor, app, limits));
     Ok((local, task))
+}
+
+/// A response after which the connection is closed (`Connection: close`): the answers to
+/// requests that did not authenticate, and to requests whose body was not read to its end.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// An authenticated request's body, read only now: at most [`Limits::max_body_bytes`] (a
+/// longer one, by its `Content-Length` or as it arrives, is refused without reading the rest)
+/// within [`Limits::body_read_timeout`].
+///
+/// Errors: 413 `RequestEntityTooLarge`, 504 `Timeout`, or 400 when the client broke the body
+/// off (a malformed chunked encoding, a connection closed early).
+async fn read_body(headers: &HeaderMap, body: Body, limits: &Limits) -> ApiResult<Bytes> {
+    let max = limits.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(ApiError::request_entity_too_large(max));
+    }
+    let read = async {
+        let mut chunks = body.into_data_stream();
+        let mut buf = bytes::BytesMut::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk
+                .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+            if buf.len() + chunk.len() > max {
+                return Err(ApiError::request_entity_too_large(max));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf.freeze())
+    };
+    tokio::time::timeout(limits.body_read_timeout, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::new(
+                Reason::Timeout,
+                format!(
+                    "Timeout: request did not complete within the allotted timeout: its body \
+                     did not arrive within {}s",
+                    limits.body_read_timeout.as_secs_f64()
+                ),
+            ))
+        })
 }
 
 async fn dispatch(
@@ -153,13 +226,15 @@ async fn dispatch(
         audit,
         faults,
         token,
+        limits,
     }): State<ServerState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    request: axum::extract::Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let path = uri.path().trim_end_matches('/');
+    // Authentication reads the headers only: the body of a request that does not carry the
+    // token is never read, and its connection is closed after the answer.
     let identity = Identity::of(
         headers.get(header::AUTHORIZATION).map(|v| v.as_bytes()),
         &token,
@@ -169,8 +244,24 @@ async fn dispatch(
             // kube-apiserver logs these too ("Unable to authenticate the request").
             tracing::warn!(%method, path, "refused a request with an invalid bearer token");
         }
-        return error_response(&ApiError::new(Reason::Unauthorized, "Unauthorized"));
+        return closing(error_response(&ApiError::new(
+            Reason::Unauthorized,
+            "Unauthorized",
+        )));
     }
+    let authenticated = identity == Identity::Authenticated;
+    if authenticated && let Some(connection) = parts.extensions.get::<Arc<Connection>>() {
+        connection.authenticated();
+    }
+    // Anonymous requests reach only health and version, which take no body.
+    let body = if authenticated {
+        match read_body(&headers, body, &limits).await {
+            Ok(body) => body,
+            Err(e) => return closing(error_response(&e)),
+        }
+    } else {
+        Bytes::new()
+    };
     let header = |name: header::HeaderName| {
         headers
             .get(name)
@@ -188,6 +279,7 @@ async fn dispatch(
         content_type: header(header::CONTENT_TYPE),
         body,
         drop_watch_after: None,
+        resource_version_wait: limits.resource_version_wait,
     };
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     tracing::trace!(method = %req.method, path, "request");
@@ -219,7 +311,11 @@ async fn dispatch(
             attributes,
         });
     }
-    response
+    if authenticated {
+        response
+    } else {
+        closing(response)
+    }
 }
 
 /// Answer a request: route it, unless an injected fault answers instead (see [`crate::faults`]).
@@ -271,18 +367,13 @@ async fn inject(fault: &Fault, req: &mut Request, seg: &[&str]) -> Option<Respon
             let (resource, name) = resource_and_name(seg);
             ApiError::conflict(&resource, &name)
         }
-        Fault::TooManyRequests => {
-            let mut resp = error_response(&ApiError {
-                reason: Reason::TooManyRequests,
-                message:
-                    "the server has received too many requests and has asked us to try again later"
-                        .into(),
-                details: Some(serde_json::json!({"retryAfterSeconds": 1})),
-            });
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-            return Some(resp);
-        }
+        Fault::TooManyRequests => ApiError {
+            reason: Reason::TooManyRequests,
+            message:
+                "the server has received too many requests and has asked us to try again later"
+                    .into(),
+            details: Some(serde_json::json!({"retryAfterSeconds": 1})),
+        },
         Fault::InternalError => ApiError::new(
             Reason::InternalError,
             "Internal error occurred: injected fault",
@@ -294,7 +385,7 @@ async fn inject(fault: &Fault, req: &mut Request, seg: &[&str]) -> Option<Respon
             );
             // A watch reports it as an ERROR event on a 200 stream, a list as a 410 response.
             return Some(if req.flag("watch") {
-                watch::expired(&e)
+                watch::error_event(&e)
             } else {
                 error_response(&e)
             });
@@ -432,15 +523,45 @@ pub(crate) fn bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-/// A failed request as a Status body.
+/// A failed request as a Status body, with a `Retry-After` header when the Status says when
+/// to retry (`details.retryAfterSeconds`), as k8s.io/apiserver's `ErrorNegotiated` sets it.
 pub(crate) fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.reason.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(code, &e.status())
+    let mut response = json_response(code, &e.status());
+    if let Some(seconds) = e
+        .details
+        .as_ref()
+        .and_then(|d| d.get("retryAfterSeconds"))
+        .and_then(serde_json::Value::as_u64)
+        .filter(|s| *s > 0)
+    {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 #[cfg(test)]
 mod tests {
-    use super::resource_and_name;
+    use super::{ApiError, error_response, header, resource_and_name};
+
+    #[test]
+    fn errors_that_say_when_to_retry_carry_retry_after() {
+        let too_large = error_response(&ApiError::too_large_resource_version(9, 3, 1));
+        assert_eq!(too_large.status().as_u16(), 504);
+        assert_eq!(
+            too_large.headers().get(header::RETRY_AFTER),
+            Some(&header::HeaderValue::from_static("1"))
+        );
+        let entity = error_response(&ApiError::request_entity_too_large(10));
+        assert_eq!(entity.status().as_u16(), 413);
+        assert_eq!(entity.headers().get(header::RETRY_AFTER), None);
+        assert_eq!(
+            entity.headers().get(header::CONTENT_TYPE),
+            Some(&header::HeaderValue::from_static("application/json"))
+        );
+    }
 
     #[test]
     fn injected_conflicts_name_the_resource_and_object_of_the_path() {

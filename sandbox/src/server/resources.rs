@@ -8,11 +8,11 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::params::{self, ReadOptions, VersionMatch, selectors};
 use super::{Request, Target, json_response, watch};
 use crate::error::{ApiError, ApiResult, Reason};
 use crate::patch::PatchType;
 use crate::registry::ResourceType;
-use crate::selector::{FieldSelector, parse_field_selector, parse_label_selector};
 use crate::store::{DeleteOptions, PageRequest, Store, Subresource};
 use crate::table::{Columns, IncludeObject, render};
 
@@ -25,6 +25,11 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
     let ns = t.namespace.as_deref().unwrap_or("");
     match (&req.method, t.name.as_deref()) {
         (&Method::GET, Some(name)) => {
+            // GetOptions carry only a resourceVersion: "not older than" it.
+            let rv = params::parse_resource_version(req.param("resourceVersion").unwrap_or(""))?;
+            if rv > 0 {
+                params::wait_for(store, rv, req.resource_version_wait).await?;
+            }
             let obj = store.get(&t.rt, ns, name)?;
             if req.wants_table() {
                 return table(&t.rt, &[obj], req, json!({"resourceVersion": ""}));
@@ -32,7 +37,7 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
             Ok(json_response(StatusCode::OK, &obj))
         }
         (&Method::GET, None) if req.flag("watch") => watch::handle(store, t, req).await,
-        (&Method::GET, None) => list(store, t, req),
+        (&Method::GET, None) => list(store, t, req).await,
         (&Method::POST, None) => {
             let body = req.json_body()?;
             let created = store.create_with(&t.rt, ns, body, req.strict())?;
@@ -61,7 +66,7 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         }
         (&Method::DELETE, None) => {
             let opts = delete_options(req)?;
-            let (labels, fields) = selectors(req)?;
+            let (labels, fields) = selectors(&t.rt, req)?;
             let listed = store.list(&t.rt, t.namespace.as_deref(), &labels, &fields);
             let mut items = Vec::new();
             for obj in listed.items {
@@ -108,12 +113,6 @@ pub(crate) fn patch(
     })?;
     let body = req.json_body()?;
     store.patch_with(rt, ns, name, patch_type, &body, sub, req.strict())
-}
-
-fn selectors(req: &Request) -> ApiResult<(kube::core::Selector, FieldSelector)> {
-    let labels = parse_label_selector(req.param("labelSelector").unwrap_or(""))?;
-    let fields = parse_field_selector(req.param("fieldSelector").unwrap_or(""))?;
-    Ok((labels, fields))
 }
 
 /// Where a paged list goes on: the resourceVersion of its first page and the last object
@@ -163,13 +162,32 @@ fn limit(req: &Request) -> ApiResult<Option<usize>> {
 /// A list, paged when the client asks (`limit`, then `continue` with the token the previous
 /// page returned: kubectl asks for 500 at a time, kube-rs reflectors too). The items are
 /// serialized from the store's objects without copying them.
-fn list(store: &Store, t: &Target, req: &Request) -> ApiResult<Response> {
-    let (labels, fields) = selectors(req)?;
+///
+/// The state listed is the newest: with a `resourceVersion` (and `resourceVersionMatch`
+/// unset or `NotOlderThan`) once the store has reached that version, which is waited for
+/// ([`params::wait_for`]); with `resourceVersionMatch=Exact` only when the store is at exactly
+/// that version. The store keeps no older states to list, as an etcd that compacted them.
+///
+/// Errors: 400 for bad parameters or selectors, 422 for forbidden combinations
+/// ([`ReadOptions::of`]), 504 for a version not reached in time, 410 for an exact version the
+/// store has passed or an expired `continue` token.
+async fn list(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Response> {
+    let opts = ReadOptions::of(req, false)?;
+    let (labels, fields) = selectors(&t.rt, req)?;
     let token = req
         .param("continue")
         .filter(|c| !c.is_empty())
         .map(Continue::decode)
         .transpose()?;
+    if token.is_some() && opts.minimum().is_some() {
+        // k8s.io/apiserver `storage.ValidateListOptions`.
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    if let Some(rv) = opts.minimum() {
+        params::wait_for(store, rv, req.resource_version_wait).await?;
+    }
     let page = store.list_page(
         &t.rt,
         t.namespace.as_deref(),
@@ -182,6 +200,18 @@ fn list(store: &Store, t: &Target, req: &Request) -> ApiResult<Response> {
         },
     )?;
     let rv = page.resource_version;
+    if let (VersionMatch::Exact, Some(exact)) = (opts.version_match, opts.minimum())
+        && rv != exact
+    {
+        // etcd3's answer for a compacted revision (k8s.io/apiserver `storage/etcd3`).
+        return Err(ApiError::new(
+            Reason::Expired,
+            format!(
+                "The resourceVersion for the provided list is too old: the sandbox lists only \
+                 its current state (resourceVersion {rv}), not {exact}"
+            ),
+        ));
+    }
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some((ns, name)) = page.next {
         meta["continue"] = json!(Continue { rv, ns, name }.encode());

@@ -2,27 +2,17 @@
 //! for each sandbox, a serving certificate it signs for `127.0.0.1` and `localhost`, and the
 //! CA's certificate in the kubeconfig so kubectl and kube-rs verify whom they talk to. Without
 //! it the bearer token would be useless: client-go (kubectl) sends a kubeconfig's credentials
-//! only over https. Keys live in memory only and die with the server.
+//! only over https. Keys live in memory only and die with the server. Handshakes run per
+//! connection, within [`super::Limits::handshake_timeout`] (`conn.rs`).
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
-
-/// How long a client may take to finish the TLS handshake before its connection is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the sandbox cannot serve TLS.
 #[derive(Debug, thiserror::Error)]
@@ -107,77 +97,5 @@ impl ServingCert {
             )?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(TlsAcceptor::from(Arc::new(config)))
-    }
-}
-
-type Handshake =
-    Pin<Box<dyn Future<Output = (std::io::Result<TlsStream<TcpStream>>, SocketAddr)> + Send>>;
-
-/// A TCP listener whose connections axum gets once their TLS handshake is done. Handshakes run
-/// side by side (a client that never finishes one holds up no other) and give up after
-/// [`HANDSHAKE_TIMEOUT`].
-pub(crate) struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    handshakes: FuturesUnordered<Handshake>,
-}
-
-impl TlsListener {
-    /// Accept TLS connections on `tcp` with `acceptor`.
-    pub(crate) fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> TlsListener {
-        TlsListener {
-            tcp,
-            acceptor,
-            handshakes: FuturesUnordered::new(),
-        }
-    }
-
-    fn start_handshake(&mut self, stream: TcpStream, peer: SocketAddr) {
-        let accept = self.acceptor.accept(stream);
-        self.handshakes.push(Box::pin(async move {
-            let result = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "TLS handshake timed out",
-                    ))
-                });
-            (result, peer)
-        }));
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            tokio::select! {
-                accepted = self.tcp.accept() => match accepted {
-                    Ok((stream, peer)) => self.start_handshake(stream, peer),
-                    Err(e) if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
-                    ) => {}
-                    // E.g. out of file descriptors: wait for some to close, as axum does.
-                    Err(e) => {
-                        tracing::error!(error = %e, "sandbox API server cannot accept");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                },
-                Some((handshake, peer)) = self.handshakes.next(), if !self.handshakes.is_empty() => {
-                    match handshake {
-                        Ok(stream) => return (stream, peer),
-                        Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    }
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
     }
 }

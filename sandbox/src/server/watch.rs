@@ -3,6 +3,13 @@
 //! (`sendInitialEvents`) and 410 Expired for versions older than the history. A watch the fault
 //! injector picked ([`crate::faults::FaultKind::DropWatch`]) breaks off mid-stream, as a dropped
 //! connection does.
+//!
+//! A version the store has not reached is treated as k8s.io/apiserver's watch cache treats
+//! it (`Cacher.Watch`): a plain watch from it is accepted and sends only changes after it; a
+//! streaming list (`sendInitialEvents=true`) first waits for the store to reach it and, if it
+//! does not in time, sends one ERROR event carrying the 504 `Too large resource version`.
+//! `timeoutSeconds` is k8s.io/apiserver's: 0 or absent is the default length, a negative
+//! value ends the watch at once.
 
 use std::collections::VecDeque;
 use std::str::FromStr;
@@ -17,14 +24,16 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use super::params::{self, ReadOptions};
 use super::{Request, Target};
 use crate::error::{ApiError, ApiResult, Reason};
 use crate::registry::ResourceType;
-use crate::selector::{FieldSelector, labels_match, parse_field_selector, parse_label_selector};
+use crate::selector::{FieldSelector, labels_match};
 use crate::store::{EventType, Store, WatchEvent};
 use crate::table::{Columns, IncludeObject, render};
 
-/// Default watch duration when the client sets no `timeoutSeconds` (kube-apiserver uses 30-60m).
+/// Default watch duration when the client sets no `timeoutSeconds` or 0 (kube-apiserver uses
+/// 30-60m).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long a quiet watch waits before sending a bookmark (when bookmarks are allowed).
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -99,6 +108,9 @@ struct Stream {
     /// After the backlog of a streaming list, one bookmark marks the end of initial events.
     initial_events_end: Option<u64>,
     last_rv: u64,
+    /// The resourceVersion the watch started from: later changes only are sent, and bookmarks
+    /// only once the store has reached it (a watch may start from a version not reached yet).
+    from_rv: u64,
     render: Render,
     /// When an injected fault breaks the stream off (the connection drops without the clean end
     /// of a timed-out watch).
@@ -173,6 +185,9 @@ impl Stream {
             if self.drop_at.is_some_and(|at| at <= Instant::now()) {
                 return Step::Drop;
             }
+            if self.deadline <= Instant::now() {
+                return Step::End;
+            }
             if let Some(ev) = self.backlog.pop_front() {
                 if let Some(line) = self.event(&ev) {
                     return Step::Line(line);
@@ -189,14 +204,14 @@ impl Stream {
                 _ = tokio::time::sleep_until(drop_at), if self.drop_at.is_some() => return Step::Drop,
                 received = wait => match received {
                     Err(_quiet) => {
-                        if self.bookmarks {
+                        if self.bookmarks && self.last_rv >= self.from_rv {
                             let rv = self.last_rv;
                             return Step::Line(self.bookmark(rv, false));
                         }
                     }
                     Ok(Ok(ev)) => {
                         self.last_rv = ev.rv;
-                        if ev.key != self.rt.key() {
+                        if ev.key != self.rt.key() || ev.rv <= self.from_rv {
                             continue;
                         }
                         if let Some(line) = self.event(&ev) {
@@ -211,24 +226,32 @@ impl Stream {
     }
 }
 
+/// Answer a watch request.
+///
+/// Errors: 400 for parameters or selectors that do not parse or a field the kind cannot be
+/// selected by, 422 for forbidden parameter combinations ([`ReadOptions::of`]). A version
+/// older than the history (410) or not reached in time by a streaming list (504) is an ERROR
+/// event on a 200 stream, as kube-apiserver reports errors found after the watch began.
 pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Response> {
+    let opts = ReadOptions::of(req, true)?;
+    let (labels, fields) = params::selectors(&t.rt, req)?;
     let filter = Filter {
         namespace: t.namespace.clone(),
-        labels: parse_label_selector(req.param("labelSelector").unwrap_or(""))?,
-        fields: parse_field_selector(req.param("fieldSelector").unwrap_or(""))?,
+        labels,
+        fields,
     };
-    let streaming_list = req.flag("sendInitialEvents");
-    let from = match req.param("resourceVersion") {
-        None | Some("") => None,
-        Some(rv) => Some(
-            u64::from_str(rv)
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
-        ),
+    let streaming_list = opts.send_initial_events == Some(true);
+    let from = opts.resource_version;
+    let timeout = match opts.timeout_seconds {
+        None | Some(0) => DEFAULT_TIMEOUT,
+        Some(n) => Duration::from_secs(u64::try_from(n).unwrap_or(0)),
     };
-    let timeout = req
-        .param("timeoutSeconds")
-        .and_then(|s| u64::from_str(s).ok())
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    if streaming_list
+        && let Some(rv) = opts.minimum()
+        && let Err(e) = params::wait_for(store, rv, req.resource_version_wait).await
+    {
+        return Ok(error_event(&e));
+    }
     let render = if req.wants_table() {
         let include = IncludeObject::from_str(req.param("includeObject").unwrap_or(""))
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -245,7 +268,7 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         if streaming_list { None } else { from },
     ) {
         Ok(s) => s,
-        Err(e) if e.reason == Reason::Expired => return Ok(expired(&e)),
+        Err(e) if e.reason == Reason::Expired => return Ok(error_event(&e)),
         Err(e) => return Err(e),
     };
     let stream = Stream {
@@ -257,6 +280,7 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
         bookmarks: req.flag("allowWatchBookmarks"),
         initial_events_end: streaming_list.then_some(start.resource_version),
         last_rv: start.resource_version,
+        from_rv: if streaming_list { 0 } else { from.unwrap_or(0) },
         render,
         drop_at: req.drop_watch_after.map(|after| Instant::now() + after),
     };
@@ -290,8 +314,9 @@ fn object_line(event_type: &str, object: &[u8]) -> Bytes {
 }
 
 /// A watch answered with one ERROR event carrying `e` (how kube-apiserver reports a
-/// resourceVersion older than its history to a watch).
-pub(crate) fn expired(e: &ApiError) -> Response {
+/// resourceVersion older than its history to a watch, or one a streaming list waited for in
+/// vain).
+pub(crate) fn error_event(e: &ApiError) -> Response {
     let mut line =
         serde_json::to_vec(&json!({"type": "ERROR", "object": e.status()})).unwrap_or_default();
     line.push(b'\n');
