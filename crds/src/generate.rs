@@ -85,6 +85,7 @@ fn integerize(value: &mut Value) {
 }
 
 fn tidy(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, serde_json::Error> {
+    let kind = crd.spec.names.kind.clone();
     let mut value = serde_json::to_value(crd)?;
     if let Some(versions) = value
         .pointer_mut("/spec/versions")
@@ -95,6 +96,7 @@ fn tidy(crd: CustomResourceDefinition) -> Result<CustomResourceDefinition, serde
                 strip_nullable(root);
                 root.remove("title");
                 add_root_properties(root);
+                add_root_rules(&kind, root);
             }
         }
     }
@@ -124,6 +126,20 @@ fn strip_nullable(schema: &mut Map<String, Value>) {
                 }
             }
         }
+    }
+}
+
+/// Rules on the whole object (`x-kubernetes-validations` at the schema root), which the derive
+/// cannot attach: the NodePool name limit ([`crate::nodepool::NODEPOOL_NAME_RULE`]).
+fn add_root_rules(kind: &str, root: &mut Map<String, Value>) {
+    if kind == "NodePool" {
+        root.insert(
+            "x-kubernetes-validations".into(),
+            json!([{
+                "rule": crate::nodepool::NODEPOOL_NAME_RULE,
+                "message": crate::nodepool::NODEPOOL_NAME_MESSAGE,
+            }]),
+        );
     }
 }
 

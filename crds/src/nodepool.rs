@@ -30,6 +30,17 @@ pub const BUDGET_NODES_PATTERN: &str = r"^((100|[0-9]{1,2})%|[0-9]+)$";
 /// CRD pattern for a budget's `schedule`: a cron macro or five cron fields.
 pub const BUDGET_SCHEDULE_PATTERN: &str =
     r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$";
+/// Longest NodePool name, in characters: the name is the value of the `karpenter.sh/nodepool`
+/// label on every NodeClaim and Node the pool launches, and a label value has at most 63
+/// (apimachinery's `IsValidLabelValue`). Upstream Karpenter's CRD does not say so, so there a
+/// longer name is accepted and the pool can never launch a node (each NodeClaim create fails
+/// on the label); this project's CRD refuses the name instead ([`NODEPOOL_NAME_RULE`]).
+pub const NODEPOOL_NAME_MAX: usize = 63;
+/// The CEL rule at the root of the NodePool CRD that enforces [`NODEPOOL_NAME_MAX`]. Its
+/// message is [`NODEPOOL_NAME_MESSAGE`].
+pub const NODEPOOL_NAME_RULE: &str = "self.metadata.name.size() <= 63";
+/// The message of [`NODEPOOL_NAME_RULE`].
+pub const NODEPOOL_NAME_MESSAGE: &str = "metadata.name must be no more than 63 characters: it is the value of the karpenter.sh/nodepool label on the NodePool's NodeClaims and Nodes";
 /// Scoring parameter of the Balanced policy: a move is approved when its score is at least 1/k.
 pub const BALANCED_K: i32 = 2;
 

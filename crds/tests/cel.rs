@@ -242,6 +242,26 @@ fn nodepool_rules_reject_like_upstream() {
     }
 }
 
+/// Not an upstream rule: a NodePool's name is the `karpenter.sh/nodepool` label value of its
+/// NodeClaims and Nodes, so this project's CRD caps it at a label value's 63 characters.
+#[test]
+fn nodepool_names_longer_than_a_label_value_are_refused() {
+    let named = |name: String| {
+        let mut pool = nodepool(json!({}));
+        pool["metadata"]["name"] = json!(name);
+        pool
+    };
+    assert_eq!(
+        errors("NodePool", &named("a".repeat(63)), None),
+        Vec::<String>::new()
+    );
+    let long = named("a".repeat(64));
+    assert_eq!(
+        errors("NodePool", &long, None),
+        [crds::nodepool::NODEPOOL_NAME_MESSAGE]
+    );
+}
+
 #[test]
 fn transition_rules() {
     let old = nodepool(json!({}));
