@@ -32,7 +32,8 @@ Node); StuckTerminating deletes its Node; NodeWithoutNodeClaim deletes the Node;
 terminates the instance it involves when the cloud lists it. Karpenter's finalizer
 (karpenter.sh/termination) is then removed from those Nodes and NodeClaims, but only when the
 cloud was checked: without a cloud view the finalizers are left for the controller, which
-terminates the instance. Other finalizers are never removed.
+terminates the instance. Other finalizers are never removed. DuplicateProviderID is left alone:
+deleting that NodeClaim would make Karpenter terminate the instance another NodeClaim runs on.
 
 The plan is printed first; on a terminal you are asked to confirm. Without a terminal the command
 refuses (exit 2) unless --yes is given. Exit status: 0 cleaned up or nothing to do, 1 orphans

@@ -1,6 +1,9 @@
 //! Finding orphans (pure): NodeClaims, Nodes and the cloud's instances in, orphans out, as seen
 //! at an injected `now`. NodeClaims and Nodes are matched by providerID; instances by
 //! providerID, and by their `karpenter.sh/nodeclaim` tag for NodeClaims not yet launched.
+//! NodeClaims that share a providerID are found by [`duplicates`].
+
+mod duplicates;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -157,10 +160,19 @@ fn instance_clause(instance: &InstanceState) -> Option<String> {
 /// Every orphan, sorted by kind, then name.
 pub fn classify(input: &Inputs) -> Vec<Orphan> {
     let index = Index::new(input);
+    // A NodeClaim that duplicates another's providerID is reported as that alone: any other
+    // verdict's clean-up would take the shared instance down with it.
+    let mut duplicates = duplicates::duplicates(input, &index);
     let mut out: Vec<Orphan> = input
         .claims
         .iter()
-        .filter_map(|c| classify_claim(c, input, &index))
+        .filter_map(|c| {
+            c.metadata
+                .name
+                .as_deref()
+                .and_then(|n| duplicates.remove(n))
+                .or_else(|| classify_claim(c, input, &index))
+        })
         .collect();
     let claimed: HashSet<&str> = input
         .claims

@@ -1,7 +1,7 @@
 //! `kubectl karpenter orphans`: what Karpenter launched or tracks that nothing owns any more, or
 //! that is stuck on its way out — NodeClaims that never launched or registered, NodeClaims stuck
-//! terminating, Nodes and cloud instances without a NodeClaim, and NodeClaims whose instance is
-//! gone — and `orphans delete`, which cleans them up after a preview and a confirmation.
+//! terminating, Nodes and cloud instances without a NodeClaim, NodeClaims whose instance is
+//! gone, and NodeClaims that claim another's providerID — and `orphans delete`, which cleans them up after a preview and a confirmation.
 //!
 //! The core is pure ([`classify`] finds orphans, [`plan`] turns them into steps, [`table`] prints
 //! them); [`args`] is the command line, [`cloud`] reads and terminates instances (failing with a
@@ -40,6 +40,9 @@ pub enum Kind {
     InstanceWithoutNodeClaim,
     /// A launched NodeClaim whose instance the cloud no longer has.
     InstanceGone,
+    /// A NodeClaim whose `status.providerID` another NodeClaim claims too (two records of one
+    /// instance and Node); the one the instance is tagged for is not reported.
+    DuplicateProviderID,
 }
 
 impl Kind {
@@ -52,6 +55,7 @@ impl Kind {
             Kind::NodeWithoutNodeClaim => "NodeWithoutNodeClaim",
             Kind::InstanceWithoutNodeClaim => "InstanceWithoutNodeClaim",
             Kind::InstanceGone => "InstanceGone",
+            Kind::DuplicateProviderID => "DuplicateProviderID",
         }
     }
 
@@ -59,7 +63,7 @@ impl Kind {
     pub fn resource(self) -> Resource {
         match self {
             Kind::NotLaunched | Kind::NotRegistered | Kind::StuckTerminating => Resource::NodeClaim,
-            Kind::InstanceGone => Resource::NodeClaim,
+            Kind::InstanceGone | Kind::DuplicateProviderID => Resource::NodeClaim,
             Kind::NodeWithoutNodeClaim => Resource::Node,
             Kind::InstanceWithoutNodeClaim => Resource::Instance,
         }

@@ -4,7 +4,9 @@
 //! controller terminate a NodeClaim's instance, so the plugin removes it (from a NodeClaim or a
 //! Node) only when the cloud was checked — the instance is then either known to be gone or
 //! terminated by the same plan, first. Without a cloud view it only deletes objects and leaves
-//! the finalizers for the controller. Other finalizers are never touched.
+//! the finalizers for the controller. Other finalizers are never touched. A NodeClaim that
+//! duplicates another's providerID is left alone: deleting it would make the controller
+//! terminate the instance its owner still runs on.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -79,6 +81,10 @@ pub struct Plan {
     /// What is deliberately not done, and why.
     pub notes: Vec<String>,
 }
+
+const DUPLICATE_NOTE: &str = "left alone: deleting a NodeClaim makes Karpenter drain its node and \
+                              terminate the instance its providerID names, which another NodeClaim \
+                              claims too (see DETAIL); remove this one's finalizers, then delete it";
 
 const UNCHECKED_NOTE: &str = "finalizers are left for the controller: the cloud was not \
                               checked, so the instance may still be running";
@@ -160,6 +166,7 @@ fn plan_one(orphan: &Orphan, cloud_checked: bool) -> Plan {
         }
     };
     match orphan.kind {
+        Kind::DuplicateProviderID => notes.push(DUPLICATE_NOTE.to_owned()),
         Kind::InstanceWithoutNodeClaim => terminate(&mut steps),
         Kind::NodeWithoutNodeClaim => {
             terminate(&mut steps);

@@ -30,9 +30,10 @@ const DETAIL: &str = "DETAIL";
 /// blocked, yellow for records that are only stale.
 pub fn kind_color(kind: Kind) -> Color {
     match kind {
-        Kind::StuckTerminating | Kind::NodeWithoutNodeClaim | Kind::InstanceWithoutNodeClaim => {
-            Color::Red
-        }
+        Kind::StuckTerminating
+        | Kind::NodeWithoutNodeClaim
+        | Kind::InstanceWithoutNodeClaim
+        | Kind::DuplicateProviderID => Color::Red,
         Kind::NotLaunched | Kind::NotRegistered | Kind::InstanceGone => Color::Yellow,
     }
 }
@@ -105,8 +106,10 @@ pub fn summary(orphans: &[Orphan], cloud: &CloudView) -> String {
         }
     }
     let mut seen = HashSet::new();
+    // A duplicate's instance is its owner's, not orphaned.
     let cost: f64 = orphans
         .iter()
+        .filter(|o| o.kind != Kind::DuplicateProviderID)
         .filter_map(|o| o.instance.running())
         .filter(|i| seen.insert(i.id.clone()))
         .filter_map(|i| i.hourly_price)

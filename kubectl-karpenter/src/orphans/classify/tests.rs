@@ -276,3 +276,102 @@ fn durations_print_like_ages() {
     assert_eq!(format_duration(Duration::from_secs(30)), "30s");
     assert_eq!(format_duration(Duration::from_secs(5400)), "90m");
 }
+
+/// A registered NodeClaim and a hand-made copy carrying its providerID: one instance, one
+/// Node, two records.
+fn copied_claim(w: &mut World) {
+    let mut copy = fixtures::launched("default-copy", "default", 1, Some("ip-10-0-1-1"));
+    copy.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        at("11:30:00"),
+    ));
+    fixtures::set_true_at(&mut copy, "Registered", "11:30:05");
+    w.claims.push(copy);
+}
+
+#[test]
+fn a_nodeclaim_claiming_anothers_provider_id_is_flagged() {
+    let mut w = world();
+    copied_claim(&mut w);
+    let found = orphans(&w, &checked(&w));
+    let dupes: Vec<&Orphan> = found
+        .iter()
+        .filter(|o| o.kind == Kind::DuplicateProviderID)
+        .collect();
+    assert_eq!(
+        dupes.len(),
+        1,
+        "only the copy: the instance is tagged for the original"
+    );
+    let copy = dupes[0];
+    assert_eq!(copy.name, "default-copy");
+    assert_eq!(copy.since, Some(at("11:30:00")));
+    assert_eq!(
+        copy.node.as_ref().map(|n| n.name.as_str()),
+        Some("ip-10-0-1-1")
+    );
+    assert_eq!(
+        copy.detail,
+        [
+            "providerID aws:///us-east-1a/i-0a1b2c3d4e5f60001 is also claimed by nodeclaim default-ready",
+            "instance i-0a1b2c3d4e5f60001 was launched for nodeclaim default-ready (its karpenter.sh/nodeclaim tag)",
+        ]
+    );
+    assert_eq!(
+        found.last().map(|o| o.kind),
+        Some(Kind::DuplicateProviderID),
+        "listed last, in kind order"
+    );
+    assert!(
+        !found.iter().any(|o| o.name == "default-ready"),
+        "the owner is not an orphan"
+    );
+}
+
+#[test]
+fn without_a_cloud_view_every_claimant_of_a_shared_provider_id_is_flagged() {
+    let mut w = world();
+    copied_claim(&mut w);
+    let cloud = CloudView::Unchecked {
+        reason: "--no-cloud".into(),
+    };
+    let found = orphans(&w, &cloud);
+    let dupes: Vec<(&str, &str)> = found
+        .iter()
+        .filter(|o| o.kind == Kind::DuplicateProviderID)
+        .map(|o| (o.name.as_str(), o.detail[1].as_str()))
+        .collect();
+    let unknown = "instance not checked: which NodeClaim owns it is unknown";
+    assert_eq!(
+        dupes,
+        [("default-copy", unknown), ("default-ready", unknown)]
+    );
+}
+
+#[test]
+fn a_duplicate_is_reported_as_that_alone() {
+    let mut w = world();
+    // A copy of default-unregistered's providerID: that claim would be NotRegistered, whose
+    // clean-up terminates the instance; as a claimant of a shared providerID it is left alone.
+    let mut copy = fixtures::launched("default-twin", "default", 2, None);
+    fixtures::set_true_at(&mut copy, "Registered", "11:45:00");
+    w.claims.push(copy);
+    w.instances[1].nodeclaim = None;
+    let found = orphans(&w, &checked(&w));
+    let kinds: Vec<(Kind, &str)> = found
+        .iter()
+        .filter(|o| o.name.starts_with("default-unregistered") || o.name == "default-twin")
+        .map(|o| (o.kind, o.name.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (Kind::DuplicateProviderID, "default-twin"),
+            (Kind::DuplicateProviderID, "default-unregistered"),
+        ]
+    );
+    assert!(
+        found[found.len() - 1].detail[1].contains("has no karpenter.sh/nodeclaim tag"),
+        "{:?}",
+        found[found.len() - 1].detail
+    );
+}

@@ -154,3 +154,27 @@ fn a_node_already_deleting_is_not_deleted_again() {
         }]
     );
 }
+
+#[test]
+fn a_duplicate_provider_id_is_left_alone() {
+    let mut w = world();
+    let mut copy =
+        crate::orphans::fixtures::launched("default-copy", "default", 1, Some("ip-10-0-1-1"));
+    crate::orphans::fixtures::set_true_at(&mut copy, "Registered", "11:30:05");
+    w.claims.push(copy);
+    let dupes: Vec<Orphan> = orphans(&w, &checked(&w))
+        .into_iter()
+        .filter(|o| o.kind == Kind::DuplicateProviderID)
+        .collect();
+    let plans = plan(&dupes, true);
+    assert_eq!(plans.len(), 1);
+    assert!(plans[0].steps.is_empty(), "{:?}", plans[0].steps);
+    let got = lines(&plans);
+    assert!(
+        got.starts_with(
+            "DuplicateProviderID nodeclaim.karpenter.sh/default-copy:\n  note: left alone"
+        ),
+        "{got}"
+    );
+    assert_eq!(step_count(&plans), 0);
+}
