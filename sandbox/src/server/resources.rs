@@ -32,7 +32,13 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
             }
             let obj = store.get(&t.rt, ns, name)?;
             if req.wants_table() {
-                return table(&t.rt, &[obj], req, json!({"resourceVersion": ""}));
+                return table(
+                    &t.rt,
+                    &[obj],
+                    req,
+                    json!({"resourceVersion": ""}),
+                    store.now(),
+                );
             }
             Ok(json_response(StatusCode::OK, &obj))
         }
@@ -223,7 +229,7 @@ async fn list(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Respon
         }
     }
     if req.wants_table() {
-        return table(&t.rt, &page.items, req, meta);
+        return table(&t.rt, &page.items, req, meta, store.now());
     }
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -253,23 +259,26 @@ pub(crate) fn list_body(rt: &ResourceType, items: Vec<Value>, rv: u64) -> Value 
     })
 }
 
-/// Render objects as a `meta.k8s.io/v1 Table` for kubectl.
+/// Render objects as a `meta.k8s.io/v1 Table` for kubectl, with ages as of `now` (the store's
+/// clock).
 pub(crate) fn table(
     rt: &ResourceType,
     objects: &[Arc<Value>],
     req: &Request,
     meta: Value,
+    now: jiff::Timestamp,
 ) -> ApiResult<Response> {
-    let body = table_value(rt, objects, req, meta)?;
+    let body = table_value(rt, objects, req, meta, now)?;
     Ok(json_response(StatusCode::OK, &body))
 }
 
-/// The Table value for `objects` (also used for watch events).
+/// The Table value for `objects`, with ages as of `now`.
 pub(crate) fn table_value(
     rt: &ResourceType,
     objects: &[Arc<Value>],
     req: &Request,
     meta: Value,
+    now: jiff::Timestamp,
 ) -> ApiResult<Value> {
     let include = IncludeObject::from_str(req.param("includeObject").unwrap_or(""))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -281,13 +290,7 @@ pub(crate) fn table_value(
             kind: &rt.kind,
         },
     };
-    Ok(render(
-        &columns,
-        &refs,
-        include,
-        meta,
-        jiff::Timestamp::now(),
-    ))
+    Ok(render(&columns, &refs, include, meta, now))
 }
 
 fn delete_options(req: &Request) -> ApiResult<DeleteOptions> {

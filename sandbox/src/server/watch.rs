@@ -100,6 +100,8 @@ enum Render {
 
 struct Stream {
     rt: ResourceType,
+    /// The store's clock: a Table row's ages are as of when it is sent.
+    clock: crate::store::Now,
     filter: Filter,
     backlog: VecDeque<Arc<WatchEvent>>,
     live: broadcast::Receiver<Arc<WatchEvent>>,
@@ -140,13 +142,7 @@ impl Stream {
                         kind: &self.rt.kind,
                     },
                 };
-                let mut table = render(
-                    &columns,
-                    &[&object],
-                    *include,
-                    json!({}),
-                    jiff::Timestamp::now(),
-                );
+                let mut table = render(&columns, &[&object], *include, json!({}), (self.clock)());
                 if !*first {
                     table["columnDefinitions"] = json!([]);
                 }
@@ -273,6 +269,7 @@ pub(crate) async fn handle(store: &Arc<Store>, t: &Target, req: &Request) -> Api
     };
     let stream = Stream {
         rt: t.rt.clone(),
+        clock: store.clock(),
         filter,
         backlog: start.backlog.into(),
         live: start.live,

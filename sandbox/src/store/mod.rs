@@ -407,6 +407,11 @@ impl Store {
             .unwrap_or_else(|_| Arc::new(Mutex::new(C::default())))
     }
 
+    /// The store's clock ([`Now`]), for readers that stamp or age objects later.
+    pub fn clock(&self) -> Now {
+        Arc::clone(&self.clock)
+    }
+
     /// Now, on the store's clock ([`Now`]).
     pub fn now(&self) -> jiff::Timestamp {
         (self.clock)()
