@@ -1,7 +1,8 @@
 //! The one workload reader behind `karpenter sandbox` and `karpenter simulate`: both refuse the
 //! same bad workloads with the same error (unknown kinds, empty files, duplicate or invalid
 //! names, replica counts that are no int32 or exceed the pod cap), before anything starts or
-//! is allocated; and `sandbox --until-settled` with no pod to run says so instead of waiting.
+//! is allocated; endless inputs (`/dev/zero`) and pod caps beyond a cluster's are refused at
+//! once; and `sandbox --until-settled` with no pod to run says so instead of waiting.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -199,6 +200,48 @@ fn the_pod_cap_counts_scaled_replicas_and_max_pods_raises_it() {
         refused.contains("--generate diverse:100 brings the workload to 100 pods, over the cap of 99 (--max-pods)"),
         "{refused}"
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn both_commands_refuse_a_device_at_once_instead_of_reading_it_forever() {
+    // `--workload /dev/zero` used to eat memory until the process was killed.
+    let path = Path::new("/dev/zero");
+    let from_simulate = refusal(&simulate(path, &[]));
+    assert_eq!(
+        from_simulate,
+        "error: /dev/zero: is a character device, not a workload file; --workload reads a \
+         regular file (or a pipe, up to 64 MiB)"
+    );
+    assert_eq!(
+        from_simulate,
+        refusal(&sandbox(path, &[])),
+        "one reader, one error"
+    );
+}
+
+#[test]
+fn a_pod_cap_beyond_a_cluster_is_refused_by_the_flag_not_by_an_abort() {
+    // `--max-pods 2147483647` was accepted, and a workload that large aborted (exit 134) on a
+    // failed allocation.
+    // The sandbox settles or gives up within seconds should the flag ever be accepted again.
+    for (command, more) in [
+        ("simulate", &[][..]),
+        ("sandbox", &["--until-settled", "--timeout", "5s"][..]),
+    ] {
+        let mut args = vec![command, "--max-pods", "2147483647"];
+        args.extend_from_slice(more);
+        let out = karpenter(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains(
+                "invalid value '2147483647' for '--max-pods <PODS>': the pod cap must be from 1 \
+                 to 150000 pods, the most Kubernetes supports in one cluster"
+            ),
+            "{command}: {stderr}"
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! One object of a workload file with where it came from, and every way a workload can be
-//! refused: the floor the reader's parts ([`super::parse`], [`super::pods`],
-//! [`super::defaults`], [`super::admit`]) share.
+//! refused, including the largest file the reader takes ([`MAX_WORKLOAD_BYTES`]): the floor the
+//! reader's parts ([`super::file`], [`super::parse`], [`super::pods`], [`super::defaults`],
+//! [`super::admit`]) share.
 
 use std::path::PathBuf;
 
@@ -63,6 +64,13 @@ impl Manifest {
     }
 }
 
+/// The most a workload file may hold: 64 MiB. A file (or a pipe) is read up to this many bytes
+/// and refused at the next one, so an endless input (`/dev/zero` through a pipe) costs at most
+/// this much memory. It holds about 100,000 bare Pods written out as YAML, or a million trace
+/// rows, while the pod cap (`--max-pods`) stops reading far earlier; the bundled Online Boutique
+/// is 20 KB and the published Alibaba `openb_pod_list` traces are under 600 KB.
+pub const MAX_WORKLOAD_BYTES: u64 = 64 << 20;
+
 /// A workload that cannot be used. Every variant names the file and, for one object, the
 /// document (or CSV line) and the object; `karpenter sandbox` and `karpenter simulate` print
 /// the same message for the same file.
@@ -75,6 +83,32 @@ pub enum WorkloadError {
         path: String,
         /// Why it cannot be read (not found, permission denied, ...).
         source: std::io::Error,
+    },
+    /// The file is something other than a regular file or a pipe (a device such as `/dev/zero`,
+    /// a directory or a socket): refused before anything is read from it.
+    #[error(
+        "{path}: is {what}, not a workload file; --workload reads a regular file (or a pipe, up \
+         to {})",
+        size(&MAX_WORKLOAD_BYTES)
+    )]
+    NotAFile {
+        /// The file as given on the command line.
+        path: String,
+        /// What it is instead, e.g. `a character device`.
+        what: &'static str,
+    },
+    /// The file holds more than `limit` bytes ([`MAX_WORKLOAD_BYTES`]): refused without reading a
+    /// regular file further than its size, and a pipe at the first byte past the limit.
+    #[error(
+        "{path}: more than {}, the most a workload file may hold; write many alike pods as the \
+         replicas of one Deployment or Job rather than one Pod document each",
+        size(.limit)
+    )]
+    TooLarge {
+        /// The file as given on the command line.
+        path: String,
+        /// The limit in bytes ([`MAX_WORKLOAD_BYTES`] outside tests).
+        limit: u64,
     },
     /// A YAML document does not parse or is not a Kubernetes object.
     #[error("{path}: document {index}: {message}")]
@@ -138,6 +172,38 @@ pub enum WorkloadError {
     /// The bundled defaults or CRDs cannot be read or installed: a build defect.
     #[error("bundled manifests: {0}")]
     Bundled(String),
+}
+
+impl WorkloadError {
+    /// A read of `path` that failed: [`WorkloadError::TooLarge`] when the size-bounded reader
+    /// gave up (its error carries [`LimitExceeded`]), else [`WorkloadError::Io`].
+    pub(super) fn reading(path: &str, source: std::io::Error) -> WorkloadError {
+        let path = path.to_string();
+        match source
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<LimitExceeded>())
+        {
+            Some(&LimitExceeded(limit)) => WorkloadError::TooLarge { path, limit },
+            None => WorkloadError::Io { path, source },
+        }
+    }
+}
+
+/// The error a size-bounded reader fails with (kind [`std::io::ErrorKind::FileTooLarge`]) at
+/// the first byte past its limit, in bytes; [`WorkloadError::reading`] turns it into
+/// [`WorkloadError::TooLarge`].
+#[derive(Debug, thiserror::Error)]
+#[error("more than {} read", size(&self.0))]
+pub(super) struct LimitExceeded(pub u64);
+
+/// `bytes` for a message: `64 MiB` for a whole number of MiB, else `<n> bytes`.
+fn size(bytes: &u64) -> String {
+    let bytes = *bytes;
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 /// What an empty workload file lacks, by format.

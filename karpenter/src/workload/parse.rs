@@ -1,7 +1,11 @@
-//! Workload files into objects: multi-document Kubernetes YAML, or an Alibaba `openb_pod_list`
-//! CSV trace turned into one bare pod per task that did not fail. Every error names the file
-//! and document (or line).
+//! Workload text into objects, one at a time as it is read: multi-document Kubernetes YAML
+//! (split on `---` lines, as kubectl's YAML reader splits a stream) or an Alibaba
+//! `openb_pod_list` CSV trace, one bare pod per task that did not fail. Each object goes to the
+//! caller's [`Sink`] as soon as it is parsed, so a caller that refuses one (the pod cap) stops
+//! the reading there: only the current document (or row) is ever held as text. Every error names
+//! the file and document (or line).
 
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -9,21 +13,19 @@ use serde_json::{Value, json};
 
 use super::manifest::{Manifest, WorkloadError};
 
-/// Split a YAML stream into documents on `---` separator lines.
-fn documents(text: &str) -> Vec<String> {
-    let mut docs = vec![String::new()];
-    for line in text.lines() {
-        let trimmed = line.trim_end();
-        if trimmed == "---" || trimmed.starts_with("--- ") {
-            docs.push(String::new());
-            continue;
-        }
-        if let Some(d) = docs.last_mut() {
-            d.push_str(line);
-            d.push('\n');
-        }
+/// Where objects go as they are parsed, in file order. An error it returns stops the reading
+/// and is returned as is (e.g. [`WorkloadError::OverCap`] naming the object).
+pub(super) type Sink<'a> = dyn FnMut(Manifest) -> Result<(), WorkloadError> + 'a;
+
+/// What follows the marker when `line` starts a new document (`---` alone or followed by a
+/// space or tab, e.g. `--- # web`), `None` for any other line.
+fn separator(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"---")?;
+    match rest.first() {
+        None | Some(b'\n' | b'\r') => Some(&[]),
+        Some(b' ' | b'\t') => Some(&rest[1..]),
+        _ => None,
     }
-    docs
 }
 
 fn is_blank(doc: &str) -> bool {
@@ -39,54 +41,100 @@ fn is_blank(doc: &str) -> bool {
 /// Errors: a document that is not valid YAML, not a mapping, or lacks `apiVersion`, `kind` or
 /// a name.
 pub fn parse_yaml(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadError> {
-    let path = source.display().to_string();
     let mut out = Vec::new();
-    for (i, doc) in documents(text).iter().enumerate() {
-        let index = i + 1;
-        if is_blank(doc) {
-            continue;
+    read_yaml(source, text.as_bytes(), &mut |m| {
+        out.push(m);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`parse_yaml`] over a stream: documents are read one at a time (numbered from 1 as the
+/// `---` lines split them, blank ones included) and each object goes to `sink` before the next
+/// document is read.
+///
+/// Errors: as [`parse_yaml`]; a document that is not UTF-8; the input's read errors (see
+/// [`WorkloadError::reading`]); whatever `sink` returns.
+pub(super) fn read_yaml(
+    source: &Path,
+    mut input: impl BufRead,
+    sink: &mut Sink<'_>,
+) -> Result<(), WorkloadError> {
+    let path = source.display().to_string();
+    let mut doc = Vec::new();
+    let mut line = Vec::new();
+    let mut index = 1;
+    loop {
+        line.clear();
+        let n = input
+            .read_until(b'\n', &mut line)
+            .map_err(|e| WorkloadError::reading(&path, e))?;
+        if n == 0 {
+            break;
         }
-        let err = |message: String| WorkloadError::Document {
-            path: path.clone(),
-            index,
-            message,
-        };
-        let value: Value =
-            serde_saphyr::from_str(doc).map_err(|e| err(format!("invalid YAML: {e}")))?;
-        let items = if value.get("kind").and_then(Value::as_str) == Some("List") {
-            value
-                .get("items")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
+        if let Some(rest) = separator(&line) {
+            document(source, index, &doc, sink)?;
+            index += 1;
+            doc.clear();
+            doc.extend_from_slice(rest);
         } else {
-            vec![value]
-        };
-        for object in items {
-            if !object.is_object() {
-                return Err(err("expected a Kubernetes object (a mapping)".into()));
-            }
-            for field in ["apiVersion", "kind"] {
-                if object
-                    .get(field)
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    return Err(err(format!("{field} is required")));
-                }
-            }
-            let m = Manifest {
-                object,
-                source: source.to_path_buf(),
-                index,
-            };
-            if m.name().is_empty() {
-                return Err(err("metadata.name is required".into()));
-            }
-            out.push(m);
+            doc.extend_from_slice(&line);
         }
     }
-    Ok(out)
+    document(source, index, &doc, sink)
+}
+
+/// The objects of document `index` (its bytes in `doc`) into `sink`: none for a blank one, each
+/// item of a `kind: List`, else the document itself.
+fn document(
+    source: &Path,
+    index: usize,
+    doc: &[u8],
+    sink: &mut Sink<'_>,
+) -> Result<(), WorkloadError> {
+    let err = |message: String| WorkloadError::Document {
+        path: source.display().to_string(),
+        index,
+        message,
+    };
+    let text = std::str::from_utf8(doc).map_err(|e| err(format!("not UTF-8 text: {e}")))?;
+    if is_blank(text) {
+        return Ok(());
+    }
+    let mut value: Value =
+        serde_saphyr::from_str(text).map_err(|e| err(format!("invalid YAML: {e}")))?;
+    let items = if value.get("kind").and_then(Value::as_str) == Some("List") {
+        match value.get_mut("items").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        }
+    } else {
+        vec![value]
+    };
+    for object in items {
+        if !object.is_object() {
+            return Err(err("expected a Kubernetes object (a mapping)".into()));
+        }
+        for field in ["apiVersion", "kind"] {
+            if object
+                .get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                return Err(err(format!("{field} is required")));
+            }
+        }
+        let m = Manifest {
+            object,
+            source: source.to_path_buf(),
+            index,
+        };
+        if m.name().is_empty() {
+            return Err(err("metadata.name is required".into()));
+        }
+        sink(m)?;
+    }
+    Ok(())
 }
 
 /// One row of an `openb_pod_list` file. The published variants differ in columns: every one
@@ -104,7 +152,8 @@ struct TraceRow {
     pod_phase: Option<String>,
 }
 
-/// Whether a file is an Alibaba `openb_pod_list` trace (by extension or header).
+/// Whether a file is an Alibaba `openb_pod_list` trace (by extension, or by its header when
+/// `text` is its beginning).
 pub fn is_trace(path: &Path, text: &str) -> bool {
     path.extension().is_some_and(|e| e == "csv") || text.starts_with("name,cpu_milli,memory_mib")
 }
@@ -117,30 +166,29 @@ pub fn is_trace(path: &Path, text: &str) -> bool {
 /// Errors: a row that does not parse (a required column `name`, `cpu_milli`, `memory_mib`
 /// missing or not a number), or negative requests.
 pub fn parse_trace(source: &Path, text: &str) -> Result<Vec<Manifest>, WorkloadError> {
-    parse_trace_within(source, text, u64::MAX)
+    let mut out = Vec::new();
+    read_trace(source, text.as_bytes(), &mut |m| {
+        out.push(m);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
-/// [`parse_trace`], stopping once more than `limit` pods are read (the caller's pod cap then
-/// refuses the last one read, naming its line), so a huge trace is refused without building
-/// a pod per row.
-pub(super) fn parse_trace_within(
+/// [`parse_trace`] over a stream: rows are read one at a time and each pod goes to `sink`
+/// before the next row is read.
+///
+/// Errors: as [`parse_trace`]; the input's read errors (see [`WorkloadError::reading`]);
+/// whatever `sink` returns.
+pub(super) fn read_trace(
     source: &Path,
-    text: &str,
-    limit: u64,
-) -> Result<Vec<Manifest>, WorkloadError> {
+    input: impl Read,
+    sink: &mut Sink<'_>,
+) -> Result<(), WorkloadError> {
     let path = source.display().to_string();
-    let mut reader = csv::Reader::from_reader(text.as_bytes());
-    let mut out = Vec::new();
+    let mut reader = csv::Reader::from_reader(input);
     for (i, row) in reader.deserialize::<TraceRow>().enumerate() {
-        if out.len() as u64 > limit {
-            break;
-        }
         let line = i + 2;
-        let row = row.map_err(|e| WorkloadError::Csv {
-            path: path.clone(),
-            line,
-            message: e.to_string(),
-        })?;
+        let row = row.map_err(|e| row_error(&path, line, e))?;
         if row.pod_phase.as_deref() == Some("Failed") {
             continue;
         }
@@ -167,41 +215,30 @@ pub(super) fn parse_trace_within(
             "metadata": {"name": row.name, "labels": {"app.kubernetes.io/name": "openb-task", "trace": "alibaba-openb"}},
             "spec": {"containers": [{"name": "task", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2", "resources": resources}]},
         });
-        out.push(Manifest {
+        sink(Manifest {
             object,
             source: source.to_path_buf(),
             index: line,
-        });
+        })?;
     }
-    Ok(out)
+    Ok(())
 }
 
-/// Read a workload file (YAML or trace CSV).
-///
-/// Errors: see [`WorkloadError`]; a file with nothing to run is [`WorkloadError::Empty`].
-pub fn load(path: &Path) -> Result<Vec<Manifest>, WorkloadError> {
-    load_within(path, u64::MAX)
-}
-
-/// [`load`], reading at most `limit` + 1 pods of a trace (see [`parse_trace_within`]).
-pub(super) fn load_within(path: &Path, limit: u64) -> Result<Vec<Manifest>, WorkloadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let trace = is_trace(path, &text);
-    let manifests = if trace {
-        parse_trace_within(path, &text, limit)?
-    } else {
-        parse_yaml(path, &text)?
+/// A trace row that could not be read: the input's own failure (see
+/// [`WorkloadError::reading`]), else [`WorkloadError::Csv`] with the CSV reader's message.
+fn row_error(path: &str, line: usize, e: csv::Error) -> WorkloadError {
+    let csv = |message: String| WorkloadError::Csv {
+        path: path.to_string(),
+        line,
+        message,
     };
-    if manifests.is_empty() {
-        return Err(WorkloadError::Empty {
-            path: path.display().to_string(),
-            trace,
-        });
+    if !matches!(e.kind(), csv::ErrorKind::Io(_)) {
+        return csv(e.to_string());
     }
-    Ok(manifests)
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => WorkloadError::reading(path, io),
+        other => csv(format!("{other:?}")),
+    }
 }
 
 #[cfg(test)]
@@ -271,38 +308,131 @@ mod tests {
         assert!(err.to_string().starts_with("m.csv: line 2:"), "{err}");
     }
 
-    #[test]
-    fn a_limited_trace_stops_one_pod_past_the_limit_skipping_failed_tasks() {
-        let text = "name,cpu_milli,memory_mib,num_gpu,pod_phase\n\
-            a,1,1,0,Running\nb,1,1,0,Failed\nc,1,1,0,Running\nd,1,1,0,Running\ne,1,1,0,Running\n";
-        let pods = parse_trace_within(Path::new("t.csv"), text, 2).expect("parses");
-        let names: Vec<&str> = pods.iter().map(Manifest::name).collect();
-        assert_eq!(names, ["a", "c", "d"]);
-        assert_eq!(pods[2].location(), "t.csv: line 5");
+    /// An endless stream of `unit` repeated (lazily: nothing is held), counting the bytes read.
+    struct Endless {
+        unit: Vec<u8>,
+        at: usize,
+        read: u64,
+    }
+
+    impl Endless {
+        fn new(unit: &str) -> Self {
+            Endless {
+                unit: unit.as_bytes().to_vec(),
+                at: 0,
+                read: 0,
+            }
+        }
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let mut n = 0;
+            while n < buf.len() {
+                let take = (self.unit.len() - self.at).min(buf.len() - n);
+                buf[n..n + take].copy_from_slice(&self.unit[self.at..self.at + take]);
+                n += take;
+                self.at = (self.at + take) % self.unit.len();
+            }
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    /// A sink that keeps objects and refuses the one after the first `cap`, as the pod cap does.
+    fn capped(
+        cap: usize,
+        kept: &mut Vec<Manifest>,
+    ) -> impl FnMut(Manifest) -> Result<(), WorkloadError> + '_ {
+        move |m| {
+            if kept.len() == cap {
+                return Err(WorkloadError::OverCap {
+                    what: m.describe(),
+                    pods: cap as u64 + 1,
+                    cap: cap as u32,
+                });
+            }
+            kept.push(m);
+            Ok(())
+        }
     }
 
     #[test]
-    fn a_file_with_nothing_to_run_is_refused() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let yaml = dir.path().join("empty.yaml");
-        std::fs::write(&yaml, "# only a comment\n---\n").expect("write");
-        let err = load(&yaml).expect_err("empty");
-        assert!(
-            err.to_string()
-                .ends_with("empty.yaml: no Kubernetes objects in the file (it is empty or holds only comments): nothing to run"),
-            "{err}"
-        );
-        let csv = dir.path().join("failed.csv");
-        std::fs::write(
-            &csv,
-            "name,cpu_milli,memory_mib,num_gpu,pod_phase\nx,1,1,0,Failed\n",
+    fn an_endless_yaml_stream_is_read_only_up_to_the_object_the_sink_refuses() {
+        let pod = "---\napiVersion: v1\nkind: Pod\nmetadata: {generateName: p-}\nspec: {containers: [{name: c, image: pause}]}\n";
+        let mut input = std::io::BufReader::new(Endless::new(pod));
+        let mut kept = Vec::new();
+        let err = read_yaml(
+            Path::new("pods.yaml"),
+            &mut input,
+            &mut capped(10, &mut kept),
         )
-        .expect("write");
-        let err = load(&csv).expect_err("every task failed");
+        .expect_err("the 11th pod is refused");
+        assert_eq!(
+            err.to_string(),
+            "pods.yaml: document 12: Pod \"p-\" brings the workload to 11 pods, over the cap of 10 (--max-pods)"
+        );
+        assert_eq!(kept.len(), 10);
+        // Eleven documents of ~100 bytes, and at most one read buffer past them.
+        let read = input.get_ref().read;
+        assert!(read <= 16 * 1024, "read {read} bytes of the stream");
+    }
+
+    #[test]
+    fn an_endless_trace_is_read_only_up_to_the_pod_the_sink_refuses() {
+        let header = "name,cpu_milli,memory_mib,num_gpu,pod_phase\n";
+        let rows =
+            std::io::Cursor::new(header).chain(Endless::new("t,1,1,0,Running\nf,1,1,0,Failed\n"));
+        let mut counted = CountingRead {
+            inner: rows,
+            read: 0,
+        };
+        let mut kept = Vec::new();
+        let err = read_trace(Path::new("t.csv"), &mut counted, &mut capped(10, &mut kept))
+            .expect_err("the 11th task is refused");
+        // Rows alternate kept and Failed: the 11th kept task is on line 2 + 2 * 10.
+        assert_eq!(
+            err.to_string(),
+            "t.csv: line 22: Pod \"t\" brings the workload to 11 pods, over the cap of 10 (--max-pods)"
+        );
         assert!(
-            err.to_string()
-                .contains("failed.csv: no tasks in the trace"),
-            "{err}"
+            counted.read <= 16 * 1024,
+            "read {} bytes of the trace",
+            counted.read
+        );
+    }
+
+    /// Counts the bytes read through it.
+    struct CountingRead<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: Read> Read for CountingRead<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn documents_are_numbered_by_separator_lines_and_a_marker_line_may_hold_content() {
+        let text = "# leading comment\n--- # first\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n\
+            --- {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}\n---\n---\t\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+        let ms = parse_yaml(Path::new("s.yaml"), text).expect("parses");
+        let got: Vec<(&str, usize)> = ms.iter().map(|m| (m.name(), m.index)).collect();
+        assert_eq!(got, [("a", 2), ("b", 3), ("c", 5)]);
+        let bad = read_yaml(
+            Path::new("b.yaml"),
+            &b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: \xff\n"[..],
+            &mut |_| Ok(()),
+        )
+        .expect_err("not UTF-8");
+        assert!(
+            bad.to_string()
+                .starts_with("b.yaml: document 2: not UTF-8 text"),
+            "{bad}"
         );
     }
 }

@@ -1,7 +1,8 @@
-//! How many pods a workload runs, counted from its objects before any pod exists: replica
-//! counts are int32 of at least 0 as in Kubernetes, and the total (after `--scale`) must stay
-//! within the pod cap (`--max-pods`), so a typo such as `replicas: 4294967295` is an error
-//! naming the object instead of gigabytes of pods.
+//! How many pods a workload runs, counted from its objects as they are read, before any pod
+//! exists: replica counts are int32 of at least 0 as in Kubernetes, and the total (after
+//! `--scale`) must stay within the pod cap (`--max-pods`, itself at most [`MAX_POD_CAP`]), so a
+//! typo such as `replicas: 4294967295` or a file of a million Pods is an error naming the object
+//! that crosses the cap instead of gigabytes of pods.
 
 use serde_json::{Value, json};
 
@@ -11,6 +12,30 @@ use super::manifest::{Manifest, WorkloadError};
 /// a pod (3.7 GB at 20,400 pods, BENCHMARKS.md), so the default keeps it under about 9 GB;
 /// `simulate` needs far less.
 pub const DEFAULT_MAX_PODS: u32 = 50_000;
+
+/// The highest pod cap `--max-pods` accepts: 150,000 pods, the most Kubernetes supports in one
+/// cluster (kubernetes.io, "Considerations for large clusters"). The sandbox needs about 90 KB
+/// of memory a pod (BENCHMARKS.md), so even this cap asks for some 13 GB.
+pub const MAX_POD_CAP: u32 = 150_000;
+
+/// `--max-pods`'s value parser: a whole number of pods from 1 to [`MAX_POD_CAP`].
+///
+/// Errors: anything else, with the range and why it ends there (clap prints it after
+/// `invalid value '<s>' for '--max-pods <PODS>'`).
+pub fn parse_max_pods(s: &str) -> Result<u32, String> {
+    let range = format!(
+        "the pod cap must be from 1 to {MAX_POD_CAP} pods, the most Kubernetes supports in one \
+         cluster (the sandbox needs about 90 KB of memory a pod)"
+    );
+    match s.parse::<u64>() {
+        Ok(n) => u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_POD_CAP).contains(n))
+            .ok_or(range),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(range),
+        Err(_) => Err(format!("not a whole number of pods; {range}")),
+    }
+}
 
 /// Kinds whose `spec.replicas` `--scale` multiplies.
 fn scalable(kind: &str) -> bool {
@@ -51,36 +76,65 @@ pub fn pods_of(m: &Manifest) -> Result<u64, WorkloadError> {
     }
 }
 
-/// Add the pods of `manifests` (replicas multiplied by `scale`) to `total`, one object at a
-/// time.
-///
-/// Errors: [`WorkloadError::Replicas`] (see [`pods_of`]); [`WorkloadError::OverCap`] naming
-/// the first object that takes `total` over `cap`.
-pub(super) fn count(
-    manifests: &[Manifest],
+/// The pod cap applied while a workload is read: each object's pods (replicas multiplied by
+/// `--scale`) are added as the object is read, and the first object that takes the total over
+/// the cap stops the reading.
+#[derive(Debug)]
+pub(super) struct Tally {
     scale: u32,
     cap: u32,
-    total: &mut u64,
-) -> Result<(), WorkloadError> {
-    for m in manifests {
-        let mut pods = pods_of(m)?;
-        if scalable(m.kind()) {
-            pods *= u64::from(scale);
-        }
-        *total = total.saturating_add(pods);
-        if *total > u64::from(cap) {
-            return Err(WorkloadError::OverCap {
-                what: m.describe(),
-                pods: *total,
-                cap,
-            });
+    total: u64,
+}
+
+impl Tally {
+    /// No pods yet, against `cap` (`--max-pods`), with replicas multiplied by `scale`.
+    pub(super) fn new(scale: u32, cap: u32) -> Tally {
+        Tally {
+            scale,
+            cap,
+            total: 0,
         }
     }
-    Ok(())
+
+    /// Pods counted so far.
+    pub(super) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Add the pods `m` runs (see [`pods_of`]; replicas multiplied by the scale).
+    ///
+    /// Errors: [`WorkloadError::Replicas`] (see [`pods_of`]); [`WorkloadError::OverCap`] naming
+    /// `m` when it takes the total over the cap.
+    pub(super) fn add(&mut self, m: &Manifest) -> Result<(), WorkloadError> {
+        let mut pods = pods_of(m)?;
+        if scalable(m.kind()) {
+            pods *= u64::from(self.scale);
+        }
+        self.add_pods(pods, || m.describe())
+    }
+
+    /// Add `pods` made by `what` (e.g. `--generate diverse:20000`, for the error).
+    ///
+    /// Errors: [`WorkloadError::OverCap`] naming `what` when they take the total over the cap.
+    pub(super) fn add_pods(
+        &mut self,
+        pods: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), WorkloadError> {
+        self.total = self.total.saturating_add(pods);
+        if self.total > u64::from(self.cap) {
+            return Err(WorkloadError::OverCap {
+                what: what(),
+                pods: self.total,
+                cap: self.cap,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Multiply the replicas of Deployments, ReplicaSets and StatefulSets by `factor` (an absent
-/// count is 1, Kubernetes' default). Call it after [`count`] has accepted the workload: the
+/// count is 1, Kubernetes' default). Call it after a [`Tally`] has accepted the workload: the
 /// products are not checked here.
 pub fn scale(manifests: &mut [Manifest], factor: u32) {
     for m in manifests.iter_mut() {
@@ -157,15 +211,44 @@ mod tests {
             manifest("Deployment", json!({"replicas": 3})),
             manifest("Job", json!({"parallelism": 2})),
         ];
-        let mut total = 0;
-        count(&ms, 2, 9, &mut total).expect("1 + 3x2 + 2 = 9 pods fit a cap of 9");
-        assert_eq!(total, 9);
-        let mut total = 0;
-        let err = count(&ms, 3, 9, &mut total).expect_err("1 + 3x3 = 10 pods");
+        let mut fits = Tally::new(2, 9);
+        for m in &ms {
+            fits.add(m).expect("1 + 3x2 + 2 = 9 pods fit a cap of 9");
+        }
+        assert_eq!(fits.total(), 9);
+        let mut over = Tally::new(3, 9);
+        let err = ms
+            .iter()
+            .try_for_each(|m| over.add(m))
+            .expect_err("1 + 3x3 = 10 pods");
         assert_eq!(
             err.to_string(),
             "w.yaml: document 1: Deployment \"w\" brings the workload to 10 pods, over the cap of 9 (--max-pods)"
         );
+    }
+
+    #[test]
+    fn the_cap_flag_takes_1_to_150000_and_says_why_it_stops_there() {
+        assert_eq!(parse_max_pods("1"), Ok(1));
+        assert_eq!(parse_max_pods("150000"), Ok(MAX_POD_CAP));
+        let range = "the pod cap must be from 1 to 150000 pods, the most Kubernetes supports in \
+                     one cluster (the sandbox needs about 90 KB of memory a pod)";
+        for over in [
+            "0",
+            "150001",
+            "2147483647",
+            "4294967296",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(parse_max_pods(over), Err(range.to_string()), "{over}");
+        }
+        for bad in ["-1", "1e5", "", "many"] {
+            assert_eq!(
+                parse_max_pods(bad),
+                Err(format!("not a whole number of pods; {range}")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
