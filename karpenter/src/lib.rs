@@ -3,8 +3,10 @@
 //! server, Karpenter-agnostic simulated actors, the simulated cloud and the controller into one
 //! local cluster ([`sandbox`]); `karpenter simulate` plans a workload without a cluster
 //! ([`simulate`]). Both read workloads the same way ([`workload`]). Tests start sandboxes through
-//! [`sandbox::start_cluster`].
+//! [`sandbox::start_cluster`]. `run` and the commands that act on a running sandbox find their
+//! API server through [`kubeconfig`].
 
+pub mod kubeconfig;
 pub mod run;
 pub mod sandbox;
 pub mod simulate;

@@ -97,9 +97,9 @@ pub async fn run(
              (instances are tagged with it and discovery matches it)"
         );
     }
-    let config = kube::Config::infer()
+    let config = crate::kubeconfig::client_config(None)
         .await
-        .map_err(|e| format!("reading the kubeconfig: {e}"))?;
+        .map_err(|e| e.to_string())?;
     let api_server = cloud::ApiServer::from_config(&config);
     // The elector gets a client of its own, outside the rate limit, so controller bursts
     // cannot delay Lease renewals past the renew deadline.

@@ -2,7 +2,8 @@
 //! sandbox` in another process: a node failed with `Ready=Unknown` reports it until healed, an
 //! unknown node is refused (exit 1); the sandbox has its interruption queue without being told,
 //! a spot node's interruption warning is sent and printed (exit 0), an unknown node is refused
-//! (exit 1) and an unreachable sandbox is an error (exit 2).
+//! (exit 1) and an unreachable sandbox is an error (exit 2); a kubeconfig token is never sent to a
+//! plain-http server (exit 2 before any connection).
 
 // Shared with the other CLI tests; this one only runs `karpenter`.
 use crate::common;
@@ -190,5 +191,57 @@ async fn interrupt_sends_a_warning_for_a_running_sandbox_s_node() {
         Some(2),
         "{}",
         String::from_utf8_lossy(&unreachable.stderr)
+    );
+}
+
+#[test]
+fn interrupt_refuses_to_send_a_token_to_a_plain_http_server() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // A server that closes every connection at once, counting them.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let server = format!("http://{}", listener.local_addr().expect("addr"));
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&connections);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            counter.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("plain.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\nusers: [{{name: u, user: {{token: s3cr3t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let path = path.to_str().expect("utf-8 path");
+    let out = karpenter(&[
+        "sandbox",
+        "interrupt",
+        "ip-10-0-16-2.ec2.internal",
+        "--kind",
+        "stopping",
+        "--kubeconfig",
+        path,
+        "--timeout",
+        "2s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "using context \"x\" from --kubeconfig {path}: its user has a bearer token (token), \
+             and the server {server} is plain http: credentials are sent only over https"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "the token went to {server}"
     );
 }

@@ -2,6 +2,9 @@
 //! file; otherwise `KUBECONFIG` is a path list whose files are merged (first to set a value wins,
 //! missing files are skipped); otherwise `~/.kube/config`; otherwise in-cluster credentials.
 //! `--context`, `--cluster` and `--user` pick from it, and a wrong name lists the valid ones.
+//! The client configuration it builds carries the plugin's User-Agent ([`USER_AGENT`]), and is
+//! refused when it would send the user's credentials to a plain `http://` server (kubectl
+//! sends credentials only over https).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -109,6 +112,30 @@ pub enum Error {
         /// kube's error for that context's cluster, user or credentials.
         error: KubeconfigError,
     },
+    /// The selected user has credentials that travel in an `Authorization` header (a token, a
+    /// username and password, an exec plugin's or an auth provider's token) and the server is
+    /// plain `http://`: they would cross the network unencrypted. client-go's `clientcmd` reads
+    /// a user's credentials only when the server is https (`IsConfigTransportTLS`), so kubectl
+    /// never sends them over http; the plugin refuses before any request instead of sending the
+    /// requests unauthenticated.
+    #[error(
+        "using context \"{context}\" from {source_name}: user \"{user}\" has {credential}, and the \
+         server {server} is plain http: credentials are sent only over https (kubectl does not \
+         send them over http either); use the server's https:// address, or a user without \
+         credentials (e.g. for `kubectl proxy`)"
+    )]
+    CredentialsOverHttp {
+        /// The context selected.
+        context: String,
+        /// The kubeconfig file(s) read.
+        source_name: Source,
+        /// The user entry selected (`--user`, else the context's).
+        user: String,
+        /// What credential it has, e.g. `a bearer token (token)`.
+        credential: &'static str,
+        /// The server's URL as the kubeconfig (or `--cluster`) gives it.
+        server: String,
+    },
     /// In-cluster credentials could not be read.
     #[error(
         "reading in-cluster credentials: {0}; outside a pod, pass --kubeconfig PATH or set \
@@ -130,6 +157,33 @@ fn list(names: &[String]) -> String {
         "(none)".to_owned()
     } else {
         names.join(", ")
+    }
+}
+
+/// The plugin's User-Agent, in kubectl's form (`kubectl/v1.32.0 (linux/amd64) ...`):
+/// `kubectl-karpenter/v<version> (<os>/<arch>)`, with Go's names for the platform as `version`
+/// prints it. API server audit logs (and the sandbox's) tell the plugin's requests apart by it.
+pub fn user_agent() -> String {
+    let info = crate::version::VersionInfo::current();
+    format!("{}/v{} ({})", info.name, info.version, info.platform)
+}
+
+/// A kubeconfig user's credential that kube sends in an `Authorization` header, described by
+/// its kubeconfig key, e.g. `a bearer token (token)`; `None` when it has none (client
+/// certificates are part of TLS and are never sent over http).
+pub fn header_credential(user: &kube::config::AuthInfo) -> Option<&'static str> {
+    if user.token.is_some() {
+        Some("a bearer token (token)")
+    } else if user.token_file.is_some() {
+        Some("a bearer token file (tokenFile)")
+    } else if user.username.is_some() && user.password.is_some() {
+        Some("a username and password")
+    } else if user.exec.is_some() {
+        Some("an exec credential plugin (exec)")
+    } else if user.auth_provider.is_some() {
+        Some("an auth provider (auth-provider)")
+    } else {
+        None
     }
 }
 
@@ -277,7 +331,9 @@ pub fn resolve(kc: &Kubeconfig, source: &Source, selection: &Selection) -> Resul
 pub async fn load(selection: &Selection) -> Result<Loaded, Error> {
     let Some((kc, source)) = read(selection)? else {
         if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-            let config = kube::Config::incluster().map_err(|e| Error::InCluster(e.to_string()))?;
+            let mut config =
+                kube::Config::incluster().map_err(|e| Error::InCluster(e.to_string()))?;
+            with_user_agent(&mut config);
             return Ok(Loaded {
                 config,
                 context: "in-cluster".to_owned(),
@@ -295,23 +351,57 @@ pub async fn load(selection: &Selection) -> Result<Loaded, Error> {
             .map(|c| c.cluster.clone())
             .filter(|c| !c.is_empty())
     });
+    let user = selection.user.clone().or_else(|| {
+        kc.contexts
+            .iter()
+            .find(|c| c.name == context)
+            .and_then(|c| c.context.as_ref())
+            .and_then(|c| c.user.clone())
+    });
     let options = KubeConfigOptions {
         context: Some(context.clone()),
         cluster: selection.cluster.clone(),
         user: selection.user.clone(),
     };
-    let config = kube::Config::from_custom_kubeconfig(kc, &options)
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
         .await
         .map_err(|error| Error::Invalid {
             context: context.clone(),
-            source_name: source,
+            source_name: source.clone(),
             error,
         })?;
+    if config.cluster_url.scheme_str() != Some("https")
+        && let Some(credential) = header_credential(&config.auth_info)
+    {
+        return Err(Error::CredentialsOverHttp {
+            context,
+            source_name: source,
+            user: user.unwrap_or_default(),
+            credential,
+            server: config
+                .cluster_url
+                .to_string()
+                .trim_end_matches('/')
+                .to_owned(),
+        });
+    }
+    with_user_agent(&mut config);
     Ok(Loaded {
         config,
         context,
         cluster,
     })
+}
+
+/// Give `config` the plugin's User-Agent ([`user_agent`]) unless it names one already.
+fn with_user_agent(config: &mut kube::Config) {
+    let named = config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT);
+    if !named && let Ok(value) = http::HeaderValue::from_str(&user_agent()) {
+        config.headers.push((http::header::USER_AGENT, value));
+    }
 }
 
 /// What was looked for, for the "no kubeconfig found" message.
@@ -560,6 +650,93 @@ current-context: live
         .expect("write");
         let loaded = load(&sel).await.expect("load");
         assert_eq!(loaded.config.default_namespace, "default");
+    }
+
+    /// A kubeconfig whose context `dev` (user `me`, with `user` as its entry) is at `server`.
+    fn with_user(server: &str, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dev\n  cluster: {{server: \
+             '{server}'}}\nusers:\n- name: me\n  user: {user}\ncontexts:\n- name: dev\n  \
+             context: {{cluster: dev, user: me}}\ncurrent-context: dev\n"
+        )
+    }
+
+    #[tokio::test]
+    async fn credentials_are_refused_for_a_plain_http_server() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config");
+        let sel = Selection {
+            kubeconfig: Some(path.clone()),
+            ..Selection::default()
+        };
+        let exec = "{exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}}";
+        for (user, credential) in [
+            ("{token: secret}", "a bearer token (token)"),
+            (
+                "{tokenFile: /var/run/token}",
+                "a bearer token file (tokenFile)",
+            ),
+            (
+                "{username: admin, password: hunter2}",
+                "a username and password",
+            ),
+            (exec, "an exec credential plugin (exec)"),
+        ] {
+            std::fs::write(&path, with_user("http://127.0.0.1:8080", user)).expect("write");
+            let Err(err) = load(&sel).await else {
+                panic!("{user} over http was accepted");
+            };
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "using context \"dev\" from --kubeconfig {}: user \"me\" has {credential}, \
+                     and the server http://127.0.0.1:8080 is plain http: credentials are sent only \
+                     over https (kubectl does not send them over http either); use the server's \
+                     https:// address, or a user without credentials (e.g. for `kubectl proxy`)",
+                    path.display()
+                )
+            );
+        }
+        // The same user over https, and no credentials over http (`kubectl proxy`), load.
+        std::fs::write(
+            &path,
+            with_user("https://127.0.0.1:6443", "{token: secret}"),
+        )
+        .expect("write");
+        load(&sel).await.expect("a token over https");
+        std::fs::write(&path, with_user("http://127.0.0.1:8001", "{}")).expect("write");
+        load(&sel).await.expect("no credentials over http");
+    }
+
+    #[tokio::test]
+    async fn requests_carry_the_plugin_user_agent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config");
+        std::fs::write(&path, with_user("https://127.0.0.1:6443", "{}")).expect("write");
+        let sel = Selection {
+            kubeconfig: Some(path),
+            ..Selection::default()
+        };
+        let loaded = load(&sel).await.expect("load");
+        let agents: Vec<&str> = loaded
+            .config
+            .headers
+            .iter()
+            .filter(|(name, _)| name == http::header::USER_AGENT)
+            .filter_map(|(_, value)| value.to_str().ok())
+            .collect();
+        let platform = crate::version::VersionInfo::current().platform;
+        assert_eq!(
+            agents,
+            [format!(
+                "kubectl-karpenter/v{} ({platform})",
+                env!("CARGO_PKG_VERSION")
+            )]
+        );
+        assert!(
+            !platform.contains("x86_64") && !platform.contains("macos"),
+            "Go's names"
+        );
     }
 
     #[test]

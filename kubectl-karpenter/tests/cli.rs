@@ -61,6 +61,68 @@ async fn an_unreachable_cluster_names_the_server_and_the_flags_to_check() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_names_the_plugin_and_no_token_goes_to_a_plain_http_server() {
+    let cluster = Cluster::start(true).await;
+    cluster.populate();
+    let kc = cluster.kubeconfig();
+    let kc = kc.to_str().expect("utf-8 path");
+    let version: Value =
+        serde_json::from_str(&stdout(&cluster.plugin(&["version", "-o", "json"]).await))
+            .expect("version JSON");
+    let agent = format!(
+        "kubectl-karpenter/v{} ({})",
+        version["version"].as_str().expect("version"),
+        version["platform"].as_str().expect("platform")
+    );
+    for command in CLUSTER_COMMANDS {
+        let out = run_command(&cluster, command, &["--kubeconfig", kc]).await;
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{command:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Only the plugin talked to this API server: every request it recorded carries the agent.
+    let agents: Vec<String> = cluster.sandbox.audit_log().accesses().into_keys().collect();
+    assert_eq!(agents, [agent]);
+
+    // The same token for a plain-http server: refused before any connection, as kubectl sends
+    // credentials only over https.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let server = format!("http://{}", listener.local_addr().expect("address"));
+    let path = cluster.dir.path().join("plain-http");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: plain\n  cluster: {{server: \
+             '{server}'}}\nusers:\n- name: me\n  user: {{token: '{}'}}\ncontexts:\n- name: \
+             plain\n  context: {{cluster: plain, user: me}}\ncurrent-context: plain\n",
+            cluster.sandbox.token()
+        ),
+    )
+    .expect("write kubeconfig");
+    let plain = path.to_str().expect("utf-8 path");
+    for command in CLUSTER_COMMANDS {
+        let flags = ["--kubeconfig", plain, "--request-timeout", "2s"];
+        let out = run_command(&cluster, command, &flags).await;
+        assert_fails_with(
+            &out,
+            2,
+            &format!(
+                "error: using context \"plain\" from --kubeconfig {plain}: user \"me\" has a \
+                 bearer token (token), and the server {server} is plain http: credentials are \
+                 sent only over https"
+            ),
+        );
+    }
+    listener.set_nonblocking(true).expect("nonblocking");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the plugin connected to {server}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_karpenter_says_the_crds_are_not_installed() {
     let cluster = Cluster::start(false).await;
     let kc = cluster.kubeconfig();

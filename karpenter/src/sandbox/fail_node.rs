@@ -193,21 +193,9 @@ pub fn reported(node: &Node, args: &FailNodeArgs, since: Timestamp) -> bool {
 }
 
 async fn client(args: &FailNodeArgs) -> Result<kube::Client, FailNodeError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let unreadable = |e: &dyn std::fmt::Display| format!("reading {}: {e}", path.display());
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| FailNodeError::Connect(unreadable(&e)))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| FailNodeError::Connect(unreadable(&e)))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| FailNodeError::Connect(format!("reading the kubeconfig: {e}")))?,
-    };
-    controller::runtime::client(config)
-        .map_err(|e| FailNodeError::Connect(format!("connecting to the sandbox: {e}")))
+    super::publish::sandbox_client(args.kubeconfig.as_deref())
+        .await
+        .map_err(FailNodeError::Connect)
 }
 
 /// Annotate the node and wait until its kubelet reports the failure (or, `--heal`, health);

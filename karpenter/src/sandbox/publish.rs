@@ -148,23 +148,14 @@ fn published(obj: &DynamicObject) -> Option<(bool, String, String)> {
 }
 
 /// A client for the running sandbox `kubeconfig` names (default: `KUBECONFIG`, else
-/// ~/.kube/config), for the subcommands that act on one.
+/// ~/.kube/config), for the subcommands that act on one ([`crate::kubeconfig::client_config`]).
 ///
-/// Errors: the kubeconfig cannot be read, or no client can be built from it (message).
+/// Errors: the kubeconfig cannot be read, its user's credentials would go to a plain-http
+/// server, or no client can be built from it (message).
 pub(crate) async fn sandbox_client(kubeconfig: Option<&Path>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let unreadable = |e: &dyn std::fmt::Display| format!("reading {}: {e}", path.display());
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| unreadable(&e))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| unreadable(&e))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("reading the kubeconfig: {e}"))?,
-    };
+    let config = crate::kubeconfig::client_config(kubeconfig)
+        .await
+        .map_err(|e| e.to_string())?;
     controller::runtime::client(config).map_err(|e| format!("connecting to the sandbox: {e}"))
 }
 

@@ -231,7 +231,8 @@ pub fn plugin_path() -> OsString {
     std::env::join_paths(dirs).expect("join PATH")
 }
 
-/// A kubeconfig with a live context and one whose server port has nothing listening.
+/// A kubeconfig with a live context and one whose server port has nothing listening. The dead
+/// one is plain http, so its user has no credentials (the plugin refuses to send them over http).
 pub fn two_contexts(cluster: &Cluster, current: &str) -> PathBuf {
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -240,7 +241,8 @@ pub fn two_contexts(cluster: &Cluster, current: &str) -> PathBuf {
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: live\n  cluster: {{server: '{live}', certificate-authority-data: {ca}}}\n\
          - name: dead\n  cluster: {{server: 'http://127.0.0.1:{dead_port}'}}\nusers:\n- name: me\n  user: {{token: '{token}'}}\n\
-         contexts:\n- name: live\n  context: {{cluster: live, user: me}}\n- name: dead\n  context: {{cluster: dead, user: me}}\n\
+         - name: anonymous\n  user: {{}}\n\
+         contexts:\n- name: live\n  context: {{cluster: live, user: me}}\n- name: dead\n  context: {{cluster: dead, user: anonymous}}\n\
          current-context: {current}\n",
         live = cluster.sandbox.url(),
         ca = cluster.sandbox.certificate_authority_data(),
