@@ -16,6 +16,7 @@ pub use crate::orphans::args::{
 };
 pub use crate::status::sort::SortBy;
 pub use crate::upgrade::args::UpgradeArgs;
+pub use crate::version::VersionOutput;
 
 /// Help text after `kubectl karpenter --help`.
 pub const ROOT_HELP: &str = "\
@@ -183,17 +184,6 @@ pub struct VersionArgs {
     /// Accepted as in `kubectl version --client`; the plugin never asks the server anyway.
     #[arg(long)]
     pub client: bool,
-}
-
-/// `version -o`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum VersionOutput {
-    /// `kubectl-karpenter VERSION [(commit SHA)]`.
-    Text,
-    /// A JSON object.
-    Json,
-    /// The same object as YAML.
-    Yaml,
 }
 
 /// `completion` arguments.

@@ -4,10 +4,21 @@
 
 use std::io::Write;
 
+use clap::ValueEnum;
 use serde::Serialize;
 
-use crate::cli::VersionOutput;
 use crate::output::{self, OutputError};
+
+/// `version -o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VersionOutput {
+    /// `kubectl-karpenter VERSION [(commit SHA)]`.
+    Text,
+    /// A JSON object.
+    Json,
+    /// The same object as YAML.
+    Yaml,
+}
 
 /// What `version -o json|yaml` prints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
