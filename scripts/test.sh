@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need when it is missing, then builds and
-# runs the whole workspace's tests (with the binaries the end-to-end tests run).
+# runs the whole workspace's tests (with the binaries the end-to-end tests run), and prints the
+# wall time of each phase. Arguments go to the test runner (e.g. a filter, `--no-fail-fast`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,9 +23,30 @@ if ! command -v moto_server >/dev/null 2>&1; then
   command -v moto_server >/dev/null 2>&1 || { echo "error: moto_server still not on PATH" >&2; exit 1; }
 fi
 
+phases=()
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  phases+=("$name $((SECONDS - start)) s")
+}
+trap 'echo "test phases: ${phases[*]:-none}" >&2' EXIT
+
 # One build with every feature (the AWS provider is behind `aws`, which everyday builds skip).
-# `cargo test --workspace` also builds every binary the end-to-end tests run (`karpenter`,
+# Building the tests also builds every binary the end-to-end tests run (`karpenter`,
 # `kubectl-karpenter`: their packages have integration tests), with the same feature set as the
-# tests, so aws-sdk-ec2 compiles once; a separate `cargo build --bins` resolved dev-dependency
-# features differently and compiled it a second time.
-cargo test --workspace --all-features "$@"
+# tests, so aws-sdk-ec2 compiles once.
+phase build cargo test --workspace --all-features --no-run
+
+# cargo-nextest runs every test in a process of its own, many at once across all the test
+# binaries (.config/nextest.toml says how many, and which must run alone); the end-to-end tests
+# spend most of their time waiting on their clusters, so this is several times faster than
+# `cargo test`, which runs one binary after another. Without it, `cargo test` runs them.
+if cargo nextest --version >/dev/null 2>&1; then
+  phase tests cargo nextest run --workspace --all-features "$@"
+  # nextest does not run doctests.
+  phase doctests cargo test --workspace --all-features --doc
+else
+  echo "cargo-nextest not found; running the tests with cargo test (one binary at a time)" >&2
+  phase tests cargo test --workspace --all-features "$@"
+fi
