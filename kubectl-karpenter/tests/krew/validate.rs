@@ -446,6 +446,42 @@ pub fn archive_entries(path: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// What a file on disk holds, computed once per file as it is (path, length and modification
+/// time): a test that validates one release against many broken manifests hashes and unpacks
+/// its archives once, not once per manifest. `what` tells the computations apart.
+///
+/// Errors: those of `compute` (not remembered) or of reading the file's metadata.
+fn once_per_file<T: Clone + Send + 'static>(
+    path: &Path,
+    what: &'static str,
+    compute: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, String> {
+    type Key = (
+        &'static str,
+        std::path::PathBuf,
+        u64,
+        Option<std::time::SystemTime>,
+    );
+    type Seen = Vec<(Key, Box<dyn std::any::Any + Send>)>;
+    static SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
+    let meta = std::fs::metadata(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let key: Key = (what, path.to_path_buf(), meta.len(), meta.modified().ok());
+    let found = SEEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.downcast_ref::<T>().cloned());
+    if let Some(value) = found {
+        return Ok(value);
+    }
+    let value = compute(path)?;
+    SEEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key, Box::new(value.clone())));
+    Ok(value)
+}
+
 /// The archive checks of one platform: the archive its URI names exists in `dir`, its sha256
 /// is the manifest's, it holds `bin`, and a license file anywhere in it (a name of
 /// [`LICENSE_NAMES`], case-insensitively, as krew looks for one).
@@ -454,14 +490,14 @@ pub fn archive_entries(path: &Path) -> Result<Vec<String>, String> {
 pub fn check_archive(p: &Platform, dir: &Path) -> Result<(), String> {
     let file = p.uri.rsplit('/').next().unwrap_or_default();
     let archive = dir.join(file);
-    let digest = sha256_file(&archive)?;
+    let digest = once_per_file(&archive, "sha256", sha256_file)?;
     if digest != p.sha256 {
         return Err(format!(
             "sha256 {} does not match the archive {file} ({digest})",
             p.sha256
         ));
     }
-    let entries = archive_entries(&archive)?;
+    let entries = once_per_file(&archive, "entries", archive_entries)?;
     let is_license = |entry: &str| {
         let base = entry
             .trim_end_matches('/')
