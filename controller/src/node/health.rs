@@ -62,7 +62,7 @@ pub async fn run(ctx: Arc<Context>) {
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => break,
                 // The clock jumped: what `pass` measured on it may be due now.
-                _ = jumps.changed() => break,
+                () = crate::runtime::next_jump(&mut jumps) => break,
                 batch = changes.next() => match batch {
                     // Every node of the batch is remembered, so no `any` short-circuit.
                     Some(nodes) => {

@@ -61,7 +61,7 @@ impl Context {
         jumps.mark_unchanged();
         tokio::select! {
             () = tokio::time::sleep(period) => {}
-            _ = jumps.changed() => {}
+            () = next_jump(&mut jumps) => {}
         }
     }
 
@@ -69,6 +69,15 @@ impl Context {
     pub fn clock_jumped(&self) -> impl futures::Stream<Item = ()> + Send + Sync + 'static {
         use futures::StreamExt;
         tokio_stream::wrappers::WatchStream::from_changes(self.clock_jumps.clone()).map(|_| ())
+    }
+}
+
+/// Resolves when the clock behind `jumps` next jumps, and never for a clock that cannot jump
+/// (one that dropped its listener, such as the system clock, closes the channel at once: a
+/// plain `changed()` would then resolve immediately and turn every wait into a busy loop).
+pub async fn next_jump(jumps: &mut tokio::sync::watch::Receiver<u64>) {
+    if jumps.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -173,6 +182,38 @@ mod tests {
             .map(|(_, v)| v.clone())
             .collect();
         assert_eq!(agents, vec![::http::HeaderValue::from_static("replica-a")]);
+    }
+
+    /// A clock that never jumps (the system clock drops its listener) leaves a wait to its
+    /// timer: the regression was a closed jump channel ending every wait at once, so the
+    /// garbage collector, the disruption loop and node repair spun on a core. A shifted clock
+    /// that jumps ends the wait early. On tokio's paused clock: no real time passes.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_on_its_timer_or_a_clock_jump_never_at_once() {
+        use karpenter_core::clock::{ShiftedClock, SystemClock};
+        let period = Duration::from_secs(10);
+        let wait = |mut jumps: tokio::sync::watch::Receiver<u64>| async move {
+            let start = tokio::time::Instant::now();
+            tokio::select! {
+                () = tokio::time::sleep(period) => {}
+                () = next_jump(&mut jumps) => {}
+            }
+            start.elapsed()
+        };
+        assert_eq!(wait(clock_jumps(&SystemClock)).await, period);
+
+        let shifted = ShiftedClock::default();
+        let jumps = clock_jumps(&shifted);
+        assert_eq!(
+            wait(jumps.clone()).await,
+            period,
+            "no jump: the timer ends it"
+        );
+        let waiting = tokio::spawn(wait(jumps));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        shifted.advance(jiff::SignedDuration::from_mins(5));
+        let waited = waiting.await.expect("wait");
+        assert_eq!(waited, Duration::from_secs(3), "the jump ends it");
     }
 
     /// On tokio's paused clock (no real time passes): a burst goes through at once, the next
