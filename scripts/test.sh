@@ -27,8 +27,11 @@ phases=()
 phase() {
   local name=$1 start=$SECONDS
   shift
-  "$@"
-  phases+=("$name $((SECONDS - start)) s")
+  # A failing phase is timed too (and marked), then fails the run.
+  local rc=0
+  "$@" || rc=$?
+  phases+=("$name $((SECONDS - start)) s$([ "$rc" = 0 ] || echo " (failed)")")
+  return "$rc"
 }
 trap 'echo "test phases: ${phases[*]:-none}" >&2' EXIT
 
