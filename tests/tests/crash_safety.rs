@@ -35,9 +35,9 @@ fn names(objects: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// The world as a settled controller leaves it: a number of NodeClaims within `claims`, all initialized and
-/// judged for consolidation, one running instance each and nothing else, one node each, no object stuck deleting, every
-/// pod of the workload running.
+/// The world as a settled controller leaves it: a number of NodeClaims within `claims`, all
+/// initialized and judged for consolidation, one running instance each and nothing else, one
+/// node each, no object stuck deleting, every pod of the workload running.
 fn settled(tc: &TestCluster, claims: &RangeInclusive<usize>) -> Result<(), String> {
     let nodeclaims = tc.nodeclaims();
     if !claims.contains(&nodeclaims.len()) {
