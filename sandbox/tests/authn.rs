@@ -27,24 +27,14 @@ async fn request(
 ) -> (u16, String) {
     let mut config = sb.client_config();
     config.auth_info.token = None;
-    let client = kube::Client::try_from(config).expect("client");
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, "application/json");
-    if let Some(value) = authorization {
-        request = request.header(http::header::AUTHORIZATION, value);
-    }
-    let request = request
-        .body(kube::client::Body::from(body.as_bytes().to_vec()))
-        .expect("a request");
-    let response = client.send(request).await.expect("a response");
-    let code = response.status().as_u16();
-    let body = response
-        .into_body()
-        .collect_bytes()
-        .await
-        .expect("the body");
+    let (code, body) = crate::support::send_with(
+        config,
+        method,
+        path,
+        authorization,
+        body.as_bytes().to_vec(),
+    )
+    .await;
     (code, String::from_utf8_lossy(&body).into_owned())
 }
 

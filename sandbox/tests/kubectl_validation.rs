@@ -91,18 +91,9 @@ impl Cluster {
     /// POST `body` to `path` with the sandbox's credentials: the status code and the JSON
     /// answer, whatever the status.
     async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let client = kube::Client::try_from(self.sandbox.client_config()).expect("client");
-        let request = http::Request::post(path)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(kube::client::Body::from(body.to_string().into_bytes()))
-            .expect("a request");
-        let response = client.send(request).await.expect("a response");
-        let code = response.status().as_u16();
-        let body = response
-            .into_body()
-            .collect_bytes()
-            .await
-            .expect("the body");
+        let config = self.sandbox.client_config();
+        let body = body.to_string().into_bytes();
+        let (code, body) = crate::support::send_with(config, "POST", path, None, body).await;
         (code, serde_json::from_slice(&body).expect("a JSON Status"))
     }
 }

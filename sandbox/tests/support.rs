@@ -18,11 +18,27 @@ use tokio_rustls::client::TlsStream;
 pub async fn send(sb: &Sandbox, method: &str, path: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
     let mut config = sb.client_config();
     config.default_retry = false;
+    send_with(config, method, path, None, body).await
+}
+
+/// `method path` with `body` (JSON) through a client made from `config`, with `authorization`
+/// as the `Authorization` header's value when given: the status code and the whole answer.
+pub async fn send_with(
+    config: kube::Config,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, Vec<u8>) {
     let client = kube::Client::try_from(config).expect("client");
-    let request = http::Request::builder()
+    let mut request = http::Request::builder()
         .method(method)
         .uri(path)
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(value) = authorization {
+        request = request.header(http::header::AUTHORIZATION, value);
+    }
+    let request = request
         .body(kube::client::Body::from(body))
         .expect("a request");
     let response = client.send(request).await.expect("a response");
