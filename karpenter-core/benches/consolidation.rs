@@ -124,6 +124,7 @@ fn main() {
         now: "2026-01-02T00:00:00Z".parse().expect("time"),
         spot_to_spot: false,
         hash_versions: Default::default(),
+        min_values_policy: Default::default(),
     };
     println!(
         "{:<24} {:>6} {:>6} {:>10} {:>10} {:>10} {:>11} {:>10}  verdict",

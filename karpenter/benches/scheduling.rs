@@ -38,6 +38,8 @@ fn args(generate: Option<usize>, workloads: Vec<PathBuf>, types: InstanceTypes) 
         instance_types: types,
         report: ReportFormat::Json,
         cluster_name: "bench".into(),
+        feature_gates: String::new(),
+        min_values_policy: Default::default(),
     }
 }
 

@@ -197,16 +197,23 @@ spec:
 
 /// `karpenter simulate --report json` over the manifests; the report.
 fn simulate_manifests(manifests: &str) -> Value {
+    simulate_manifests_with(manifests, &[])
+}
+
+/// `karpenter simulate --report json` over the manifests with extra flags; the report.
+fn simulate_manifests_with(manifests: &str, flags: &[&str]) -> Value {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("workload.yaml");
     std::fs::write(&path, manifests).expect("write workload");
-    report(&karpenter(&[
+    let mut args = vec![
         "simulate",
         "--workload",
         path.to_str().expect("utf-8 path"),
         "--report",
         "json",
-    ]))
+    ];
+    args.extend_from_slice(flags);
+    report(&karpenter(&args))
 }
 
 /// NodeClaims by instance type, e.g. `{"m5.xlarge": 1}`.
@@ -307,4 +314,79 @@ fn amd_gpus_land_on_g4ad_and_neuron_on_inferentia_or_trainium() {
             "{resource}: {types:?}"
         );
     }
+}
+
+/// A NodePool asking for 50 distinct instance types (the API's maximum, as upstream's CRD has it)
+/// among the m5 and c5 families, which have fewer.
+const MIN_VALUES_50_POOL: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: wide}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}
+        - {key: node.kubernetes.io/instance-type, operator: Exists, minValues: 50}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"#;
+
+#[test]
+fn min_values_policy_strict_leaves_pods_pending_and_best_effort_relaxes() {
+    let manifests = format!(
+        "{MIN_VALUES_50_POOL}{}",
+        deployment("app", 2, "{requests: {cpu: 500m}}", false)
+    );
+    // Strict (the default): no NodeClaim, and each pod says minValues is why.
+    let strict = simulate_manifests(&manifests);
+    assert_eq!(strict["nodeclaims"]["total"], 0, "{strict}");
+    let pending = strict["pods"]["unschedulable"].as_array().expect("list");
+    assert_eq!(pending.len(), 2, "{strict}");
+    for p in pending {
+        let why = p["reason"].as_str().expect("reason");
+        assert!(why.contains("minValues requirement is not met"), "{why}");
+    }
+    // BestEffort: the pods are scheduled, and the NodeClaim is counted as relaxed.
+    let relaxed = simulate_manifests_with(&manifests, &["--min-values-policy", "BestEffort"]);
+    all_scheduled(&relaxed, 2);
+    let claims = relaxed["nodeclaims"]["total"].as_u64().expect("total");
+    assert!(claims >= 1, "{relaxed}");
+    assert_eq!(
+        relaxed["nodeclaims"]["min_values_relaxed"], claims,
+        "{relaxed}"
+    );
+    assert_eq!(
+        relaxed["nodeclaims"]["by_nodepool"]["wide"], claims,
+        "{relaxed}"
+    );
+    let by_capacity_type: u64 = relaxed["nodeclaims"]["by_capacity_type"]
+        .as_object()
+        .expect("by capacity type")
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(by_capacity_type, claims);
+    // A value upstream does not accept is refused with the variable named.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("workload.yaml");
+    std::fs::write(&path, &manifests).expect("write workload");
+    let out = karpenter(&[
+        "simulate",
+        "--workload",
+        path.to_str().expect("utf-8 path"),
+        "--min-values-policy",
+        "besteffort",
+    ]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invalid MIN_VALUES_POLICY"), "{err}");
 }

@@ -19,6 +19,7 @@ mod kubectl_describe;
 mod leader_election;
 mod lifecycle;
 mod metrics;
+mod min_values_policy;
 mod orphans;
 mod provisioning;
 mod repair;

@@ -135,6 +135,7 @@ impl Consolidation {
                 .feature_gates
                 .enabled(FeatureGate::SpotToSpotConsolidation),
             hash_versions: ctx.settings.hash_versions.clone(),
+            min_values_policy: ctx.settings.min_values_policy,
         };
         let started = Instant::now();
         let decision = {

@@ -256,6 +256,7 @@ async fn plan_replacement(
             .feature_gates
             .enabled(crate::runtime::feature_gates::FeatureGate::SpotToSpotConsolidation),
         hash_versions: ctx.settings.hash_versions.clone(),
+        min_values_policy: ctx.settings.min_values_policy,
     };
     let snap = Arc::clone(snap);
     let planned = tokio::task::spawn_blocking(move || {

@@ -155,6 +155,7 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
     let settings = plan::Settings {
         hash_versions: ctx.settings.hash_versions.clone(),
         repack: ctx.settings.cost_repack,
+        min_values_policy: ctx.settings.min_values_policy,
     };
     let started = Instant::now();
     let planned = {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 pub use super::feature_gates::{FeatureGate, FeatureGates};
+pub use karpenter_core::scheduling::choices::MinValuesPolicy;
 
 /// Parse a Go-style duration such as `1s`, `10s`, `5m` or `1h30m`.
 ///
@@ -70,6 +71,12 @@ pub struct ControllerOptions {
     /// CapacityBuffer; the ones not named keep upstream's defaults.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
+    /// How `minValues` is enforced when the instance types that fit cannot meet it: `Strict`
+    /// leaves the pod pending; `BestEffort` lowers it to what they offer and annotates the
+    /// NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed: "true"` (upstream v1.6).
+    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict",
+          value_parser = parse_min_values_policy)]
+    pub min_values_policy: MinValuesPolicy,
     /// Run the cost re-pack after first fit in every provisioning pass (as `karpenter simulate`
     /// does), so the fleet launched is the cheapest the solver finds (default on; measured on the
     /// 6,282-pod trace in BENCHMARKS.md, "Live vs plan"). `false` launches first fit's
@@ -87,6 +94,13 @@ pub struct ControllerOptions {
     /// Log level filter (`error`, `warn`, `info`, `debug`, or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+}
+
+/// Parse `MIN_VALUES_POLICY` (`Strict` or `BestEffort`, case-sensitive as upstream's).
+///
+/// Errors: any other value, naming the variable and the accepted values.
+pub fn parse_min_values_policy(s: &str) -> Result<MinValuesPolicy, String> {
+    s.parse()
 }
 
 /// Validated settings the controllers read.
@@ -122,6 +136,9 @@ pub struct Settings {
     pub feature_gates: FeatureGates,
     /// Whether provisioning runs the cost re-pack after first fit (`COST_REPACK`, default on).
     pub cost_repack: bool,
+    /// `MIN_VALUES_POLICY` (default `Strict`): what provisioning and consolidation's
+    /// replacements do with a `minValues` the fitting instance types cannot meet.
+    pub min_values_policy: MinValuesPolicy,
     /// Whether planned pods are nominated to their NodeClaim's node (`NOMINATE_PLANNED_PODS`,
     /// default on).
     pub nominate_planned_pods: bool,
@@ -159,6 +176,7 @@ impl Default for Settings {
             consolidation_validation_delay: Duration::from_secs(15),
             feature_gates: FeatureGates::default(),
             cost_repack: true,
+            min_values_policy: MinValuesPolicy::Strict,
             nominate_planned_pods: true,
             system_namespace: "kube-system".into(),
         }
@@ -295,6 +313,7 @@ impl ControllerOptions {
             upgrade_initialization_timeout: self.upgrade_initialization_timeout,
             feature_gates,
             cost_repack: self.cost_repack,
+            min_values_policy: self.min_values_policy,
             nominate_planned_pods: self.nominate_planned_pods,
             ..Settings::default()
         })

@@ -535,6 +535,7 @@ async fn solver_replacement(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> 
         now: ctx.clock.now(),
         spot_to_spot: false,
         hash_versions: ctx.settings.hash_versions.clone(),
+        min_values_policy: ctx.settings.min_values_policy,
     };
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let planned = tokio::task::spawn_blocking(move || {
@@ -619,6 +620,7 @@ async fn create_replacement(
         fitting,
         requests,
         pods: vec![],
+        min_values_relaxed: false,
     };
     let mut claim = match solver_replacement(ctx, pool, old).await {
         Some(claim) => claim,

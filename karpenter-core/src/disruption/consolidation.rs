@@ -25,7 +25,7 @@ use crate::capacity::InstanceType;
 use crate::lifecycle::drift::HashVersions;
 use crate::provisioning::plan::{self, Listing, PlannedNodeClaim};
 use crate::provisioning::template;
-use crate::scheduling::choices;
+use crate::scheduling::choices::{self, MinValuesPolicy};
 use crate::scheduling::pod::{PodInfo, PodKey};
 use crate::scheduling::requirements::Requirement;
 use crate::scheduling::solver::{self, Input, NewClaim};
@@ -49,6 +49,9 @@ pub struct Settings {
     pub spot_to_spot: bool,
     /// The drift hash versions stamped on replacements.
     pub hash_versions: HashVersions,
+    /// `MIN_VALUES_POLICY`: replacements are simulated as the provisioner would create them
+    /// (upstream's `SimulateScheduling` passes the policy too).
+    pub min_values_policy: MinValuesPolicy,
 }
 
 /// Which method found a command (the metric label `consolidation_type`).
@@ -300,7 +303,12 @@ impl<'a> Simulator<'a> {
         listings: &HashMap<String, Listing>,
         settings: &'a Settings,
     ) -> Self {
-        let mut prepared = plan::prepare(snap, listings, false);
+        let solve = plan::Settings {
+            hash_versions: settings.hash_versions.clone(),
+            repack: false,
+            min_values_policy: settings.min_values_policy,
+        };
+        let mut prepared = plan::prepare(snap, listings, &solve);
         let pending = prepared.input.pods.iter().map(|p| p.key.clone()).collect();
         let bound_interact = prepared.input.bound_pods.iter().any(|b| interacts(&b.pod))
             || prepared.input.pods.iter().any(interacts);

@@ -27,6 +27,7 @@ fn settings(spot_to_spot: bool) -> Settings {
         now: now(),
         spot_to_spot,
         hash_versions: Default::default(),
+        min_values_policy: Default::default(),
     }
 }
 

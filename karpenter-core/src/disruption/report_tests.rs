@@ -20,6 +20,7 @@ fn settings() -> Settings {
         now: NOW.parse().expect("time"),
         spot_to_spot: false,
         hash_versions: Default::default(),
+        min_values_policy: Default::default(),
     }
 }
 

@@ -15,6 +15,7 @@ use crds::{NodeClaim, NodePool};
 use super::template::{self, SkipReason};
 use crate::capacity::InstanceType;
 use crate::lifecycle::drift::HashVersions;
+use crate::scheduling::choices::MinValuesPolicy;
 use crate::scheduling::pod::{PodInfo, PodKey};
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, within_limits};
@@ -29,6 +30,9 @@ pub struct Settings {
     /// Run the solver's cost re-pack after first fit (`karpenter simulate` and the live
     /// provisioner do; see [`Input::repack`]).
     pub repack: bool,
+    /// `MIN_VALUES_POLICY`: whether an unmet `minValues` stops a NodeClaim or is relaxed
+    /// ([`Input::min_values_policy`]).
+    pub min_values_policy: MinValuesPolicy,
 }
 
 /// The instance types the cloud offers one node class, as listed for this pass, or why they
@@ -137,7 +141,11 @@ pub struct Prepared {
 /// (`listings`, by node class name) as templates, with DaemonSet overhead and remaining limits;
 /// the provisionable pods with their volume requirements; existing nodes and in-flight
 /// NodeClaims with the pods bound to them.
-pub fn prepare(snap: &Snapshot, listings: &HashMap<String, Listing>, repack: bool) -> Prepared {
+pub fn prepare(
+    snap: &Snapshot,
+    listings: &HashMap<String, Listing>,
+    settings: &Settings,
+) -> Prepared {
     let mut out = Prepared::default();
     let mut usable = Vec::new();
     for pool in &snap.nodepools {
@@ -196,7 +204,8 @@ pub fn prepare(snap: &Snapshot, listings: &HashMap<String, Listing>, repack: boo
         nodepools: templates,
         well_known_labels: WELL_KNOWN_LABELS.iter().map(|s| s.to_string()).collect(),
         namespaces: snap.namespace_labels(),
-        repack,
+        repack: settings.repack,
+        min_values_policy: settings.min_values_policy,
     };
     out
 }
@@ -205,7 +214,7 @@ pub fn prepare(snap: &Snapshot, listings: &HashMap<String, Listing>, repack: boo
 /// NodeClaims to create, the nominations and the failures. Pure; the solve can take seconds for
 /// tens of thousands of pods, so async callers run it off their runtime.
 pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Settings) -> Plan {
-    let prepared = prepare(snap, listings, settings.repack);
+    let prepared = prepare(snap, listings, settings);
     let output = solver::solve(&prepared.input);
     let nodes: HashSet<&str> = snap
         .nodes

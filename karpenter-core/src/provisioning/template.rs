@@ -245,8 +245,11 @@ pub fn template(
 /// labelled with the pool's template labels, the nodepool and node-class labels and the
 /// claim's single-valued requirements; requirements list the decision's instance types, cheapest
 /// first (the solver has already narrowed them, see [`crate::scheduling::choices`]).
-/// Annotated with the pool's template annotations and the NodePool drift stamp (hash, hash
-/// version and field snapshot, see [`crds::hash`]) under `versions`.
+/// Annotated with the pool's template annotations, the NodePool drift stamp (hash, hash
+/// version and field snapshot, see [`crds::hash`]) under `versions`, and
+/// `karpenter.sh/nodeclaim-min-values-relaxed` (`"true"` when the solver lowered a `minValues`,
+/// which the NodeClaim's requirements then carry; else `"false"`), as upstream annotates every
+/// new NodeClaim.
 pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let spec = &pool.spec.template.spec;
@@ -262,11 +265,21 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
         node_class_label_key(&spec.node_class_ref.group, &spec.node_class_ref.kind),
         spec.node_class_ref.name.clone(),
     );
-    let min_values: HashMap<&str, i64> = spec
+    // minValues as the decision holds them (lowered where BestEffort relaxed them), else the
+    // pool's own.
+    let mut min_values: HashMap<&str, i64> = spec
         .requirements
         .iter()
         .filter_map(|r| r.min_values.map(|m| (r.key.as_str(), m)))
         .collect();
+    for r in decision.requirements.iter() {
+        if min_values.contains_key(r.key.as_str()) {
+            match r.min_values.and_then(|m| i64::try_from(m).ok()) {
+                Some(m) => min_values.insert(r.key.as_str(), m),
+                None => min_values.remove(r.key.as_str()),
+            };
+        }
+    }
     let requirements = decision
         .requirements
         .parts()
@@ -286,6 +299,10 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
         })
         .collect();
     let mut annotations = pool.spec.template.metadata.annotations.clone();
+    annotations.insert(
+        crds::labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.into(),
+        decision.min_values_relaxed.to_string(),
+    );
     annotations.extend(crds::hash::nodepool_stamp(
         &crds::hash::nodepool_fields(pool),
         &versions.nodepool,

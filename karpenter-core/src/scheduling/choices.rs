@@ -152,6 +152,52 @@ fn without_unwanted_spot<T: Borrow<InstanceType>>(
     if wanted.is_empty() { kept } else { wanted }
 }
 
+/// How `minValues` is enforced when the instance types that fit cannot meet it (upstream
+/// `--min-values-policy` / `MIN_VALUES_POLICY`, v1.6, `pkg/operator/options/options.go`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MinValuesPolicy {
+    /// The NodeClaim is not created and the pod stays pending, with the shortfall as its reason.
+    #[default]
+    Strict,
+    /// Each `minValues` the fitting instance types cannot meet is lowered to the number of
+    /// distinct values they offer, and the NodeClaim is annotated
+    /// `karpenter.sh/nodeclaim-min-values-relaxed: "true"` (upstream `scheduling/nodeclaim.go`).
+    BestEffort,
+}
+
+impl MinValuesPolicy {
+    /// `Strict` or `BestEffort`, as `MIN_VALUES_POLICY` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MinValuesPolicy::Strict => "Strict",
+            MinValuesPolicy::BestEffort => "BestEffort",
+        }
+    }
+}
+
+impl std::fmt::Display for MinValuesPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for MinValuesPolicy {
+    type Err = String;
+
+    /// Parses `Strict` or `BestEffort`, case-sensitive as upstream's option is.
+    ///
+    /// Errors: any other value, e.g. `invalid MIN_VALUES_POLICY "strict" (Strict or BestEffort)`.
+    fn from_str(s: &str) -> Result<MinValuesPolicy, String> {
+        match s {
+            "Strict" => Ok(MinValuesPolicy::Strict),
+            "BestEffort" => Ok(MinValuesPolicy::BestEffort),
+            _ => Err(format!(
+                "invalid MIN_VALUES_POLICY {s:?} (Strict or BestEffort)"
+            )),
+        }
+    }
+}
+
 /// A requirement whose `minValues` a set of instance types does not meet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MinValuesShortfall {
@@ -164,8 +210,9 @@ pub struct MinValuesShortfall {
 }
 
 /// The first requirement with `minValues` that `types` do not meet: fewer distinct values of its
-/// key (an instance type's own label, or its name for `node.kubernetes.io/instance-type`) that the
-/// requirement allows than `minValues` (upstream `InstanceTypes.SatisfiesMinValues`). `None` when
+/// key (an instance type's own label, every zone and capacity type its offerings have, or its
+/// name for `node.kubernetes.io/instance-type`) that the requirement allows than `minValues`
+/// (upstream `InstanceTypes.SatisfiesMinValues`). `None` when
 /// every one is met.
 pub fn min_values_shortfall<T: Borrow<InstanceType>>(
     requirements: &Requirements,
@@ -173,17 +220,16 @@ pub fn min_values_shortfall<T: Borrow<InstanceType>>(
 ) -> Option<MinValuesShortfall> {
     requirements.iter().find_map(|req| {
         let needed = req.min_values?;
-        let values: HashSet<&str> = types
-            .iter()
-            .map(Borrow::borrow)
-            .filter_map(|t: &InstanceType| {
-                t.requirements
-                    .get(&req.key)
-                    .and_then(|r| r.single_value())
-                    .or_else(|| (req.key == INSTANCE_TYPE_LABEL).then_some(t.name.as_str()))
-            })
-            .filter(|v| req.has(v))
-            .collect();
+        let mut values: HashSet<&str> = HashSet::new();
+        for t in types.iter().map(Borrow::borrow) {
+            let t: &InstanceType = t;
+            if req.key == INSTANCE_TYPE_LABEL {
+                values.insert(t.name.as_str());
+            } else if let Some(vals) = t.requirements.get(&req.key).and_then(|r| r.values()) {
+                values.extend(vals.iter().map(String::as_str));
+            }
+        }
+        values.retain(|v| req.has(v));
         (values.len() < needed).then(|| MinValuesShortfall {
             key: req.key.clone(),
             needed,

@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crds::EC2NodeClass;
-use crds::labels::{INSTANCE_TYPE_LABEL, WELL_KNOWN_LABELS};
+use crds::labels::WELL_KNOWN_LABELS;
 use serde::Serialize;
 
 use super::attach::{LimitReached, type_exceeded};
@@ -224,7 +224,7 @@ impl fmt::Display for Reason {
                 available,
             } => write!(
                 f,
-                "minValues not satisfiable: {key} needs {min} distinct values, the instance types that fit offer {available}"
+                "minValues not satisfiable: {key} needs {min} distinct values, the instance types that fit offer {available} (MIN_VALUES_POLICY=BestEffort would relax it to {available})"
             ),
             Reason::Other { detail } => write!(f, "{detail}"),
         }
@@ -568,23 +568,11 @@ fn alike<const N: usize>(name: &str, values: [i64; N]) -> [String; N] {
 
 /// The first requirement with `minValues` the options cannot meet.
 fn min_values(reqs: &Requirements, options: &[&Arc<InstanceType>]) -> Option<Reason> {
-    reqs.iter().find_map(|r| {
-        let min = r.min_values?;
-        let distinct: BTreeSet<&str> = options
-            .iter()
-            .filter_map(|it| {
-                if r.key == INSTANCE_TYPE_LABEL {
-                    Some(it.name.as_str())
-                } else {
-                    it.labels.get(&r.key).map(String::as_str)
-                }
-            })
-            .collect();
-        (distinct.len() < min).then(|| Reason::MinValues {
-            key: r.key.clone(),
-            min,
-            available: distinct.len(),
-        })
+    let types: Vec<&InstanceType> = options.iter().map(|it| it.as_ref()).collect();
+    super::choices::min_values_shortfall(reqs, &types).map(|s| Reason::MinValues {
+        key: s.key,
+        min: s.needed,
+        available: s.left,
     })
 }
 

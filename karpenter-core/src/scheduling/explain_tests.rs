@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crds::labels::INSTANCE_TYPE_LABEL;
 use crds::{EC2NodeClass, Operator};
 use serde_json::json;
 use testutil::{NodePoolBuilder, condition, ec2nodeclass, nodeclaim, nodepool};

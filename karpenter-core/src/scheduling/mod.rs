@@ -21,6 +21,8 @@ mod attach_tests;
 #[cfg(test)]
 mod choices_tests;
 #[cfg(test)]
+mod min_values_policy_tests;
+#[cfg(test)]
 mod solver_tests;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
 use super::attach::{AttachLimits, LimitReached, Volumes, type_exceeded};
-use super::choices;
+use super::choices::{self, MinValuesPolicy};
 use super::constraints::{HostPort, Relaxation, node_requirements};
 use super::pod::{PodInfo, PodKey, queue_order};
 use super::requirements::{Incompatible, Requirement, Requirements};
@@ -111,6 +111,10 @@ pub struct Input {
     /// [`crate::provisioning::nomination`]), so tightly packed NodeClaims get the pods they were
     /// packed for. Consolidation's what-if simulations do not.
     pub repack: bool,
+    /// Whether a `minValues` the fitting instance types cannot meet stops a new NodeClaim
+    /// (`Strict`) or is lowered to what they offer (`BestEffort`), as upstream's
+    /// `MIN_VALUES_POLICY` decides.
+    pub min_values_policy: MinValuesPolicy,
 }
 
 /// A NodeClaim to create.
@@ -132,6 +136,9 @@ pub struct NewClaim {
     pub requests: Resources,
     /// Pods planned onto it.
     pub pods: Vec<PodKey>,
+    /// Some `minValues` in `requirements` was lowered under [`MinValuesPolicy::BestEffort`]
+    /// (the NodeClaim's `karpenter.sh/nodeclaim-min-values-relaxed` annotation).
+    pub min_values_relaxed: bool,
 }
 
 impl NewClaim {
@@ -257,6 +264,8 @@ struct OpenClaim {
     host_ports: Vec<HostPort>,
     /// The volumes its pods attach, per CSI driver.
     volumes: Volumes,
+    /// A `minValues` of `requirements` was lowered ([`MinValuesPolicy::BestEffort`]).
+    min_values_relaxed: bool,
 }
 
 struct Pool<'a> {
@@ -486,23 +495,54 @@ fn ports_conflict(used: &[HostPort], wanted: &[HostPort]) -> bool {
     wanted.iter().any(|w| used.iter().any(|u| u.conflicts(w)))
 }
 
+/// How many distinct values of the requirement's key, among those it allows, the options
+/// (indexes into `types`) have: type names for `node.kubernetes.io/instance-type`, else the
+/// values of the types' requirements (their labels, and every zone and capacity type their
+/// offerings have), as upstream's `InstanceTypes.SatisfiesMinValues` counts them.
+fn distinct_values(r: &Requirement, types: &[Arc<InstanceType>], options: &[usize]) -> usize {
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for &i in options {
+        let it = &types[i];
+        if r.key == INSTANCE_TYPE_LABEL {
+            seen.insert(it.name.as_str());
+        } else if let Some(values) = it.requirements.get(&r.key).and_then(|t| t.values()) {
+            seen.extend(values.iter().map(String::as_str).filter(|v| r.has(v)));
+        }
+    }
+    seen.len()
+}
+
 /// Whether the instance types keep at least `minValues` distinct values for every requirement
 /// that sets it.
 fn min_values_ok(reqs: &Requirements, types: &[Arc<InstanceType>], options: &[usize]) -> bool {
-    reqs.iter().filter(|r| r.min_values.is_some()).all(|r| {
-        let distinct: BTreeSet<&str> = options
-            .iter()
-            .filter_map(|&i| {
-                let it = &types[i];
-                if r.key == INSTANCE_TYPE_LABEL {
-                    Some(it.name.as_str())
-                } else {
-                    it.labels.get(&r.key).map(String::as_str)
-                }
-            })
-            .collect();
-        distinct.len() >= r.min_values.unwrap_or(0)
-    })
+    reqs.iter()
+        .filter(|r| r.min_values.is_some())
+        .all(|r| distinct_values(r, types, options) >= r.min_values.unwrap_or(0))
+}
+
+/// Lower every `minValues` the options cannot meet to the number of distinct values they offer
+/// (none left: `minValues` dropped, since the API's minimum is 1), as upstream's BestEffort
+/// policy does for a new NodeClaim (`scheduling/nodeclaim.go`, `CanAdd` with relaxation).
+/// Returns whether any was lowered.
+fn relax_min_values(
+    reqs: &mut Requirements,
+    types: &[Arc<InstanceType>],
+    options: &[usize],
+) -> bool {
+    let short: Vec<(String, usize)> = reqs
+        .iter()
+        .filter_map(|r| {
+            let have = distinct_values(r, types, options);
+            (have < r.min_values?).then(|| (r.key.clone(), have))
+        })
+        .collect();
+    for (key, have) in &short {
+        if let Some(mut r) = reqs.remove(key) {
+            r.min_values = (*have > 0).then_some(*have);
+            reqs.add(r);
+        }
+    }
+    !short.is_empty()
 }
 
 impl Solver<'_> {
@@ -851,8 +891,12 @@ impl Solver<'_> {
                 limits.join(", ")
             )));
         }
+        let mut min_values_relaxed = false;
         if !min_values_ok(&requirements, &t.instance_types, &options) {
-            return Err(no_type("minValues requirement is not met"));
+            if self.input.min_values_policy == MinValuesPolicy::Strict {
+                return Err(no_type("minValues requirement is not met"));
+            }
+            min_values_relaxed = relax_min_values(&mut requirements, &t.instance_types, &options);
         }
         // Reserve the largest option's capacity against the limits, as upstream does, so that
         // whichever option launches the pool stays within its limits.
@@ -866,6 +910,7 @@ impl Solver<'_> {
             pods: vec![i],
             host_ports: pod.constraints.host_ports.clone(),
             volumes: pod.volumes.clone(),
+            min_values_relaxed,
         })
     }
 }
@@ -1067,7 +1112,7 @@ impl Solver<'_> {
         let mut claims = Vec::with_capacity(bins.len());
         let mut new_cost = 0.0;
         for b in bins {
-            let requirements = class_reqs[b.class].clone();
+            let mut requirements = class_reqs[b.class].clone();
             let mut requests = t.daemon_overhead.clone();
             let mut host_ports = Vec::new();
             let mut volumes = Volumes::default();
@@ -1089,8 +1134,16 @@ impl Solver<'_> {
                         && type_exceeded(it, &volumes).is_none()
                 })
                 .collect();
-            if options.is_empty() || !min_values_ok(&requirements, &t.instance_types, &options) {
+            if options.is_empty() {
                 return None;
+            }
+            let mut min_values_relaxed = false;
+            if !min_values_ok(&requirements, &t.instance_types, &options) {
+                if input.min_values_policy == MinValuesPolicy::Strict {
+                    return None;
+                }
+                min_values_relaxed =
+                    relax_min_values(&mut requirements, &t.instance_types, &options);
             }
             new_cost += launch_price(pi, t, &requirements, &options, prices)?;
             if new_cost >= old_cost - 1e-9 {
@@ -1106,6 +1159,7 @@ impl Solver<'_> {
                 pods: b.pods,
                 host_ports,
                 volumes,
+                min_values_relaxed,
             });
         }
         Some((claims, remaining))
@@ -1355,5 +1409,6 @@ fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Price
         fitting,
         requests: claim.requests,
         pods: claim.pods.iter().map(|&i| pods[i].key.clone()).collect(),
+        min_values_relaxed: claim.min_values_relaxed,
     }
 }

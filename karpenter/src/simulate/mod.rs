@@ -27,6 +27,7 @@ use self::expand::Expanded;
 use crate::sandbox::ReportFormat;
 use crate::workload::{self, Generated, WorkloadArgs};
 use controller::cloudprovider::sim::network::SimNetwork;
+use controller::runtime::options::{FeatureGates, MinValuesPolicy, parse_min_values_policy};
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::provisioning::plan::{self, Listing, Settings};
@@ -64,6 +65,16 @@ pub struct SimulateArgs {
     /// Cluster name the default EC2NodeClass discovers subnets by.
     #[arg(long, env = "CLUSTER_NAME", default_value = "sandbox")]
     pub cluster_name: String,
+    /// Feature gates as `karpenter sandbox` and `karpenter run` take them: `Name=true,...`
+    /// (validated the same way; upstream's defaults for the gates not named).
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
+    /// `Strict` leaves a pod pending when the instance types that fit cannot meet a
+    /// `minValues`; `BestEffort` lowers it to what they offer (the NodeClaim is then counted
+    /// in `nodeclaims.min_values_relaxed`), as `karpenter run` does.
+    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict",
+          value_parser = parse_min_values_policy)]
+    pub min_values_policy: MinValuesPolicy,
 }
 
 /// Parse `diverse:N`.
@@ -104,6 +115,14 @@ pub struct ClaimCounts {
     pub total: usize,
     /// NodeClaims by the instance type they would launch (their cheapest option).
     pub by_instance_type: BTreeMap<String, usize>,
+    /// NodeClaims by the capacity type they would launch as (their cheapest offering's:
+    /// `spot`, `on-demand` or `reserved`).
+    pub by_capacity_type: BTreeMap<String, usize>,
+    /// NodeClaims by NodePool.
+    pub by_nodepool: BTreeMap<String, usize>,
+    /// NodeClaims whose `minValues` was lowered (`--min-values-policy BestEffort`; annotated
+    /// `karpenter.sh/nodeclaim-min-values-relaxed: "true"`).
+    pub min_values_relaxed: usize,
     /// Median serialised size of the NodeClaims, in bytes: the JSON object the provisioner
     /// sends to the API server on create (nearest rank; 0 with no NodeClaim).
     pub bytes_p50: usize,
@@ -183,6 +202,10 @@ pub struct Simulation {
     pub listings: HashMap<String, Listing>,
     /// Which instance types were listed.
     pub instance_types: InstanceTypes,
+    /// `--min-values-policy`, as the live provisioner takes `MIN_VALUES_POLICY`.
+    pub min_values_policy: MinValuesPolicy,
+    /// `--feature-gates`, validated.
+    pub feature_gates: FeatureGates,
 }
 
 /// A UID shaped like the API server's (36 characters), stable per name: NodeClaims carry their
@@ -334,6 +357,8 @@ pub fn prepare(
         snapshot,
         listings,
         instance_types: choice,
+        min_values_policy: MinValuesPolicy::Strict,
+        feature_gates: FeatureGates::default(),
     })
 }
 
@@ -390,18 +415,27 @@ fn price_note(choice: InstanceTypes) -> &'static str {
 pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
     let settings = Settings {
         repack: true,
+        min_values_policy: sim.min_values_policy,
         ..Settings::default()
     };
     let start = Instant::now();
     let plan = plan::plan(&sim.snapshot, &sim.listings, &settings);
     let solve_seconds = start.elapsed().as_secs_f64();
     let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_capacity_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_nodepool: BTreeMap<String, usize> = BTreeMap::new();
+    let mut min_values_relaxed = 0;
     let mut cost = 0.0;
     let mut sizes = Vec::with_capacity(plan.nodeclaims.len());
     for c in &plan.nodeclaims {
         if let Some(t) = c.decision.instance_types.first() {
             *by_type.entry(t.name.clone()).or_default() += 1;
+            if let Some(o) = t.cheapest_offering(&c.decision.requirements) {
+                *by_capacity_type.entry(o.capacity_type.clone()).or_default() += 1;
+            }
         }
+        *by_nodepool.entry(c.decision.nodepool.clone()).or_default() += 1;
+        min_values_relaxed += usize::from(c.decision.min_values_relaxed);
         cost += c.decision.cheapest_price().unwrap_or(0.0);
         sizes.push(serde_json::to_vec(&c.nodeclaim).map_or(0, |b| b.len()));
     }
@@ -467,6 +501,9 @@ pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
         nodeclaims: ClaimCounts {
             total: claims,
             by_instance_type: by_type,
+            by_capacity_type,
+            by_nodepool,
+            min_values_relaxed,
             bytes_p50: quantile(&sizes, 0.5),
             bytes_p99: quantile(&sizes, 0.99),
         },
@@ -513,6 +550,27 @@ impl SimulateReport {
         types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         for (t, n) in types.iter().take(15) {
             let _ = writeln!(s, "  {n:>6}  {t}");
+        }
+        let counts = |m: &BTreeMap<String, usize>| {
+            m.iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.nodeclaims.by_nodepool.is_empty() {
+            let _ = writeln!(
+                s,
+                "By capacity type: {}; by NodePool: {}",
+                counts(&self.nodeclaims.by_capacity_type),
+                counts(&self.nodeclaims.by_nodepool)
+            );
+        }
+        if self.nodeclaims.min_values_relaxed > 0 {
+            let _ = writeln!(
+                s,
+                "minValues relaxed (BestEffort) on {} NodeClaim(s)",
+                self.nodeclaims.min_values_relaxed
+            );
         }
         for p in &self.skipped_nodepools {
             let _ = writeln!(s, "  NodePool {} left out: {}", p.name, p.reason);
@@ -566,7 +624,14 @@ pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
     if let Some(n) = args.generate {
         expanded.pods.extend(diverse::diverse_pods(n));
     }
-    prepare(expanded, args.instance_types, &args.cluster_name)
+    let feature_gates = args
+        .feature_gates
+        .parse()
+        .map_err(|e| SimulateError::Manifest(format!("--feature-gates (FEATURE_GATES): {e}")))?;
+    let mut sim = prepare(expanded, args.instance_types, &args.cluster_name)?;
+    sim.min_values_policy = args.min_values_policy;
+    sim.feature_gates = feature_gates;
+    Ok(sim)
 }
 
 #[cfg(test)]

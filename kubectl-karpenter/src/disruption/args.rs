@@ -2,6 +2,7 @@
 //! format, and whether the controller runs with spot-to-spot consolidation.
 
 use clap::{Args, Subcommand};
+use karpenter_core::scheduling::choices::MinValuesPolicy;
 
 /// Help text after `disruption --help`.
 pub const DISRUPTION_HELP: &str = "\
@@ -62,6 +63,11 @@ pub struct DisruptionArgs {
     /// Judge as a controller with the SpotToSpotConsolidation feature gate on.
     #[arg(long, global = true)]
     pub spot_to_spot: bool,
+    /// Judge replacements as a controller with this `MIN_VALUES_POLICY` (`Strict` or
+    /// `BestEffort`).
+    #[arg(long, global = true, default_value = "Strict",
+          value_parser = |s: &str| s.parse::<MinValuesPolicy>())]
+    pub min_values_policy: MinValuesPolicy,
 }
 
 /// `disruption` subcommands.

@@ -99,6 +99,7 @@ pub async fn run<O: Write, E: Write>(
         now: Timestamp::now(),
         spot_to_spot: args.spot_to_spot,
         hash_versions: Default::default(),
+        min_values_policy: args.min_values_policy,
     };
     match &args.action {
         Some(DisruptionAction::Explain(explain)) => {

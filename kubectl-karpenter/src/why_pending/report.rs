@@ -218,7 +218,10 @@ fn waiting(pod: &Pod, world: &World, report: &mut PodReport) -> bool {
             };
             let state = State::of(claim);
             report.state = PodState::WaitingForNodeClaim;
-            report.message = format!("waiting for NodeClaim {target} ({state})");
+            report.message = format!(
+                "waiting for NodeClaim {target} ({state}){}",
+                relaxed_note(claim)
+            );
             report.nodeclaim = Some(target.to_string());
             report.node = claim.status.as_ref().and_then(|s| s.node_name.clone());
             true
@@ -280,6 +283,36 @@ fn not_considered(pod: &Pod, report: &mut PodReport) -> bool {
     true
 }
 
+/// `; minValues relaxed (MIN_VALUES_POLICY=BestEffort): KEY>=N, ...` for a NodeClaim the
+/// provisioner created with lowered `minValues` (annotated
+/// `karpenter.sh/nodeclaim-min-values-relaxed: "true"`), listing the values its requirements
+/// now carry; empty for any other NodeClaim.
+fn relaxed_note(claim: &crds::NodeClaim) -> String {
+    let relaxed = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crds::labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    if !relaxed {
+        return String::new();
+    }
+    let kept: Vec<String> = claim
+        .spec
+        .requirements
+        .iter()
+        .filter_map(|r| r.min_values.map(|m| format!("{}>={m}", r.key)))
+        .collect();
+    format!(
+        "; minValues relaxed (MIN_VALUES_POLICY=BestEffort): {}",
+        if kept.is_empty() {
+            "dropped".to_owned()
+        } else {
+            kept.join(", ")
+        }
+    )
+}
+
 /// A pod no Event nominated that fits an existing node or in-flight NodeClaim (by name).
 fn fits_existing(report: &mut PodReport, snap: &Snapshot, target: String) {
     let claim = snap
@@ -290,8 +323,9 @@ fn fits_existing(report: &mut PodReport, snap: &Snapshot, target: String) {
         Some(claim) => {
             report.state = PodState::WaitingForNodeClaim;
             report.message = format!(
-                "waiting for NodeClaim {target} ({}): it fits that in-flight capacity",
-                State::of(claim)
+                "waiting for NodeClaim {target} ({}): it fits that in-flight capacity{}",
+                State::of(claim),
+                relaxed_note(claim)
             );
             report.nodeclaim = Some(target);
         }

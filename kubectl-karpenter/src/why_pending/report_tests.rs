@@ -320,3 +320,22 @@ fn a_pod_whose_own_requirements_conflict_blames_no_nodepool() {
         selector.message
     );
 }
+
+#[test]
+fn a_nodeclaim_created_with_relaxed_min_values_says_so() {
+    let mut w = world(vec![pod("web", json!({}))]);
+    let mut claim = nodeclaim("default-relax")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large", "m5.xlarge"])
+        .annotation("karpenter.sh/nodeclaim-min-values-relaxed", "true")
+        .build();
+    claim.spec.requirements[0].min_values = Some(2);
+    w.snapshot.nodeclaims = vec![Arc::new(claim)];
+    let r = &build(&w, false, types)[0];
+    assert_eq!(r.state, PodState::WaitingForNodeClaim);
+    assert_eq!(
+        r.message,
+        "waiting for NodeClaim default-relax (Launching): it fits that in-flight capacity; \
+         minValues relaxed (MIN_VALUES_POLICY=BestEffort): node.kubernetes.io/instance-type>=2"
+    );
+}

@@ -96,6 +96,7 @@ fn settings() -> Settings {
         now: at("2026-01-01T01:00:00Z"),
         spot_to_spot: false,
         hash_versions: Default::default(),
+        min_values_policy: Default::default(),
     }
 }
 

@@ -120,6 +120,7 @@ proptest! {
         let out = plan::plan(&snap, &listings, &plan::Settings {
             hash_versions: versions.clone(),
             repack: false,
+            min_values_policy: Default::default(),
         });
         let types = small_medium_large();
         for planned in out.nodeclaims {
