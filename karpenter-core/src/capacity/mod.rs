@@ -71,6 +71,14 @@ pub struct InstanceType {
     /// ([`ebs_attach_limit`]); `None` where the type's limit is unknown (unlimited). Set with
     /// [`InstanceType::with_ebs_attach_limit`].
     pub ebs_attach_limit: Option<i64>,
+    /// Whether a NodeOverlay changed the price of one of its offerings (`overlay::evaluate`);
+    /// a NodeClaim with such a type among its options gets
+    /// `karpenter.sh/price-overlay-applied: "true"` (upstream `IsPricingOverlayApplied`).
+    pub price_overlay_applied: bool,
+    /// Whether a NodeOverlay set extended resources in its capacity (`overlay::evaluate`);
+    /// a NodeClaim with such a type among its options gets
+    /// `karpenter.sh/capacity-overlay-applied: "true"` (upstream `IsCapacityOverlayApplied`).
+    pub capacity_overlay_applied: bool,
 }
 
 impl InstanceType {
@@ -106,6 +114,8 @@ impl InstanceType {
             offerings,
             sizing: BTreeMap::new(),
             ebs_attach_limit: None,
+            price_overlay_applied: false,
+            capacity_overlay_applied: false,
         }
     }
 
