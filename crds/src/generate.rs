@@ -1,5 +1,5 @@
-//! Builds the CustomResourceDefinitions for NodePool, NodeClaim and EC2NodeClass from the Rust
-//! types, and renders them as the YAML manifests committed under `crds/manifests/` (written by
+//! Builds the CustomResourceDefinitions for NodePool, NodeClaim, EC2NodeClass and NodeOverlay
+//! from the Rust types, and renders them as the YAML manifests committed under `crds/manifests/` (written by
 //! the `crdgen` binary, checked by `tests/manifests.rs`).
 //!
 //! The derive's output is adjusted to match upstream's CRDs: no `nullable` (optional fields are
@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};
 
-use crate::{EC2NodeClass, NodeClaim, NodePool};
+use crate::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 
 /// File name of the NodePool CRD manifest.
 pub const NODEPOOLS_FILE: &str = "karpenter.sh_nodepools.yaml";
@@ -18,6 +18,8 @@ pub const NODEPOOLS_FILE: &str = "karpenter.sh_nodepools.yaml";
 pub const NODECLAIMS_FILE: &str = "karpenter.sh_nodeclaims.yaml";
 /// File name of the EC2NodeClass CRD manifest.
 pub const EC2NODECLASSES_FILE: &str = "karpenter.k8s.aws_ec2nodeclasses.yaml";
+/// File name of the NodeOverlay CRD manifest.
+pub const NODEOVERLAYS_FILE: &str = "karpenter.sh_nodeoverlays.yaml";
 
 /// Comment at the top of every generated manifest.
 pub const HEADER: &str = "# Generated from the Rust types in crds/src by the crdgen binary; do not edit.\n# Regenerate with: cargo run -p crds --bin crdgen\n";
@@ -33,17 +35,27 @@ pub enum GenerateError {
     Yaml(#[from] serde_saphyr::ser::Error),
 }
 
-/// The three CRDs, in the order NodePool, NodeClaim, EC2NodeClass.
+/// The CRDs, in the order NodePool, NodeClaim, EC2NodeClass, NodeOverlay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    [NodePool::crd(), NodeClaim::crd(), EC2NodeClass::crd()]
-        .into_iter()
-        .map(|crd| tidy(crd.clone()).unwrap_or(crd))
-        .collect()
+    [
+        NodePool::crd(),
+        NodeClaim::crd(),
+        EC2NodeClass::crd(),
+        NodeOverlay::crd(),
+    ]
+    .into_iter()
+    .map(|crd| tidy(crd.clone()).unwrap_or(crd))
+    .collect()
 }
 
 /// `(file name, YAML)` for each CRD, as committed under `crds/manifests/`.
 pub fn manifests() -> Vec<(&'static str, String)> {
-    let names = [NODEPOOLS_FILE, NODECLAIMS_FILE, EC2NODECLASSES_FILE];
+    let names = [
+        NODEPOOLS_FILE,
+        NODECLAIMS_FILE,
+        EC2NODECLASSES_FILE,
+        NODEOVERLAYS_FILE,
+    ];
     names
         .into_iter()
         .zip(crds())
@@ -172,7 +184,8 @@ mod tests {
             [
                 "nodepools.karpenter.sh",
                 "nodeclaims.karpenter.sh",
-                "ec2nodeclasses.karpenter.k8s.aws"
+                "ec2nodeclasses.karpenter.k8s.aws",
+                "nodeoverlays.karpenter.sh"
             ]
         );
         for (name, yaml) in manifests() {

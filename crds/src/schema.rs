@@ -135,6 +135,49 @@ pub(crate) fn requirements(schema: &mut Schema) {
     );
 }
 
+/// A NodeOverlay's `requirements`: at most 100, with upstream's CEL rules on operators (NotIn
+/// and In need values; the numeric operators one non-negative integer). Upstream's messages
+/// differ from the NodePool ones by a comma, so they are spelled out here.
+pub(crate) fn overlay_requirements(schema: &mut Schema) {
+    schema.insert("maxItems".into(), json!(100));
+    schema.insert("x-kubernetes-list-type".into(), json!("atomic"));
+    schema.insert(
+        "x-kubernetes-validations".into(),
+        json!([
+            rule(
+                "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+                "requirements with operator 'NotIn' must have a value defined",
+            ),
+            rule(
+                "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+                "requirements with operator 'In' must have a value defined",
+            ),
+            rule(
+                "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+                "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value",
+            ),
+        ]),
+    );
+}
+
+/// A NodeOverlay's `capacity`: a `ResourceList` that may not name the core resources.
+pub(crate) fn overlay_capacity(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = quantity_map(generator);
+    let restricted = crate::nodeoverlay::CEL_RESTRICTED_CAPACITY
+        .iter()
+        .map(|r| format!("'{r}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    schema.insert(
+        "x-kubernetes-validations".into(),
+        json!([rule(
+            format!("self.all(x, !(x in [{restricted}]))"),
+            crate::nodeoverlay::RESTRICTED_CAPACITY_MESSAGE,
+        )]),
+    );
+    schema
+}
+
 /// `metadata.labels` of a NodeClaim template: valid label values, at most 100, no restricted keys.
 pub(crate) fn template_labels(_: &mut SchemaGenerator) -> Schema {
     json_schema!({

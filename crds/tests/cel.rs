@@ -30,6 +30,7 @@ fn schema_for_kind(kind: &str) -> Value {
         "NodePool" => schema("nodepools.karpenter.sh"),
         "NodeClaim" => schema("nodeclaims.karpenter.sh"),
         "EC2NodeClass" => schema("ec2nodeclasses.karpenter.k8s.aws"),
+        "NodeOverlay" => schema("nodeoverlays.karpenter.sh"),
         other => panic!("unexpected kind {other}"),
     }
 }
@@ -66,6 +67,7 @@ fn rules_compile_within_budget() {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
+        "nodeoverlays.karpenter.sh",
     ] {
         let compiled = compile_schema(&schema(name));
         let (mut problems, mut rules) = (Vec::new(), 0);
@@ -386,6 +388,97 @@ fn ec2nodeclass_rules_reject_like_upstream() {
     for (name, patch, want) in cases {
         let nc = ec2nodeclass(patch);
         let errs = errors("EC2NodeClass", &nc, None);
+        if want.is_empty() {
+            assert!(errs.is_empty(), "{name}: unexpected {errs:?}");
+        } else {
+            assert!(
+                errs.iter().any(|e| e.contains(want)),
+                "{name}: want {want:?}, got {errs:?}"
+            );
+        }
+    }
+}
+
+/// The NodeOverlay `o` (upstream's base: `karpenter.sh/capacity-type Exists`) with the fields
+/// of `spec_patch` set in its spec.
+fn nodeoverlay(spec_patch: Value) -> Value {
+    let mut o = json!({
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": "o"},
+        "spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "Exists"}]}
+    });
+    if let (Some(spec), Some(patch)) = (o["spec"].as_object_mut(), spec_patch.as_object()) {
+        spec.extend(patch.clone());
+    }
+    o
+}
+
+#[test]
+fn nodeoverlay_rules_reject_like_upstream() {
+    let req = |r: Value| json!({"requirements": [r]});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("valid", json!({}), ""),
+        (
+            "in with empty values",
+            req(json!({"key": "a", "operator": "In", "values": []})),
+            "requirements with operator 'In' must have a value defined",
+        ),
+        (
+            "notin with empty values",
+            req(json!({"key": "a", "operator": "NotIn", "values": []})),
+            "requirements with operator 'NotIn' must have a value defined",
+        ),
+        (
+            "gte negative",
+            req(json!({"key": "a", "operator": "Gte", "values": ["-1"]})),
+            "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value",
+        ),
+        (
+            "lt two values",
+            req(json!({"key": "a", "operator": "Lt", "values": ["1", "2"]})),
+            "single positive integer value",
+        ),
+        (
+            "nodepool key",
+            req(json!({"key": "karpenter.sh/nodepool", "operator": "In", "values": ["a"]})),
+            "",
+        ),
+        (
+            "karpenter domain key",
+            req(json!({"key": "karpenter.sh/custom", "operator": "Exists"})),
+            "label domain \"karpenter.sh\" is restricted",
+        ),
+        (
+            "hostname key",
+            req(json!({"key": "kubernetes.io/hostname", "operator": "Exists"})),
+            "label \"kubernetes.io/hostname\" is restricted",
+        ),
+        (
+            "price and adjustment",
+            json!({"price": "0.432", "priceAdjustment": "+10%"}),
+            "cannot set both 'price' and 'priceAdjustment'",
+        ),
+        ("price alone", json!({"price": "0.432"}), ""),
+        (
+            "cpu capacity",
+            json!({"capacity": {"cpu": "1"}}),
+            "invalid resource restricted",
+        ),
+        (
+            "pods capacity",
+            json!({"capacity": {"pods": 324}}),
+            "invalid resource restricted",
+        ),
+        (
+            "extended capacity",
+            json!({"capacity": {"smarter-devices/fuse": "1"}}),
+            "",
+        ),
+    ];
+    for (name, patch, want) in cases {
+        let o = nodeoverlay(patch);
+        let errs = errors("NodeOverlay", &o, None);
         if want.is_empty() {
             assert!(errs.is_empty(), "{name}: unexpected {errs:?}");
         } else {

@@ -361,6 +361,42 @@ fn names_columns_and_subresources_match_upstream() {
             ("Role", "string", ".spec.role", 1),
         ])
     );
+
+    let no = find("nodeoverlays.karpenter.sh");
+    assert_eq!(no.spec.scope, "Cluster");
+    assert_eq!(no.spec.group, "karpenter.sh");
+    assert_eq!(no.spec.versions[0].name, "v1alpha1");
+    assert_eq!(
+        no.spec.names.categories,
+        Some(vec!["karpenter".to_string()])
+    );
+    assert_eq!(
+        no.spec.names.short_names,
+        Some(vec!["overlays".to_string()])
+    );
+    assert_eq!(no.spec.names.singular.as_deref(), Some("nodeoverlay"));
+    assert_eq!(
+        columns(&no),
+        cols(&[
+            ("Ready", "string", ready, 0),
+            ("Age", "date", ".metadata.creationTimestamp", 0),
+            ("Weight", "integer", ".spec.weight", 1),
+        ])
+    );
+    let sub = no.spec.versions[0]
+        .subresources
+        .as_ref()
+        .expect("subresources");
+    assert!(sub.status.is_some() && sub.scale.is_none());
+    let schema = schema_of(&no);
+    assert_eq!(
+        schema.pointer("/properties/spec/required"),
+        Some(&serde_json::json!(["requirements"]))
+    );
+    assert_eq!(
+        schema.pointer("/properties/spec/properties/weight/maximum"),
+        Some(&serde_json::json!(10000.0))
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Writes the CRD manifests (`karpenter.sh_nodepools.yaml`, `karpenter.sh_nodeclaims.yaml`,
-//! `karpenter.k8s.aws_ec2nodeclasses.yaml`) generated from the Rust types into
-//! `crds/manifests/`, or into the directory given as the first argument.
+//! `karpenter.k8s.aws_ec2nodeclasses.yaml`, `karpenter.sh_nodeoverlays.yaml`) generated from
+//! the Rust types into `crds/manifests/`, or into the directory given as the first argument.
 
 use std::path::PathBuf;
 

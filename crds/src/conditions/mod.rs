@@ -1,4 +1,4 @@
-//! Status conditions of NodePools, NodeClaims and EC2NodeClasses: the condition types and
+//! Status conditions of NodePools, NodeClaims, EC2NodeClasses and NodeOverlays: the condition types and
 //! reasons Karpenter sets, and pure helpers that follow upstream's `operatorpkg/status`
 //! conventions (a root `Ready` condition derived from dependent conditions, lastTransitionTime
 //! kept while the status is unchanged, new conditions start `Unknown`/`AwaitingReconciliation`).
@@ -19,7 +19,7 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 // ---------------------------------------------------------------------------------------------
 // Condition types
 
-/// Root condition of all three kinds; derived from the kind's dependent conditions.
+/// Root condition of every kind; derived from the kind's dependent conditions.
 pub const READY: &str = "Ready";
 
 /// NodeClaim: the cloud provider created the instance.
@@ -43,7 +43,8 @@ pub const CONSISTENT_STATE_FOUND: &str = "ConsistentStateFound";
 /// NodeClaim: why Karpenter is disrupting it (reason = disruption reason).
 pub const DISRUPTION_REASON: &str = "DisruptionReason";
 
-/// NodePool (and EC2NodeClass): runtime validation of the spec passed.
+/// NodePool, EC2NodeClass and NodeOverlay: runtime validation of the spec passed (for a
+/// NodeOverlay, also: no conflict with another overlay).
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 /// NodePool: the referenced node class exists and is Ready.
 pub const NODE_CLASS_READY: &str = "NodeClassReady";

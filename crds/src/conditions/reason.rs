@@ -100,3 +100,12 @@ pub const INVALID_KUBELET_CONFIGURATION: &str = "InvalidKubeletConfiguration";
 pub const UNSUPPORTED_KUBELET_CONFIGURATION: &str = "UnsupportedKubeletConfiguration";
 /// EC2NodeClass `ValidationSucceeded=False`: user data exceeds EC2's limit.
 pub const USER_DATA_SIZE_LIMIT_EXCEEDED: &str = "UserDataSizeLimitExceeded";
+
+/// NodeOverlay `ValidationSucceeded=False`: the spec breaks a rule; the message is the
+/// validation error (`pkg/controllers/nodeoverlay/controller.go`).
+pub const RUNTIME_VALIDATION: &str = "RuntimeValidation";
+/// NodeOverlay `ValidationSucceeded=False`: an overlay of the same weight, processed first,
+/// changes the same offering's price or the same resource; this overlay is not applied.
+pub const CONFLICT: &str = "Conflict";
+/// Message that goes with [`CONFLICT`].
+pub const CONFLICT_MESSAGE: &str = "conflict with another overlay";

@@ -1,5 +1,5 @@
 //! Condition sets: a root `Ready` condition kept in sync with its dependent conditions while
-//! conditions are set (operatorpkg `ConditionTypes`/`ConditionSet`), and the traits the three
+//! conditions are set (operatorpkg `ConditionTypes`/`ConditionSet`), and the traits the
 //! kinds implement to expose their conditions.
 
 use std::cmp::Ordering;
@@ -29,6 +29,12 @@ pub const NODECLAIM_CONDITIONS: ConditionTypes = ConditionTypes {
 pub const NODEPOOL_CONDITIONS: ConditionTypes = ConditionTypes {
     root: READY,
     dependents: &[VALIDATION_SUCCEEDED, NODE_CLASS_READY],
+};
+
+/// NodeOverlay: `Ready` = ValidationSucceeded (`pkg/apis/v1alpha1/nodeoverlay_status.go`).
+pub const NODEOVERLAY_CONDITIONS: ConditionTypes = ConditionTypes {
+    root: READY,
+    dependents: &[VALIDATION_SUCCEEDED],
 };
 
 /// EC2NodeClass: `Ready` = AMIs, subnets, security groups, instance profile, validation and

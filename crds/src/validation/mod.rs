@@ -1,10 +1,12 @@
-//! Runtime validation of NodePools, NodeClaims and EC2NodeClasses: the CRD's CEL and pattern
-//! rules plus upstream's `RuntimeValidate` webhook rules (`pkg/apis/v1/nodepool_validation.go`,
-//! `nodeclaim_validation.go`, CEL markers in `nodepool.go`/`nodeclaim.go` and
-//! `ec2nodeclass.go`). The NodePool validation controller turns a non-empty result into
-//! `ValidationSucceeded=False` with reason [`VALIDATION_FAILED_REASON`] and [`summarize`] as
-//! the message; the EC2NodeClass controller likewise with
-//! [`NODE_CLASS_VALIDATION_FAILED_REASON`].
+//! Runtime validation of NodePools, NodeClaims, EC2NodeClasses and NodeOverlays: the CRD's CEL
+//! and pattern rules plus upstream's `RuntimeValidate` webhook rules
+//! (`pkg/apis/v1/nodepool_validation.go`, `nodeclaim_validation.go`,
+//! `v1alpha1/nodeoverlay_validation.go`, CEL markers in `nodepool.go`/`nodeclaim.go`,
+//! `nodeoverlay.go` and `ec2nodeclass.go`). The NodePool validation controller turns a
+//! non-empty result into `ValidationSucceeded=False` with reason [`VALIDATION_FAILED_REASON`]
+//! and [`summarize`] as the message; the EC2NodeClass controller likewise with
+//! [`NODE_CLASS_VALIDATION_FAILED_REASON`], the NodeOverlay controller with
+//! [`reason::RUNTIME_VALIDATION`].
 
 use crate::conditions::reason;
 use crate::duration;
@@ -16,6 +18,9 @@ mod budgets;
 mod metadata;
 mod names;
 mod node_class;
+mod nodeoverlay;
+#[cfg(test)]
+mod nodeoverlay_tests;
 mod requirements;
 #[cfg(test)]
 mod tests;
@@ -24,6 +29,7 @@ pub use budgets::*;
 pub use metadata::*;
 pub use names::*;
 pub use node_class::*;
+pub use nodeoverlay::*;
 pub use requirements::*;
 
 /// Reason for `ValidationSucceeded=False` on a NodePool.

@@ -1,13 +1,16 @@
 //! Instance types and offerings as the scheduler sees them: requirements (labels), capacity,
 //! overhead and allocatable, and priced zonal offerings; plus upstream AWS's overhead math
 //! (`aws:pkg/providers/instancetype/types.go`). [`catalog`] builds them from the embedded EC2
-//! data, sized for a node class by [`node_class`].
+//! data, sized for a node class by [`node_class`]; [`overlay`] applies NodeOverlays to them.
 
 pub mod catalog;
 pub mod hardware;
 pub mod node_class;
 #[cfg(test)]
 mod node_class_tests;
+pub mod overlay;
+#[cfg(test)]
+mod overlay_tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -71,6 +74,14 @@ pub struct InstanceType {
     /// ([`ebs_attach_limit`]); `None` where the type's limit is unknown (unlimited). Set with
     /// [`InstanceType::with_ebs_attach_limit`].
     pub ebs_attach_limit: Option<i64>,
+    /// Whether a NodeOverlay changed the price of one of its offerings ([`overlay::evaluate`]);
+    /// a NodeClaim with such a type among its options gets
+    /// `karpenter.sh/price-overlay-applied: "true"` (upstream `IsPricingOverlayApplied`).
+    pub price_overlay_applied: bool,
+    /// Whether a NodeOverlay set extended resources in its capacity ([`overlay::evaluate`]);
+    /// a NodeClaim with such a type among its options gets
+    /// `karpenter.sh/capacity-overlay-applied: "true"` (upstream `IsCapacityOverlayApplied`).
+    pub capacity_overlay_applied: bool,
 }
 
 impl InstanceType {
@@ -106,6 +117,8 @@ impl InstanceType {
             offerings,
             sizing: BTreeMap::new(),
             ebs_attach_limit: None,
+            price_overlay_applied: false,
+            capacity_overlay_applied: false,
         }
     }
 
