@@ -23,5 +23,6 @@ mod min_values_policy;
 mod orphans;
 mod provisioning;
 mod repair;
+mod static_capacity;
 mod upgrade;
 mod volumes;

@@ -77,6 +77,12 @@ impl NodePoolBuilder {
         self
     }
 
+    /// Sets `spec.replicas`: a static NodePool of that many nodes.
+    pub fn replicas(mut self, replicas: i64) -> Self {
+        self.0["spec"]["replicas"] = json!(replicas);
+        self
+    }
+
     /// Sets `spec.weight` (higher is tried first).
     pub fn weight(mut self, weight: i32) -> Self {
         self.0["spec"]["weight"] = json!(weight);

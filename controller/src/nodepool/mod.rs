@@ -1,13 +1,14 @@
 //! NodePool controllers (upstream `nodepool/readiness`, `nodepool/validation`,
-//! `nodepool/counter`): `ValidationSucceeded` from the pool's own rules, `NodeClassReady` from
-//! its node class, `Ready` from both; `status.resources` and `status.nodes` from its nodes. Only
-//! Ready NodePools launch capacity.
+//! `nodepool/counter`, `static/*`): `ValidationSucceeded` from the pool's own rules,
+//! `NodeClassReady` from its node class, `Ready` from both; `status.resources` and
+//! `status.nodes` from its nodes; a static pool's NodeClaims kept at `spec.replicas`
+//! ([`static_capacity`]). Only Ready NodePools launch capacity.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crds::conditions::{self, NODE_CLASS_READY, READY, VALIDATION_SUCCEEDED};
+use crds::conditions::{self, NODE_CLASS_READY, READY, STATIC_CAPACITY, VALIDATION_SUCCEEDED};
 use crds::upgrade::UPGRADING_CONDITION;
 use crds::validation::VALIDATION_FAILED_REASON;
 use crds::{NodePool, StatusConditions};
@@ -17,6 +18,8 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
+
+mod static_capacity;
 
 use crate::runtime::Context;
 use crate::runtime::reconcile::{ReconcileError, affected_by, drive};
@@ -140,6 +143,15 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
                     ),
                 }
             }
+        };
+    }
+    if pool.is_static() {
+        // Decided on the conditions just computed: Ready gates creating NodeClaims.
+        let c = static_capacity::reconcile(&ctx, &Arc::new(pool.clone())).await?;
+        let mut set = pool.condition_set(now);
+        match c.ok {
+            true => set.set_true_with_reason(STATIC_CAPACITY, c.reason, &c.message),
+            false => set.set_false(STATIC_CAPACITY, c.reason, &c.message),
         };
     }
     {

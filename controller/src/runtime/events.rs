@@ -94,6 +94,9 @@ pub mod reason {
     /// `InstanceUnhealthy`, `InstanceStopping`, `InstanceTerminating`) take their reasons from
     /// `karpenter_core::interruption::Kind::event_reason`.
     pub const TERMINATING_ON_INTERRUPTION: &str = "TerminatingOnInterruption";
+    /// A static NodePool's `spec.replicas` went down and this NodeClaim is removed (upstream
+    /// `static.deprovisioning` deletes without an Event).
+    pub const STATIC_SCALE_DOWN: &str = "StaticScaleDown";
 }
 
 /// Dedupe window for most events (upstream default).

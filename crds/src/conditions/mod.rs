@@ -50,6 +50,10 @@ pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const NODE_CLASS_READY: &str = "NodeClassReady";
 /// NodePool: recent NodeClaims launched and registered; informational, not part of `Ready`.
 pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
+/// NodePool (static, `spec.replicas` set; not upstream's): True when it has `replicas`
+/// NodeClaims; False while scaling, when `limits.nodes` caps it, when no instance type can
+/// launch its nodes, or when the `StaticCapacity` feature gate is off. Not part of `Ready`.
+pub const STATIC_CAPACITY: &str = "StaticCapacity";
 
 /// EC2NodeClass: AMIs resolved from `amiSelectorTerms`.
 pub const AMIS_READY: &str = "AMIsReady";

@@ -95,6 +95,9 @@ pub enum NotCandidate {
     NoNodePool,
     /// The NodePool says `consolidateAfter: Never`.
     ConsolidationDisabled,
+    /// The NodePool is static (`spec.replicas`): it keeps its node count, and consolidation
+    /// leaves its nodes alone (upstream `Candidate.OwnedByStaticNodePool`).
+    StaticNodePool,
     /// `consolidateAfter` has not passed since the node's last pod event.
     ConsolidateAfter {
         /// When it will have passed.
@@ -130,6 +133,9 @@ impl fmt::Display for NotCandidate {
             NotCandidate::NoNodePool => f.write_str("its NodePool is gone"),
             NotCandidate::ConsolidationDisabled => {
                 f.write_str("consolidation disabled (consolidateAfter: Never)")
+            }
+            NotCandidate::StaticNodePool => {
+                f.write_str("static NodePool (spec.replicas): its nodes are never consolidated")
             }
             NotCandidate::ConsolidateAfter { at } => write!(
                 f,
@@ -441,6 +447,9 @@ fn judge(
     let Some(pool) = pool else {
         return Err(NotCandidate::NoNodePool);
     };
+    if pool.is_static() {
+        return Err(NotCandidate::StaticNodePool);
+    }
     if opts_out(node.metadata.annotations.as_ref()) {
         return Err(NotCandidate::Blocked(Blocker::NodeOptsOut {
             object: "node".into(),

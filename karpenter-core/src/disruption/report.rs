@@ -60,6 +60,10 @@ pub struct PoolReport {
     pub nodes: usize,
     /// Per reason, in [`BUDGET_REASONS`] order.
     pub budgets: Vec<BudgetReport>,
+    /// `spec.replicas` of a static NodePool, whose nodes are never consolidated (its policy and
+    /// `consolidateAfter` are ignored, as upstream ignores them); absent for a dynamic one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
 }
 
 /// How many more of a NodePool's nodes may start being disrupted for one reason now.
@@ -607,6 +611,7 @@ fn pool_reports(
                 nodepool: name,
                 nodes,
                 budgets,
+                replicas: pool.spec.replicas,
             }
         })
         .collect();

@@ -5,6 +5,7 @@
 
 pub mod nomination;
 pub mod plan;
+pub mod static_capacity;
 pub mod template;
 
 /// The reason of the Event that tells a pod where it will go (upstream's `Nominated`).

@@ -63,7 +63,10 @@ pub fn write_report(out: &mut impl Write, report: &Report, color: bool) -> io::R
     for p in &report.nodepools {
         let mut row = vec![
             Cell::plain(&p.nodepool),
-            Cell::plain(&p.consolidation_policy),
+            Cell::plain(match p.replicas {
+                Some(n) => format!("Static (replicas {n})"),
+                None => p.consolidation_policy.clone(),
+            }),
             Cell::plain(&p.consolidate_after),
             Cell::plain(p.nodes.to_string()),
             Cell::plain(p.budgets.first().map_or(0, |b| b.disrupting).to_string()),

@@ -56,6 +56,7 @@ fn sample() -> Report {
                     Some("2026-01-01T17:00:00Z"),
                 ),
             ],
+            replicas: None,
         }],
         nodes: vec![
             node(
@@ -181,4 +182,20 @@ Placements:
   shop/web-2   new NodeClaim #1 (default: m5.large, 12 option(s), $0.0960/h)
 ";
     assert_eq!(got, want, "\n{got}");
+}
+
+#[test]
+fn a_static_nodepool_shows_its_replicas_as_its_policy() {
+    let mut report = sample();
+    report.nodepools[0].replicas = Some(3);
+    report.nodes.clear();
+    let mut out = Vec::new();
+    write_report(&mut out, &report, false).expect("write");
+    let got = String::from_utf8(out).expect("utf-8");
+    assert!(
+        got.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("default    Static (replicas 3)   30s")),
+        "\n{got}"
+    );
 }

@@ -35,6 +35,20 @@ pub struct PoolRow {
     pub node_claims: PoolCounts,
     /// Where its serial upgrade stands.
     pub upgrade: Upgrade,
+    /// `spec.replicas` of a static NodePool (it keeps that many nodes, pods or not, and is
+    /// never consolidated); absent for a dynamic one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+}
+
+impl PoolRow {
+    /// The NODEPOOL cell: the name, with `(static: N)` for a static NodePool.
+    pub fn label(&self) -> String {
+        match self.replicas {
+            Some(n) => format!("{} (static: {n})", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 /// A NodePool's NodeClaims by state (the five counts add up to `total`).
@@ -206,6 +220,7 @@ impl PoolRow {
                 .unwrap_or_default(),
             node_claims: counts,
             upgrade,
+            replicas: pool.spec.replicas,
         }
     }
 
@@ -359,5 +374,18 @@ mod tests {
         assert_eq!(row.upgrade.condition_reason.as_deref(), Some("Draining"));
         assert_eq!(row.upgrade.summary(), "Draining");
         assert_eq!(phase_named("UpToDate"), None);
+    }
+
+    #[test]
+    fn a_static_nodepool_is_labelled_with_its_replicas() {
+        let dynamic = testutil::nodepool("web").build();
+        let row = PoolRow::of(&dynamic, &[], crate::status::fixtures::now());
+        assert_eq!(row.label(), "web");
+        let fixed = testutil::nodepool("fixed").replicas(3).build();
+        let row = PoolRow::of(&fixed, &[], crate::status::fixtures::now());
+        assert_eq!(row.replicas, Some(3));
+        assert_eq!(row.label(), "fixed (static: 3)");
+        let json = serde_json::to_value(&row).expect("json");
+        assert_eq!(json["replicas"], 3);
     }
 }

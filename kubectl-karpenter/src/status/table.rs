@@ -163,7 +163,7 @@ fn cells(row: &Row, wide: bool) -> Vec<Cell> {
 fn pool_cells(pool: &PoolRow, wide: bool) -> Vec<Cell> {
     let counts = pool.node_claims;
     let mut cells = vec![
-        Cell::plain(pool.name.as_str()),
+        Cell::plain(pool.label()),
         Cell::plain(pool.usage_of("cpu")),
         Cell::plain(pool.usage_of("memory")),
         Cell::plain(counts.ready.to_string()),
