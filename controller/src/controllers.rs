@@ -92,6 +92,7 @@ fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
 /// class, disruption, upgrades, garbage collection, node repair with its gate) on `ctx`, each in
 /// a span carrying its `controller` name. The handles stop them when aborted.
 pub fn start_controllers(ctx: &Arc<Context>) -> Vec<(&'static str, JoinHandle<()>)> {
+    crate::runtime::unsupported::log_gates(&ctx.settings.feature_gates);
     controllers(ctx)
         .into_iter()
         .map(|(name, run)| {

@@ -17,6 +17,7 @@ pub mod nodepool;
 pub mod requirements;
 pub mod sandbox;
 mod schema;
+pub mod support;
 pub mod upgrade;
 pub mod validation;
 

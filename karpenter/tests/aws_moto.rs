@@ -142,7 +142,9 @@ async fn relaunching_the_same_nodeclaim_creates_no_second_instance() {
     let moto = Moto::start();
     moto.seed_network(CLUSTER).await;
     let (cloud, faulty) = moto.cloud(Arc::new(SystemClock)).await;
-    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    let mut with_tags = node_class(CLUSTER);
+    with_tags.spec.tags.insert("team".into(), "web".into());
+    let nc = resolved(&cloud, with_tags).await;
     let c = claim(
         "default-once",
         &["m5.large", "c5.large"],
@@ -187,6 +189,8 @@ async fn relaunching_the_same_nodeclaim_creates_no_second_instance() {
         ("karpenter.k8s.aws/ec2nodeclass", "default"),
         ("Name", "default-once"),
         ("eks:eks-cluster-name", CLUSTER),
+        // The node class's own tags.
+        ("team", "web"),
     ] {
         assert_eq!(i.tags.get(k).map(String::as_str), Some(v), "tag {k}");
     }

@@ -1,7 +1,8 @@
 //! Static NodePools end to end (`spec.replicas`, gate `StaticCapacity`, upstream v1.8): the pool
 //! keeps exactly `replicas` NodeClaims without pods, follows a patch or `kubectl scale` up and
 //! down, stops at `limits.nodes` and says so, and consolidation leaves its empty nodes alone;
-//! with the gate off the pool says that `replicas` is not honoured.
+//! with the gate off the pool says that `replicas` is not honoured, as other objects name the
+//! fields they set that are not honoured yet (`UnsupportedField`).
 
 use std::time::Duration;
 
@@ -148,13 +149,50 @@ async fn replicas_are_kept_scaled_capped_and_never_consolidated() {
     assert!(!c.events_with_reason("StaticScaleDown").is_empty());
 }
 
+/// A node class and a NodePool that set fields this project does not honour yet.
+const UNHONOURED: &str = r#"
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: public}
+spec:
+  role: KarpenterNodeRole-sandbox
+  associatePublicIPAddress: false
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: balanced}
+spec:
+  disruption: {consolidationPolicy: Balanced}
+  template:
+    spec:
+      requirements:
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: public}
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn with_the_gate_off_replicas_are_reported_not_honoured() {
     let opts = Options {
         defaults: false,
         ..Options::default()
     };
-    let c = TestCluster::start(STATIC_POOLS, opts).await;
+    let c = TestCluster::start(&format!("{STATIC_POOLS}{UNHONOURED}"), opts).await;
+    // Fields accepted but not honoured yet are named on the object that sets them.
+    for (object, field) in [
+        ("public", "spec.associatePublicIPAddress"),
+        ("balanced", "spec.disruption.consolidationPolicy"),
+    ] {
+        c.eventually(&format!("UnsupportedField on {object}"), SETTLE, |c| {
+            c.events(object, "UnsupportedField").iter().any(|e| {
+                e["type"] == "Warning" && e["message"].as_str().is_some_and(|m| m.contains(field))
+            })
+        })
+        .await;
+    }
     c.eventually("StaticCapacity condition", SETTLE, |c| {
         static_condition(c, "fixed").is_some()
     })

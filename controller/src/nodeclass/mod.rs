@@ -131,6 +131,7 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .await?;
         return Ok(Action::await_change());
     }
+    crate::runtime::unsupported::report_fields(&ctx, obj.as_ref(), "EC2NodeClass", &obj.spec);
     let restamp_pending = crate::drift::stamp::stamp_nodeclass(&ctx, &obj).await? > 0;
     let mut resolution = ctx.cloud.resolve_node_class(&obj).await;
     resolution.not_ready = not_ready(&obj, resolution.not_ready.take());

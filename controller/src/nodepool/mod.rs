@@ -97,6 +97,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         return Ok(Action::await_change());
     }
     let name = obj.metadata.name.clone().unwrap_or_default();
+    crate::runtime::unsupported::report_fields(&ctx, obj.as_ref(), "NodePool", &obj.spec);
     let restamp_pending = crate::drift::stamp::stamp_nodepool(&ctx, &obj).await? > 0;
     let mut pool = (*obj).clone();
     let now = ctx.clock.now();

@@ -326,3 +326,27 @@ fn unreadable_settings_are_errors_not_guesses() {
         "an integer string is an integer"
     );
 }
+
+#[test]
+fn vm_memory_overhead_percent_takes_that_share_of_memory() {
+    let with = |fraction: f64| {
+        CapacityConfig::from_node_class(
+            &node_class(json!({})),
+            CapacityOptions {
+                vm_memory_overhead_percent: fraction,
+                ..CapacityOptions::default()
+            },
+        )
+        .expect("capacity settings parse")
+        .allocation(&spec("m5.large"))
+        .capacity
+        .memory
+    };
+    // m5.large has 8 GiB: 7.5% keeps 614.4 MiB, 10% keeps 819.2 MiB.
+    let (default, more) = (with(0.075), with(0.10));
+    assert!(default > more, "{default} {more}");
+    assert!(
+        (default - more - (8 * GI) / 40).abs() <= 2 * MI,
+        "{default} {more}"
+    );
+}

@@ -371,3 +371,41 @@ pub fn validate(pool: &NodePool) -> Result<(), String> {
         Err(crds::validation::summarize(&errors))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduling::testing::small_medium_large;
+
+    #[test]
+    fn template_annotations_reach_the_nodeclaim() {
+        let mut pool = testutil::nodepool("web").build();
+        pool.spec
+            .template
+            .metadata
+            .annotations
+            .insert("example.com/owner".into(), "team-web".into());
+        let types = small_medium_large();
+        let decision = NewClaim {
+            nodepool: "web".into(),
+            requirements: Requirements::new(),
+            instance_types: types.clone(),
+            fitting: types,
+            requests: Resources::default(),
+            pods: Vec::new(),
+            min_values_relaxed: false,
+        };
+        let claim = nodeclaim(&pool, &decision, &HashVersions::default());
+        let annotations = claim.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.get("example.com/owner").map(String::as_str),
+            Some("team-web")
+        );
+        assert_eq!(
+            annotations
+                .get(crds::labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION)
+                .map(String::as_str),
+            Some("false")
+        );
+    }
+}

@@ -597,4 +597,57 @@ mod tests {
         assert_eq!(a.block_devices[0].volume_size_gib, Some(20));
         assert_eq!(a.metadata.http_tokens, "required");
     }
+
+    #[test]
+    fn block_devices_metadata_options_and_monitoring_reach_the_template() {
+        let nc: EC2NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "full"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"id": "subnet-1"}],
+                     "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                     "detailedMonitoring": true,
+                     "metadataOptions": {"httpEndpoint": "disabled", "httpProtocolIPv6": "enabled",
+                                         "httpPutResponseHopLimit": 3, "httpTokens": "optional"},
+                     "blockDeviceMappings": [{"deviceName": "/dev/xvdb", "rootVolume": true,
+                         "ebs": {"volumeSize": "100Gi", "volumeType": "io2", "iops": 5000,
+                                 "throughput": 250, "encrypted": true, "kmsKeyID": "alias/k",
+                                 "snapshotID": "snap-1", "deleteOnTermination": false}}]}}))
+        .expect("node class");
+        let d = data(&nc, AmiFamily::Al2023, "ami-1", "x");
+        assert_eq!(
+            d.block_devices,
+            vec![BlockDevice {
+                device_name: "/dev/xvdb".into(),
+                volume_size_gib: Some(100),
+                volume_type: Some("io2".into()),
+                iops: Some(5000),
+                throughput: Some(250),
+                encrypted: Some(true),
+                kms_key_id: Some("alias/k".into()),
+                snapshot_id: Some("snap-1".into()),
+                delete_on_termination: Some(false),
+            }]
+        );
+        assert_eq!(
+            d.metadata,
+            MetadataOptions {
+                http_endpoint: "disabled".into(),
+                http_protocol_ipv6: "enabled".into(),
+                http_put_response_hop_limit: 3,
+                http_tokens: "optional".into(),
+            }
+        );
+        assert!(d.monitoring);
+    }
+
+    #[test]
+    fn custom_user_data_is_kept_by_al2023_and_al2() {
+        for family in [AmiFamily::Al2023, AmiFamily::Al2] {
+            let mut nc = ec2nodeclass("default").build();
+            nc.spec.user_data = Some("#!/bin/bash\necho custom-step\n".into());
+            let ud = user_data(family, &cluster(), &nc, &BTreeMap::new(), &[]);
+            assert!(ud.contains("echo custom-step"), "{family:?}:\n{ud}");
+        }
+    }
 }

@@ -1,0 +1,637 @@
+//! What this project does with every field a user can set on its custom resources: each is
+//! either honoured, as upstream Karpenter honours it, with the test that proves it; or, while
+//! it is not, reported: the object that sets it gets an `UnsupportedField` Event naming it
+//! ([`unsupported`]). Nothing accepted is dropped without a word.
+//!
+//! [`FIELDS`] covers every leaf of the `spec` of the four CRDs, by the longest path prefix that
+//! has an entry (`spec.kubelet` covers `spec.kubelet.maxPods`). The test `every_field` in
+//! `crds/tests/support.rs` walks the generated schemas and fails on a leaf without an entry, a
+//! proof naming a test that does not exist, or a reported field [`unsupported`] does not name.
+//! `status` fields are not listed: Karpenter writes them, users do not.
+
+use serde_json::Value;
+
+/// Why a reported field is not honoured yet, and when it counts as set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// Only this value counts (e.g. `Balanced` of `consolidationPolicy`); `None`: any value.
+    pub value: Option<&'static str>,
+    /// What is not done, for the Event, e.g. `capacity reservations are not launched into yet`.
+    pub why: &'static str,
+}
+
+/// One field (or a whole subtree) of a kind's `spec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldSupport {
+    /// `NodePool`, `NodeClaim`, `EC2NodeClass` or `NodeOverlay`.
+    pub kind: &'static str,
+    /// The field as the schema spells it, arrays as `[]`: `spec.template.spec.taints[].key`.
+    pub path: &'static str,
+    /// The test that proves the field honoured, `FILE::function` with FILE relative to the
+    /// repository root; `None` when it is not honoured.
+    pub proof: Option<&'static str>,
+    /// Set (to [`Report::value`] if given), the field is reported instead of honoured.
+    pub reported: Option<Report>,
+}
+
+const fn honoured(kind: &'static str, path: &'static str, proof: &'static str) -> FieldSupport {
+    FieldSupport {
+        kind,
+        path,
+        proof: Some(proof),
+        reported: None,
+    }
+}
+
+const fn reported(kind: &'static str, path: &'static str, why: &'static str) -> FieldSupport {
+    FieldSupport {
+        kind,
+        path,
+        proof: None,
+        reported: Some(Report { value: None, why }),
+    }
+}
+
+/// The reason of the Event an object that sets a field in [`FIELDS`] marked reported gets.
+pub const UNSUPPORTED_FIELD_REASON: &str = "UnsupportedField";
+
+const NP: &str = "NodePool";
+const NC: &str = "NodeClaim";
+const EC2: &str = "EC2NodeClass";
+const NO: &str = "NodeOverlay";
+
+/// Issue 35 builds these launch fields; until then they are reported.
+const LAUNCH_FIELD: &str = "accepted but not passed to the launch yet";
+
+/// Every field of the four kinds' `spec`, honoured or reported. Kept in sync with the schemas by
+/// `crds/tests/support.rs`.
+pub const FIELDS: &[FieldSupport] = &[
+    // NodePool
+    honoured(
+        NP,
+        "spec.disruption.budgets",
+        "tests/tests/consolidation.rs::a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidation",
+    ),
+    honoured(
+        NP,
+        "spec.disruption.budgets[].reasons",
+        "tests/tests/consolidation.rs::a_scheduled_zero_budget_stops_consolidation_but_not_drift",
+    ),
+    honoured(
+        NP,
+        "spec.disruption.budgets[].schedule",
+        "tests/tests/consolidation.rs::a_scheduled_zero_budget_stops_consolidation_but_not_drift",
+    ),
+    honoured(
+        NP,
+        "spec.disruption.budgets[].duration",
+        "tests/tests/consolidation.rs::a_scheduled_zero_budget_stops_consolidation_but_not_drift",
+    ),
+    honoured(
+        NP,
+        "spec.disruption.consolidateAfter",
+        "tests/tests/consolidation.rs::consolidate_after_delays_disruption_since_the_last_pod_event",
+    ),
+    FieldSupport {
+        kind: NP,
+        path: "spec.disruption.consolidationPolicy",
+        proof: Some(
+            "tests/tests/consolidation.rs::consolidate_after_never_disables_it_and_when_empty_waits_for_empty_nodes",
+        ),
+        reported: Some(Report {
+            value: Some("Balanced"),
+            why: "consolidationPolicy Balanced is treated as WhenEmptyOrUnderutilized for now",
+        }),
+    },
+    honoured(
+        NP,
+        "spec.limits",
+        "tests/tests/provisioning.rs::nodepool_limits_hold",
+    ),
+    honoured(
+        NP,
+        "spec.replicas",
+        "tests/tests/static_capacity.rs::replicas_are_kept_scaled_capped_and_never_consolidated",
+    ),
+    honoured(
+        NP,
+        "spec.weight",
+        "karpenter-core/src/scheduling/solver_tests.rs::heavier_pools_win_and_tolerated_taints_admit",
+    ),
+    honoured(
+        NP,
+        "spec.template.metadata.labels",
+        "tests/tests/drift.rs::nodepool_label_and_taint_changes_drift_exactly_that_pools_nodeclaims",
+    ),
+    honoured(
+        NP,
+        "spec.template.metadata.annotations",
+        "karpenter-core/src/provisioning/template.rs::template_annotations_reach_the_nodeclaim",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.expireAfter",
+        "tests/tests/lifecycle.rs::an_expired_nodeclaim_is_replaced",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.terminationGracePeriod",
+        "tests/tests/lifecycle.rs::the_termination_grace_period_deletes_what_will_not_leave",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.nodeClassRef",
+        "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.requirements",
+        "karpenter-core/src/scheduling/solver_tests.rs::pod_requirements_narrow_the_claim_and_zone_pins_offerings",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.requirements[].minValues",
+        "karpenter-core/src/scheduling/topology_tests.rs::min_values_on_instance_types_opens_a_claim_per_pod",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.taints",
+        "tests/tests/drift.rs::nodepool_label_and_taint_changes_drift_exactly_that_pools_nodeclaims",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.startupTaints",
+        "karpenter-core/src/lifecycle/initialization.rs::initialization_gates_in_upstream_order",
+    ),
+    // NodeClaim: written by Karpenter, and by users who create NodeClaims by hand.
+    honoured(
+        NC,
+        "spec.expireAfter",
+        "karpenter-core/src/lifecycle/expiration.rs::expiry_is_creation_plus_expire_after_and_never_means_never",
+    ),
+    honoured(
+        NC,
+        "spec.nodeClassRef",
+        "controller/src/cloudprovider/sim/tests.rs::unready_node_class_is_refused",
+    ),
+    honoured(
+        NC,
+        "spec.requirements",
+        "controller/src/cloudprovider/sim/tests.rs::on_demand_only_when_spot_is_not_allowed",
+    ),
+    honoured(
+        NC,
+        "spec.requirements[].minValues",
+        "karpenter-core/src/scheduling/choices_tests.rs::min_values_keep_more_than_60_when_the_cheapest_60_fall_short",
+    ),
+    honoured(
+        NC,
+        "spec.resources.requests",
+        "controller/src/cloudprovider/sim/tests.rs::launches_the_cheapest_spot_offering_with_kubelet_config",
+    ),
+    honoured(
+        NC,
+        "spec.taints",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_labels_and_taints_through_the_kubelet_view",
+    ),
+    honoured(
+        NC,
+        "spec.startupTaints",
+        "karpenter-core/src/lifecycle/initialization.rs::initialization_gates_in_upstream_order",
+    ),
+    honoured(
+        NC,
+        "spec.terminationGracePeriod",
+        "karpenter-core/src/lifecycle/drain.rs::do_not_disrupt_waits_until_its_window_ends_or_the_termination_time_nears",
+    ),
+    // EC2NodeClass
+    honoured(
+        EC2,
+        "spec.amiFamily",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+    ),
+    honoured(
+        EC2,
+        "spec.amiSelectorTerms",
+        "controller/src/cloudprovider/sim/network.rs::aliases_pin_a_past_release_or_follow_the_latest",
+    ),
+    honoured(
+        EC2,
+        "spec.subnetSelectorTerms",
+        "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
+    ),
+    honoured(
+        EC2,
+        "spec.securityGroupSelectorTerms",
+        "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
+    ),
+    honoured(
+        EC2,
+        "spec.role",
+        "controller/src/cloudprovider/sim/network.rs::discovery_tags_alias_and_role_resolve",
+    ),
+    honoured(
+        EC2,
+        "spec.instanceProfile",
+        "controller/src/cloudprovider/sim/network.rs::discovery_tags_alias_and_role_resolve",
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+    ),
+    honoured(
+        EC2,
+        "spec.blockDeviceMappings",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
+    ),
+    honoured(
+        EC2,
+        "spec.blockDeviceMappings[].rootVolume",
+        "karpenter-core/src/capacity/node_class_tests.rs::ephemeral_storage_comes_from_the_family_device_or_the_root_volume",
+    ),
+    reported(
+        EC2,
+        "spec.blockDeviceMappings[].ebs.volumeInitializationRate",
+        LAUNCH_FIELD,
+    ),
+    honoured(
+        EC2,
+        "spec.metadataOptions",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
+    ),
+    honoured(
+        EC2,
+        "spec.detailedMonitoring",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
+    ),
+    honoured(
+        EC2,
+        "spec.userData",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::custom_user_data_is_kept_by_al2023_and_al2",
+    ),
+    honoured(
+        EC2,
+        "spec.tags",
+        "karpenter/tests/aws_moto.rs::relaunching_the_same_nodeclaim_creates_no_second_instance",
+    ),
+    FieldSupport {
+        kind: EC2,
+        path: "spec.instanceStorePolicy",
+        proof: Some(
+            "karpenter-core/src/capacity/node_class_tests.rs::ephemeral_storage_comes_from_the_family_device_or_the_root_volume",
+        ),
+        reported: Some(Report {
+            value: Some("RAID0"),
+            why: "RAID0 counts the instance store as ephemeral storage, but the user data does not assemble the array yet",
+        }),
+    },
+    reported(
+        EC2,
+        "spec.capacityReservationSelectorTerms",
+        "capacity reservations are not resolved or launched into yet",
+    ),
+    reported(EC2, "spec.placementGroupSelector", LAUNCH_FIELD),
+    reported(EC2, "spec.associatePublicIPAddress", LAUNCH_FIELD),
+    reported(EC2, "spec.ipPrefixCount", LAUNCH_FIELD),
+    reported(
+        EC2,
+        "spec.networkInterfaces",
+        "counted as EFA capacity, but the interfaces are not passed to the launch yet",
+    ),
+    reported(EC2, "spec.connectionTracking", LAUNCH_FIELD),
+    reported(EC2, "spec.context", LAUNCH_FIELD),
+    reported(EC2, "spec.cpuOptions", LAUNCH_FIELD),
+    // NodeOverlay: validated and evaluated; applied once the NodeOverlay gate is wired in.
+    honoured(
+        NO,
+        "spec.requirements",
+        "karpenter-core/src/capacity/overlay_tests/changes.rs::template_labels_match_but_undefined_labels_do_not",
+    ),
+    honoured(
+        NO,
+        "spec.price",
+        "karpenter-core/src/capacity/overlay_tests/changes.rs::price_overlays_by_nodepool",
+    ),
+    honoured(
+        NO,
+        "spec.priceAdjustment",
+        "karpenter-core/src/capacity/overlay_tests/changes.rs::prices_clamp_at_zero_and_percentages_follow_the_cloud_price",
+    ),
+    honoured(
+        NO,
+        "spec.capacity",
+        "karpenter-core/src/capacity/overlay_tests/changes.rs::capacity_is_set_per_type_and_allocatable_follows",
+    ),
+    honoured(
+        NO,
+        "spec.weight",
+        "karpenter-core/src/capacity/overlay_tests/changes.rs::only_the_highest_weight_price_applies",
+    ),
+];
+
+/// A setting (environment variable of `karpenter run` and `karpenter sandbox`) or feature gate,
+/// and the test that proves it takes effect, or why it does not yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingSupport {
+    /// The environment variable (`BATCH_IDLE_DURATION`) or the gate (`NodeRepair`).
+    pub name: &'static str,
+    /// `FILE::function` of the test that proves it, or `Err(why)` while it is not honoured.
+    pub support: Result<&'static str, &'static str>,
+}
+
+const fn setting(name: &'static str, proof: &'static str) -> SettingSupport {
+    SettingSupport {
+        name,
+        support: Ok(proof),
+    }
+}
+
+/// Every environment variable `karpenter run` reads (its flags have the same names in
+/// kebab case), with the test that proves it takes effect; the controller's test checks the list
+/// against its flags.
+pub const SETTINGS: &[SettingSupport] = &[
+    setting(
+        "CLUSTER_NAME",
+        "karpenter/tests/aws_moto.rs::relaunching_the_same_nodeclaim_creates_no_second_instance",
+    ),
+    setting(
+        "BATCH_IDLE_DURATION",
+        "tests/tests/provisioning.rs::a_second_batch_uses_in_flight_capacity",
+    ),
+    setting(
+        "BATCH_MAX_DURATION",
+        "tests/tests/provisioning.rs::a_second_batch_uses_in_flight_capacity",
+    ),
+    setting(
+        "LAUNCH_TIMEOUT",
+        "tests/tests/lifecycle.rs::a_nodeclaim_that_never_launches_is_deleted_after_the_launch_timeout",
+    ),
+    setting(
+        "REGISTRATION_TTL",
+        "tests/tests/lifecycle.rs::a_node_that_never_registers_is_deleted_after_the_registration_ttl",
+    ),
+    setting(
+        "ORPHANED_NODE_GRACE",
+        "tests/tests/lifecycle.rs::garbage_collection_both_ways_and_orphaned_nodes",
+    ),
+    setting(
+        "UPGRADE_INITIALIZATION_TIMEOUT",
+        "tests/tests/upgrade.rs::a_replacement_that_never_initializes_is_rolled_back_and_the_rollout_stops",
+    ),
+    setting(
+        "FEATURE_GATES",
+        "tests/tests/static_capacity.rs::with_the_gate_off_replicas_are_reported_not_honoured",
+    ),
+    setting(
+        "MIN_VALUES_POLICY",
+        "tests/tests/min_values_policy.rs::best_effort_launches_with_relaxed_min_values_and_says_so",
+    ),
+    setting(
+        "COST_REPACK",
+        "tests/tests/provisioning.rs::a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too",
+    ),
+    setting(
+        "NOMINATE_PLANNED_PODS",
+        "tests/tests/provisioning.rs::a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too",
+    ),
+    setting(
+        "LOG_LEVEL",
+        "karpenter/tests/sandbox_cli.rs::a_bad_log_level_is_refused_before_anything_starts",
+    ),
+    setting(
+        "LOG_FORMAT",
+        "karpenter/tests/sandbox_cli.rs::redirected_logs_are_plain_and_the_temporary_kubeconfig_goes_with_the_sandbox",
+    ),
+    setting(
+        "METRICS_PORT",
+        "tests/tests/leader_election.rs::health_readiness_and_metrics_answer",
+    ),
+    setting(
+        "HEALTH_PROBE_PORT",
+        "tests/tests/leader_election.rs::health_readiness_and_metrics_answer",
+    ),
+    setting(
+        "BIND_ADDRESS",
+        "tests/tests/leader_election.rs::health_readiness_and_metrics_answer",
+    ),
+    setting(
+        "KUBE_CLIENT_QPS",
+        "controller/src/runtime/mod.rs::the_client_rate_limit_allows_a_burst_then_qps",
+    ),
+    setting(
+        "KUBE_CLIENT_BURST",
+        "controller/src/runtime/mod.rs::the_client_rate_limit_allows_a_burst_then_qps",
+    ),
+    setting(
+        "DISABLE_LEADER_ELECTION",
+        "controller/src/runtime/options.rs::disable_leader_election_takes_go_booleans",
+    ),
+    setting(
+        "LEADER_ELECTION_NAME",
+        "tests/tests/leader_election.rs::only_the_leader_acts_and_a_standby_takes_over_after_it_crashes",
+    ),
+    setting(
+        "LEADER_ELECTION_NAMESPACE",
+        "controller/src/runtime/options.rs::lease_namespace_comes_from_the_flag_then_the_pod",
+    ),
+    setting(
+        "LEADER_ELECTION_LEASE_DURATION",
+        "tests/tests/leader_election.rs::a_leader_that_cannot_renew_stops_before_its_lease_expires",
+    ),
+    setting(
+        "LEADER_ELECTION_RENEW_DEADLINE",
+        "tests/tests/leader_election.rs::a_leader_that_cannot_renew_stops_before_its_lease_expires",
+    ),
+    setting(
+        "LEADER_ELECTION_RETRY_PERIOD",
+        "tests/tests/leader_election.rs::a_leader_whose_lease_is_taken_stops_acting",
+    ),
+    setting(
+        "CLOUD_PROVIDER",
+        "karpenter/tests/run_cli.rs::run_refuses_to_guess_the_cloud_or_the_cluster_name",
+    ),
+    setting(
+        "AWS_ENDPOINT_URL",
+        "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
+    ),
+    setting(
+        "CLUSTER_ENDPOINT",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::al2023_user_data_is_a_nodeconfig_with_the_cluster",
+    ),
+    setting(
+        "INTERRUPTION_QUEUE",
+        "tests/tests/interruption_queue.rs::interruption_messages_are_handled_once_and_deleted",
+    ),
+    setting(
+        "RESERVED_ENIS",
+        "karpenter-core/src/capacity/node_class_tests.rs::reserved_enis_never_go_below_zero",
+    ),
+    setting(
+        "VM_MEMORY_OVERHEAD_PERCENT",
+        "karpenter-core/src/capacity/node_class_tests.rs::vm_memory_overhead_percent_takes_that_share_of_memory",
+    ),
+];
+
+/// Every feature gate upstream accepts; the controller's test checks the list against its enum.
+pub const GATES: &[SettingSupport] = &[
+    setting(
+        "SpotToSpotConsolidation",
+        "tests/tests/consolidation.rs::spot_nodes_are_replaced_with_spot_only_behind_the_feature_gate",
+    ),
+    setting(
+        "NodeRepair",
+        "tests/tests/repair.rs::a_failed_node_is_replaced_unless_too_many_of_its_nodepool_fail",
+    ),
+    SettingSupport {
+        name: "StaticCapacity",
+        support: Ok(
+            "tests/tests/static_capacity.rs::replicas_are_kept_scaled_capped_and_never_consolidated",
+        ),
+    },
+    SettingSupport {
+        name: "NodeOverlay",
+        support: Err("NodeOverlays are validated but not applied to prices or capacity yet"),
+    },
+    SettingSupport {
+        name: "ReservedCapacity",
+        support: Err("capacity reservations are not resolved or launched into yet"),
+    },
+    SettingSupport {
+        name: "CapacityBuffer",
+        support: Err("CapacityBuffer objects are not read; no buffer capacity is kept"),
+    },
+];
+
+/// Why the gate `name` is not honoured yet, or `None` when it is (or is unknown).
+pub fn gate_report(name: &str) -> Option<&'static str> {
+    GATES
+        .iter()
+        .find(|g| g.name == name)
+        .and_then(|g| g.support.err())
+}
+
+/// Whether `FILE::function` (FILE relative to `root`, the repository) names a function defined
+/// in that file.
+///
+/// Errors: the proof is not `FILE::function`, the file cannot be read, or defines no such
+/// function; the message names which.
+pub fn proof_exists(root: &std::path::Path, proof: &str) -> Result<(), String> {
+    let (file, function) = proof
+        .rsplit_once("::")
+        .ok_or_else(|| format!("{proof:?} is not FILE::function"))?;
+    let text = std::fs::read_to_string(root.join(file))
+        .map_err(|e| format!("{proof}: {file} cannot be read: {e}"))?;
+    if text.contains(&format!("fn {function}(")) {
+        Ok(())
+    } else {
+        Err(format!("{proof}: no fn {function} in {file}"))
+    }
+}
+
+/// The fields of `kind` that `spec` (the object's `spec` as JSON) sets and this project does not
+/// honour yet, each with why, in [`FIELDS`] order: what the object's `UnsupportedField` Event
+/// lists.
+pub fn unsupported(kind: &str, spec: &Value) -> Vec<(&'static str, &'static str)> {
+    let root = Value::Object([("spec".to_owned(), spec.clone())].into_iter().collect());
+    FIELDS
+        .iter()
+        .filter(|f| f.kind == kind)
+        .filter_map(|f| {
+            let report = f.reported?;
+            let segments: Vec<&str> = f.path.split('.').collect();
+            set_at(&root, &segments, report.value).then_some((f.path, report.why))
+        })
+        .collect()
+}
+
+/// Whether the value at `path` (segments; `name[]` descends into every array item) is set:
+/// present, not null, not an empty string, list or map; and equal to `value` when given.
+fn set_at(v: &Value, path: &[&str], value: Option<&str>) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return match v {
+            Value::Null => false,
+            Value::String(s) => !s.is_empty() && value.is_none_or(|want| s == want),
+            Value::Array(a) => !a.is_empty() && value.is_none(),
+            Value::Object(o) => !o.is_empty() && value.is_none(),
+            _ => value.is_none(),
+        };
+    };
+    match first.strip_suffix("[]") {
+        Some(name) => v
+            .get(name)
+            .and_then(Value::as_array)
+            .is_some_and(|items| items.iter().any(|i| set_at(i, rest, value))),
+        None => v
+            .get(*first)
+            .is_some_and(|child| set_at(child, rest, value)),
+    }
+}
+
+/// The entry covering `leaf` of `kind`: the one whose path is `leaf` or its longest prefix at a
+/// segment boundary.
+pub fn covering(kind: &str, leaf: &str) -> Option<&'static FieldSupport> {
+    FIELDS
+        .iter()
+        .filter(|f| f.kind == kind)
+        .filter(|f| {
+            leaf == f.path
+                || leaf
+                    .strip_prefix(f.path)
+                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with("[]"))
+        })
+        .max_by_key(|f| f.path.len())
+}
+
+/// The message of an `UnsupportedField` Event: `spec.context: accepted but not passed to the
+/// launch yet; spec.cpuOptions: ...`.
+pub fn message(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(path, why)| format!("{path}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_value_counts_only_when_set_and_matching() {
+        let spec = json!({"disruption": {"consolidationPolicy": "Balanced"}});
+        assert_eq!(
+            unsupported(NP, &spec),
+            vec![(
+                "spec.disruption.consolidationPolicy",
+                "consolidationPolicy Balanced is treated as WhenEmptyOrUnderutilized for now"
+            )]
+        );
+        let spec = json!({"disruption": {"consolidationPolicy": "WhenEmpty"}});
+        assert!(unsupported(NP, &spec).is_empty());
+        assert!(unsupported(NP, &json!({})).is_empty());
+    }
+
+    #[test]
+    fn arrays_and_empty_values() {
+        let path = ["spec", "terms[]", "id"];
+        let root = |terms: Value| json!({"spec": {"terms": terms}});
+        assert!(set_at(&root(json!([{"id": "cr-1"}])), &path, None));
+        assert!(!set_at(&root(json!([{"id": ""}])), &path, None));
+        assert!(!set_at(&root(json!([])), &path, None));
+        assert!(set_at(
+            &json!({"spec": {"on": false}}),
+            &["spec", "on"],
+            None
+        ));
+    }
+
+    #[test]
+    fn the_longest_prefix_covers_a_leaf() {
+        let f = covering(NP, "spec.disruption.budgets[].nodes").expect("covered");
+        assert_eq!(f.path, "spec.disruption.budgets");
+        assert!(covering(NP, "spec.disruption.budgetsX").is_none());
+        let _ = (NC, EC2, NO, LAUNCH_FIELD);
+    }
+}
