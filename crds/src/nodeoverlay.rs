@@ -29,11 +29,11 @@ pub const WEIGHT_MIN: i32 = 1;
 pub const WEIGHT_MAX: i32 = 10_000;
 /// Resources `spec.capacity` may not set (the CRD's CEL rule): an overlay only adds extended
 /// resources. Runtime validation refuses every [`crate::labels::WELL_KNOWN_RESOURCES`] entry.
-pub const CEL_RESTRICTED_CAPACITY: &[&str] = &["cpu", "memory", "ephemeral-storage", "pods"];
+pub const CEL_RESTRICTED_CAPACITY: &[&str] = schema::OVERLAY_RESTRICTED_CAPACITY;
 /// Message of the spec rule refusing `price` together with `priceAdjustment`.
 pub const BOTH_PRICES_MESSAGE: &str = "cannot set both 'price' and 'priceAdjustment'";
 /// Message of the `spec.capacity` rule refusing [`CEL_RESTRICTED_CAPACITY`].
-pub const RESTRICTED_CAPACITY_MESSAGE: &str = "invalid resource restricted";
+pub const RESTRICTED_CAPACITY_MESSAGE: &str = schema::OVERLAY_RESTRICTED_CAPACITY_MESSAGE;
 
 /// The desired state of a NodeOverlay.
 // kube's repeated `printcolumn(...)` entries look like duplicated attributes to clippy.

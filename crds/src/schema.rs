@@ -160,10 +160,16 @@ pub(crate) fn overlay_requirements(schema: &mut Schema) {
     );
 }
 
+/// The resources a NodeOverlay's `capacity` may not set (upstream's CEL list).
+pub(crate) const OVERLAY_RESTRICTED_CAPACITY: &[&str] =
+    &["cpu", "memory", "ephemeral-storage", "pods"];
+/// Message of the CEL rule refusing [`OVERLAY_RESTRICTED_CAPACITY`].
+pub(crate) const OVERLAY_RESTRICTED_CAPACITY_MESSAGE: &str = "invalid resource restricted";
+
 /// A NodeOverlay's `capacity`: a `ResourceList` that may not name the core resources.
 pub(crate) fn overlay_capacity(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = quantity_map(generator);
-    let restricted = crate::nodeoverlay::CEL_RESTRICTED_CAPACITY
+    let restricted = OVERLAY_RESTRICTED_CAPACITY
         .iter()
         .map(|r| format!("'{r}'"))
         .collect::<Vec<_>>()
@@ -172,7 +178,7 @@ pub(crate) fn overlay_capacity(generator: &mut SchemaGenerator) -> Schema {
         "x-kubernetes-validations".into(),
         json!([rule(
             format!("self.all(x, !(x in [{restricted}]))"),
-            crate::nodeoverlay::RESTRICTED_CAPACITY_MESSAGE,
+            OVERLAY_RESTRICTED_CAPACITY_MESSAGE,
         )]),
     );
     schema
