@@ -70,7 +70,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NP,
         "spec.disruption.budgets",
-        "tests/tests/consolidation.rs::a_do_not_disrupt_pod_pins_its_node_and_a_zero_budget_stops_consolidation",
+        "tests/tests/consolidation.rs::drift_and_consolidation_together_share_one_budget_and_never_one_node",
     ),
     honoured(
         NP,
@@ -80,12 +80,12 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NP,
         "spec.disruption.budgets[].schedule",
-        "tests/tests/consolidation.rs::a_scheduled_zero_budget_stops_consolidation_but_not_drift",
+        "karpenter-core/src/disruption/upgrade/tests.rs::scheduled_budgets_are_active_for_their_duration_after_each_hit",
     ),
     honoured(
         NP,
         "spec.disruption.budgets[].duration",
-        "tests/tests/consolidation.rs::a_scheduled_zero_budget_stops_consolidation_but_not_drift",
+        "karpenter-core/src/disruption/upgrade/tests.rs::scheduled_budgets_are_active_for_their_duration_after_each_hit",
     ),
     honoured(
         NP,
@@ -146,12 +146,12 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NP,
         "spec.template.spec.requirements",
-        "karpenter-core/src/scheduling/solver_tests.rs::pod_requirements_narrow_the_claim_and_zone_pins_offerings",
+        "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
     ),
     honoured(
         NP,
         "spec.template.spec.requirements[].minValues",
-        "karpenter-core/src/scheduling/topology_tests.rs::min_values_on_instance_types_opens_a_claim_per_pod",
+        "karpenter/tests/simulate_cli.rs::min_values_policy_strict_leaves_pods_pending_and_best_effort_relaxes",
     ),
     honoured(
         NP,
@@ -172,7 +172,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NC,
         "spec.nodeClassRef",
-        "controller/src/cloudprovider/sim/tests.rs::unready_node_class_is_refused",
+        "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
     ),
     honoured(
         NC,
@@ -192,7 +192,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NC,
         "spec.taints",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_labels_and_taints_through_the_kubelet_view",
+        "karpenter-core/src/lifecycle/registration.rs::registration_syncs_labels_taints_finalizer_and_owner",
     ),
     honoured(
         NC,
@@ -228,7 +228,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.role",
-        "controller/src/cloudprovider/sim/network.rs::discovery_tags_alias_and_role_resolve",
+        "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
     ),
     honoured(
         EC2,
@@ -279,18 +279,26 @@ pub const FIELDS: &[FieldSupport] = &[
         kind: EC2,
         path: "spec.instanceStorePolicy",
         proof: Some(
-            "karpenter-core/src/capacity/node_class_tests.rs::ephemeral_storage_comes_from_the_family_device_or_the_root_volume",
+            "karpenter-core/src/capacity/node_class_tests.rs::raid0_uses_the_instance_store_in_decimal_gigabytes",
         ),
         reported: Some(Report {
             value: Some("RAID0"),
             why: "RAID0 counts the instance store as ephemeral storage, but the user data does not assemble the array yet",
         }),
     },
-    reported(
-        EC2,
-        "spec.capacityReservationSelectorTerms",
-        "capacity reservations are not resolved or launched into yet",
-    ),
+    FieldSupport {
+        kind: EC2,
+        path: "spec.capacityReservationSelectorTerms",
+        proof: Some(
+            "tests/tests/capacity_reservations.rs::reserved_capacity_is_used_first_and_again_when_freed",
+        ),
+        reported: Some(Report {
+            value: None,
+            why: "reservations are resolved and launched into on the simulated cloud only: the AWS \
+                  provider does not call DescribeCapacityReservations yet, and nodes are not \
+                  demoted when a reservation ends nor drained before a Capacity Block ends",
+        }),
+    },
     reported(EC2, "spec.placementGroupSelector", LAUNCH_FIELD),
     reported(EC2, "spec.associatePublicIPAddress", LAUNCH_FIELD),
     reported(EC2, "spec.ipPrefixCount", LAUNCH_FIELD),
@@ -353,7 +361,7 @@ const fn setting(name: &'static str, proof: &'static str) -> SettingSupport {
 pub const SETTINGS: &[SettingSupport] = &[
     setting(
         "CLUSTER_NAME",
-        "karpenter/tests/aws_moto.rs::relaunching_the_same_nodeclaim_creates_no_second_instance",
+        "karpenter/tests/aws_moto.rs::the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment",
     ),
     setting(
         "BATCH_IDLE_DURATION",
@@ -449,11 +457,11 @@ pub const SETTINGS: &[SettingSupport] = &[
     ),
     setting(
         "CLOUD_PROVIDER",
-        "karpenter/tests/run_cli.rs::run_refuses_to_guess_the_cloud_or_the_cluster_name",
+        "karpenter/tests/aws_moto.rs::the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment",
     ),
     setting(
         "AWS_ENDPOINT_URL",
-        "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
+        "karpenter/tests/aws_moto.rs::the_sandbox_command_runs_on_ec2_with_credentials_from_the_environment",
     ),
     setting(
         "CLUSTER_ENDPOINT",
@@ -495,7 +503,10 @@ pub const GATES: &[SettingSupport] = &[
     },
     SettingSupport {
         name: "ReservedCapacity",
-        support: Err("capacity reservations are not resolved or launched into yet"),
+        support: Err(
+            "capacity reservations are launched into on the simulated cloud only (not by the AWS \
+             provider), without demotion or Capacity Block drain",
+        ),
     },
     SettingSupport {
         name: "CapacityBuffer",

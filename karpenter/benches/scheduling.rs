@@ -40,6 +40,7 @@ fn args(generate: Option<usize>, workloads: Vec<PathBuf>, types: InstanceTypes) 
         cluster_name: "bench".into(),
         feature_gates: String::new(),
         min_values_policy: Default::default(),
+        capacity_reservations: None,
     }
 }
 

@@ -390,3 +390,58 @@ fn min_values_policy_strict_leaves_pods_pending_and_best_effort_relaxes() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid MIN_VALUES_POLICY"), "{err}");
 }
+
+#[test]
+fn capacity_reservations_are_planned_into_first() {
+    let manifests = format!(
+        "{}{}",
+        r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  capacityReservationSelectorTerms: [{tags: {team: ml}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: reserved}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [reserved, on-demand]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"#,
+        deployment("trainer", 5, "{requests: {cpu: 1500m}}", false)
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let reservations = dir.path().join("reservations.yaml");
+    std::fs::write(
+        &reservations,
+        "- {CapacityReservationId: cr-0123456789abcdef0, InstanceType: m5.large, \
+         AvailabilityZone: us-east-1a, TotalInstanceCount: 3, AvailableInstanceCount: 3, \
+         OwnerId: \"123456789012\", Tags: [{Key: team, Value: ml}]}\n",
+    )
+    .expect("write reservations");
+    let r = simulate_manifests_with(
+        &manifests,
+        &[
+            "--capacity-reservations",
+            reservations.to_str().expect("utf-8 path"),
+        ],
+    );
+    all_scheduled(&r, 5);
+    assert_eq!(r["nodeclaims"]["by_capacity_type"]["reserved"], 3, "{r}");
+    assert_eq!(r["nodeclaims"]["by_capacity_type"]["on-demand"], 2, "{r}");
+    // Without the file, all five are on demand.
+    let plain = simulate_manifests(&manifests);
+    assert_eq!(
+        plain["nodeclaims"]["by_capacity_type"]["on-demand"], 5,
+        "{plain}"
+    );
+}

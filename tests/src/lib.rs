@@ -43,6 +43,8 @@ pub struct Options {
     pub controller: bool,
     /// Other controller settings (timeouts, grace periods); the cluster name is `sandbox`.
     pub settings: Settings,
+    /// Capacity reservations the simulated cloud holds (DescribeCapacityReservations' shape).
+    pub capacity_reservations: Vec<karpenter_core::capacity::reservation::Record>,
 }
 
 impl Default for Options {
@@ -54,6 +56,7 @@ impl Default for Options {
             defaults: true,
             controller: true,
             settings: Settings::default(),
+            capacity_reservations: Vec::new(),
         }
     }
 }
@@ -176,6 +179,7 @@ impl TestCluster {
             kubeconfig: Some(dir.path().join("kubeconfig")),
             cloud: CloudOptions {
                 interruption_queue: INTERRUPTION_QUEUE.into(),
+                capacity_reservations: opts.capacity_reservations.clone(),
                 ..CloudOptions::default_sim()
             },
             clock: Arc::clone(&clock) as Arc<dyn karpenter_core::clock::Clock>,

@@ -6,6 +6,7 @@
 
 mod ami_release;
 mod architecture;
+mod capacity_reservations;
 mod consolidation;
 mod crash_safety;
 mod deploy;

@@ -46,6 +46,11 @@ pub struct CloudOptions {
         default_value = ""
     )]
     pub interruption_queue: String,
+    /// Capacity reservations the simulated cloud holds (`karpenter sandbox
+    /// --capacity-reservations FILE`, DescribeCapacityReservations' shape); not a flag of its
+    /// own here, and ignored by the AWS provider, which asks EC2.
+    #[arg(skip)]
+    pub capacity_reservations: Vec<karpenter_core::capacity::reservation::Record>,
 }
 
 impl CloudOptions {
@@ -164,6 +169,9 @@ pub async fn build(
                 .with_capacity_options(opts.capacity_options()?);
             if !opts.interruption_queue.is_empty() {
                 sim = sim.with_interruption_queue(&opts.interruption_queue);
+            }
+            if !opts.capacity_reservations.is_empty() {
+                sim.with_network(|n| n.reservations = opts.capacity_reservations.clone());
             }
             let sim = Arc::new(sim);
             Ok(Cloud {

@@ -13,6 +13,7 @@ use crds::labels as l;
 use serde::Deserialize;
 
 use crate::capacity::node_class::CapacityConfig;
+use crate::capacity::reservation::{RESERVED_PRICE_DIVISOR, ReservedCapacity};
 use crate::capacity::{InstanceType, Offering};
 
 /// Region the vendored prices and zone offerings describe.
@@ -194,14 +195,78 @@ impl Catalog {
         config: &CapacityConfig,
         unavailable: impl Fn(&str, &str, &str) -> bool,
     ) -> Vec<Arc<InstanceType>> {
-        instance_types(
+        self.instance_types_with(zones, config, &[], unavailable)
+    }
+
+    /// [`Catalog::instance_types`] plus one `reserved` offering per capacity reservation of
+    /// `reserved` whose zone is among `zones` ([`with_reservations`]).
+    pub fn instance_types_with(
+        &self,
+        zones: &BTreeSet<String>,
+        config: &CapacityConfig,
+        reserved: &[ReservedCapacity],
+        unavailable: impl Fn(&str, &str, &str) -> bool,
+    ) -> Vec<Arc<InstanceType>> {
+        let types = instance_types(
             &self.entries,
             zones,
             config,
             |e, zone| spot_price(e.on_demand_price, &e.name, zone),
-            unavailable,
-        )
+            &unavailable,
+        );
+        with_reservations(types, zones, reserved, |name| {
+            self.get(name).map(|e| e.on_demand_price)
+        })
     }
+}
+
+/// `types` with a `reserved` offering added per reservation of `reserved` for that type in one
+/// of `zones` (upstream `ReservedCapacityResolver`): price `on_demand(type) /`
+/// [`RESERVED_PRICE_DIVISOR`] (0 when the on-demand price is unknown), available while the
+/// reservation takes more instances. A type whose offerings change is rebuilt so its
+/// requirements list the `reserved` capacity type.
+pub fn with_reservations(
+    types: Vec<Arc<InstanceType>>,
+    zones: &BTreeSet<String>,
+    reserved: &[ReservedCapacity],
+    on_demand: impl Fn(&str) -> Option<f64>,
+) -> Vec<Arc<InstanceType>> {
+    if reserved.is_empty() {
+        return types;
+    }
+    types
+        .into_iter()
+        .map(|t| {
+            let mine: Vec<&ReservedCapacity> = reserved
+                .iter()
+                .filter(|r| r.instance_type == t.name && zones.contains(&r.zone))
+                .collect();
+            if mine.is_empty() {
+                return t;
+            }
+            let price = on_demand(&t.name).unwrap_or(0.0) / RESERVED_PRICE_DIVISOR;
+            let mut offerings = t.offerings.clone();
+            offerings.extend(mine.iter().map(|r| Offering {
+                zone: r.zone.clone(),
+                capacity_type: l::CAPACITY_TYPE_RESERVED.into(),
+                price,
+                available: r.available > 0,
+                reservation_id: Some(r.id.clone()),
+                reservation_capacity: r.available.max(0),
+            }));
+            let mut it = InstanceType::new(
+                t.name.clone(),
+                t.labels.clone(),
+                OPTIONAL_LABELS,
+                t.capacity.clone(),
+                t.overhead.clone(),
+                offerings,
+            );
+            it.sizing = t.sizing.clone();
+            it.ebs_attach_limit = t.ebs_attach_limit;
+            Arc::new(it)
+        })
+        .collect()
 }
 
 /// Instance types from catalog entries, sized for a node class by `config`, with offerings
@@ -231,6 +296,8 @@ pub fn instance_types(
                         capacity_type: ct.to_string(),
                         price,
                         available: !unavailable(&e.name, zone, ct),
+                        reservation_id: None,
+                        reservation_capacity: 0,
                     });
                 }
             }

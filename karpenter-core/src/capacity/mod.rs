@@ -11,12 +11,14 @@ mod node_class_tests;
 pub mod overlay;
 #[cfg(test)]
 mod overlay_tests;
+pub mod reservation;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crds::labels::{
-    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, TOPOLOGY_ZONE_LABEL,
+    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT,
+    TOPOLOGY_ZONE_LABEL,
 };
 
 use crate::scheduling::requirements::{Requirement, Requirements};
@@ -31,8 +33,14 @@ pub struct Offering {
     pub capacity_type: String,
     /// USD per hour.
     pub price: f64,
-    /// False while the offering is out of capacity (insufficient-capacity cache).
+    /// False while the offering is out of capacity (insufficient-capacity cache), or its
+    /// reservation is full.
     pub available: bool,
+    /// The capacity reservation a `reserved` offering launches into (`cr-...`); `None` for
+    /// on-demand and spot.
+    pub reservation_id: Option<String>,
+    /// How many more instances the reservation takes (0 for other offerings).
+    pub reservation_capacity: i64,
 }
 
 impl Offering {
@@ -157,8 +165,9 @@ pub fn ebs_attach_limit(ebs_max_attachments: Option<i64>) -> Option<i64> {
 pub type LaunchOffering<'a> = (f64, &'a Arc<InstanceType>, String, String);
 
 /// The offerings a launch tries, cheapest first (ties by type name, then zone), all of one
-/// capacity type chosen by upstream's priority: spot when the requirements allow it and some
-/// candidate has an available compatible spot offering, else on-demand. `skip(type, zone,
+/// capacity type chosen by upstream's priority (`aws:pkg/providers/instance`): reserved when the
+/// requirements allow it and some candidate has an available compatible reserved offering, else
+/// spot likewise, else on-demand. `skip(type, zone,
 /// capacity type)` leaves offerings out (e.g. ones a launch already tried).
 pub fn launch_offerings<'a>(
     candidates: &[&'a Arc<InstanceType>],
@@ -167,7 +176,11 @@ pub fn launch_offerings<'a>(
 ) -> Vec<LaunchOffering<'a>> {
     let wants = |ct: &str| reqs.get(CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
     let mut offerings: Vec<LaunchOffering<'a>> = Vec::new();
-    for ct in [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND] {
+    for ct in [
+        CAPACITY_TYPE_RESERVED,
+        CAPACITY_TYPE_SPOT,
+        CAPACITY_TYPE_ON_DEMAND,
+    ] {
         if !wants(ct) {
             continue;
         }
@@ -254,18 +267,24 @@ mod tests {
                 capacity_type: "spot".into(),
                 price: 0.03,
                 available: false,
+                reservation_id: None,
+                reservation_capacity: 0,
             },
             Offering {
                 zone: "a".into(),
                 capacity_type: "on-demand".into(),
                 price: 0.10,
                 available: true,
+                reservation_id: None,
+                reservation_capacity: 0,
             },
             Offering {
                 zone: "b".into(),
                 capacity_type: "spot".into(),
                 price: 0.04,
                 available: true,
+                reservation_id: None,
+                reservation_capacity: 0,
             },
         ];
         let it = InstanceType::new(

@@ -30,7 +30,7 @@ pub const MAX_INSTANCE_TYPES: usize = 60;
 
 /// Capacity type of reserved offerings (capacity reservations), which upstream's spot filter
 /// never drops.
-const CAPACITY_TYPE_RESERVED: &str = "reserved";
+use crds::labels::CAPACITY_TYPE_RESERVED;
 
 /// Extended resources that make an instance type exotic (upstream's list: Neuron devices and
 /// cores, AMD and NVIDIA GPUs, Habana Gaudi).

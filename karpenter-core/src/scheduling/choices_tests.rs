@@ -36,6 +36,8 @@ fn offered(name: &str, offerings: &[(&str, &str, f64)]) -> Arc<InstanceType> {
                 capacity_type: ct.to_string(),
                 price: *price,
                 available: true,
+                reservation_id: None,
+                reservation_capacity: 0,
             })
             .collect(),
     ))

@@ -84,12 +84,16 @@ pub fn instance_type_in(
                     capacity_type: "on-demand".into(),
                     price,
                     available: true,
+                    reservation_id: None,
+                    reservation_capacity: 0,
                 },
                 Offering {
                     zone: z.to_string(),
                     capacity_type: "spot".into(),
                     price: price * 0.6,
                     available: true,
+                    reservation_id: None,
+                    reservation_capacity: 0,
                 },
             ]
         })

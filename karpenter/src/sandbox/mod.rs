@@ -121,6 +121,13 @@ pub struct SandboxArgs {
     /// `seed=`), e.g. `throttle=100,capacity=200,seed=7`.
     #[arg(long, value_name = "SPEC", value_parser = controller::cloudprovider::sim::faults::SimFaultConfig::parse)]
     pub cloud_faults: Option<controller::cloudprovider::sim::faults::SimFaultConfig>,
+    /// Capacity reservations the simulated cloud holds: a YAML list in
+    /// DescribeCapacityReservations' shape (`CapacityReservationId`, `InstanceType`,
+    /// `AvailabilityZone`, `TotalInstanceCount`, `AvailableInstanceCount`,
+    /// `InstanceMatchCriteria`, `ReservationType`, `EndDate`, `OwnerId`, `Tags`); an
+    /// EC2NodeClass selects them with `capacityReservationSelectorTerms`.
+    #[arg(long, value_name = "FILE")]
+    pub capacity_reservations: Option<PathBuf>,
 }
 
 /// `karpenter sandbox [FLAGS]` starts a sandbox; `karpenter sandbox publish-ami ...` (or
@@ -520,12 +527,17 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         return Err(SandboxError::NothingToRun);
     }
     let manifests = workload.manifests;
+    let mut cloud = args.cloud.clone();
+    if let Some(path) = &args.capacity_reservations {
+        cloud.capacity_reservations =
+            crate::simulate::read_reservations(path).map_err(SandboxError::Startup)?;
+    }
     let cfg = ClusterConfig {
         port: args.port,
         registration_delay: args.registration_delay,
         settings,
         kubeconfig: args.kubeconfig_out.clone(),
-        cloud: args.cloud.clone(),
+        cloud,
         clock: Arc::new(SystemClock),
         controller: false,
     };

@@ -30,6 +30,7 @@ use controller::cloudprovider::sim::network::SimNetwork;
 use controller::runtime::options::{FeatureGates, MinValuesPolicy, parse_min_values_policy};
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
+use karpenter_core::capacity::reservation::{self, Record, ReservedCapacity};
 use karpenter_core::provisioning::plan::{self, Listing, Settings};
 use karpenter_core::provisioning::template;
 use karpenter_core::scheduling::pod::{PodInfo, PodKey};
@@ -75,6 +76,22 @@ pub struct SimulateArgs {
     #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict",
           value_parser = parse_min_values_policy)]
     pub min_values_policy: MinValuesPolicy,
+    /// Capacity reservations to plan into: a YAML list in DescribeCapacityReservations' shape
+    /// (`CapacityReservationId`, `InstanceType`, `AvailabilityZone`, `TotalInstanceCount`,
+    /// `AvailableInstanceCount`, `InstanceMatchCriteria`, `ReservationType`, `EndDate`,
+    /// `OwnerId`, `Tags`), selected by each EC2NodeClass's `capacityReservationSelectorTerms`.
+    #[arg(long, value_name = "FILE")]
+    pub capacity_reservations: Option<std::path::PathBuf>,
+}
+
+/// The reservations of a `--capacity-reservations` file.
+///
+/// Errors: the file cannot be read or is not a list of reservations, naming the file.
+pub fn read_reservations(path: &std::path::Path) -> Result<Vec<Record>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--capacity-reservations {}: {e}", path.display()))?;
+    reservation::parse(&text)
+        .map_err(|e| format!("--capacity-reservations {}: {e}", path.display()))
 }
 
 /// Parse `diverse:N`.
@@ -250,6 +267,7 @@ pub fn prepare(
     x: Expanded,
     choice: InstanceTypes,
     cluster: &str,
+    reservations: &[Record],
 ) -> Result<Simulation, SimulateError> {
     let catalog = match choice {
         InstanceTypes::Aws => {
@@ -258,7 +276,8 @@ pub fn prepare(
         InstanceTypes::Synthetic400 => None,
     };
     let synthetic = Arc::new(synthetic::instance_types(400));
-    let network = SimNetwork::new(cluster);
+    let mut network = SimNetwork::new(cluster);
+    network.reservations = reservations.to_vec();
     let mut classes = Vec::new();
     let mut listings: HashMap<String, Listing> = HashMap::new();
     let mut not_ready = HashMap::new();
@@ -275,7 +294,26 @@ pub fn prepare(
             Some(c) => {
                 let config = CapacityConfig::from_node_class(class, CapacityOptions::default())
                     .map_err(|e| SimulateError::Manifest(format!("EC2NodeClass {name:?}: {e}")))?;
-                Arc::new(c.instance_types(&zones, &config, |_, _, _| false))
+                // Each reservation the class selects, with its room as EC2 reports it.
+                let reserved: Vec<ReservedCapacity> = network
+                    .reservations
+                    .iter()
+                    .filter(|r| {
+                        resolved
+                            .status
+                            .capacity_reservations
+                            .iter()
+                            .any(|s| s.id == r.capacity_reservation_id)
+                    })
+                    .map(|r| ReservedCapacity {
+                        id: r.capacity_reservation_id.clone(),
+                        instance_type: r.instance_type.clone(),
+                        zone: r.availability_zone.clone(),
+                        available: r.available_instance_count.max(0),
+                        reservation_type: r.reservation_type.clone(),
+                    })
+                    .collect();
+                Arc::new(c.instance_types_with(&zones, &config, &reserved, |_, _, _| false))
             }
             None => Arc::clone(&synthetic),
         };
@@ -628,7 +666,16 @@ pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
         .feature_gates
         .parse()
         .map_err(|e| SimulateError::Manifest(format!("--feature-gates (FEATURE_GATES): {e}")))?;
-    let mut sim = prepare(expanded, args.instance_types, &args.cluster_name)?;
+    let reservations = match &args.capacity_reservations {
+        Some(path) => read_reservations(path).map_err(SimulateError::Manifest)?,
+        None => Vec::new(),
+    };
+    let mut sim = prepare(
+        expanded,
+        args.instance_types,
+        &args.cluster_name,
+        &reservations,
+    )?;
     sim.min_values_policy = args.min_values_policy;
     sim.feature_gates = feature_gates;
     Ok(sim)
@@ -649,7 +696,7 @@ mod tests {
 
     #[test]
     fn the_snapshot_is_what_the_live_provisioner_plans_from() {
-        let sim = prepare(boutique(2), InstanceTypes::Aws, "sandbox").expect("prepares");
+        let sim = prepare(boutique(2), InstanceTypes::Aws, "sandbox", &[]).expect("prepares");
         // Every pod is provisionable and every NodePool usable, as in a live cluster.
         assert_eq!(sim.snapshot.provisionable_pods().len(), 24);
         let plan = plan::plan(
@@ -685,7 +732,7 @@ mod tests {
     fn a_nodepool_without_its_node_class_is_a_clear_error() {
         let mut x = boutique(1);
         x.nodeclasses.clear();
-        let err = prepare(x, InstanceTypes::Synthetic400, "sandbox").expect_err("no class");
+        let err = prepare(x, InstanceTypes::Synthetic400, "sandbox", &[]).expect_err("no class");
         assert!(
             err.to_string().contains(
                 "references EC2NodeClass \"default\", which the workload does not define"

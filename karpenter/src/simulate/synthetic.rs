@@ -41,6 +41,8 @@ pub fn instance_types(n: usize) -> Vec<Arc<InstanceType>> {
                     capacity_type: "spot".into(),
                     price: p,
                     available: true,
+                    reservation_id: None,
+                    reservation_capacity: 0,
                 });
             }
             for zone in ZONES {
@@ -49,6 +51,8 @@ pub fn instance_types(n: usize) -> Vec<Arc<InstanceType>> {
                     capacity_type: "on-demand".into(),
                     price: p,
                     available: true,
+                    reservation_id: None,
+                    reservation_capacity: 0,
                 });
             }
             let large = vcpus > 4 && memory > 8 * (1 << 30);

@@ -11,6 +11,7 @@ pub mod network;
 pub mod release;
 pub mod states;
 
+use karpenter_core::capacity::reservation::ReservedCapacity;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -91,6 +92,8 @@ pub struct SimInstance {
     pub capacity: Resources,
     /// Capacity minus kube-reserved and eviction thresholds, what its Node reports.
     pub allocatable: Resources,
+    /// The capacity reservation it was launched into (`cr-...`), if any.
+    pub reservation_id: Option<String>,
 }
 
 impl SimInstance {
@@ -359,17 +362,77 @@ impl SimCloud {
             .unwrap_or_default()
     }
 
+    /// The room left in each reservation the node class resolved (`status.capacityReservations`)
+    /// in its zones: `AvailableInstanceCount` less the simulated instances running in it (a
+    /// terminated one gives its place back); 0 once it has ended.
+    fn reserved_for(
+        state: &State,
+        node_class: &EC2NodeClass,
+        now: Timestamp,
+    ) -> Vec<ReservedCapacity> {
+        let selected: BTreeSet<&str> = node_class
+            .status
+            .as_ref()
+            .map(|s| {
+                s.capacity_reservations
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        state
+            .network
+            .reservations
+            .iter()
+            .filter(|r| selected.contains(r.capacity_reservation_id.as_str()))
+            .map(|r| {
+                let used = state
+                    .instances
+                    .values()
+                    .filter(|i| {
+                        i.reservation_id.as_deref() == Some(r.capacity_reservation_id.as_str())
+                            && !state.shutting_down.contains_key(&i.id)
+                    })
+                    .count() as i64;
+                ReservedCapacity {
+                    id: r.capacity_reservation_id.clone(),
+                    instance_type: r.instance_type.clone(),
+                    zone: r.availability_zone.clone(),
+                    available: if r.usable(now) {
+                        (r.available_instance_count - used).max(0)
+                    } else {
+                        0
+                    },
+                    reservation_type: r.reservation_type.clone(),
+                }
+            })
+            .collect()
+    }
+
     fn types_for(
         &self,
         state: &mut State,
         zones: &BTreeSet<String>,
         config: &CapacityConfig,
+        reserved: &[ReservedCapacity],
     ) -> Arc<Vec<Arc<InstanceType>>> {
         let now = self.clock.now();
         let before = state.unavailable.len();
         state.unavailable.retain(|_, until| *until > now);
         if state.unavailable.len() != before {
             state.type_cache.clear();
+        }
+        if !reserved.is_empty() {
+            // Reserved offerings change with every launch into them: never cached.
+            let unavailable = &state.unavailable;
+            return Arc::new(self.catalog.instance_types_with(
+                zones,
+                config,
+                reserved,
+                |t, z, ct| {
+                    unavailable.contains_key(&(t.to_string(), z.to_string(), ct.to_string()))
+                },
+            ));
         }
         let key = (zones.clone(), config.clone());
         if let Some(cached) = state.type_cache.get(&key) {
@@ -453,7 +516,10 @@ impl CloudProvider for SimCloud {
         let reqs = Requirements::from_api(&claim.spec.requirements);
         let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
         let config = self.capacity_config(node_class)?;
-        let types = self.types_for(&mut state, &zones, &config);
+        let mut resolved = node_class.clone();
+        resolved.status = Some(resolution.status.clone());
+        let reserved = SimCloud::reserved_for(&state, &resolved, self.clock.now());
+        let types = self.types_for(&mut state, &zones, &config, &reserved);
         let by_name: HashMap<&str, &Arc<InstanceType>> =
             types.iter().map(|t| (t.name.as_str(), t)).collect();
         let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
@@ -515,6 +581,15 @@ impl CloudProvider for SimCloud {
             .iter()
             .map(|g| g.id.clone())
             .collect();
+        // A reserved launch goes into the reservation of that type and zone with room.
+        let reservation = (capacity_type == l::CAPACITY_TYPE_RESERVED)
+            .then(|| {
+                reserved
+                    .iter()
+                    .find(|r| r.instance_type == it.name && r.zone == zone && r.available > 0)
+            })
+            .flatten()
+            .cloned();
         let (private_ip, hostname) = SimCloud::allocate_ip(&mut state, &zone);
         let id = format!("i-0{:016x}", rand::rng().random::<u64>());
         let mut instance_labels = it.labels.clone();
@@ -522,6 +597,13 @@ impl CloudProvider for SimCloud {
         instance_labels.insert(l::TOPOLOGY_ZONE_ID_LABEL.into(), zone_id);
         instance_labels.insert(l::TOPOLOGY_REGION_LABEL.into(), REGION.into());
         instance_labels.insert(l::CAPACITY_TYPE_LABEL.into(), capacity_type.clone());
+        if let Some(r) = &reservation {
+            instance_labels.insert(l::CAPACITY_RESERVATION_ID_LABEL.into(), r.id.clone());
+            instance_labels.insert(
+                l::CAPACITY_RESERVATION_TYPE_LABEL.into(),
+                r.reservation_type.clone(),
+            );
+        }
         let mut node_labels = reqs.labels();
         node_labels.extend(claim.metadata.labels.clone().unwrap_or_default());
         node_labels.extend(instance_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -574,6 +656,7 @@ impl CloudProvider for SimCloud {
             node_taints,
             capacity: it.capacity.clone(),
             allocatable: it.allocatable.clone(),
+            reservation_id: reservation.map(|r| r.id),
         };
         let result = launched(&instance);
         state.instances.insert(id, instance);
@@ -637,7 +720,8 @@ impl CloudProvider for SimCloud {
         let zones = SimCloud::zones_of(node_class);
         let config = self.capacity_config(node_class)?;
         let mut state = self.lock();
-        Ok(self.types_for(&mut state, &zones, &config))
+        let reserved = SimCloud::reserved_for(&state, node_class, self.clock.now());
+        Ok(self.types_for(&mut state, &zones, &config, &reserved))
     }
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {

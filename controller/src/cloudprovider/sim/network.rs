@@ -2,6 +2,7 @@
 //! security groups and AMIs (with SSM-style aliases such as `al2023@latest`), all tagged for
 //! discovery by the cluster name as EKS getting-started guides set them up.
 
+use karpenter_core::capacity::reservation::{self, Record};
 use std::collections::BTreeMap;
 
 use crds::ec2nodeclass::{
@@ -73,6 +74,10 @@ pub struct SimNetwork {
     pub security_groups: Vec<SimSecurityGroup>,
     /// Images, oldest first (a release published later with an older version excepted).
     pub amis: Vec<SimAmi>,
+    /// Capacity reservations in DescribeCapacityReservations' shape (`karpenter sandbox
+    /// --capacity-reservations FILE`); `AvailableInstanceCount` is the room before any
+    /// simulated instance launched into one.
+    pub reservations: Vec<Record>,
 }
 
 fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -121,6 +126,7 @@ impl SimNetwork {
             subnets,
             security_groups,
             amis: vec![],
+            reservations: vec![],
         };
         network.publish_release_history();
         network
@@ -196,7 +202,17 @@ impl SimNetwork {
             status: EC2NodeClassStatus {
                 subnets,
                 security_groups,
-                capacity_reservations: vec![],
+                capacity_reservations: self
+                    .reservations
+                    .iter()
+                    .filter(|r| r.state == "active")
+                    .filter(|r| {
+                        spec.capacity_reservation_selector_terms
+                            .iter()
+                            .any(|t| reservation::matches(t, r))
+                    })
+                    .map(reservation::status)
+                    .collect(),
                 amis,
                 instance_profile,
                 conditions: nc

@@ -27,6 +27,8 @@ fn offering(zone: &str, capacity_type: &str, price: f64) -> Offering {
         capacity_type: capacity_type.into(),
         price,
         available: true,
+        reservation_id: None,
+        reservation_capacity: 0,
     }
 }
 
