@@ -146,7 +146,8 @@ fn a_reservation_takes_as_many_new_nodeclaims_as_it_has_room_for() {
         min_values_relaxed: false,
     };
     let mut claims = vec![claim; 5];
-    reserve(&mut claims);
+    let listed = claims[0].instance_types.clone();
+    reserve(&mut claims, &listed);
     let capacity_types: Vec<String> = claims
         .iter()
         .map(|c| {

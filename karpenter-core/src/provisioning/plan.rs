@@ -219,7 +219,7 @@ pub fn prepare(
 pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Settings) -> Plan {
     let prepared = prepare(snap, listings, settings);
     let mut output = solver::solve(&prepared.input);
-    reserve(&mut output.new_claims);
+    reserve(&mut output.new_claims, prepared.types.values());
     let nodes: HashSet<&str> = snap
         .nodes
         .iter()
@@ -271,18 +271,20 @@ pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Set
 /// `ReservationManager`): a NodeClaim whose cheapest offering is a reservation with room takes
 /// one instance of it; once a reservation is full, the NodeClaims that would have used it
 /// launch as their other capacity types (their `karpenter.sh/capacity-type` requirement loses
-/// `reserved`). A reservation's room is the most any of its offerings reports. In-flight
+/// `reserved`). A reservation's room is the most any of its offerings in `types` (every type
+/// listed for the pass) reports. In-flight
 /// NodeClaims not launched yet are not counted against it: a launch that finds it full falls
 /// back to on-demand.
-pub fn reserve(claims: &mut [NewClaim]) {
+pub fn reserve<'a>(
+    claims: &mut [NewClaim],
+    types: impl IntoIterator<Item = &'a Arc<InstanceType>>,
+) {
     let mut room: HashMap<String, i64> = HashMap::new();
-    for c in claims.iter() {
-        for t in &c.instance_types {
-            for o in &t.offerings {
-                if let Some(id) = &o.reservation_id {
-                    let r = room.entry(id.clone()).or_insert(0);
-                    *r = (*r).max(o.reservation_capacity);
-                }
+    for t in types {
+        for o in &t.offerings {
+            if let Some(id) = &o.reservation_id {
+                let r = room.entry(id.clone()).or_insert(0);
+                *r = (*r).max(o.reservation_capacity);
             }
         }
     }
