@@ -1,10 +1,12 @@
 //! Instance types and offerings as the scheduler sees them: requirements (labels), capacity,
 //! overhead and allocatable, and priced zonal offerings; plus upstream AWS's overhead math
 //! (`aws:pkg/providers/instancetype/types.go`). [`catalog`] builds them from the embedded EC2
-//! data, sized for a node class by [`node_class`]; [`overlay`] applies NodeOverlays to them.
+//! data, sized for a node class by [`node_class`]; [`overlay`] applies NodeOverlays to them and
+//! [`index`] looks them up by name for a NodeClaim of a NodePool.
 
 pub mod catalog;
 pub mod hardware;
+pub mod index;
 pub mod node_class;
 #[cfg(test)]
 mod node_class_tests;

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use testutil::{T0, node, nodeclaim, nodepool, pdb, pod};
 
 use super::*;
-use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::scheduling::testing::small_medium_large;
 
 /// A ready Karpenter node `name` of `gp.xlarge` (4 vCPU, 16 GiB) in test-zone-a, initialized at
@@ -79,11 +79,10 @@ pub(crate) fn pool(extra: serde_json::Value) -> Arc<NodePool> {
         .arc()
 }
 
-pub(crate) fn types() -> HashMap<String, Arc<InstanceType>> {
-    small_medium_large()
-        .into_iter()
-        .map(|t| (t.name.clone(), t))
-        .collect()
+pub(crate) fn types() -> TypeIndex {
+    let mut index = TypeIndex::default();
+    index.add_listed(&small_medium_large());
+    index
 }
 
 fn at(t: &str) -> Timestamp {
