@@ -94,6 +94,10 @@ pub mod reason {
     /// `InstanceUnhealthy`, `InstanceStopping`, `InstanceTerminating`) take their reasons from
     /// `karpenter_core::interruption::Kind::event_reason`.
     pub const TERMINATING_ON_INTERRUPTION: &str = "TerminatingOnInterruption";
+    /// An object uses a feature whose gate is off, so it is accepted but not acted on (a
+    /// NodeOverlay without `FEATURE_GATES=NodeOverlay=true`); the message names the gate.
+    /// This project's reason: upstream says nothing.
+    pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
 }
 
 /// Dedupe window for most events (upstream default).
