@@ -111,6 +111,18 @@ pub fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether the NodeClaim's instance types were chosen by prices a NodeOverlay changed
+/// (`karpenter.sh/price-overlay-applied`): a launch then tries them in the NodeClaim's order
+/// rather than by the cloud's prices ([`crate::capacity::launch_offerings`]; upstream's AWS
+/// provider switches CreateFleet to a `prioritized` allocation strategy).
+pub fn price_overlaid(claim: &NodeClaim) -> bool {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crds::labels::PRICE_OVERLAY_APPLIED_ANNOTATION))
+}
+
 /// A NodeClaim that stands for an instance known only by its providerID (and the NodeClaim
 /// name its tag carries, if any), for the controller's `CloudProvider::delete`, which takes a
 /// NodeClaim: an orphaned instance, or the instance of a node whose NodeClaim is gone.

@@ -467,7 +467,8 @@ impl CloudProvider for SimCloud {
                     .into(),
             ));
         }
-        let offerings = launch_offerings(&candidates, &reqs, |_, _, _| false);
+        let prioritized = karpenter_core::cloud::price_overlaid(claim);
+        let offerings = launch_offerings(&candidates, &reqs, |_, _, _| false, prioritized);
         let now = self.clock.now();
         let mut chosen = None;
         let mut exhausted = Vec::new();
