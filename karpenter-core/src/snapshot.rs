@@ -444,11 +444,7 @@ impl Snapshot {
     /// Capacity of a NodePool's nodes and in-flight NodeClaims (cpu, memory, ... and the
     /// `nodes` count), for limits: launched claims count their capacity, unlaunched ones their
     /// largest option.
-    pub fn pool_usage(
-        &self,
-        pool: &str,
-        types: &TypeIndex,
-    ) -> (Resources, i64) {
+    pub fn pool_usage(&self, pool: &str, types: &TypeIndex) -> (Resources, i64) {
         let mut used = Resources::default();
         let mut count = 0;
         for claim in &self.nodeclaims {

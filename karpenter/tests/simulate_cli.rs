@@ -441,7 +441,10 @@ fn simulate_with_stderr(manifests: &str, flags: &[&str]) -> (Value, String) {
     args.extend_from_slice(&["--report", "json"]);
     args.extend_from_slice(flags);
     let out = karpenter(&args);
-    (report(&out), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        report(&out),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -462,7 +465,10 @@ fn a_price_overlay_makes_m5_large_win_only_with_its_feature_gate() {
     let (on, stderr) = simulate_with_stderr(&manifests, &["--feature-gates", "NodeOverlay=true"]);
     all_scheduled(&on, 1);
     assert_eq!(claims_by_type(&on), [("m5.large".to_string(), 1)].into());
-    assert!((number(&on, "/cost_per_hour_usd") - 0.096).abs() < 1e-9, "{on}");
+    assert!(
+        (number(&on, "/cost_per_hour_usd") - 0.096).abs() < 1e-9,
+        "{on}"
+    );
     assert!(!stderr.contains("NodeOverlay"), "{stderr}");
 }
 

@@ -217,11 +217,15 @@ async fn overlays_change_prices_and_capacity_and_conflicts_are_reported() {
 async fn with_the_gate_off_overlays_change_nothing_and_say_so() {
     let yaml = format!("{OVERLAID}---\n{}", deployment("app", 1, "500m", "1Gi"));
     let c = TestCluster::start(&yaml, options(false)).await;
-    c.eventually("a FeatureGateDisabled warning on each overlay", SETTLE, |c| {
-        ["c5-license-fee", "m5-fpga", "clash-a", "clash-b"]
-            .iter()
-            .all(|n| !c.events(n, "FeatureGateDisabled").is_empty())
-    })
+    c.eventually(
+        "a FeatureGateDisabled warning on each overlay",
+        SETTLE,
+        |c| {
+            ["c5-license-fee", "m5-fpga", "clash-a", "clash-b"]
+                .iter()
+                .all(|n| !c.events(n, "FeatureGateDisabled").is_empty())
+        },
+    )
     .await;
     let event = &c.events("c5-license-fee", "FeatureGateDisabled")[0];
     assert_eq!(event["type"], "Warning");

@@ -84,7 +84,10 @@ async fn reconcile(ctx: &Context) -> Result<usize, kube::Error> {
     let mut first_error = None;
     for (name, status) in patches {
         let patch = Patch::Merge(json!({"status": status}));
-        match api.patch_status(&name, &PatchParams::default(), &patch).await {
+        match api
+            .patch_status(&name, &PatchParams::default(), &patch)
+            .await
+        {
             Ok(_) => written += 1,
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {

@@ -44,7 +44,10 @@ fn each_verdict_becomes_validation_succeeded_and_ready() {
     let verdicts = BTreeMap::from([
         ("ok".to_string(), Verdict::Applied),
         ("clash".to_string(), Verdict::Conflict),
-        ("bad".to_string(), Verdict::RuntimeValidation("spec.price: nope".into())),
+        (
+            "bad".to_string(),
+            Verdict::RuntimeValidation("spec.price: nope".into()),
+        ),
     ]);
     let patches: BTreeMap<String, NodeOverlayStatus> =
         status_patches(&overlays, &verdicts, at("2026-01-01T00:00:00Z"))

@@ -274,19 +274,32 @@ mod tests {
         let c5 = on_demand("c5.large", &[("a", 0.085)]);
         let claim_order = [&m5, &c5];
         let tried = |prioritized| -> Vec<(String, String)> {
-            launch_offerings(&claim_order, &Requirements::new(), |_, _, _| false, prioritized)
-                .into_iter()
-                .map(|(_, t, zone, _)| (t.name.clone(), zone))
-                .collect()
+            launch_offerings(
+                &claim_order,
+                &Requirements::new(),
+                |_, _, _| false,
+                prioritized,
+            )
+            .into_iter()
+            .map(|(_, t, zone, _)| (t.name.clone(), zone))
+            .collect()
         };
         let pair = |t: &str, z: &str| (t.to_string(), z.to_string());
         assert_eq!(
             tried(false),
-            [pair("c5.large", "a"), pair("m5.large", "b"), pair("m5.large", "a")]
+            [
+                pair("c5.large", "a"),
+                pair("m5.large", "b"),
+                pair("m5.large", "a")
+            ]
         );
         assert_eq!(
             tried(true),
-            [pair("m5.large", "b"), pair("m5.large", "a"), pair("c5.large", "a")]
+            [
+                pair("m5.large", "b"),
+                pair("m5.large", "a"),
+                pair("c5.large", "a")
+            ]
         );
     }
 

@@ -327,11 +327,7 @@ pub(crate) fn offering_price(
 /// Every Karpenter NodeClaim of `snap` (labelled with a NodePool) judged for consolidation at
 /// `now`, in NodeClaim name order. `types` are the instance types listed for the pass, by name
 /// and per NodePool (to price each node's offering as its NodePool lists it).
-pub fn verdicts(
-    snap: &Snapshot,
-    types: &TypeIndex,
-    now: Timestamp,
-) -> Vec<Verdict> {
+pub fn verdicts(snap: &Snapshot, types: &TypeIndex, now: Timestamp) -> Vec<Verdict> {
     let pools: HashMap<&str, &Arc<NodePool>> = snap
         .nodepools
         .iter()

@@ -298,7 +298,10 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
     let overlaid = [
         (
             crds::labels::PRICE_OVERLAY_APPLIED_ANNOTATION,
-            decision.instance_types.iter().any(|t| t.price_overlay_applied),
+            decision
+                .instance_types
+                .iter()
+                .any(|t| t.price_overlay_applied),
         ),
         (
             crds::labels::CAPACITY_OVERLAY_APPLIED_ANNOTATION,

@@ -276,9 +276,9 @@ pub fn candidates(
     for pool in &snap.nodepools {
         if let Ok(class) = template::node_class_of(pool, snap) {
             let name = class.metadata.name.clone().unwrap_or_default();
-            if !listings.contains_key(&name) {
-                listings.insert(name, instance_types(class).map(Arc::new));
-            }
+            listings
+                .entry(name)
+                .or_insert_with(|| instance_types(class).map(Arc::new));
         }
     }
     let listed = listing::pool_types(snap, &listings);

@@ -375,7 +375,12 @@ fn overlays_the_controller_applies_are_applied_here_too() {
     w.snapshot.nodeoverlays = overlays_in_effect(vec![fpga_overlay(true)]);
     assert_eq!(w.snapshot.nodeoverlays.len(), 1);
     let reports = build(&w, false, types);
-    assert_eq!(reports[0].state, PodState::Provisionable, "{}", reports[0].message);
+    assert_eq!(
+        reports[0].state,
+        PodState::Provisionable,
+        "{}",
+        reports[0].message
+    );
     assert!(
         reports[0].message.contains("m5.large"),
         "{}",

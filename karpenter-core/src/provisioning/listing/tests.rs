@@ -89,7 +89,10 @@ fn an_overlay_applies_to_the_pools_it_selects_and_the_index_follows() {
     let snap = snapshot(
         &["a", "b"],
         vec![],
-        vec![overlay("cheap", json!({"requirements": only_a, "price": "0.01"}))],
+        vec![overlay(
+            "cheap",
+            json!({"requirements": only_a, "price": "0.01"}),
+        )],
     );
     let listed = pool_types(&snap, &listings());
     assert_eq!(
@@ -174,7 +177,12 @@ fn a_capacity_overlay_makes_an_extended_resource_schedulable() {
         .map(|t| t.name.as_str())
         .collect();
     assert_eq!(names, ["gp.xlarge"]);
-    let annotations = claim.nodeclaim.metadata.annotations.clone().unwrap_or_default();
+    let annotations = claim
+        .nodeclaim
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
     assert_eq!(
         annotations
             .get(CAPACITY_OVERLAY_APPLIED_ANNOTATION)
