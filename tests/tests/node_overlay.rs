@@ -178,17 +178,20 @@ async fn overlays_change_prices_and_capacity_and_conflicts_are_reported() {
     );
 
     // A pod asking for an FPGA: only the overlaid m5.large has one, so Karpenter launches a
-    // NodeClaim for it offering m5.large alone. (The simulated kubelet registers capacity from
-    // the cloud's instance type, which has no FPGA, so kube-scheduler cannot bind the pod; as
-    // upstream, the overlay changes only what Karpenter assumes.)
+    // NodeClaim for it offering m5.large alone, and the cloud launches it although its own
+    // m5.large reports no FPGA. (The simulated kubelet registers capacity from the cloud's
+    // instance type, so kube-scheduler cannot bind the pod: as upstream, the overlay changes
+    // only what Karpenter assumes, and a device plugin would advertise the resource.)
     let out = c.kubectl(&["apply", "-f", "-"], Some(FPGA_APP)).await;
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    c.eventually("a NodeClaim for the FPGA pod", SETTLE, |c| {
-        c.nodeclaims().iter().any(requests_fpga)
+    c.eventually("a NodeClaim for the FPGA pod, launched", SETTLE, |c| {
+        c.nodeclaims()
+            .iter()
+            .any(|x| requests_fpga(x) && condition(x, "Launched").as_deref() == Some("True"))
     })
     .await;
     let claims = c.nodeclaims();

@@ -50,7 +50,6 @@ use karpenter_core::cloud::{
     CloudError, Instance, Launched, NodeClassResolution, ordered_type_names,
 };
 use karpenter_core::scheduling::requirements::Requirements;
-use karpenter_core::scheduling::resources::Resources;
 
 /// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache, 3m).
 pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
@@ -598,7 +597,7 @@ impl CloudProvider for AwsCloud {
         node_class_ready(node_class)?;
         let status = node_class.status.clone().unwrap_or_default();
         let reqs = Requirements::from_api(&claim.spec.requirements);
-        let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+        let requests = karpenter_core::cloud::launch_requests(claim);
         // One subnet per zone: the first listed (status is ordered by free addresses).
         let mut subnet_of: BTreeMap<String, String> = BTreeMap::new();
         for s in &status.subnets {

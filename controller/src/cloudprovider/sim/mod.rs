@@ -451,7 +451,7 @@ impl CloudProvider for SimCloud {
             .map(|s| s.zone.clone())
             .collect();
         let reqs = Requirements::from_api(&claim.spec.requirements);
-        let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+        let requests = karpenter_core::cloud::launch_requests(claim);
         let config = self.capacity_config(node_class)?;
         let types = self.types_for(&mut state, &zones, &config);
         let by_name: HashMap<&str, &Arc<InstanceType>> =
