@@ -1,6 +1,7 @@
 //! Where every controller is started (upstream `pkg/controllers/controllers.go`): the caches and
 //! the [`Context`], then provisioning, the NodeClaim lifecycle, node termination, NodePools, node
-//! classes, drift, serial upgrades, garbage collection and (with `NodeRepair`) node repair, each
+//! classes, drift, serial upgrades, garbage collection, NodeOverlay statuses (with
+//! `NodeOverlay`; without it, a warning per overlay) and (with `NodeRepair`) node repair, each
 //! as a task in a span named as upstream's logs name it. This is the one module that knows every controller; the controllers
 //! know only `crate::runtime` and the caches.
 
@@ -38,7 +39,8 @@ pub fn start_caches(
     clock: Arc<dyn Clock>,
     settings: Settings,
 ) -> (Arc<Context>, Vec<JoinHandle<()>>) {
-    let (state, tasks) = ClusterState::start(&client);
+    let overlays = settings.feature_gates.enabled(FeatureGate::NodeOverlay);
+    let (state, tasks) = ClusterState::start(&client, overlays);
     let metrics = Arc::new(metrics::Metrics::new());
     let ctx = Arc::new(Context {
         recorder: events::Recorder::new(client.clone()),
@@ -79,6 +81,16 @@ fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
             Box::pin(crate::nodeclaim::garbagecollection::run(c())),
         ),
     ];
+    // Upstream registers the NodeOverlay controller only with its gate on; with it off, each
+    // overlay is told it is not applied.
+    if ctx.settings.feature_gates.enabled(FeatureGate::NodeOverlay) {
+        all.push(("nodeoverlay", Box::pin(crate::nodeoverlay::run(c()))));
+    } else {
+        all.push((
+            "nodeoverlay.featuregate",
+            Box::pin(crate::nodeoverlay::warn_gate_off(c())),
+        ));
+    }
     // Upstream registers node repair only with the gate on and a provider that has policies.
     if ctx.settings.feature_gates.enabled(FeatureGate::NodeRepair)
         && !ctx.cloud.repair_policies().is_empty()
@@ -113,12 +125,17 @@ mod tests {
     /// The controllers' names with `NodeRepair` on or off, on a context whose client points at
     /// nothing (the controllers are built, not run).
     async fn names(repair: bool) -> Vec<&'static str> {
+        names_with(FeatureGate::NodeRepair, repair).await
+    }
+
+    /// The controllers' names with `gate` on or off.
+    async fn names_with(gate: FeatureGate, on: bool) -> Vec<&'static str> {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         let client = Client::try_from(config).expect("client");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cloud = Arc::new(SimCloud::new("demo", Arc::clone(&clock)).expect("catalog"));
         let mut settings = Settings::default();
-        settings.feature_gates.set(FeatureGate::NodeRepair, repair);
+        settings.feature_gates.set(gate, on);
         let (ctx, tasks) = start_caches(client, cloud, clock, settings);
         let names = controllers(&ctx).into_iter().map(|(n, _)| n).collect();
         tasks.iter().for_each(JoinHandle::abort);
@@ -131,5 +148,15 @@ mod tests {
         let off = names(false).await;
         assert!(!off.contains(&"node.health"), "{off:?}");
         assert!(off.contains(&"interruption"), "{off:?}");
+    }
+
+    #[tokio::test]
+    async fn the_nodeoverlay_controller_runs_only_with_its_feature_gate() {
+        let on = names_with(FeatureGate::NodeOverlay, true).await;
+        assert!(on.contains(&"nodeoverlay"), "{on:?}");
+        assert!(!on.contains(&"nodeoverlay.featuregate"), "{on:?}");
+        let off = names_with(FeatureGate::NodeOverlay, false).await;
+        assert!(!off.contains(&"nodeoverlay"), "{off:?}");
+        assert!(off.contains(&"nodeoverlay.featuregate"), "{off:?}");
     }
 }

@@ -8,7 +8,7 @@
 //! - [`state`]: reflector caches and change announcements.
 //! - [`cloudprovider`]: the cloud provider contract and its `sim` and `aws` implementations.
 //! - The controllers, one folder each: [`provisioning`], [`nodeclaim`], [`node`], [`nodepool`],
-//!   [`nodeclass`], [`drift`]; and the one disruption orchestrator, [`disruption`], which owns
+//!   [`nodeclass`], [`nodeoverlay`], [`drift`]; and the one disruption orchestrator, [`disruption`], which owns
 //!   serial upgrades ([`upgrade`]) and consolidation.
 //! - [`controllers`]: starts every controller; [`operator`]: one replica, leading or standing by.
 
@@ -20,6 +20,7 @@ pub mod interruption;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod operator;
 pub mod provisioning;

@@ -310,7 +310,7 @@ pub const FIELDS: &[FieldSupport] = &[
     reported(EC2, "spec.connectionTracking", LAUNCH_FIELD),
     reported(EC2, "spec.context", LAUNCH_FIELD),
     reported(EC2, "spec.cpuOptions", LAUNCH_FIELD),
-    // NodeOverlay: validated and evaluated; applied once the NodeOverlay gate is wired in.
+    // NodeOverlay: applied wherever a NodePool's instance types are read (behind its gate).
     honoured(
         NO,
         "spec.requirements",
@@ -497,10 +497,10 @@ pub const GATES: &[SettingSupport] = &[
             "tests/tests/static_capacity.rs::replicas_are_kept_scaled_capped_and_never_consolidated",
         ),
     },
-    SettingSupport {
-        name: "NodeOverlay",
-        support: Err("NodeOverlays are validated but not applied to prices or capacity yet"),
-    },
+    setting(
+        "NodeOverlay",
+        "tests/tests/node_overlay.rs::overlays_change_prices_and_capacity_and_conflicts_are_reported",
+    ),
     SettingSupport {
         name: "ReservedCapacity",
         support: Err(

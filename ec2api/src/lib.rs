@@ -283,6 +283,11 @@ pub struct FleetRequest {
     pub tags: BTreeMap<String, String>,
     /// Idempotency token (at most 64 ASCII characters).
     pub client_token: String,
+    /// Launch by the overrides' priorities (`prioritized` on-demand,
+    /// `capacity-optimized-prioritized` spot) instead of EC2's prices (`lowest-price`,
+    /// `price-capacity-optimized`): the NodeClaim's types were ranked by prices a NodeOverlay
+    /// changed (upstream `CreateFleetInputBuilder.WithOverlay`).
+    pub prioritized: bool,
 }
 
 /// An error CreateFleet reported for one override.
@@ -910,13 +915,21 @@ impl Ec2 for SdkEc2 {
         call = if spot {
             call.spot_options(
                 t::SpotOptionsRequest::builder()
-                    .allocation_strategy(t::SpotAllocationStrategy::PriceCapacityOptimized)
+                    .allocation_strategy(if request.prioritized {
+                        t::SpotAllocationStrategy::CapacityOptimizedPrioritized
+                    } else {
+                        t::SpotAllocationStrategy::PriceCapacityOptimized
+                    })
                     .build(),
             )
         } else {
             call.on_demand_options(
                 t::OnDemandOptionsRequest::builder()
-                    .allocation_strategy(t::FleetOnDemandAllocationStrategy::LowestPrice)
+                    .allocation_strategy(if request.prioritized {
+                        t::FleetOnDemandAllocationStrategy::Prioritized
+                    } else {
+                        t::FleetOnDemandAllocationStrategy::LowestPrice
+                    })
                     .build(),
             )
         };

@@ -116,10 +116,8 @@ fn main() {
     );
     let listings: HashMap<String, Listing> =
         HashMap::from([("default".to_string(), Ok(Arc::new(types.clone())))]);
-    let by_name: HashMap<_, _> = types
-        .iter()
-        .map(|t| (t.name.clone(), Arc::clone(t)))
-        .collect();
+    let mut by_name = karpenter_core::capacity::index::TypeIndex::default();
+    by_name.add_listed(&types);
     let settings = Settings {
         now: "2026-01-02T00:00:00Z".parse().expect("time"),
         spot_to_spot: false,

@@ -111,6 +111,39 @@ pub fn ordered_type_names(claim: &NodeClaim) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether the NodeClaim's instance types were chosen by prices a NodeOverlay changed
+/// (`karpenter.sh/price-overlay-applied`): a launch then tries them in the NodeClaim's order
+/// rather than by the cloud's prices ([`crate::capacity::launch_offerings`]; upstream's AWS
+/// provider switches CreateFleet to a `prioritized` allocation strategy).
+pub fn price_overlaid(claim: &NodeClaim) -> bool {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crds::labels::PRICE_OVERLAY_APPLIED_ANNOTATION))
+}
+
+/// What a launch checks each of the NodeClaim's instance types against: its requests (cpu in
+/// millicores, memory and storage in bytes), without extended resources when a NodeOverlay
+/// set capacity on its options (`karpenter.sh/capacity-overlay-applied`). The provisioner
+/// chose the options with the overlaid capacity, which the cloud's instance types do not
+/// report (a device plugin advertises such a resource on the node); checking it again would
+/// refuse every option and delete the NodeClaim as out of capacity, the failure reported
+/// upstream in aws/karpenter-provider-aws#8704 and fixed in the Azure provider by applying
+/// overlays before this check. Unreadable requests count as none.
+pub fn launch_requests(claim: &NodeClaim) -> Resources {
+    let mut requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+    let overlaid = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crds::labels::CAPACITY_OVERLAY_APPLIED_ANNOTATION));
+    if overlaid {
+        requests.extended.clear();
+    }
+    requests
+}
+
 /// A NodeClaim that stands for an instance known only by its providerID (and the NodeClaim
 /// name its tag carries, if any), for the controller's `CloudProvider::delete`, which takes a
 /// NodeClaim: an orphaned instance, or the instance of a node whose NodeClaim is gone.
@@ -145,4 +178,31 @@ pub fn compatible_ami<'a>(
             })
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::labels::{CAPACITY_OVERLAY_APPLIED_ANNOTATION, PRICE_OVERLAY_APPLIED_ANNOTATION};
+    use testutil::nodeclaim;
+
+    #[test]
+    fn overlay_annotations_change_what_a_launch_checks_and_its_order() {
+        let claim = || {
+            nodeclaim("c")
+                .request("cpu", "500m")
+                .request("example.com/fpga", "1")
+        };
+        let plain = claim().build();
+        assert_eq!(launch_requests(&plain).get("example.com/fpga"), 1);
+        assert!(!price_overlaid(&plain));
+        let overlaid = claim()
+            .annotation(CAPACITY_OVERLAY_APPLIED_ANNOTATION, "true")
+            .annotation(PRICE_OVERLAY_APPLIED_ANNOTATION, "true")
+            .build();
+        let requests = launch_requests(&overlaid);
+        assert_eq!(requests.get("example.com/fpga"), 0);
+        assert_eq!(requests.cpu, 500);
+        assert!(price_overlaid(&overlaid));
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crds::conditions::{self, INITIALIZED, LAUNCHED};
 use crds::labels::{NODEPOOL_LABEL, is_known_ephemeral_taint};
-use crds::{EC2NodeClass, NodeClaim, NodePool};
+use crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
@@ -15,6 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::scheduling::attach::{self, AttachLimits, EBS_CSI_DRIVER, Volumes};
 use crate::scheduling::pod::{PodInfo, PodKey, is_provisionable, is_terminal, pod_requests};
 use crate::scheduling::requirements::{Requirement, Requirements};
@@ -38,6 +39,11 @@ pub struct Snapshot {
     /// Every EC2NodeClass, found by name from a NodePool's `nodeClassRef`
     /// ([`Snapshot::nodeclass`]).
     pub nodeclasses: Vec<Arc<EC2NodeClass>>,
+    /// Every NodeOverlay, applied to each NodePool's instance types wherever decisions read
+    /// them (`provisioning::overlays`). Empty when the `NodeOverlay` feature gate is off: the
+    /// controller then does not watch them and `karpenter simulate` leaves them out, so the
+    /// gate is decided once, where the snapshot is filled, and no decision reads it.
+    pub nodeoverlays: Vec<Arc<NodeOverlay>>,
     /// Every DaemonSet: their pods' requests are each NodePool's overhead on a new node.
     pub daemonsets: Vec<Arc<DaemonSet>>,
     /// Every Namespace: their labels resolve pod-affinity `namespaceSelector`s.
@@ -298,12 +304,13 @@ impl Snapshot {
     /// Existing nodes and in-flight NodeClaims as capacity the solver fills before launching.
     ///
     /// `daemon_overhead` is each NodePool's DaemonSet overhead, subtracted from NodeClaims whose
-    /// nodes do not run those pods yet; `types` resolves an unlaunched claim's options. The
+    /// nodes do not run those pods yet; `types` resolves an unlaunched claim's options (as its
+    /// NodePool lists them, overlays applied). The
     /// room of reserved pods ([`Snapshot::reservations`]) is taken, as their bound pods'.
     pub fn existing_capacity(
         &self,
         daemon_overhead: &HashMap<String, Resources>,
-        types: &HashMap<String, Arc<InstanceType>>,
+        types: &TypeIndex,
     ) -> Vec<ExistingNode> {
         let mut used = self.requests_by_node();
         let reserved = self.reserved_by_target();
@@ -437,11 +444,7 @@ impl Snapshot {
     /// Capacity of a NodePool's nodes and in-flight NodeClaims (cpu, memory, ... and the
     /// `nodes` count), for limits: launched claims count their capacity, unlaunched ones their
     /// largest option.
-    pub fn pool_usage(
-        &self,
-        pool: &str,
-        types: &HashMap<String, Arc<InstanceType>>,
-    ) -> (Resources, i64) {
+    pub fn pool_usage(&self, pool: &str, types: &TypeIndex) -> (Resources, i64) {
         let mut used = Resources::default();
         let mut count = 0;
         for claim in &self.nodeclaims {
@@ -461,21 +464,19 @@ impl Snapshot {
     }
 }
 
-fn option_types<'a>(
-    claim: &NodeClaim,
-    types: &'a HashMap<String, Arc<InstanceType>>,
-) -> Vec<&'a Arc<InstanceType>> {
+fn option_types<'a>(claim: &NodeClaim, types: &'a TypeIndex) -> Vec<&'a Arc<InstanceType>> {
+    let pool = nodepool_of(claim.metadata.labels.as_ref());
     claim
         .spec
         .requirements
         .iter()
         .filter(|r| r.key == crds::labels::INSTANCE_TYPE_LABEL && r.operator == crds::Operator::In)
         .flat_map(|r| r.values.iter())
-        .filter_map(|n| types.get(n))
+        .filter_map(|n| types.get(pool, n))
         .collect()
 }
 
-fn smallest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> Resources {
+fn smallest_option(claim: &NodeClaim, types: &TypeIndex) -> Resources {
     let options = option_types(claim, types);
     let mut it = options.iter();
     let Some(first) = it.next() else {
@@ -499,20 +500,20 @@ fn smallest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>
 /// The attach limits of a NodeClaim's instance type: the launched type (its instance-type
 /// label), else the tightest of its options (it may launch as any of them); beyond upstream,
 /// which counts no limit before the node's CSINode reports one.
-fn claim_limits(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> AttachLimits {
+fn claim_limits(claim: &NodeClaim, types: &TypeIndex) -> AttachLimits {
     let launched = claim
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get(crds::labels::INSTANCE_TYPE_LABEL))
-        .and_then(|t| types.get(t));
+        .and_then(|t| types.get(nodepool_of(claim.metadata.labels.as_ref()), t));
     match launched {
         Some(it) => attach::instance_type_limits(it),
         None => attach::tightest(option_types(claim, types).into_iter().map(|t| &**t)),
     }
 }
 
-fn largest_option(claim: &NodeClaim, types: &HashMap<String, Arc<InstanceType>>) -> Resources {
+fn largest_option(claim: &NodeClaim, types: &TypeIndex) -> Resources {
     option_types(claim, types)
         .iter()
         .fold(Resources::default(), |acc, t| acc.max(&t.capacity))

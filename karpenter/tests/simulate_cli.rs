@@ -445,3 +445,104 @@ spec:
         "{plain}"
     );
 }
+
+/// NodeOverlays (`--feature-gates NodeOverlay=true`): on-demand m5.large ($0.096/h) or
+/// c5.large ($0.085/h); the overlays change what the provisioner assumes of them.
+const M5_OR_C5_POOL: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-sandbox
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sandbox}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, c5.large]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: c5-license-fee}
+spec:
+  requirements:
+    - {key: node.kubernetes.io/instance-type, operator: In, values: [c5.large]}
+  priceAdjustment: "+0.05"
+---
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: m5-fpga}
+spec:
+  requirements:
+    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+  capacity: {example.com/fpga: "1"}
+"#;
+
+/// `karpenter simulate --report json` over the manifests with extra flags: the report and
+/// stderr.
+fn simulate_with_stderr(manifests: &str, flags: &[&str]) -> (Value, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("workload.yaml");
+    std::fs::write(&path, manifests).expect("write workload");
+    let mut args = vec!["simulate", "--workload", path.to_str().expect("utf-8 path")];
+    args.extend_from_slice(&["--report", "json"]);
+    args.extend_from_slice(flags);
+    let out = karpenter(&args);
+    (
+        report(&out),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_price_overlay_makes_m5_large_win_only_with_its_feature_gate() {
+    let manifests = format!(
+        "{M5_OR_C5_POOL}{}",
+        deployment("app", 1, "{requests: {cpu: 500m, memory: 1Gi}}", false)
+    );
+    let (off, stderr) = simulate_with_stderr(&manifests, &[]);
+    all_scheduled(&off, 1);
+    assert_eq!(claims_by_type(&off), [("c5.large".to_string(), 1)].into());
+    assert!(
+        stderr.contains("2 NodeOverlay(s) in the workload are not applied")
+            && stderr.contains("--feature-gates NodeOverlay=true"),
+        "{stderr}"
+    );
+
+    let (on, stderr) = simulate_with_stderr(&manifests, &["--feature-gates", "NodeOverlay=true"]);
+    all_scheduled(&on, 1);
+    assert_eq!(claims_by_type(&on), [("m5.large".to_string(), 1)].into());
+    assert!(
+        (number(&on, "/cost_per_hour_usd") - 0.096).abs() < 1e-9,
+        "{on}"
+    );
+    assert!(!stderr.contains("NodeOverlay"), "{stderr}");
+}
+
+#[test]
+fn a_capacity_overlay_makes_an_extended_resource_schedulable() {
+    let manifests = format!(
+        "{M5_OR_C5_POOL}{}",
+        deployment(
+            "fpga",
+            1,
+            "{requests: {cpu: 500m, example.com/fpga: \"1\"}, limits: {example.com/fpga: \"1\"}}",
+            false
+        )
+    );
+    let (off, _) = simulate_with_stderr(&manifests, &[]);
+    assert_eq!(off["pods"]["scheduled"], 0, "{off}");
+    assert_eq!(off["nodeclaims"]["total"], 0, "{off}");
+
+    let (on, _) = simulate_with_stderr(&manifests, &["--feature-gates", "NodeOverlay=true"]);
+    all_scheduled(&on, 1);
+    assert_eq!(claims_by_type(&on), [("m5.large".to_string(), 1)].into());
+}

@@ -43,6 +43,14 @@ const JUSTIFIED_UNUSED: &[(&str, &str)] = &[
         "the serial upgrade re-reads a NodeClaim (and looks for an existing replacement) before a step",
     ),
     (
+        "watch karpenter.sh nodeoverlays",
+        "with FEATURE_GATES=NodeOverlay=true the caches watch NodeOverlays (the scenario runs with the gate off, which only lists them)",
+    ),
+    (
+        "patch karpenter.sh nodeoverlays/status",
+        "with FEATURE_GATES=NodeOverlay=true the nodeoverlay controller writes ValidationSucceeded and Ready",
+    ),
+    (
         "patch core pods/status",
         "plan = binding (NOMINATE_PLANNED_PODS, on by default) nominates pods when their node registers",
     ),

@@ -21,6 +21,7 @@ mod leader_election;
 mod lifecycle;
 mod metrics;
 mod min_values_policy;
+mod node_overlay;
 mod orphans;
 mod provisioning;
 mod repair;

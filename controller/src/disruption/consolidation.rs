@@ -321,10 +321,9 @@ fn decide_pass(
     listings: &HashMap<String, Listing>,
     settings: &Settings,
 ) -> Decision {
-    let mut types = HashMap::new();
-    for t in listings.values().flatten() {
-        karpenter_core::provisioning::template::index_types(&mut types, t);
-    }
+    // Each node priced as its NodePool lists its type, NodeOverlays applied, like the
+    // replacements the simulator prices.
+    let types = karpenter_core::provisioning::listing::pool_types(snap, listings).index;
     let verdicts = candidates::verdicts(snap, &types, settings.now);
     let disrupting = candidates::disrupting_by_pool(&verdicts);
     let mut cands: Vec<Candidate> = Vec::new();

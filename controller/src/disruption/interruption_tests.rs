@@ -38,7 +38,7 @@ async fn world() -> (
     }
     let client = Client::try_from(server.client_config()).expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (state, tasks) = ClusterState::start(&client);
+    let (state, tasks) = ClusterState::start(&client, false);
     let ctx = Context {
         recorder: events::Recorder::new(client.clone()),
         client,

@@ -160,7 +160,7 @@ async fn start(termination_time: Option<&str>) -> Harness {
         .await
         .expect("node status: Ready");
     let cloud = Arc::new(RecordingCloud::default());
-    let (state, mut tasks) = ClusterState::start(&client);
+    let (state, mut tasks) = ClusterState::start(&client, false);
     let ctx = Arc::new(Context {
         recorder: events::Recorder::new(client.clone()),
         client: client.clone(),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crds::NodePool;
 use crds::conditions::{self, READY};
+use karpenter_core::provisioning::listing;
 use karpenter_core::provisioning::plan::{self, Plan};
 use karpenter_core::provisioning::static_capacity::{Verdict, decide};
 
@@ -98,18 +99,25 @@ pub async fn reconcile(
             format!("EC2NodeClass {class_name:?} not found"),
         ));
     };
-    let types = ctx.cloud.instance_types(&class).await?;
+    let listed = ctx.cloud.instance_types(&class).await?;
+    // The pool's own instance types, its NodeOverlays applied as for every other NodeClaim.
+    let listings: HashMap<String, listing::Listing> = HashMap::from([(class_name.clone(), Ok(listed))]);
+    let pass = listing::pool_types(&snap, &listings);
+    let types = pass
+        .pools
+        .iter()
+        .find(|(p, _)| p.metadata.name == pool.metadata.name)
+        .and_then(|(_, t)| t.as_ref().ok().cloned())
+        .unwrap_or_default();
     let settings = plan::Settings {
         hash_versions: ctx.settings.hash_versions.clone(),
         ..plan::Settings::default()
     };
     let decision = decide(&snap, pool, &types, &settings, ctx.clock.now());
     if !decision.create.is_empty() {
-        let mut index = HashMap::new();
-        karpenter_core::provisioning::template::index_types(&mut index, &types);
         let planned = Plan {
             nodeclaims: decision.create,
-            types: index,
+            types: pass.index,
             ..Plan::default()
         };
         let result = crate::provisioning::execute(ctx, &snap, planned).await;

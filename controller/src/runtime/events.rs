@@ -97,6 +97,10 @@ pub mod reason {
     /// A static NodePool's `spec.replicas` went down and this NodeClaim is removed (upstream
     /// `static.deprovisioning` deletes without an Event).
     pub const STATIC_SCALE_DOWN: &str = "StaticScaleDown";
+    /// An object uses a feature whose gate is off, so it is accepted but not acted on (a
+    /// NodeOverlay without `FEATURE_GATES=NodeOverlay=true`); the message names the gate.
+    /// This project's reason: upstream says nothing.
+    pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
 }
 
 /// Dedupe window for most events (upstream default).

@@ -1,11 +1,11 @@
 //! Cluster state: reflector caches of the objects Karpenter decides from (pods, nodes,
-//! NodeClaims, NodePools, node classes, DaemonSets, volumes, CSINodes, VolumeAttachments), fed
-//! by watches. Decision code never reads
+//! NodeClaims, NodePools, node classes, NodeOverlays with their feature gate, DaemonSets,
+//! volumes, CSINodes, VolumeAttachments), fed by watches. Decision code never reads
 //! the API directly; it takes a [`snapshot`](ClusterState::snapshot) (`karpenter_core::snapshot`).
 
 use std::sync::Arc;
 
-use crds::{EC2NodeClass, NodeClaim, NodePool};
+use crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -45,6 +45,13 @@ pub struct ClusterState {
     /// Every EC2NodeClass; changes are announced on
     /// [`nodeclass_changes`](Self::nodeclass_changes).
     pub nodeclasses: Store<EC2NodeClass>,
+    /// Every NodeOverlay, when the `NodeOverlay` feature gate is on (`None`: not watched, so
+    /// every snapshot has none and no decision applies one); changes are announced on
+    /// [`nodeoverlay_changes`](Self::nodeoverlay_changes).
+    pub nodeoverlays: Option<Store<NodeOverlay>>,
+    /// NodeOverlays as [`nodeoverlays`](Self::nodeoverlays) applies them, deletions included
+    /// (the NodeOverlay status controller re-evaluates on each); `None` with the gate off.
+    pub nodeoverlay_changes: Option<Changes<NodeOverlay>>,
     /// DaemonSets in every namespace.
     pub daemonsets: Store<DaemonSet>,
     /// Namespaces (their labels select pod-affinity namespaces).
@@ -65,7 +72,8 @@ pub struct ClusterState {
     /// Pod events per node as the pod cache applies them (consolidation's `consolidateAfter`
     /// counts from the last one).
     pub pod_events: PodEvents,
-    /// Notified whenever a provisionable pod, a NodePool or a node class appears or changes.
+    /// Notified whenever a provisionable pod, a NodePool, a node class or a NodeOverlay
+    /// appears or changes.
     pub pod_trigger: Arc<Notify>,
     /// Notified on every NodeClaim change (lets the provisioner wait for its own writes).
     pub nodeclaim_changed: Arc<Notify>,
@@ -306,8 +314,10 @@ pub fn trim_pod(pod: &mut Pod) {
 }
 
 impl ClusterState {
-    /// Start every watch; the returned handles end the watches when aborted.
-    pub fn start(client: &Client) -> (ClusterState, Vec<JoinHandle<()>>) {
+    /// Start every watch; NodeOverlays only with `node_overlays` (the `NodeOverlay` feature
+    /// gate: upstream neither watches them nor applies them with it off). The returned handles
+    /// end the watches when aborted.
+    pub fn start(client: &Client, node_overlays: bool) -> (ClusterState, Vec<JoinHandle<()>>) {
         let pod_trigger = Arc::new(Notify::new());
         let nodeclaim_changed = Arc::new(Notify::new());
         let trigger = Arc::clone(&pod_trigger);
@@ -355,6 +365,29 @@ impl ClusterState {
             trigger.notify_one();
             Changes::publish(&tx, c);
         });
+        // An overlay changes the instance types pods may fit (an extended resource it adds).
+        let mut overlay_task = None;
+        let (nodeoverlays, nodeoverlay_changes) = if node_overlays {
+            let trigger = Arc::clone(&pod_trigger);
+            let (overlay_tx, _) = broadcast::channel(CHANGE_BUFFER);
+            let tx = overlay_tx.clone();
+            let (store, task) = reflect_with_deletes(
+                Api::<NodeOverlay>::all(client.clone()),
+                |_| {},
+                move |o, _| {
+                    trigger.notify_one();
+                    Changes::publish(&tx, o);
+                },
+            );
+            overlay_task = Some(task);
+            let changes = Changes {
+                tx: overlay_tx,
+                store: store.clone(),
+            };
+            (Some(store), Some(changes))
+        } else {
+            (None, None)
+        };
         let (daemonsets, t6) = reflect(Api::<DaemonSet>::all(client.clone()), |_| {});
         let (namespaces, t7) = reflect(Api::<Namespace>::all(client.clone()), |_| {});
         let (pvcs, t8) = reflect(Api::<PersistentVolumeClaim>::all(client.clone()), |_| {});
@@ -392,6 +425,8 @@ impl ClusterState {
             nodeclaims,
             nodepools,
             nodeclasses,
+            nodeoverlays,
+            nodeoverlay_changes,
             daemonsets,
             namespaces,
             pvcs,
@@ -412,10 +447,9 @@ impl ClusterState {
                 let _ = synced_tx.send(true);
             }
         });
-        (
-            state,
-            vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14],
-        )
+        let mut tasks = vec![t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14];
+        tasks.extend(overlay_task);
+        (state, tasks)
     }
 
     /// Wait until every cache has completed its initial list (upstream: cluster state synced).
@@ -440,6 +474,9 @@ impl ClusterState {
         self.storage_classes.wait_until_ready().await?;
         self.csinodes.wait_until_ready().await?;
         self.volume_attachments.wait_until_ready().await?;
+        if let Some(overlays) = &self.nodeoverlays {
+            overlays.wait_until_ready().await?;
+        }
         self.pdbs.wait_until_ready().await
     }
 
@@ -451,6 +488,11 @@ impl ClusterState {
             nodeclaims: self.nodeclaims_with_own_creates(),
             nodepools: self.nodepools.state(),
             nodeclasses: self.nodeclasses.state(),
+            nodeoverlays: self
+                .nodeoverlays
+                .as_ref()
+                .map(Store::state)
+                .unwrap_or_default(),
             daemonsets: self.daemonsets.state(),
             namespaces: self.namespaces.state(),
             pvcs: self.pvcs.state(),

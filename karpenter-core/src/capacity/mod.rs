@@ -1,10 +1,12 @@
 //! Instance types and offerings as the scheduler sees them: requirements (labels), capacity,
 //! overhead and allocatable, and priced zonal offerings; plus upstream AWS's overhead math
 //! (`aws:pkg/providers/instancetype/types.go`). [`catalog`] builds them from the embedded EC2
-//! data, sized for a node class by [`node_class`]; [`overlay`] applies NodeOverlays to them.
+//! data, sized for a node class by [`node_class`]; [`overlay`] applies NodeOverlays to them and
+//! [`index`] looks them up by name for a NodeClaim of a NodePool.
 
 pub mod catalog;
 pub mod hardware;
+pub mod index;
 pub mod node_class;
 #[cfg(test)]
 mod node_class_tests;
@@ -169,10 +171,16 @@ pub type LaunchOffering<'a> = (f64, &'a Arc<InstanceType>, String, String);
 /// requirements allow it and some candidate has an available compatible reserved offering, else
 /// spot likewise, else on-demand. `skip(type, zone,
 /// capacity type)` leaves offerings out (e.g. ones a launch already tried).
+///
+/// `prioritized` (a NodeClaim annotated `karpenter.sh/price-overlay-applied`): the cloud's
+/// prices are not the ones the NodeClaim was chosen by, so the offerings follow the order of
+/// `candidates` (the NodeClaim's, cheapest first by the overlaid prices), each type's cheapest
+/// first; upstream's AWS provider then asks CreateFleet for a `prioritized` allocation.
 pub fn launch_offerings<'a>(
     candidates: &[&'a Arc<InstanceType>],
     reqs: &Requirements,
     skip: impl Fn(&str, &str, &str) -> bool,
+    prioritized: bool,
 ) -> Vec<LaunchOffering<'a>> {
     let wants = |ct: &str| reqs.get(CAPACITY_TYPE_LABEL).is_none_or(|r| r.has(ct));
     let mut offerings: Vec<LaunchOffering<'a>> = Vec::new();
@@ -197,6 +205,16 @@ pub fn launch_offerings<'a>(
         if !offerings.is_empty() {
             break;
         }
+    }
+    if prioritized {
+        let rank = |t: &InstanceType| candidates.iter().position(|c| c.name == t.name);
+        offerings.sort_by(|a, b| {
+            rank(a.1)
+                .cmp(&rank(b.1))
+                .then(a.0.total_cmp(&b.0))
+                .then(a.2.cmp(&b.2))
+        });
+        return offerings;
     }
     offerings.sort_by(|a, b| {
         a.0.total_cmp(&b.0)
@@ -242,6 +260,63 @@ pub fn kube_reserved_memory_mib(max_pods: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn on_demand(name: &str, prices: &[(&str, f64)]) -> Arc<InstanceType> {
+        let offerings = prices
+            .iter()
+            .map(|(zone, price)| Offering {
+                zone: zone.to_string(),
+                capacity_type: "on-demand".into(),
+                price: *price,
+                available: true,
+                reservation_id: None,
+                reservation_capacity: 0,
+            })
+            .collect();
+        Arc::new(InstanceType::new(
+            name.into(),
+            BTreeMap::new(),
+            &[],
+            Resources::default(),
+            Resources::default(),
+            offerings,
+        ))
+    }
+
+    #[test]
+    fn a_prioritized_launch_follows_the_claims_order_not_the_clouds_prices() {
+        let m5 = on_demand("m5.large", &[("b", 0.096), ("a", 0.097)]);
+        let c5 = on_demand("c5.large", &[("a", 0.085)]);
+        let claim_order = [&m5, &c5];
+        let tried = |prioritized| -> Vec<(String, String)> {
+            launch_offerings(
+                &claim_order,
+                &Requirements::new(),
+                |_, _, _| false,
+                prioritized,
+            )
+            .into_iter()
+            .map(|(_, t, zone, _)| (t.name.clone(), zone))
+            .collect()
+        };
+        let pair = |t: &str, z: &str| (t.to_string(), z.to_string());
+        assert_eq!(
+            tried(false),
+            [
+                pair("c5.large", "a"),
+                pair("m5.large", "b"),
+                pair("m5.large", "a")
+            ]
+        );
+        assert_eq!(
+            tried(true),
+            [
+                pair("m5.large", "b"),
+                pair("m5.large", "a"),
+                pair("c5.large", "a")
+            ]
+        );
+    }
 
     #[test]
     fn overhead_matches_upstream_formulas() {

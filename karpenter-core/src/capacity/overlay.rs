@@ -4,6 +4,7 @@
 //! `AdjustedPrice` in `pkg/cloudprovider/types.go`). The NodeOverlay controller turns the
 //! verdicts into `ValidationSucceeded` conditions and publishes the instance types.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -243,8 +244,9 @@ struct TypeChanges {
 /// change of the first overlay that matches it, relative to the cloud price; each resource the
 /// amount of the first overlay that sets it, in capacity and in allocatable (capacity minus
 /// overhead). Price and capacity from different overlays combine.
-pub fn evaluate(overlays: &[NodeOverlay], pools: &[OverlayPool]) -> Evaluation {
-    let mut ordered: Vec<&NodeOverlay> = overlays.iter().collect();
+/// `overlays` may be held by value or shared (`&[NodeOverlay]`, `&[Arc<NodeOverlay>]`).
+pub fn evaluate<O: Borrow<NodeOverlay>>(overlays: &[O], pools: &[OverlayPool]) -> Evaluation {
+    let mut ordered: Vec<&NodeOverlay> = overlays.iter().map(Borrow::borrow).collect();
     ordered.sort_by(|a, b| precedence(a, b));
     let type_requirements: Vec<Vec<Requirements>> = pools
         .iter()

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 
 use super::blockers::{Blocker, opts_out, pod_blocker};
-use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::scheduling::pod::{is_owned_by, is_terminal};
 use crate::snapshot::{Snapshot, annotation, nodepool_of};
 
@@ -313,15 +313,17 @@ fn in_progress(claim: &NodeClaim, node: Option<&Node>) -> Option<NotCandidate> {
         })
 }
 
-/// The price of a NodeClaim's offering, USD/hour, from the listed instance types.
+/// The price of a NodeClaim's offering, USD/hour, from the listed instance types as its
+/// NodePool `pool` lists them (NodeOverlays applied, as the replacement it is compared with).
 pub(crate) fn offering_price(
-    types: &HashMap<String, Arc<InstanceType>>,
+    types: &TypeIndex,
+    pool: Option<&str>,
     instance_type: &str,
     zone: &str,
     capacity_type: &str,
 ) -> Option<f64> {
     types
-        .get(instance_type)?
+        .get(pool, instance_type)?
         .offerings
         .iter()
         .find(|o| o.zone == zone && o.capacity_type == capacity_type)
@@ -330,12 +332,8 @@ pub(crate) fn offering_price(
 
 /// Every Karpenter NodeClaim of `snap` (labelled with a NodePool) judged for consolidation at
 /// `now`, in NodeClaim name order. `types` are the instance types listed for the pass, by name
-/// (to price each node's offering).
-pub fn verdicts(
-    snap: &Snapshot,
-    types: &HashMap<String, Arc<InstanceType>>,
-    now: Timestamp,
-) -> Vec<Verdict> {
+/// and per NodePool (to price each node's offering as its NodePool lists it).
+pub fn verdicts(snap: &Snapshot, types: &TypeIndex, now: Timestamp) -> Vec<Verdict> {
     let pools: HashMap<&str, &Arc<NodePool>> = snap
         .nodepools
         .iter()
@@ -429,7 +427,7 @@ fn judge(
     pool: Option<&Arc<NodePool>>,
     bound: &[&Arc<Pod>],
     snap: &Snapshot,
-    types: &HashMap<String, Arc<InstanceType>>,
+    types: &TypeIndex,
     now: Timestamp,
 ) -> Result<Candidate, NotCandidate> {
     if claim.metadata.deletion_timestamp.is_some()
@@ -495,7 +493,7 @@ fn build(
     node: &Arc<Node>,
     pool: &Arc<NodePool>,
     pods: Vec<Arc<Pod>>,
-    types: &HashMap<String, Arc<InstanceType>>,
+    types: &TypeIndex,
     now: Timestamp,
 ) -> Candidate {
     let label = |k: &str| {
@@ -516,7 +514,13 @@ fn build(
     let disruption_cost =
         pods.iter().map(|p| eviction_cost(p)).sum::<f64>() * lifetime_remaining(claim, now);
     Candidate {
-        price: offering_price(types, &instance_type, &zone, &capacity_type),
+        price: offering_price(
+            types,
+            pool.metadata.name.as_deref(),
+            &instance_type,
+            &zone,
+            &capacity_type,
+        ),
         nodeclaim: Arc::clone(claim),
         node: Arc::clone(node),
         nodepool: Arc::clone(pool),
@@ -537,7 +541,7 @@ fn build(
 /// (the [`NotCandidate`] says which).
 pub fn what_if(
     snap: &Snapshot,
-    types: &HashMap<String, Arc<InstanceType>>,
+    types: &TypeIndex,
     name: &str,
     now: Timestamp,
 ) -> Option<Result<Candidate, NotCandidate>> {

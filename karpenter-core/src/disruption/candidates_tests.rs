@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use testutil::{T0, node, nodeclaim, nodepool, pdb, pod};
 
 use super::*;
-use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::scheduling::testing::small_medium_large;
 
 /// A ready Karpenter node `name` of `gp.xlarge` (4 vCPU, 16 GiB) in test-zone-a, initialized at
@@ -79,11 +79,10 @@ pub(crate) fn pool(extra: serde_json::Value) -> Arc<NodePool> {
         .arc()
 }
 
-pub(crate) fn types() -> HashMap<String, Arc<InstanceType>> {
-    small_medium_large()
-        .into_iter()
-        .map(|t| (t.name.clone(), t))
-        .collect()
+pub(crate) fn types() -> TypeIndex {
+    let mut index = TypeIndex::default();
+    index.add_listed(&small_medium_large());
+    index
 }
 
 fn at(t: &str) -> Timestamp {
@@ -379,4 +378,39 @@ fn a_disrupted_taint_nothing_holds_is_stale() {
         stale_disrupted_taints(&snap),
         [("leaked".to_string(), "default-leaked".to_string())]
     );
+}
+
+/// A node is priced as its NodePool lists its type: with a NodeOverlay's price when one
+/// applies to that pool, as the replacement it is compared with.
+#[test]
+fn a_candidate_is_priced_with_its_nodepools_overlaid_types() {
+    use crate::provisioning::listing::{Listing, pool_types};
+    let (claim, n) = karpenter_node("a", "gp.xlarge", "on-demand");
+    let overlay: crds::NodeOverlay = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+        "metadata": {"name": "discount"},
+        "spec": {"requirements": [{"key": "karpenter.sh/nodepool", "operator": "In",
+                                   "values": ["default"]}],
+                 "priceAdjustment": "-50%"},
+    }))
+    .expect("overlay");
+    let snap = Snapshot {
+        nodeclaims: vec![claim],
+        nodes: vec![n],
+        nodepools: vec![pool(serde_json::json!({}))],
+        nodeclasses: vec![
+            testutil::ec2nodeclass("default")
+                .subnet_ids(["subnet-1"])
+                .security_group_ids(["sg-1"])
+                .arc(),
+        ],
+        nodeoverlays: vec![Arc::new(overlay)],
+        ..Snapshot::default()
+    };
+    let listings: HashMap<String, Listing> =
+        HashMap::from([("default".to_string(), Ok(Arc::new(small_medium_large())))]);
+    let index = pool_types(&snap, &listings).index;
+    let v = verdicts(&snap, &index, at("2026-01-01T00:00:01Z"));
+    let c = v[0].standing.as_ref().expect("a candidate");
+    assert_eq!(c.price, Some(0.10), "half of gp.xlarge's 0.20 on demand");
 }

@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
 
 use crds::{DisruptionReason, NodePool};
 use jiff::Timestamp;
@@ -22,9 +21,8 @@ use super::candidates::{self, Candidate, NotCandidate, Verdict, blockers_of, wha
 use super::consolidation::{
     Action, Budgets, Destination, Placement, Settings, Simulator, Unconsolidatable,
 };
-use crate::capacity::InstanceType;
-use crate::provisioning::plan::Listing;
-use crate::provisioning::template::index_types;
+use crate::capacity::index::TypeIndex;
+use crate::provisioning::listing::{self, Listing};
 use crate::snapshot::{Snapshot, nodepool_of};
 
 /// The reasons voluntary disruption budgets are kept for, in upstream's order.
@@ -247,13 +245,10 @@ pub enum ExplainError {
     },
 }
 
-/// The instance types of every listing, by name (to price offerings).
-fn types_by_name(listings: &HashMap<String, Listing>) -> HashMap<String, Arc<InstanceType>> {
-    let mut types = HashMap::new();
-    for t in listings.values().flatten() {
-        index_types(&mut types, t);
-    }
-    types
+/// The instance types of every listing, by name and per NodePool with NodeOverlays applied
+/// (to price offerings as the provisioner does, [`listing::pool_types`]).
+fn types_by_name(snap: &Snapshot, listings: &HashMap<String, Listing>) -> TypeIndex {
+    listing::pool_types(snap, listings).index
 }
 
 /// Every NodePool's budgets and every Karpenter node's verdict at `settings.now`: nodes that are
@@ -261,7 +256,7 @@ fn types_by_name(listings: &HashMap<String, Listing>) -> HashMap<String, Arc<Ins
 /// reason (`Empty` for a node without pods, else `Underutilized`) and then simulated alone.
 /// `listings` are the instance types per node class, as the orchestrator lists them.
 pub fn report(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Settings) -> Report {
-    let types = types_by_name(listings);
+    let types = types_by_name(snap, listings);
     let verdicts = candidates::verdicts(snap, &types, settings.now);
     let disrupting = candidates::disrupting_by_pool(&verdicts);
     let budgets = Budgets::new(snap, &disrupting, settings.now);
@@ -287,7 +282,7 @@ pub fn explain(
     settings: &Settings,
     name: &str,
 ) -> Result<WhatIf, ExplainError> {
-    let types = types_by_name(listings);
+    let types = types_by_name(snap, listings);
     let now = settings.now;
     let candidate = match what_if(snap, &types, name, now) {
         None => return Err(ExplainError::NotFound(name.to_string())),
@@ -391,7 +386,7 @@ fn judge(
     v: Verdict,
     budgets: &Budgets,
     snap: &Snapshot,
-    types: &HashMap<String, Arc<InstanceType>>,
+    types: &TypeIndex,
     sim: &mut Simulator<'_>,
     now: Timestamp,
 ) -> NodeReport {
@@ -431,6 +426,7 @@ fn judge(
     };
     report.price = candidates::offering_price(
         types,
+        report.nodepool.as_deref(),
         &report.instance_type,
         &report.zone,
         &report.capacity_type,

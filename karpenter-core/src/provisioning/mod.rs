@@ -1,8 +1,10 @@
 //! Provisioning decisions: from NodePools to the solver's templates and from its decisions back
-//! to NodeClaims ([`template`]), and one pass over a snapshot as a [`plan::Plan`] (NodeClaims to
+//! to NodeClaims ([`template`]), each NodePool's instance types with NodeOverlays applied
+//! ([`listing`]), and one pass over a snapshot as a [`plan::Plan`] (NodeClaims to
 //! create, nominations, failures). The batcher and the executor that creates NodeClaims live in
 //! `controller::provisioning`.
 
+pub mod listing;
 pub mod nomination;
 pub mod plan;
 pub mod static_capacity;

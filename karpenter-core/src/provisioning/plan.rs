@@ -14,13 +14,15 @@ use crds::labels::{
 };
 use crds::{NodeClaim, NodePool};
 
+use super::listing;
 use super::template::{self, SkipReason};
-use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::lifecycle::drift::HashVersions;
 use crate::scheduling::choices::MinValuesPolicy;
 use crate::scheduling::pod::{PodInfo, PodKey};
 use crate::scheduling::requirements::Requirement;
 use crate::scheduling::resources::Resources;
+use crate::capacity::InstanceType;
 use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, within_limits};
 use crate::scheduling::volumes::VolumeIndex;
 use crate::snapshot::Snapshot;
@@ -38,9 +40,7 @@ pub struct Settings {
     pub min_values_policy: MinValuesPolicy,
 }
 
-/// The instance types the cloud offers one node class, as listed for this pass, or why they
-/// could not be listed (the NodePools using it are then left out).
-pub type Listing = Result<Arc<Vec<Arc<InstanceType>>>, String>;
+pub use super::listing::Listing;
 
 /// Where a pod was planned onto capacity that exists already.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,9 +119,10 @@ pub struct Plan {
     /// NodePools left out of the pass and why (not ready, no node class, no compatible
     /// instance types, instance types not listed, ...), by name.
     pub skipped: Vec<(String, SkipReason)>,
-    /// Every instance type listed for the pass, by name: what in-flight NodeClaims are priced
-    /// with when limits are re-checked ([`Snapshot::pool_usage`]).
-    pub types: HashMap<String, Arc<InstanceType>>,
+    /// Every instance type listed for the pass, by name and per NodePool (overlays applied):
+    /// what in-flight NodeClaims are sized with when limits are re-checked
+    /// ([`Snapshot::pool_usage`]).
+    pub types: TypeIndex,
 }
 
 /// What [`prepare`] hands the solver, and what [`plan`] needs to turn its output into a plan.
@@ -132,8 +133,8 @@ pub struct Prepared {
     pub input: Input,
     /// Usable NodePools, by name.
     pub pools: HashMap<String, Arc<NodePool>>,
-    /// Every instance type listed, by name.
-    pub types: HashMap<String, Arc<InstanceType>>,
+    /// Every instance type listed, by name and per NodePool ([`listing::Listed::index`]).
+    pub types: TypeIndex,
     /// NodePools left out, and why.
     pub skipped: Vec<(String, SkipReason)>,
     /// Provisionable pods whose spec could not be read, and why.
@@ -141,9 +142,11 @@ pub struct Prepared {
 }
 
 /// The solver's input for a pass: ready NodePools with their node class's instance types
-/// (`listings`, by node class name) as templates, with DaemonSet overhead and remaining limits;
-/// the provisionable pods with their volume requirements; existing nodes and in-flight
-/// NodeClaims with the pods bound to them.
+/// (`listings`, by node class name, with the snapshot's NodeOverlays applied per NodePool,
+/// [`listing::pool_types`]) as templates, with DaemonSet overhead and remaining limits; the
+/// provisionable pods with their volume requirements; existing nodes and in-flight NodeClaims
+/// with the pods bound to them. Consolidation, interruption and upgrade replacements are
+/// simulated from this input too, so overlays reach them all.
 pub fn prepare(
     snap: &Snapshot,
     listings: &HashMap<String, Listing>,
@@ -151,16 +154,10 @@ pub fn prepare(
 ) -> Prepared {
     let mut out = Prepared::default();
     let mut usable = Vec::new();
-    for pool in &snap.nodepools {
+    let listed = listing::pool_types(snap, listings);
+    out.types = listed.index;
+    for (pool, types) in listed.pools {
         let name = pool.metadata.name.clone().unwrap_or_default();
-        let types = template::node_class_of(pool, snap).and_then(|nc| {
-            let class = nc.metadata.name.as_deref().unwrap_or_default();
-            match listings.get(class) {
-                Some(Ok(types)) => Ok(Arc::clone(types)),
-                Some(Err(why)) => Err(SkipReason::InstanceTypes(why.clone())),
-                None => Err(SkipReason::InstanceTypes("not listed".into())),
-            }
-        });
         let types = match types {
             Ok(types) => types,
             Err(why) => {
@@ -168,9 +165,8 @@ pub fn prepare(
                 continue;
             }
         };
-        template::index_types(&mut out.types, &types);
-        match template::usable_requirements(pool, &types) {
-            Ok(reqs) => usable.push((Arc::clone(pool), reqs, types)),
+        match template::usable_requirements(&pool, &types) {
+            Ok(reqs) => usable.push((pool, reqs, types)),
             Err(why) => out.skipped.push((name, why)),
         }
     }
@@ -219,7 +215,7 @@ pub fn prepare(
 pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Settings) -> Plan {
     let prepared = prepare(snap, listings, settings);
     let mut output = solver::solve(&prepared.input);
-    reserve(&mut output.new_claims, prepared.types.values());
+    reserve(&mut output.new_claims, prepared.types.listed());
     let nodes: HashSet<&str> = snap
         .nodes
         .iter()

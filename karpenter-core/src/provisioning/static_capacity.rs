@@ -10,7 +10,6 @@
 //! pods, as any new NodeClaim lists them) and the NodeClaims to delete, in upstream's order.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crds::{NodeClaim, NodePool};
@@ -19,6 +18,7 @@ use jiff::Timestamp;
 use super::plan::{PlannedNodeClaim, Settings};
 use super::template;
 use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::disruption::blockers::opts_out;
 use crate::disruption::candidates::{eviction_cost, is_reschedulable};
 use crate::lifecycle::expiration::expires_at;
@@ -178,7 +178,7 @@ fn static_claim(
 ) -> Result<NewClaim, String> {
     let requirements = template::pool_requirements(pool).map_err(|e| e.to_string())?;
     let (tmpl, requests) =
-        template::pool_template(pool, requirements.clone(), types, snap, &HashMap::new());
+        template::pool_template(pool, requirements.clone(), types, snap, &TypeIndex::default());
     let mut fitting: Vec<(f64, Arc<InstanceType>)> = tmpl
         .instance_types
         .iter()

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::lifecycle::drift::HashVersions;
 use crate::scheduling::pod::PodInfo;
 use crate::scheduling::requirements::{Requirement, RequirementError, Requirements};
@@ -87,17 +88,6 @@ pub fn node_class_of<'a>(
         .ok_or_else(|| SkipReason::NodeClassMissing(class.clone()))
 }
 
-/// Adds `types` to `by_name` (the first NodePool listing a name wins): the index
-/// [`Snapshot::pool_usage`] prices existing NodeClaims with. Every NodePool whose instance
-/// types were listed contributes, usable or not.
-pub fn index_types(by_name: &mut HashMap<String, Arc<InstanceType>>, types: &[Arc<InstanceType>]) {
-    for t in types {
-        by_name
-            .entry(t.name.clone())
-            .or_insert_with(|| Arc::clone(t));
-    }
-}
-
 /// The checks after the instance types are listed: the requirements parse
 /// ([`pool_requirements`]) and leave at least one of `types`.
 ///
@@ -116,14 +106,14 @@ pub fn usable_requirements(
 
 /// A usable NodePool as the solver's template, and its DaemonSet overhead: the overhead of
 /// `snap`'s DaemonSets ([`daemon_overhead`]), and the limits left after what its NodeClaims
-/// and nodes use ([`Snapshot::pool_usage`] over `types_by_name`, see [`index_types`];
-/// [`remaining_limits`]).
+/// and nodes use ([`Snapshot::pool_usage`] over `types_by_name`, the pass's
+/// [`crate::provisioning::listing::Listed::index`]; [`remaining_limits`]).
 pub fn pool_template(
     pool: &NodePool,
     requirements: Requirements,
     types: &[Arc<InstanceType>],
     snap: &Snapshot,
-    types_by_name: &HashMap<String, Arc<InstanceType>>,
+    types_by_name: &TypeIndex,
 ) -> (NodePoolTemplate, Resources) {
     let allow = |k: &str| WELL_KNOWN_LABELS.contains(&k);
     let overhead = daemon_overhead(&requirements, pool, &snap.daemonsets, &allow);
@@ -249,7 +239,9 @@ pub fn template(
 /// version and field snapshot, see [`crds::hash`]) under `versions`, and
 /// `karpenter.sh/nodeclaim-min-values-relaxed` (`"true"` when the solver lowered a `minValues`,
 /// which the NodeClaim's requirements then carry; else `"false"`), as upstream annotates every
-/// new NodeClaim.
+/// new NodeClaim; and `karpenter.sh/price-overlay-applied: "true"` /
+/// `karpenter.sh/capacity-overlay-applied: "true"` when a NodeOverlay changed the price /
+/// capacity of one of its instance-type options (upstream `nodeclaimtemplate.go`).
 pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) -> NodeClaim {
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
     let spec = &pool.spec.template.spec;
@@ -303,6 +295,27 @@ pub fn nodeclaim(pool: &NodePool, decision: &NewClaim, versions: &HashVersions) 
         crds::labels::NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION.into(),
         decision.min_values_relaxed.to_string(),
     );
+    let overlaid = [
+        (
+            crds::labels::PRICE_OVERLAY_APPLIED_ANNOTATION,
+            decision
+                .instance_types
+                .iter()
+                .any(|t| t.price_overlay_applied),
+        ),
+        (
+            crds::labels::CAPACITY_OVERLAY_APPLIED_ANNOTATION,
+            decision
+                .instance_types
+                .iter()
+                .any(|t| t.capacity_overlay_applied),
+        ),
+    ];
+    for (key, applied) in overlaid {
+        if applied {
+            annotations.insert(key.into(), "true".into());
+        }
+    }
     annotations.extend(crds::hash::nodepool_stamp(
         &crds::hash::nodepool_fields(pool),
         &versions.nodepool,

@@ -16,6 +16,7 @@ use super::solver::{Input, Rejection, solve};
 use super::testing::*;
 use super::volumes::VolumeIndex;
 use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
 use crate::snapshot::Snapshot;
 
 /// A claim `db/<name>` of the `gp3` class (provisioner `ebs.csi.aws.com`), bound to a CSI
@@ -96,7 +97,7 @@ fn compiled(snap: &Snapshot, pod: &Pod) -> PodInfo {
 /// Where the solver puts each pod against the snapshot's existing capacity alone (no
 /// NodePool): `Some(node)` or `None` for a pod that fits nowhere.
 fn placed(snap: &Snapshot, pending: &[Arc<Pod>]) -> BTreeMap<String, Option<String>> {
-    let existing = snap.existing_capacity(&HashMap::new(), &HashMap::new());
+    let existing = snap.existing_capacity(&HashMap::new(), &TypeIndex::default());
     let names = existing.iter().map(|e| e.name.clone()).collect();
     let input = Input {
         pods: pending.iter().map(|p| compiled(snap, p)).collect(),
@@ -304,7 +305,7 @@ fn an_in_flight_nodeclaim_is_limited_by_its_instance_types() {
         nodeclaims: vec![Arc::new(in_flight), Arc::new(launched)],
         ..Snapshot::default()
     };
-    let existing = snap.existing_capacity(&HashMap::new(), &types);
+    let existing = snap.existing_capacity(&HashMap::new(), &types.into());
     let limit = |name: &str| {
         existing
             .iter()

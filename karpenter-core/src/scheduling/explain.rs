@@ -20,6 +20,8 @@ use super::requirements::{Incompatible, Requirements};
 use super::resources::{Resources, format_quantities};
 use super::solver::{Input, LIMIT_NODES, NodePoolTemplate, Rejection, solve, within_limits};
 use crate::capacity::InstanceType;
+use crate::capacity::index::TypeIndex;
+use crate::provisioning::listing::{self, Listing};
 use crate::provisioning::template;
 use crate::snapshot::Snapshot;
 
@@ -262,31 +264,36 @@ pub struct PoolVerdict {
 /// Every NodePool of the snapshot as [`explain`] needs it, heaviest weight first (the order the
 /// solver tries them), then by name, prepared by the provisioner's own functions:
 /// [`template::node_class_of`], [`template::usable_requirements`] and
-/// [`template::pool_template`], with usage priced by the instance types of every NodePool
-/// whose types could be listed ([`template::index_types`]), as the provisioner does.
-/// `instance_types` lists a node class's instance types (errors become [`Reason::NotReady`]).
+/// [`template::pool_template`], with each NodePool's instance types overlaid by the snapshot's
+/// NodeOverlays and usage priced by the instance types of every NodePool whose types could be
+/// listed ([`listing::pool_types`]), as the provisioner does. `instance_types` lists a node
+/// class's instance types, once per node class (errors become [`Reason::NotReady`]).
 pub fn candidates(
     snap: &Snapshot,
     instance_types: impl Fn(&EC2NodeClass) -> Result<Vec<Arc<InstanceType>>, String>,
 ) -> Vec<PoolCandidate> {
-    let mut by_name: HashMap<String, Arc<InstanceType>> = HashMap::new();
-    let mut prepared = Vec::new();
+    let mut listings: HashMap<String, Listing> = HashMap::new();
     for pool in &snap.nodepools {
-        let prep = template::node_class_of(pool, snap).and_then(|class| {
-            let types = instance_types(class).map_err(template::SkipReason::InstanceTypes)?;
-            template::index_types(&mut by_name, &types);
-            let reqs = template::usable_requirements(pool, &types)?;
-            Ok((reqs, types))
-        });
-        prepared.push((pool, prep));
+        if let Ok(class) = template::node_class_of(pool, snap) {
+            let name = class.metadata.name.clone().unwrap_or_default();
+            listings
+                .entry(name)
+                .or_insert_with(|| instance_types(class).map(Arc::new));
+        }
     }
-    let mut out: Vec<PoolCandidate> = prepared
-        .into_iter()
-        .map(|(pool, prep)| PoolCandidate {
+    let listed = listing::pool_types(snap, &listings);
+    let mut out: Vec<PoolCandidate> = listed
+        .pools
+        .iter()
+        .map(|(pool, types)| PoolCandidate {
             name: pool.metadata.name.clone().unwrap_or_default(),
             weight: pool.weight(),
-            state: prep
-                .map(|(reqs, types)| template::pool_template(pool, reqs, &types, snap, &by_name).0)
+            state: types
+                .clone()
+                .and_then(|types| {
+                    let reqs = template::usable_requirements(pool, &types)?;
+                    Ok(template::pool_template(pool, reqs, &types, snap, &listed.index).0)
+                })
                 .map_err(Reason::from),
             limits: template::remaining_limits(pool, &Resources::default(), 0),
         })
@@ -582,15 +589,12 @@ fn min_values(reqs: &Requirements, options: &[&Arc<InstanceType>]) -> Option<Rea
 /// `pools` give the DaemonSet overhead and instance types in-flight NodeClaims are sized by.
 pub fn existing_fit(pod: &PodInfo, snap: &Snapshot, pools: &[PoolCandidate]) -> Option<String> {
     let mut overhead = HashMap::new();
-    let mut types: HashMap<String, Arc<InstanceType>> = HashMap::new();
+    let mut types = TypeIndex::default();
     for c in pools {
         if let Ok(t) = &c.state {
             overhead.insert(c.name.clone(), t.daemon_overhead.clone());
-            for it in &t.instance_types {
-                types
-                    .entry(it.name.clone())
-                    .or_insert_with(|| Arc::clone(it));
-            }
+            types.add_listed(&t.instance_types);
+            types.add_pool(&c.name, &t.instance_types);
         }
     }
     let existing = snap.existing_capacity(&overhead, &types);

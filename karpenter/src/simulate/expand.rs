@@ -1,14 +1,14 @@
 //! Workload manifests (as the workload reader admitted them) turned into what a simulation
 //! needs, without a cluster: pods (bare pods,
 //! and the replicas of Deployments, ReplicaSets, StatefulSets and Jobs, with the API server's
-//! defaults applied), DaemonSets (per-node overhead), NodePools, EC2NodeClasses, Namespaces and
-//! the volume objects (PersistentVolumeClaims, PersistentVolumes, StorageClasses) that confine a
+//! defaults applied), DaemonSets (per-node overhead), NodePools, EC2NodeClasses, NodeOverlays,
+//! Namespaces and the volume objects (PersistentVolumeClaims, PersistentVolumes, StorageClasses) that confine a
 //! pod's zone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crds::{EC2NodeClass, NodePool};
+use crds::{EC2NodeClass, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -35,6 +35,8 @@ pub struct Expanded {
     /// The workload's EC2NodeClasses (the bundled default when it brings none); their subnets
     /// choose the zones offered.
     pub nodeclasses: Vec<Arc<EC2NodeClass>>,
+    /// The workload's NodeOverlays (applied only with the `NodeOverlay` feature gate).
+    pub nodeoverlays: Vec<Arc<NodeOverlay>>,
     /// Namespaces (with labels) the workload defines, plus `default`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// The workload's PersistentVolumeClaims: with PVs and StorageClasses, their pods' zones.
@@ -73,7 +75,8 @@ fn pod_from(
 
 /// Expand manifests.
 ///
-/// Errors: a NodePool, EC2NodeClass, DaemonSet, pod or volume object that does not deserialize.
+/// Errors: a NodePool, EC2NodeClass, NodeOverlay, DaemonSet, pod or volume object that does not
+/// deserialize.
 pub fn expand(manifests: &[Manifest]) -> Result<Expanded, ManifestError> {
     let registry = Registry::default();
     let mut x = Expanded::default();
@@ -127,6 +130,7 @@ pub fn expand(manifests: &[Manifest]) -> Result<Expanded, ManifestError> {
             ("apps/v1", "DaemonSet") => x.daemonsets.push(Arc::new(typed(m)?)),
             ("karpenter.sh/v1", "NodePool") => x.nodepools.push(Arc::new(typed(m)?)),
             ("karpenter.k8s.aws/v1", "EC2NodeClass") => x.nodeclasses.push(Arc::new(typed(m)?)),
+            ("karpenter.sh/v1alpha1", "NodeOverlay") => x.nodeoverlays.push(Arc::new(typed(m)?)),
             ("v1", "PersistentVolumeClaim") => {
                 let mut pvc: PersistentVolumeClaim = typed(m)?;
                 pvc.metadata.namespace = Some(ns.clone());

@@ -27,10 +27,13 @@ use self::expand::Expanded;
 use crate::sandbox::ReportFormat;
 use crate::workload::{self, Generated, WorkloadArgs};
 use controller::cloudprovider::sim::network::SimNetwork;
-use controller::runtime::options::{FeatureGates, MinValuesPolicy, parse_min_values_policy};
+use controller::runtime::options::{
+    FeatureGate, FeatureGates, MinValuesPolicy, parse_min_values_policy,
+};
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::reservation::{self, Record, ReservedCapacity};
+use karpenter_core::provisioning::listing;
 use karpenter_core::provisioning::plan::{self, Listing, Settings};
 use karpenter_core::provisioning::template;
 use karpenter_core::scheduling::pod::{PodInfo, PodKey};
@@ -223,6 +226,9 @@ pub struct Simulation {
     pub min_values_policy: MinValuesPolicy,
     /// `--feature-gates`, validated.
     pub feature_gates: FeatureGates,
+    /// What the user should know before the report, printed on stderr (e.g. NodeOverlays
+    /// given while their feature gate is off).
+    pub warnings: Vec<String>,
 }
 
 /// A UID shaped like the API server's (36 characters), stable per name: NodeClaims carry their
@@ -397,23 +403,21 @@ pub fn prepare(
         instance_types: choice,
         min_values_policy: MinValuesPolicy::Strict,
         feature_gates: FeatureGates::default(),
+        warnings: Vec::new(),
     })
 }
 
 /// The lower bound's candidates: every instance type of each NodePool the provisioner uses
-/// (the same checks as `plan`: ready, node class listed, requirements leave a type), under the
+/// (the same checks as `plan`: ready, node class listed, requirements leave a type), as the
+/// pool lists it (NodeOverlays applied, so the bound prices what the plan prices), under the
 /// pool's requirements.
 fn candidates(sim: &Simulation) -> Vec<Candidate> {
     let mut out = Vec::new();
-    for pool in &sim.snapshot.nodepools {
-        let Ok(class) = template::node_class_of(pool, &sim.snapshot) else {
+    for (pool, types) in listing::pool_types(&sim.snapshot, &sim.listings).pools {
+        let Ok(types) = types else {
             continue;
         };
-        let class = class.metadata.name.as_deref().unwrap_or_default();
-        let Some(Ok(types)) = sim.listings.get(class) else {
-            continue;
-        };
-        let Ok(reqs) = template::usable_requirements(pool, types) else {
+        let Ok(reqs) = template::usable_requirements(&pool, &types) else {
             continue;
         };
         out.extend(types.iter().map(|t| Candidate {
@@ -620,9 +624,16 @@ impl SimulateReport {
     }
 }
 
-/// Run the command. Exit codes: 0 ok, 2 bad input.
+/// Run the command: the simulation's warnings on stderr, the report on stdout. Exit codes:
+/// 0 ok, 2 bad input.
 pub fn run(args: &SimulateArgs) -> ExitCode {
-    match run_inner(args) {
+    let report = build(args).and_then(|sim| {
+        for w in &sim.warnings {
+            eprintln!("warning: {w}");
+        }
+        simulate(&sim)
+    });
+    match report {
         Ok(report) => {
             match args.report {
                 ReportFormat::Json => println!(
@@ -640,15 +651,13 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
     }
 }
 
-fn run_inner(args: &SimulateArgs) -> Result<SimulateReport, SimulateError> {
-    simulate(&build(args)?)
-}
-
 /// The simulation for the command's arguments (`report` is not used): the workload as the
 /// sandbox reads it ([`WorkloadArgs::read`]: the bundled Online Boutique when none is given
 /// and nothing is generated, scaled, within the pod cap, defaulted with a NodePool and node
 /// class, admitted), expanded, plus the generated mix, as a snapshot with listings
-/// ([`prepare`]).
+/// ([`prepare`]). The workload's NodeOverlays go into the snapshot only with
+/// `--feature-gates NodeOverlay=true`, as the controller watches them only then; without it
+/// they are left out with a warning naming the gate.
 ///
 /// Errors: a workload the reader refuses (see [`workload::WorkloadError`]), invalid NodePools
 /// or node classes.
@@ -666,6 +675,7 @@ pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
         .feature_gates
         .parse()
         .map_err(|e| SimulateError::Manifest(format!("--feature-gates (FEATURE_GATES): {e}")))?;
+    let overlays = std::mem::take(&mut expanded.nodeoverlays);
     let reservations = match &args.capacity_reservations {
         Some(path) => read_reservations(path).map_err(SimulateError::Manifest)?,
         None => Vec::new(),
@@ -678,7 +688,20 @@ pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
     )?;
     sim.min_values_policy = args.min_values_policy;
     sim.feature_gates = feature_gates;
+    if sim.feature_gates.enabled(FeatureGate::NodeOverlay) {
+        sim.snapshot.nodeoverlays = overlays;
+    } else if !overlays.is_empty() {
+        sim.warnings.push(overlays_ignored(overlays.len()));
+    }
     Ok(sim)
+}
+
+/// The warning for `count` NodeOverlays given while their feature gate is off.
+fn overlays_ignored(count: usize) -> String {
+    let gate = FeatureGate::NodeOverlay.name();
+    format!(
+        "{count} NodeOverlay(s) in the workload are not applied: the {gate} feature gate is off (pass --feature-gates {gate}=true)"
+    )
 }
 
 #[cfg(test)]

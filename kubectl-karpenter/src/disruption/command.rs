@@ -1,5 +1,5 @@
 //! `disruption` and `disruption explain`: reads what the orchestrator reads (NodePools,
-//! EC2NodeClasses, NodeClaims, Nodes, Pods, PodDisruptionBudgets, DaemonSets, Namespaces,
+//! EC2NodeClasses, NodeOverlays the controller applies, NodeClaims, Nodes, Pods, PodDisruptionBudgets, DaemonSets, Namespaces,
 //! volumes), lists each node class's instance types from the embedded catalog, computes the
 //! report or the what-if with the pure core and prints it.
 
@@ -25,7 +25,7 @@ use super::render;
 use crate::global_args::GlobalArgs;
 use crate::output;
 use crate::session::{Connection, Error, Io, Outcome};
-use crate::why_pending::command::catalog_instance_types;
+use crate::why_pending::command::{catalog_instance_types, overlays_in_effect};
 
 /// The cluster as the orchestrator sees it.
 ///
@@ -43,6 +43,8 @@ async fn read_snapshot(conn: &Connection) -> Result<Snapshot, Error> {
         nodeclaims,
         nodepools: conn.list_shared::<NodePool>("NodePools").await?,
         nodeclasses: conn.list_shared::<EC2NodeClass>("EC2NodeClasses").await?,
+        // Nodes and replacements priced as the controller prices them.
+        nodeoverlays: overlays_in_effect(conn).await?,
         daemonsets: conn.list_shared::<DaemonSet>("DaemonSets").await?,
         namespaces: conn.list_shared::<Namespace>("Namespaces").await?,
         pvcs: conn

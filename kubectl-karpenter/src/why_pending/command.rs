@@ -1,13 +1,13 @@
 //! `why-pending`: reads the pods (the one named, or those of the namespaces `-n`/`-A` select),
 //! their Events, and the cluster objects the provisioner reads (NodePools, EC2NodeClasses,
-//! NodeClaims, Nodes, DaemonSets, Namespaces, volumes), builds the reports with the pure core
+//! NodeOverlays, NodeClaims, Nodes, DaemonSets, Namespaces, volumes), builds the reports with the pure core
 //! and prints them. Exit 1 when some pending pod has no NodePool that can take it.
 
 use std::fmt::Debug;
 use std::io::Write;
 use std::sync::Arc;
 
-use crds::{EC2NodeClass, NodePool};
+use crds::{EC2NodeClass, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -125,6 +125,8 @@ async fn read_world(
         nodeclaims,
         nodepools: conn.list_shared::<NodePool>("NodePools").await?,
         nodeclasses: conn.list_shared::<EC2NodeClass>("EC2NodeClasses").await?,
+        // Instance types as the controller sees them: overlaid, when it applies overlays.
+        nodeoverlays: overlays_in_effect(conn).await?,
         daemonsets: conn.list_shared::<DaemonSet>("DaemonSets").await?,
         namespaces: conn.list_shared::<Namespace>("Namespaces").await?,
         pvcs: conn
@@ -150,6 +152,20 @@ async fn read_world(
         },
         skipped,
     })
+}
+
+/// The cluster's NodeOverlays the controller applies ([`report::overlays_in_effect`]); none
+/// when the kind is not served (no NodeOverlay CRD, 404) or the user may not list it (403: a
+/// role written before NodeOverlays existed).
+///
+/// Errors: [`Error::ListOther`] when the call fails otherwise.
+pub(crate) async fn overlays_in_effect(conn: &Connection) -> Result<Vec<Arc<NodeOverlay>>, Error> {
+    let api: Api<NodeOverlay> = Api::all(conn.client.clone());
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(report::overlays_in_effect(list.items)),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => Ok(Vec::new()),
+        Err(e) => Err(conn.list_error("NodeOverlays", e)),
+    }
 }
 
 /// The pod `name` of namespace `ns`, decoded on its own so that a malformed field is reported

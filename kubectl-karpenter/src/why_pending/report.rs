@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use crds::EC2NodeClass;
+use crds::conditions::{self, VALIDATION_SUCCEEDED};
+use crds::{EC2NodeClass, NodeOverlay, StatusConditions};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use karpenter_core::capacity::InstanceType;
 use karpenter_core::scheduling::explain::{self, PoolCandidate, PoolVerdict, Verdict};
@@ -28,6 +29,21 @@ pub struct World {
     /// Every pod of the cluster (bound ones use node capacity), NodePools, EC2NodeClasses,
     /// NodeClaims, Nodes, DaemonSets, Namespaces and volumes.
     pub snapshot: Snapshot,
+}
+
+/// The NodeOverlays the controller applies, of those listed: all of them once one carries a
+/// `ValidationSucceeded` condition (only the NodeOverlay controller writes it, and it runs
+/// only with `FEATURE_GATES=NodeOverlay=true`), else none (the gate is off, or the controller
+/// has not evaluated them yet). Which ones apply, and how, the core decides as the controller
+/// does (`karpenter_core::provisioning::listing`).
+pub fn overlays_in_effect(listed: Vec<NodeOverlay>) -> Vec<Arc<NodeOverlay>> {
+    let evaluated = listed
+        .iter()
+        .any(|o| conditions::get(o.status_conditions(), VALIDATION_SUCCEEDED).is_some());
+    if !evaluated {
+        return Vec::new();
+    }
+    listed.into_iter().map(Arc::new).collect()
 }
 
 /// Where a pod stands.

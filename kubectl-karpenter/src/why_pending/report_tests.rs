@@ -339,3 +339,51 @@ fn a_nodeclaim_created_with_relaxed_min_values_says_so() {
          minValues relaxed (MIN_VALUES_POLICY=BestEffort): node.kubernetes.io/instance-type>=2"
     );
 }
+
+/// A NodeOverlay giving every m5.large an FPGA, as listed from the cluster; with a
+/// `ValidationSucceeded` condition when `evaluated` (the controller runs with the gate on).
+fn fpga_overlay(evaluated: bool) -> crds::NodeOverlay {
+    let mut overlay = json!({
+        "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+        "metadata": {"name": "fpga"},
+        "spec": {
+            "requirements": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": ["m5.large"]}],
+            "capacity": {"example.com/fpga": "1"},
+        },
+    });
+    if evaluated {
+        overlay["status"] = json!({"conditions": [{
+            "type": "ValidationSucceeded", "status": "True", "reason": "ValidationSucceeded",
+            "message": "", "lastTransitionTime": "2025-01-01T00:00:00Z",
+        }]});
+    }
+    from(overlay)
+}
+
+#[test]
+fn overlays_the_controller_applies_are_applied_here_too() {
+    assert!(overlays_in_effect(vec![fpga_overlay(false)]).is_empty());
+    let fpga = pod(
+        "fpga",
+        json!({"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "500m", "example.com/fpga": "1"},
+            "limits": {"example.com/fpga": "1"}}}]}),
+    );
+    let mut w = world(vec![fpga]);
+    let state = |w: &World| build(w, false, types)[0].state;
+    assert_eq!(state(&w), PodState::Unschedulable);
+    w.snapshot.nodeoverlays = overlays_in_effect(vec![fpga_overlay(true)]);
+    assert_eq!(w.snapshot.nodeoverlays.len(), 1);
+    let reports = build(&w, false, types);
+    assert_eq!(
+        reports[0].state,
+        PodState::Provisionable,
+        "{}",
+        reports[0].message
+    );
+    assert!(
+        reports[0].message.contains("m5.large"),
+        "{}",
+        reports[0].message
+    );
+}

@@ -7,7 +7,8 @@
 //!   spot prices from DescribeSpotPriceHistory, else derived as the simulated cloud does.
 //! - **Launch**: at most 60 of the NodeClaim's instance types (cheapest first) x one subnet per
 //!   allowed zone, spot with `price-capacity-optimized` when the NodeClaim allows spot and a
-//!   spot offering is available, else on-demand with `lowest-price`; one launch template per
+//!   spot offering is available, else on-demand with `lowest-price` (both `prioritized`, in the
+//!   NodeClaim's order, when a NodeOverlay changed its prices); one launch template per
 //!   image (see [`launchtemplate`]). The NodeClaim's name is the idempotency token, and an
 //!   instance already tagged for the NodeClaim is returned instead of launching another.
 //! - **Capacity errors** in the fleet's answer mark the offering (type, zone, capacity type)
@@ -49,7 +50,6 @@ use karpenter_core::cloud::{
     CloudError, Instance, Launched, NodeClassResolution, ordered_type_names,
 };
 use karpenter_core::scheduling::requirements::Requirements;
-use karpenter_core::scheduling::resources::Resources;
 
 /// How long an offering that ran out of capacity stays unavailable (upstream's ICE cache, 3m).
 pub const INSUFFICIENT_CAPACITY_TTL: SignedDuration = SignedDuration::from_secs(180);
@@ -597,7 +597,7 @@ impl CloudProvider for AwsCloud {
         node_class_ready(node_class)?;
         let status = node_class.status.clone().unwrap_or_default();
         let reqs = Requirements::from_api(&claim.spec.requirements);
-        let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+        let requests = karpenter_core::cloud::launch_requests(claim);
         // One subnet per zone: the first listed (status is ordered by free addresses).
         let mut subnet_of: BTreeMap<String, String> = BTreeMap::new();
         for s in &status.subnets {
@@ -615,6 +615,7 @@ impl CloudProvider for AwsCloud {
             &taints,
         );
         let mut warnings = Vec::new();
+        let prioritized = karpenter_core::cloud::price_overlaid(claim);
         let mut tried: BTreeSet<OfferingKey> = BTreeSet::new();
         let mut last_errors: Vec<String> = Vec::new();
         let config = self.capacity_config(node_class)?;
@@ -628,9 +629,12 @@ impl CloudProvider for AwsCloud {
                 .filter(|t| t.compatible(&reqs) && requests.fits_in(&t.allocatable))
                 .take(MAX_INSTANCE_TYPES)
                 .collect();
-            let offers = launch_offerings(&candidates, &reqs, |t, z, ct| {
-                tried.contains(&(t.to_string(), z.to_string(), ct.to_string()))
-            });
+            let offers = launch_offerings(
+                &candidates,
+                &reqs,
+                |t, z, ct| tried.contains(&(t.to_string(), z.to_string(), ct.to_string())),
+                prioritized,
+            );
             if offers.is_empty() {
                 break;
             }
@@ -679,6 +683,7 @@ impl CloudProvider for AwsCloud {
                 configs: configs.into_values().collect(),
                 tags,
                 client_token: client_token(&claim_name, attempt),
+                prioritized,
             };
             let result = match self.ec2.create_fleet(&request).await {
                 Ok(r) => r,

@@ -514,7 +514,7 @@ impl CloudProvider for SimCloud {
             .map(|s| s.zone.clone())
             .collect();
         let reqs = Requirements::from_api(&claim.spec.requirements);
-        let requests = Resources::from_list(&claim.spec.resources.requests).unwrap_or_default();
+        let requests = karpenter_core::cloud::launch_requests(claim);
         let config = self.capacity_config(node_class)?;
         let mut resolved = node_class.clone();
         resolved.status = Some(resolution.status.clone());
@@ -533,7 +533,8 @@ impl CloudProvider for SimCloud {
                     .into(),
             ));
         }
-        let offerings = launch_offerings(&candidates, &reqs, |_, _, _| false);
+        let prioritized = karpenter_core::cloud::price_overlaid(claim);
+        let offerings = launch_offerings(&candidates, &reqs, |_, _, _| false, prioritized);
         let now = self.clock.now();
         let mut chosen = None;
         let mut exhausted = Vec::new();

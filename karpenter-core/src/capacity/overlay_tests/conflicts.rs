@@ -8,7 +8,7 @@ use super::*;
 #[test]
 fn no_overlays_leave_the_types_shared() {
     let types = catalog();
-    let e = evaluate(&[], &[pool("p", types.clone())]);
+    let e = evaluate::<NodeOverlay>(&[], &[pool("p", types.clone())]);
     assert!(e.verdicts.is_empty());
     assert!(
         e.pools["p"]

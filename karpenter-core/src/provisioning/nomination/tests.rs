@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 use testutil::{node, nodeclaim, pod};
 
+use crate::capacity::index::TypeIndex;
+
 use super::*;
 
 fn waiting(name: &str, cpu: &str) -> Arc<Pod> {
@@ -261,7 +263,7 @@ fn planned_and_nominated_pods_hold_their_room_and_are_not_provisioned_again() {
         .filter_map(|p| p.metadata.name.clone())
         .collect();
     assert_eq!(provisionable, vec!["free", "claim-gone"]);
-    let capacity = snap.existing_capacity(&HashMap::new(), &HashMap::new());
+    let capacity = snap.existing_capacity(&HashMap::new(), &TypeIndex::default());
     let available: HashMap<String, i64> = capacity
         .iter()
         .map(|e| (e.name.clone(), e.available.cpu))
