@@ -15,6 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use crds::{EC2NodeClass, NodeClaim};
 use karpenter_core::capacity::InstanceType;
+use karpenter_core::capacity::reservation::Record;
 use karpenter_core::cloud::{
     CloudError, Instance, Launched, NodeClassResolution, claim_for_instance,
 };
@@ -49,6 +50,16 @@ pub trait CloudProvider: Send + Sync {
         &self,
         node_class: &EC2NodeClass,
     ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError>;
+
+    /// The capacity reservations `ids` as the cloud describes them now
+    /// (DescribeCapacityReservations by id); ids it does not know are left out. What the
+    /// reservation controller reads to drain expiring Capacity Blocks. A cloud without
+    /// reservations returns none.
+    ///
+    /// Errors: the cloud's API failed.
+    async fn capacity_reservations(&self, _ids: &[String]) -> Result<Vec<Record>, CloudError> {
+        Ok(Vec::new())
+    }
 
     /// Resolve a node class's selectors (subnets, security groups, AMIs, instance profile).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution;

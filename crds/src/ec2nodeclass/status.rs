@@ -127,6 +127,15 @@ pub struct CapacityReservation {
     /// `active`, or `expiring` for a capacity block about to be reclaimed.
     #[serde(default)]
     pub state: CapacityReservationState,
+    /// Instances that can still launch into the reservation (EC2's `AvailableInstanceCount`,
+    /// this cluster's running instances counted). This project's addition: upstream's status
+    /// has no count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_instance_count: Option<i64>,
+    /// Instances the reservation holds in all (EC2's `TotalInstanceCount`). This project's
+    /// addition, beside `availableInstanceCount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_instance_count: Option<i64>,
 }
 
 impl HasConditions for EC2NodeClassStatus {

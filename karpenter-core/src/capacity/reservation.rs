@@ -21,6 +21,15 @@ use serde::Deserialize;
 /// (upstream's constant).
 pub const RESERVED_PRICE_DIVISOR: f64 = 10_000_000.0;
 
+/// How long before a Capacity Block ends its nodes are drained: EC2 reclaims its instances 30
+/// minutes before the end, and upstream deletes their NodeClaims 10 minutes before that, when
+/// EC2 also sends its interruption notice (`aws:pkg/controllers/capacityreservation/
+/// expiration`). From then on the reservation's `state` is `expiring` and it is not offered.
+pub const CAPACITY_BLOCK_DRAIN_LEAD: jiff::SignedDuration = jiff::SignedDuration::from_mins(40);
+
+/// How long before a Capacity Block ends EC2 reclaims (terminates) the instances still in it.
+pub const CAPACITY_BLOCK_RECLAIM_LEAD: jiff::SignedDuration = jiff::SignedDuration::from_mins(30);
+
 /// One EC2 tag, as the EC2 API writes it.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase")]
@@ -112,6 +121,21 @@ impl Record {
         self.state == "active" && self.end_date.is_none_or(|end| end > now)
     }
 
+    /// Whether it is a Capacity Block within [`CAPACITY_BLOCK_DRAIN_LEAD`] of its end at `now`
+    /// (upstream's `expiring` state): its nodes are drained and it takes no more launches.
+    pub fn expiring(&self, now: Timestamp) -> bool {
+        self.is_capacity_block()
+            && self
+                .end_date
+                .is_some_and(|end| now >= end - CAPACITY_BLOCK_DRAIN_LEAD)
+    }
+
+    /// Whether new instances may launch into it at `now`: usable and not expiring (upstream
+    /// offers no expiring reservation).
+    pub fn offered(&self, now: Timestamp) -> bool {
+        self.usable(now) && !self.expiring(now)
+    }
+
     /// `karpenter.k8s.aws/capacity-reservation-type`: `default` or `capacity-block`.
     pub fn is_capacity_block(&self) -> bool {
         self.reservation_type == "capacity-block"
@@ -150,7 +174,8 @@ pub fn matches(term: &CapacityReservationSelectorTerm, r: &Record) -> bool {
     tagged && owner && criteria
 }
 
-/// The usable reservations at `now` that any of `terms` selects, in id order.
+/// The usable reservations at `now` (expiring ones included, so their status says so) that any
+/// of `terms` selects, in id order.
 pub fn select<'a>(
     terms: &[CapacityReservationSelectorTerm],
     records: &'a [Record],
@@ -164,8 +189,12 @@ pub fn select<'a>(
     out
 }
 
-/// The node class's `status.capacityReservations` entry for `r`.
-pub fn status(r: &Record) -> CapacityReservation {
+/// The node class's `status.capacityReservations` entry for `r` at `now`: `state` is
+/// `expiring` for a Capacity Block within [`CAPACITY_BLOCK_DRAIN_LEAD`] of its end, else
+/// `active`; `available` (instances that can still launch into it, as EC2's
+/// `AvailableInstanceCount` reports it once this cluster's own instances are counted) and its
+/// total are this project's additions, so `kubectl get ec2nodeclass -o yaml` shows the room left.
+pub fn status(r: &Record, now: Timestamp, available: i64) -> CapacityReservation {
     CapacityReservation {
         availability_zone: r.availability_zone.clone(),
         end_time: r
@@ -185,7 +214,13 @@ pub fn status(r: &Record) -> CapacityReservation {
             CapacityReservationType::Default
         },
         interruptible: false,
-        state: CapacityReservationState::Active,
+        state: if r.expiring(now) {
+            CapacityReservationState::Expiring
+        } else {
+            CapacityReservationState::Active
+        },
+        available_instance_count: Some(available.max(0)),
+        total_instance_count: Some(r.total_instance_count),
     }
 }
 

@@ -94,10 +94,21 @@ fn ended_or_inactive_reservations_are_not_selected_and_status_keeps_the_shape() 
     assert_eq!(select(&all, &records, later).len(), 1);
     records[0].state = "cancelled".into();
     assert_eq!(select(&all, &records, now()).len(), 1);
-    let s = status(&records[1]);
+    let s = status(&records[1], now(), 0);
     assert_eq!(s.reservation_type, CapacityReservationType::CapacityBlock);
     assert_eq!(s.instance_type, "p5.48xlarge");
     assert!(s.end_time.is_some());
+    assert_eq!(
+        (s.available_instance_count, s.total_instance_count),
+        (Some(0), Some(2))
+    );
+    // Within 40 minutes of its end a capacity block is expiring (upstream's state).
+    assert_eq!(s.state, CapacityReservationState::Active);
+    let late: Timestamp = "2026-01-01T11:30:00Z".parse().expect("time");
+    assert_eq!(
+        status(&records[1], late, 0).state,
+        CapacityReservationState::Expiring
+    );
 }
 
 #[test]

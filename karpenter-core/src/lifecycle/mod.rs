@@ -13,6 +13,7 @@ pub mod initialization;
 pub mod liveness;
 pub mod registration;
 pub mod repair;
+pub mod reservations;
 pub mod stamp;
 pub mod termination;
 pub mod volume_detachment;

@@ -11,7 +11,7 @@ pub mod network;
 pub mod release;
 pub mod states;
 
-use karpenter_core::capacity::reservation::ReservedCapacity;
+use karpenter_core::capacity::reservation::{CAPACITY_BLOCK_RECLAIM_LEAD, Record, ReservedCapacity};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -362,9 +362,82 @@ impl SimCloud {
             .unwrap_or_default()
     }
 
+    /// How many more instances the reservation `id` takes at `now`: its recorded
+    /// `AvailableInstanceCount` less the simulated instances running in it (a terminated one
+    /// gives its place back); 0 once it has ended or is not known.
+    fn room(state: &State, id: &str, now: Timestamp) -> i64 {
+        let Some(r) = state
+            .network
+            .reservations
+            .iter()
+            .find(|r| r.capacity_reservation_id == id && r.usable(now))
+        else {
+            return 0;
+        };
+        let used = state
+            .instances
+            .values()
+            .filter(|i| {
+                i.reservation_id.as_deref() == Some(id) && !state.shutting_down.contains_key(&i.id)
+            })
+            .count() as i64;
+        (r.available_instance_count - used).max(0)
+    }
+
+    /// What EC2 does to instances in reservations that end, at `now`: an On-Demand Capacity
+    /// Reservation that expired, was cancelled or is gone leaves its instances running as
+    /// plain on-demand ones (capacity type, labels and price follow); a Capacity Block's
+    /// instances are reclaimed (terminated) from [`CAPACITY_BLOCK_RECLAIM_LEAD`] before its end.
+    fn settle_reservations(&self, state: &mut State, now: Timestamp) {
+        let State {
+            instances,
+            network,
+            shutting_down,
+            ..
+        } = state;
+        for i in instances.values_mut() {
+            let Some(id) = i.reservation_id.clone() else {
+                continue;
+            };
+            let record = network
+                .reservations
+                .iter()
+                .find(|r| r.capacity_reservation_id == id);
+            match record {
+                Some(r) if r.is_capacity_block() => {
+                    let reclaimed = !r.usable(now)
+                        || r
+                            .end_date
+                            .is_some_and(|end| now >= end - CAPACITY_BLOCK_RECLAIM_LEAD);
+                    if reclaimed {
+                        shutting_down.entry(i.id.clone()).or_insert(now);
+                    }
+                }
+                Some(r) if r.usable(now) => {}
+                _ => {
+                    i.reservation_id = None;
+                    i.capacity_type = l::CAPACITY_TYPE_ON_DEMAND.to_string();
+                    i.price = self
+                        .catalog
+                        .get(&i.instance_type)
+                        .map(|e| e.on_demand_price)
+                        .unwrap_or(i.price);
+                    for labels in [&mut i.labels, &mut i.node_labels] {
+                        labels.remove(l::CAPACITY_RESERVATION_ID_LABEL);
+                        labels.remove(l::CAPACITY_RESERVATION_TYPE_LABEL);
+                        labels.insert(
+                            l::CAPACITY_TYPE_LABEL.into(),
+                            l::CAPACITY_TYPE_ON_DEMAND.into(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// The room left in each reservation the node class resolved (`status.capacityReservations`)
-    /// in its zones: `AvailableInstanceCount` less the simulated instances running in it (a
-    /// terminated one gives its place back); 0 once it has ended.
+    /// in its zones ([`SimCloud::room`]); 0 once it has ended or, for a Capacity Block, is
+    /// expiring.
     fn reserved_for(
         state: &State,
         node_class: &EC2NodeClass,
@@ -386,20 +459,12 @@ impl SimCloud {
             .iter()
             .filter(|r| selected.contains(r.capacity_reservation_id.as_str()))
             .map(|r| {
-                let used = state
-                    .instances
-                    .values()
-                    .filter(|i| {
-                        i.reservation_id.as_deref() == Some(r.capacity_reservation_id.as_str())
-                            && !state.shutting_down.contains_key(&i.id)
-                    })
-                    .count() as i64;
                 ReservedCapacity {
                     id: r.capacity_reservation_id.clone(),
                     instance_type: r.instance_type.clone(),
                     zone: r.availability_zone.clone(),
-                    available: if r.usable(now) {
-                        (r.available_instance_count - used).max(0)
+                    available: if r.offered(now) {
+                        SimCloud::room(state, &r.capacity_reservation_id, now)
                     } else {
                         0
                     },
@@ -501,7 +566,9 @@ impl CloudProvider for SimCloud {
         {
             return Ok(launched(existing));
         }
-        let resolution = state.network.resolve(&self.cluster_name, node_class);
+        let resolution = state
+            .network
+            .resolve(&self.cluster_name, node_class, self.clock.now());
         if let Some((_, reason, message)) = resolution.not_ready {
             return Err(CloudError::NodeClassNotReady(format!(
                 "{reason}: {message}"
@@ -693,7 +760,9 @@ impl CloudProvider for SimCloud {
 
     async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
         self.faults.throttle("DescribeInstances")?;
-        self.lock()
+        let mut state = self.lock();
+        self.settle_reservations(&mut state, self.clock.now());
+        state
             .instances
             .values()
             .find(|i| i.provider_id == provider_id)
@@ -705,7 +774,8 @@ impl CloudProvider for SimCloud {
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
         self.faults.throttle("DescribeInstances")?;
-        let state = self.lock();
+        let mut state = self.lock();
+        self.settle_reservations(&mut state, self.clock.now());
         Ok(state
             .instances
             .values()
@@ -726,7 +796,31 @@ impl CloudProvider for SimCloud {
     }
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
-        self.lock().network.resolve(&self.cluster_name, node_class)
+        let now = self.clock.now();
+        let mut state = self.lock();
+        self.settle_reservations(&mut state, now);
+        let mut resolution = state.network.resolve(&self.cluster_name, node_class, now);
+        for r in &mut resolution.status.capacity_reservations {
+            r.available_instance_count = Some(SimCloud::room(&state, &r.id, now));
+        }
+        resolution
+    }
+
+    async fn capacity_reservations(&self, ids: &[String]) -> Result<Vec<Record>, CloudError> {
+        self.faults.throttle("DescribeCapacityReservations")?;
+        let now = self.clock.now();
+        let mut state = self.lock();
+        self.settle_reservations(&mut state, now);
+        Ok(state
+            .network
+            .reservations
+            .iter()
+            .filter(|r| ids.contains(&r.capacity_reservation_id))
+            .map(|r| Record {
+                available_instance_count: SimCloud::room(&state, &r.capacity_reservation_id, now),
+                ..r.clone()
+            })
+            .collect())
     }
 
     /// The AWS provider's policies: the sandbox repairs what a real cluster would.

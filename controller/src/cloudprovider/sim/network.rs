@@ -133,7 +133,15 @@ impl SimNetwork {
     }
 
     /// Resolve a node class's selector terms into status, with the first reason it is not ready.
-    pub fn resolve(&self, cluster_name: &str, nc: &EC2NodeClass) -> NodeClassResolution {
+    /// Capacity reservations are those usable at `now` (an expiring Capacity Block included,
+    /// in state `expiring`), each with its `AvailableInstanceCount` as recorded; the cloud
+    /// counts its own instances in them.
+    pub fn resolve(
+        &self,
+        cluster_name: &str,
+        nc: &EC2NodeClass,
+        now: jiff::Timestamp,
+    ) -> NodeClassResolution {
         let spec = &nc.spec;
         let subnets: Vec<Subnet> = self
             .subnets
@@ -202,17 +210,14 @@ impl SimNetwork {
             status: EC2NodeClassStatus {
                 subnets,
                 security_groups,
-                capacity_reservations: self
-                    .reservations
-                    .iter()
-                    .filter(|r| r.state == "active")
-                    .filter(|r| {
-                        spec.capacity_reservation_selector_terms
-                            .iter()
-                            .any(|t| reservation::matches(t, r))
-                    })
-                    .map(reservation::status)
-                    .collect(),
+                capacity_reservations: reservation::select(
+                    &spec.capacity_reservation_selector_terms,
+                    &self.reservations,
+                    now,
+                )
+                .into_iter()
+                .map(|r| reservation::status(r, now, r.available_instance_count))
+                .collect(),
                 amis,
                 instance_profile,
                 conditions: nc
@@ -356,7 +361,7 @@ mod tests {
         let nc = ec2nodeclass("default")
             .role("KarpenterNodeRole-demo")
             .build();
-        let r = net.resolve("demo", &nc);
+        let r = net.resolve("demo", &nc, jiff::Timestamp::now());
         assert_eq!(r.not_ready, None);
         assert_eq!(r.status.subnets.len(), 5);
         assert_eq!(r.status.amis.len(), 2, "one latest image per architecture");
@@ -372,7 +377,7 @@ mod tests {
     /// The AMIs a node class with one alias resolves: (architecture, version) pairs.
     fn resolved(net: &SimNetwork, alias: &str) -> Vec<(String, String)> {
         let nc = ec2nodeclass("default").ami_alias(alias).build();
-        net.resolve("demo", &nc)
+        net.resolve("demo", &nc, jiff::Timestamp::now())
             .status
             .amis
             .iter()
@@ -432,7 +437,7 @@ mod tests {
             .subnet_discovery("${CLUSTER_NAME}")
             .security_group_ids(["sg-0c0ffee0000000001"])
             .build();
-        let r = net.resolve("demo", &nc);
+        let r = net.resolve("demo", &nc, jiff::Timestamp::now());
         let (_, reason, message) = r.not_ready.expect("not ready");
         assert_eq!(reason, "SubnetsNotFound");
         assert!(
@@ -446,14 +451,14 @@ mod tests {
                 json!({"spec": {"securityGroupSelectorTerms": [{"name": "${CLUSTER_NAME}-node"}]}}),
             )
             .build();
-        let (_, reason, message) = net.resolve("demo", &nc).not_ready.expect("not ready");
+        let (_, reason, message) = net.resolve("demo", &nc, jiff::Timestamp::now()).not_ready.expect("not ready");
         assert_eq!(reason, "SecurityGroupsNotFound");
         assert!(
             message.contains("securityGroupSelectorTerms[0].name contains the literal"),
             "{message}"
         );
         let nc = ec2nodeclass("default").subnet_discovery("other").build();
-        let (_, _, message) = net.resolve("demo", &nc).not_ready.expect("not ready");
+        let (_, _, message) = net.resolve("demo", &nc, jiff::Timestamp::now()).not_ready.expect("not ready");
         assert_eq!(message, "SubnetSelector did not match any Subnets");
     }
 
@@ -465,7 +470,7 @@ mod tests {
             .subnet_ids(["subnet-00000000005ab00000"])
             .merge(json!({"spec": {"securityGroupSelectorTerms": [{"name": "demo-node"}]}}))
             .build();
-        let r = net.resolve("demo", &nc);
+        let r = net.resolve("demo", &nc, jiff::Timestamp::now());
         assert!(r.status.amis.iter().any(|a| a.id == new.id));
         assert!(glob("amazon-eks-node-al2023-*-v2026*", &new.name));
         assert!(!glob("bottlerocket*", &new.name));
