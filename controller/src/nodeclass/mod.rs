@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::{
-    AMIS_READY, INSTANCE_PROFILE_READY, PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY,
-    SUBNETS_READY, VALIDATION_SUCCEEDED,
+    AMIS_READY, CAPACITY_RESERVATIONS_READY, EC2NODECLASS_CONDITIONS,
+    EC2NODECLASS_CONDITIONS_WITH_CAPACITY_RESERVATIONS, INSTANCE_PROFILE_READY,
+    PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY, SUBNETS_READY, VALIDATION_SUCCEEDED,
 };
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
 use crds::validation;
@@ -25,6 +26,7 @@ use tokio_stream::wrappers::WatchStream;
 
 use crate::runtime::Context;
 use crate::runtime::events::{EventSpec, EventType, reason, reference};
+use crate::runtime::feature_gates::FeatureGate;
 use crate::runtime::reconcile::{ReconcileError, drive};
 
 /// Selectors are re-resolved at least this often (upstream refreshes subnets every minute).
@@ -142,9 +144,26 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .as_ref()
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
+    // Upstream resolves reservations, and has `CapacityReservationsReady` count towards
+    // `Ready`, only with the `ReservedCapacity` gate on; with it off no reservation is offered.
+    let reserved = ctx
+        .settings
+        .feature_gates
+        .enabled(FeatureGate::ReservedCapacity);
+    if !reserved {
+        status.capacity_reservations.clear();
+    }
     nc.status = Some(status);
     {
-        let mut set = nc.condition_set(ctx.clock.now());
+        let (types, checked): (_, &[&str]) = if reserved {
+            (
+                EC2NODECLASS_CONDITIONS_WITH_CAPACITY_RESERVATIONS,
+                &[CAPACITY_RESERVATIONS_READY],
+            )
+        } else {
+            (EC2NODECLASS_CONDITIONS, &[])
+        };
+        let mut set = nc.condition_set_with(types, ctx.clock.now());
         for t in [
             SUBNETS_READY,
             SECURITY_GROUPS_READY,
@@ -152,7 +171,10 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
             INSTANCE_PROFILE_READY,
             VALIDATION_SUCCEEDED,
             PLACEMENT_GROUP_READY,
-        ] {
+        ]
+        .iter()
+        .chain(checked)
+        {
             match &resolution.not_ready {
                 Some((failed, reason, message)) if failed == t => set.set_false(t, reason, message),
                 _ => set.set_true(t),
