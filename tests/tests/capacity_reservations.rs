@@ -56,6 +56,26 @@ fn capacity_type(claim: &Value) -> &str {
         .unwrap_or("")
 }
 
+/// `kubectl karpenter status ARGS` against the cluster: its stdout (fails on a non-zero exit).
+async fn plugin_status(c: &TestCluster, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(tests::workspace_binary("kubectl-karpenter"));
+    cmd.arg("status")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .env("NO_COLOR", "1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("plugin runs"))
+        .await
+        .expect("plugin thread");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn launched(c: &TestCluster) -> Vec<Value> {
     c.nodeclaims()
         .into_iter()
@@ -114,6 +134,15 @@ async fn reserved_capacity_is_used_first_and_again_when_freed() {
         r["availableInstanceCount"] == 0 && r["totalInstanceCount"] == 3
     })
     .await;
+    // `kubectl karpenter status -o wide` names the reservation of each reserved NodeClaim and
+    // shows the NodePool's reservations used of total.
+    let wide = plugin_status(&c, &["-o", "wide"]).await;
+    assert!(wide.contains("reserved (reserved: 3/3)"), "{wide}");
+    assert_eq!(
+        wide.matches(&format!("reserved ({ID})")).count(),
+        3,
+        "{wide}"
+    );
     // A reserved node goes (its pod's replacement launches while the reservation is still
     // full, so on demand, as upstream's would); once its instance is gone, the next launch
     // uses the room it left.
