@@ -431,6 +431,88 @@ async fn a_node_that_never_registers_is_deleted_after_the_registration_ttl() {
     .await;
 }
 
+/// The `default` NodePool's `NodeRegistrationHealthy` condition: (status, reason).
+fn registration_healthy(c: &TestCluster) -> Option<(String, String)> {
+    let pool = c
+        .objects("karpenter.sh", "nodepools")
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == "default")?;
+    let cond = pool["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "NodeRegistrationHealthy")?
+        .clone();
+    Some((
+        cond["status"].as_str()?.to_string(),
+        cond["reason"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+/// `replicas` pods of app `name`, each on a node of its own (required anti-affinity on the
+/// hostname).
+fn one_per_node(name: &str, replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {{matchLabels: {{app: {name}}}}}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: app
+        image: public.ecr.aws/eks-distro/kubernetes/pause:3.2
+        resources: {{requests: {{cpu: 250m, memory: 128Mi}}}}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn node_registration_health_follows_whether_nodes_join() {
+    let opts = Options {
+        settings: Settings {
+            registration_ttl: Duration::from_secs(3),
+            ..Settings::default()
+        },
+        ..Options::default()
+    };
+    let c = TestCluster::start(&one_per_node("web", 1), opts).await;
+    c.eventually(
+        "NodeRegistrationHealthy True after a node joined",
+        SETTLE,
+        |c| registration_healthy(c).is_some_and(|(s, _)| s == "True"),
+    )
+    .await;
+    // A broken release: the nodes of new NodeClaims never join; two timeouts of four turn it
+    // False, and the NodePool still provisions (it is not a prerequisite of Ready).
+    c.publish_broken_ami("al2023", None);
+    c.kubectl_ok(&["scale", "deployment", "web", "--replicas=2"])
+        .await;
+    c.eventually("NodeRegistrationHealthy False", SETTLE, |c| {
+        registration_healthy(c) == Some(("False".into(), "RegistrationFailed".into()))
+    })
+    .await;
+    let pool = c.objects("karpenter.sh", "nodepools").remove(0);
+    assert_eq!(condition(&pool, "Ready").as_deref(), Some("True"), "{pool}");
+    // A good release: nodes join again, and enough of them turn it back True.
+    c.publish_ami("al2023", None);
+    c.kubectl_ok(&["scale", "deployment", "web", "--replicas=5"])
+        .await;
+    c.eventually(
+        "NodeRegistrationHealthy True again, 5 pods running",
+        SETTLE,
+        |c| registration_healthy(c).is_some_and(|(s, _)| s == "True") && running(c, "web") == 5,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_expired_nodeclaim_is_replaced() {
     let c = start_with_template(

@@ -24,7 +24,8 @@ use crate::runtime::reconcile::{ReconcileError, affected_by_key, drive};
 use crds::duration::format_go_duration;
 use crds::history;
 use k8s_openapi::api::core::v1::Node;
-use karpenter_core::lifecycle::{expiration, liveness};
+use karpenter_core::lifecycle::{expiration, liveness, registration_health};
+use karpenter_core::snapshot::nodepool_of;
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -131,6 +132,17 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
             ),
         };
         tracing::info!(nodeclaim = %name, reason = why, "deleting nodeclaim");
+        if let Some(pool) = nodepool_of(claim.metadata.labels.as_ref()) {
+            let launch = conditions::get(claim.status_conditions(), LAUNCHED);
+            ctx.state.report_registration(
+                pool,
+                registration_health::Outcome::TimedOut {
+                    launched: launch.is_some_and(|c| c.status == "True"),
+                    reason: launch.map(|c| c.reason.clone()).unwrap_or_default(),
+                    message: launch.map(|c| c.message.clone()).unwrap_or_default(),
+                },
+            );
+        }
         ctx.recorder
             .about(&claim, EventType::Warning, event, message.clone());
         claim.metadata.resource_version = write_status(&ctx, &obj, &claim).await?;

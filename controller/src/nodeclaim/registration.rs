@@ -17,6 +17,8 @@ use crate::runtime::Context;
 use crate::runtime::events::{DEFAULT_DEDUPE, EventSpec, EventType, reason, reference};
 use crate::runtime::reconcile::ReconcileError;
 use karpenter_core::lifecycle::registration::registration_patch;
+use karpenter_core::lifecycle::registration_health;
+use karpenter_core::snapshot::nodepool_of;
 
 /// Nominate the pods the provisioner planned onto this NodeClaim to its node (plan = binding),
 /// before the registration patch lifts the `karpenter.sh/unregistered` taint, so kube-scheduler
@@ -131,6 +133,10 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
     }
     claim.status.get_or_insert_with(Default::default).node_name = Some(node_name.clone());
     claim.condition_set(now).set_true(REGISTERED);
+    if let Some(pool) = nodepool_of(claim.metadata.labels.as_ref()) {
+        ctx.state
+            .report_registration(pool, registration_health::Outcome::Registered);
+    }
     ctx.recorder.about(
         claim,
         EventType::Normal,

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crds::conditions::{self, NODE_CLASS_READY, READY, STATIC_CAPACITY, VALIDATION_SUCCEEDED};
+use crds::conditions::{
+    self, NODE_CLASS_READY, NODE_REGISTRATION_HEALTHY, READY, STATIC_CAPACITY, VALIDATION_SUCCEEDED,
+};
 use crds::upgrade::UPGRADING_CONDITION;
 use crds::validation::VALIDATION_FAILED_REASON;
 use crds::{NodePool, StatusConditions};
@@ -23,7 +25,9 @@ mod static_capacity;
 
 use crate::runtime::Context;
 use crate::runtime::reconcile::{ReconcileError, affected_by, drive};
+use crate::state::RegistrationHealth;
 use karpenter_core::disruption::upgrade::Plan;
+use karpenter_core::lifecycle::registration_health::{Tracker, Verdict};
 use karpenter_core::scheduling::resources::Resources;
 use karpenter_core::snapshot::nodepool_of;
 
@@ -92,6 +96,42 @@ fn upgrading(plan: &Plan) -> (bool, &'static str, String) {
     (false, "UpToDate", "no drifted nodes".into())
 }
 
+/// The NodePool's `NodeRegistrationHealthy` verdict: its tracker (seeded, the first time, from
+/// the condition as stored, with the generations it was written for) reset when the NodePool's
+/// or node class's generation moved on (`generations`), then fed the registration outcomes the
+/// NodeClaim lifecycle reported since the last reconcile (upstream
+/// `nodepool/registrationhealth`, `nodeclaim/lifecycle` registration and liveness).
+fn registration_verdict(
+    ctx: &Context,
+    pool: &NodePool,
+    name: &str,
+    generations: (i64, i64),
+) -> Verdict {
+    let mut health = ctx.state.registration_health();
+    let RegistrationHealth { pending, trackers } = &mut *health;
+    let tracker = trackers.entry(name.to_string()).or_insert_with(|| {
+        let stored = conditions::get(pool.status_conditions(), NODE_REGISTRATION_HEALTHY);
+        let class_generation = pool
+            .status
+            .as_ref()
+            .map_or(0, |s| s.node_class_observed_generation);
+        Tracker::seeded(
+            stored.map(|c| c.status.as_str()),
+            stored.map_or("", |c| c.reason.as_str()),
+            stored.map_or("", |c| c.message.as_str()),
+            (
+                stored.and_then(|c| c.observed_generation).unwrap_or(0),
+                class_generation,
+            ),
+        )
+    });
+    tracker.observe(generations);
+    for outcome in pending.remove(name).unwrap_or_default() {
+        tracker.record(&outcome);
+    }
+    tracker.verdict().clone()
+}
+
 async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     if obj.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -143,6 +183,21 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
                         "node class readiness is unknown",
                     ),
                 }
+            }
+        };
+    }
+    if let Some(nc) = &class {
+        let generations = (
+            pool.metadata.generation.unwrap_or(0),
+            nc.metadata.generation.unwrap_or(0),
+        );
+        let verdict = registration_verdict(&ctx, &pool, &name, generations);
+        let mut set = pool.condition_set(now);
+        match verdict {
+            Verdict::Unknown => set.set_unknown(NODE_REGISTRATION_HEALTHY),
+            Verdict::Healthy => set.set_true(NODE_REGISTRATION_HEALTHY),
+            Verdict::Unhealthy { reason, message } => {
+                set.set_false(NODE_REGISTRATION_HEALTHY, &reason, &message)
             }
         };
     }

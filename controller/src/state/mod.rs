@@ -22,6 +22,7 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
 use std::collections::HashMap;
 
+use karpenter_core::lifecycle::registration_health;
 use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::snapshot::Snapshot;
 
@@ -99,6 +100,20 @@ pub struct ClusterState {
     /// NodeClaims this controller created, or may have created, that the NodeClaim cache has
     /// not applied yet ([`ClusterState::own_creates`]).
     own_creates: Arc<std::sync::Mutex<HashMap<String, OwnCreate>>>,
+    /// Each NodePool's node registration outcomes ([`RegistrationHealth`]).
+    registration_health: Arc<std::sync::Mutex<RegistrationHealth>>,
+}
+
+/// The NodePools' `NodeRegistrationHealthy` inputs, in memory (as upstream's
+/// `nodepoolhealth.State`): outcomes the NodeClaim lifecycle reported and the NodePool
+/// controller has not counted yet, and each NodePool's tracker, which only the NodePool
+/// controller (the condition's one writer) touches.
+#[derive(Debug, Default)]
+pub struct RegistrationHealth {
+    /// Outcomes by NodePool name, oldest first.
+    pub pending: HashMap<String, Vec<registration_health::Outcome>>,
+    /// Trackers by NodePool name.
+    pub trackers: HashMap<String, registration_health::Tracker>,
 }
 
 /// A NodeClaim this controller created (or sent a create for whose answer was lost) and the
@@ -438,6 +453,7 @@ impl ClusterState {
             pod_trigger,
             nodeclaim_changed,
             synced,
+            registration_health: Default::default(),
             planned: Default::default(),
             own_creates,
         };
@@ -529,6 +545,23 @@ impl ClusterState {
     /// not applied yet, by name, locked ([`OwnCreate`]).
     pub fn own_creates(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnCreate>> {
         self.own_creates.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Report a node registration outcome of a NodeClaim of NodePool `pool` (counted towards the
+    /// NodePool's `NodeRegistrationHealthy` at its next reconcile).
+    pub fn report_registration(&self, pool: &str, outcome: registration_health::Outcome) {
+        self.registration_health()
+            .pending
+            .entry(pool.to_string())
+            .or_default()
+            .push(outcome);
+    }
+
+    /// The NodePools' registration outcomes and trackers, locked.
+    pub fn registration_health(&self) -> std::sync::MutexGuard<'_, RegistrationHealth> {
+        self.registration_health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The provisioner's plan for pods waiting on in-flight NodeClaims (pod → NodeClaim name), locked.

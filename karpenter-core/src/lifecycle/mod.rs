@@ -12,6 +12,7 @@ pub mod expiration;
 pub mod initialization;
 pub mod liveness;
 pub mod registration;
+pub mod registration_health;
 pub mod repair;
 pub mod reservations;
 pub mod stamp;
