@@ -167,6 +167,56 @@ fn a_replacement_must_be_strictly_cheaper() {
     );
 }
 
+/// A node in a capacity reservation costs what its reserved offering costs (upstream:
+/// on-demand / 10,000,000, already paid for): no on-demand replacement is cheaper, so an
+/// oversized reserved node is kept where the same node on demand would be replaced.
+#[test]
+fn a_reserved_node_is_priced_at_its_reservation_and_kept() {
+    use crate::capacity::catalog::with_reservations;
+    use crate::capacity::index::TypeIndex;
+    use crate::capacity::reservation::ReservedCapacity;
+
+    let base = small_medium_large();
+    let on_demand = |name: &str| {
+        base.iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.offerings.iter().find(|o| o.capacity_type == "on-demand"))
+            .map(|o| o.price)
+    };
+    let reserved = [ReservedCapacity {
+        id: "cr-1".into(),
+        instance_type: "gp.4xlarge".into(),
+        zone: "test-zone-a".into(),
+        available: 0,
+        reservation_type: "default".into(),
+    }];
+    let zones = ["test-zone-a".to_string(), "test-zone-b".to_string()].into();
+    let listed = with_reservations(base.clone(), &zones, &reserved, on_demand);
+    let snap = cluster(
+        &[("big", "gp.4xlarge", "reserved")],
+        vec![running("a", "big", "1500m")],
+        serde_json::json!({}),
+    );
+    let mut index = TypeIndex::default();
+    index.add_listed(&listed);
+    let cands: Vec<Candidate> = verdicts(&snap, &index, now())
+        .into_iter()
+        .filter_map(|v| v.standing.ok())
+        .collect();
+    let price = cands[0].price.expect("priced");
+    assert!((price - 0.80 / 10_000_000.0).abs() < 1e-15, "{price}");
+    let listings = HashMap::from([("default".to_string(), Ok(Arc::new(listed)))]);
+    let s = settings(false);
+    let mut sim = Simulator::new(&snap, &listings, &s);
+    let why = sim
+        .simulate(&[&cands[0]])
+        .expect_err("nothing is cheaper than a reservation already paid for");
+    assert!(
+        matches!(why, Unconsolidatable::NotCheaper { .. }),
+        "{why:?}"
+    );
+}
+
 #[test]
 fn spot_nodes_are_replaced_by_spot_only_behind_the_gate_and_with_enough_options() {
     let snap = cluster(
