@@ -471,6 +471,10 @@ pub const SETTINGS: &[SettingSupport] = &[
         "tests/tests/interruption_queue.rs::interruption_messages_are_handled_once_and_deleted",
     ),
     setting(
+        "AWS_REGION",
+        "controller/src/cloudprovider/sim/tests.rs::an_account_in_another_region_launches_in_its_zones",
+    ),
+    setting(
         "RESERVED_ENIS",
         "karpenter-core/src/capacity/node_class_tests.rs::reserved_enis_never_go_below_zero",
     ),

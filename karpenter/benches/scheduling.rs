@@ -44,6 +44,7 @@ fn args(generate: Option<usize>, workloads: Vec<PathBuf>, types: InstanceTypes) 
         feature_gates: String::new(),
         min_values_policy: Default::default(),
         capacity_reservations: None,
+        region: String::new(),
     }
 }
 

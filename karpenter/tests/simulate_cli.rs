@@ -546,3 +546,33 @@ fn a_capacity_overlay_makes_an_extended_resource_schedulable() {
     all_scheduled(&on, 1);
     assert_eq!(claims_by_type(&on), [("m5.large".to_string(), 1)].into());
 }
+
+#[test]
+fn another_region_has_its_own_zones_and_says_its_prices_are_approximate() {
+    let manifests = deployment("web", 3, "{requests: {cpu: 1500m}}", false);
+    let r = simulate_manifests_with(&manifests, &["--region", "eu-west-1"]);
+    all_scheduled(&r, 3);
+    assert_eq!(r["region"], "eu-west-1", "{r}");
+    assert_eq!(r["on_demand_prices_approximate"], true, "{r}");
+    let note = r["price_note"].as_str().expect("note");
+    assert!(
+        note.contains("APPROXIMATE") && note.contains("eu-west-1"),
+        "{note}"
+    );
+    let home = simulate_manifests(&manifests);
+    assert_eq!(home["region"], "us-east-1", "{home}");
+    assert_eq!(home["on_demand_prices_approximate"], false, "{home}");
+    let bad = karpenter(&[
+        "simulate",
+        "--generate",
+        "diverse:10",
+        "--region",
+        "mars-north-1",
+    ]);
+    assert_ne!(bad.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("mars-north-1") && err.contains("eu-west-1"),
+        "{err}"
+    );
+}

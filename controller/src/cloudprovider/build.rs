@@ -24,6 +24,17 @@ pub struct CloudOptions {
     /// moto server (default: AWS's endpoints for the region).
     #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
     pub aws_endpoint_url: Option<String>,
+    /// The simulated cloud's region (`--cloud-provider sim`): its zones, instance-type
+    /// offerings and on-demand prices (vendored for us-east-1; elsewhere the us-east-1 list
+    /// prices stand in, marked approximate). The AWS provider takes its region from the AWS
+    /// SDK's configuration, which reads the same `AWS_REGION`.
+    #[arg(
+        long,
+        env = "AWS_REGION",
+        value_name = "REGION",
+        default_value = "us-east-1"
+    )]
+    pub region: String,
     /// API server URL written into nodes' user data (default: the URL the controller uses).
     #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "URL")]
     pub cluster_endpoint: Option<String>,
@@ -83,6 +94,16 @@ impl CloudOptions {
     /// The provider named, else `sim` (the sandbox's default; `karpenter run` requires one).
     pub fn provider(&self) -> &str {
         self.cloud_provider.as_deref().unwrap_or("sim")
+    }
+
+    /// The simulated cloud's region: `--region`, or us-east-1 when none is set (options built
+    /// in code rather than parsed).
+    pub fn sim_region(&self) -> &str {
+        if self.region.is_empty() {
+            karpenter_core::capacity::catalog::REGION
+        } else {
+            &self.region
+        }
     }
 
     /// The simulated cloud (what the sandbox's `--cloud-provider` defaults to).
@@ -164,7 +185,7 @@ pub async fn build(
 ) -> Result<Cloud, String> {
     match opts.provider() {
         "sim" => {
-            let mut sim = SimCloud::new(cluster_name, clock)
+            let mut sim = SimCloud::in_region(cluster_name, clock, opts.sim_region())
                 .map_err(|e| e.to_string())?
                 .with_capacity_options(opts.capacity_options()?);
             if !opts.interruption_queue.is_empty() {

@@ -1,13 +1,18 @@
 //! The simulated cloud's instance-type catalog: real EC2 data (vendored under `data/ec2/`,
 //! embedded at compile time) turned into instance types with upstream AWS labels, capacity and
-//! overhead, and priced zonal offerings in us-east-1.
+//! overhead, and priced zonal offerings in one region: us-east-1 by default
+//! ([`Catalog::embedded`]), or any of the 30 regions whose zone offerings are vendored
+//! ([`Catalog::for_region`]). On-demand prices are vendored for us-east-1, us-gov-east-1 and
+//! us-gov-west-1 (upstream's generated tables); in another region the catalog prices at the
+//! us-east-1 list prices, as upstream does until its Pricing API refresh answers, and says so
+//! ([`Catalog::prices_approximate`]).
 //!
 //! Spot prices are not in the data. They are derived deterministically per instance type and
 //! zone as a fraction between 0.35 and 0.70 of the on-demand price (real spot discounts vary by
 //! type and zone in a similar range; upstream's kwok provider uses a flat 0.7).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crds::labels as l;
 use serde::Deserialize;
@@ -16,13 +21,13 @@ use crate::capacity::node_class::CapacityConfig;
 use crate::capacity::reservation::{RESERVED_PRICE_DIVISOR, ReservedCapacity};
 use crate::capacity::{InstanceType, Offering};
 
-/// Region the vendored prices and zone offerings describe.
+/// The default region: the one [`Catalog::embedded`] describes and the sandbox runs in.
 pub const REGION: &str = "us-east-1";
 
 const INSTANCE_TYPES_CSV: &str = include_str!("../../data/ec2/ec2-instance-types.csv");
 const PRICES_CSV: &str = include_str!("../../data/ec2/ec2-on-demand-prices.csv");
 const ENI_LIMITS_CSV: &str = include_str!("../../data/ec2/ec2-eni-limits.csv");
-const ZONE_OFFERINGS_CSV: &str = include_str!("../../data/ec2/ec2-zone-offerings-us-east-1.csv");
+const ZONE_OFFERINGS_CSV: &str = include_str!("../../data/ec2/ec2-zone-offerings.csv");
 
 /// Provider labels a type may lack; a type without one gets `DoesNotExist` for it, so that a
 /// NodePool requiring, say, a GPU name never matches CPU-only types.
@@ -56,8 +61,10 @@ struct EniRow {
 
 #[derive(Deserialize)]
 struct ZoneRow {
-    zone: String,
+    region: String,
     instance_type: String,
+    /// The letters of the zones that offer it, e.g. `abc` for `REGIONa`, `REGIONb`, `REGIONc`.
+    zones: String,
 }
 
 /// One catalog entry before zones and availability are applied.
@@ -88,11 +95,13 @@ pub struct CatalogError {
     pub message: String,
 }
 
-/// All instance types the simulated cloud sells in us-east-1.
+/// All instance types the simulated cloud sells in one region.
 #[derive(Debug)]
 pub struct Catalog {
     entries: Vec<CatalogEntry>,
     by_name: HashMap<String, usize>,
+    region: String,
+    prices_approximate: bool,
 }
 
 fn rows<T: for<'de> Deserialize<'de>>(
@@ -125,23 +134,66 @@ pub fn spot_price(on_demand: f64, instance_type: &str, zone: &str) -> f64 {
 }
 
 impl Catalog {
-    /// The catalog parsed from the embedded data (parsed once per process).
+    /// The us-east-1 catalog parsed from the embedded data (parsed once per process).
     ///
     /// Errors: the embedded CSVs are malformed (a build defect).
     pub fn embedded() -> Result<Arc<Catalog>, Arc<CatalogError>> {
-        static CATALOG: OnceLock<Result<Arc<Catalog>, Arc<CatalogError>>> = OnceLock::new();
-        CATALOG
-            .get_or_init(|| Catalog::parse().map(Arc::new).map_err(Arc::new))
+        Catalog::for_region(REGION)
+    }
+
+    /// The catalog of `region` (e.g. `eu-west-1`), parsed once per process and region: its
+    /// zones' offerings, priced from its vendored on-demand table, or at the us-east-1 list
+    /// prices where there is none ([`Catalog::prices_approximate`]).
+    ///
+    /// Errors: no zone offerings are vendored for `region` (the message lists the regions that
+    /// are), or the embedded CSVs are malformed.
+    pub fn for_region(region: &str) -> Result<Arc<Catalog>, Arc<CatalogError>> {
+        type Cache = Mutex<HashMap<String, Result<Arc<Catalog>, Arc<CatalogError>>>>;
+        static CATALOGS: OnceLock<Cache> = OnceLock::new();
+        let cache = CATALOGS.get_or_init(Default::default);
+        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(region.to_string())
+            .or_insert_with(|| Catalog::parse(region).map(Arc::new).map_err(Arc::new))
             .clone()
     }
 
-    fn parse() -> Result<Catalog, CatalogError> {
-        let prices: HashMap<String, f64> =
-            rows::<PriceRow>("ec2-on-demand-prices.csv", PRICES_CSV)?
-                .into_iter()
-                .filter(|r| r.region == REGION)
-                .map(|r| (r.instance_type, r.usd_per_hour))
-                .collect();
+    /// The regions whose zone offerings are vendored, sorted.
+    pub fn regions() -> Vec<String> {
+        let mut regions: Vec<String> = ZONE_OFFERINGS_CSV
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split(',').next())
+            .map(str::to_string)
+            .collect();
+        regions.dedup();
+        regions
+    }
+
+    /// The region it describes, e.g. `us-east-1`.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// Whether its on-demand prices are the us-east-1 list prices standing in for a region
+    /// with no vendored table (every price in it is then an estimate).
+    pub fn prices_approximate(&self) -> bool {
+        self.prices_approximate
+    }
+
+    fn parse(region: &str) -> Result<Catalog, CatalogError> {
+        let all = rows::<PriceRow>("ec2-on-demand-prices.csv", PRICES_CSV)?;
+        let priced = |want: &str| -> HashMap<String, f64> {
+            all.iter()
+                .filter(|r| r.region == want)
+                .map(|r| (r.instance_type.clone(), r.usd_per_hour))
+                .collect()
+        };
+        let mut prices = priced(region);
+        let prices_approximate = prices.is_empty();
+        if prices_approximate {
+            prices = priced(REGION);
+        }
         let enis: HashMap<String, (i64, i64)> =
             rows::<EniRow>("ec2-eni-limits.csv", ENI_LIMITS_CSV)?
                 .into_iter()
@@ -153,8 +205,20 @@ impl Catalog {
                 })
                 .collect();
         let mut zones: HashMap<String, BTreeSet<String>> = HashMap::new();
-        for r in rows::<ZoneRow>("ec2-zone-offerings-us-east-1.csv", ZONE_OFFERINGS_CSV)? {
-            zones.entry(r.instance_type).or_default().insert(r.zone);
+        for r in rows::<ZoneRow>("ec2-zone-offerings.csv", ZONE_OFFERINGS_CSV)? {
+            if r.region == region {
+                let offered = r.zones.chars().map(|z| format!("{region}{z}")).collect();
+                zones.insert(r.instance_type, offered);
+            }
+        }
+        if zones.is_empty() {
+            return Err(CatalogError {
+                file: "ec2-zone-offerings.csv",
+                message: format!(
+                    "no EC2 data for region {region:?}; vendored regions: {}",
+                    Catalog::regions().join(", ")
+                ),
+            });
         }
         let mut entries = Vec::new();
         for row in rows::<TypeSpec>("ec2-instance-types.csv", INSTANCE_TYPES_CSV)? {
@@ -165,7 +229,11 @@ impl Catalog {
                 continue;
             };
             let eni = enis.get(&row.instance_type).copied();
-            entries.extend(entry(&row, price, eni, type_zones.clone()));
+            entries.extend(entry(&row, price, eni, type_zones.clone()).map(|mut e| {
+                e.labels
+                    .insert(l::TOPOLOGY_REGION_LABEL.to_string(), region.to_string());
+                e
+            }));
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let by_name = entries
@@ -173,7 +241,12 @@ impl Catalog {
             .enumerate()
             .map(|(i, e)| (e.name.clone(), i))
             .collect();
-        Ok(Catalog { entries, by_name })
+        Ok(Catalog {
+            entries,
+            by_name,
+            region: region.to_string(),
+            prices_approximate,
+        })
     }
 
     /// Every entry, sorted by name.
@@ -465,6 +538,29 @@ fn labels_for(row: &TypeSpec, arch: &str) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_region_has_its_own_zones_and_says_when_its_prices_are_us_east_1s() {
+        let east = Catalog::embedded().expect("us-east-1");
+        assert_eq!(east.region(), "us-east-1");
+        assert!(!east.prices_approximate());
+        let m5 = east.get("m5.large").expect("m5.large");
+        assert!(m5.zones.contains("us-east-1f"), "{:?}", m5.zones);
+        let ireland = Catalog::for_region("eu-west-1").expect("eu-west-1");
+        assert_eq!(ireland.region(), "eu-west-1");
+        assert!(ireland.prices_approximate());
+        let m5 = ireland.get("m5.large").expect("m5.large in eu-west-1");
+        let zones: Vec<&str> = m5.zones.iter().map(String::as_str).collect();
+        assert_eq!(zones, ["eu-west-1a", "eu-west-1b", "eu-west-1c"]);
+        assert_eq!(
+            m5.labels.get(l::TOPOLOGY_REGION_LABEL).map(String::as_str),
+            Some("eu-west-1")
+        );
+        assert_eq!(m5.on_demand_price, 0.096, "the us-east-1 list price");
+        assert_eq!(Catalog::regions().len(), 30);
+        let err = Catalog::for_region("mars-north-1").expect_err("no such region");
+        assert!(err.message.contains("eu-west-1"), "{err}");
+    }
 
     fn catalog() -> Arc<Catalog> {
         Catalog::embedded().expect("embedded data parses")

@@ -27,10 +27,11 @@ use self::expand::Expanded;
 use crate::sandbox::ReportFormat;
 use crate::workload::{self, Generated, WorkloadArgs};
 use controller::cloudprovider::sim::network::SimNetwork;
+use controller::cloudprovider::sim::zone_letters;
 use controller::runtime::options::{
     FeatureGate, FeatureGates, MinValuesPolicy, parse_min_values_policy,
 };
-use karpenter_core::capacity::catalog::Catalog;
+use karpenter_core::capacity::catalog::{Catalog, REGION};
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::reservation::{self, Record, ReservedCapacity};
 use karpenter_core::provisioning::listing;
@@ -85,6 +86,16 @@ pub struct SimulateArgs {
     /// `OwnerId`, `Tags`), selected by each EC2NodeClass's `capacityReservationSelectorTerms`.
     #[arg(long, value_name = "FILE")]
     pub capacity_reservations: Option<std::path::PathBuf>,
+    /// The region simulated (`--instance-types aws`): its zones, instance-type offerings and
+    /// on-demand prices (vendored for us-east-1; elsewhere the us-east-1 list prices stand in,
+    /// and the report says the costs are approximate). Empty means us-east-1.
+    #[arg(
+        long,
+        env = "AWS_REGION",
+        value_name = "REGION",
+        default_value = "us-east-1"
+    )]
+    pub region: String,
 }
 
 /// The reservations of a `--capacity-reservations` file.
@@ -164,6 +175,11 @@ pub struct SkippedNodePool {
 pub struct SimulateReport {
     /// `aws` or `synthetic-400`.
     pub instance_types: String,
+    /// The region simulated, e.g. `us-east-1`.
+    pub region: String,
+    /// True when no on-demand table is vendored for the region and its costs are the
+    /// us-east-1 list prices (an estimate; see `price_note`).
+    pub on_demand_prices_approximate: bool,
     /// Pods: total, scheduled, and those that fit nowhere.
     pub pods: PodCounts,
     /// NodeClaims: how many, by instance type, and their serialised sizes.
@@ -222,6 +238,10 @@ pub struct Simulation {
     pub listings: HashMap<String, Listing>,
     /// Which instance types were listed.
     pub instance_types: InstanceTypes,
+    /// The region simulated, e.g. `us-east-1`.
+    pub region: String,
+    /// Whether on-demand prices are the us-east-1 list prices standing in for the region's.
+    pub prices_approximate: bool,
     /// `--min-values-policy`, as the live provisioner takes `MIN_VALUES_POLICY`.
     pub min_values_policy: MinValuesPolicy,
     /// `--feature-gates`, validated.
@@ -274,15 +294,20 @@ pub fn prepare(
     choice: InstanceTypes,
     cluster: &str,
     reservations: &[Record],
+    region: &str,
 ) -> Result<Simulation, SimulateError> {
+    let region = if region.is_empty() { REGION } else { region };
     let catalog = match choice {
         InstanceTypes::Aws => {
-            Some(Catalog::embedded().map_err(|e| SimulateError::Manifest(e.to_string()))?)
+            Some(Catalog::for_region(region).map_err(|e| SimulateError::Manifest(e.to_string()))?)
         }
         InstanceTypes::Synthetic400 => None,
     };
     let synthetic = Arc::new(synthetic::instance_types(400));
-    let mut network = SimNetwork::new(cluster);
+    let mut network = match &catalog {
+        Some(c) => SimNetwork::in_region(cluster, region, &zone_letters(c)),
+        None => SimNetwork::new(cluster),
+    };
     network.reservations = reservations.to_vec();
     let mut classes = Vec::new();
     let mut listings: HashMap<String, Listing> = HashMap::new();
@@ -404,9 +429,12 @@ pub fn prepare(
         storage_classes: x.storage_classes,
         ..Snapshot::default()
     };
+    let prices_approximate = catalog.as_ref().is_some_and(|c| c.prices_approximate());
     Ok(Simulation {
         snapshot,
         listings,
+        region: region.to_string(),
+        prices_approximate,
         instance_types: choice,
         min_values_policy: MinValuesPolicy::Strict,
         feature_gates: FeatureGates::default(),
@@ -445,14 +473,19 @@ fn quantile(xs: &[usize], q: f64) -> usize {
 }
 
 /// What the report says about prices for each choice of instance types.
-fn price_note(choice: InstanceTypes) -> &'static str {
-    match choice {
-        InstanceTypes::Aws => {
-            "on-demand: us-east-1 list prices (vendored); spot: estimated at 35-70% of on-demand per type and zone (the vendored data has no spot prices)"
-        }
-        InstanceTypes::Synthetic400 => {
-            "synthetic: upstream's fake cloud provider formula (0.1 x vCPU + 0.1 x GB), spot and on-demand alike"
-        }
+fn price_note(sim: &Simulation) -> String {
+    const SPOT: &str = "spot: estimated at 35-70% of on-demand per type and zone (the vendored \
+                        data has no spot prices)";
+    match sim.instance_types {
+        InstanceTypes::Aws if sim.prices_approximate => format!(
+            "on-demand: APPROXIMATE, the us-east-1 list prices (no table is vendored for {}; \
+             upstream also falls back to them until its Pricing API answers); {SPOT}",
+            sim.region
+        ),
+        InstanceTypes::Aws => format!("on-demand: {} list prices (vendored); {SPOT}", sim.region),
+        InstanceTypes::Synthetic400 => "synthetic: upstream's fake cloud provider formula \
+                                        (0.1 x vCPU + 0.1 x GB), spot and on-demand alike"
+            .into(),
     }
 }
 
@@ -542,6 +575,8 @@ pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
             InstanceTypes::Aws => "aws".into(),
             InstanceTypes::Synthetic400 => "synthetic-400".into(),
         },
+        region: sim.region.clone(),
+        on_demand_prices_approximate: sim.prices_approximate,
         pods: PodCounts {
             total: sim.snapshot.pods.len(),
             scheduled: scheduled.len(),
@@ -565,7 +600,7 @@ pub fn simulate(sim: &Simulation) -> Result<SimulateReport, SimulateError> {
             0.0
         },
         spot_prices_estimated: true,
-        price_note: price_note(sim.instance_types).into(),
+        price_note: price_note(sim),
         solve_seconds: (solve_seconds * 1_000_000.0).round() / 1_000_000.0,
     })
 }
@@ -577,7 +612,11 @@ impl SimulateReport {
     pub fn text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
-        let _ = writeln!(s, "Instance types: {}", self.instance_types);
+        let _ = writeln!(
+            s,
+            "Instance types: {} ({})",
+            self.instance_types, self.region
+        );
         let _ = writeln!(
             s,
             "Pods: {} scheduled of {}",
@@ -692,6 +731,7 @@ pub fn build(args: &SimulateArgs) -> Result<Simulation, SimulateError> {
         args.instance_types,
         &args.cluster_name,
         &reservations,
+        &args.region,
     )?;
     sim.min_values_policy = args.min_values_policy;
     sim.feature_gates = feature_gates;
@@ -726,7 +766,7 @@ mod tests {
 
     #[test]
     fn the_snapshot_is_what_the_live_provisioner_plans_from() {
-        let sim = prepare(boutique(2), InstanceTypes::Aws, "sandbox", &[]).expect("prepares");
+        let sim = prepare(boutique(2), InstanceTypes::Aws, "sandbox", &[], "").expect("prepares");
         // Every pod is provisionable and every NodePool usable, as in a live cluster.
         assert_eq!(sim.snapshot.provisionable_pods().len(), 24);
         let plan = plan::plan(
@@ -762,7 +802,8 @@ mod tests {
     fn a_nodepool_without_its_node_class_is_a_clear_error() {
         let mut x = boutique(1);
         x.nodeclasses.clear();
-        let err = prepare(x, InstanceTypes::Synthetic400, "sandbox", &[]).expect_err("no class");
+        let err =
+            prepare(x, InstanceTypes::Synthetic400, "sandbox", &[], "").expect_err("no class");
         assert!(
             err.to_string().contains(
                 "references EC2NodeClass \"default\", which the workload does not define"

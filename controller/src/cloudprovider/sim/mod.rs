@@ -145,6 +145,8 @@ struct State {
 /// The simulated EC2 account.
 pub struct SimCloud {
     cluster_name: String,
+    /// The region it runs in, e.g. `us-east-1`.
+    region: String,
     catalog: Arc<Catalog>,
     capacity: CapacityOptions,
     clock: Arc<dyn Clock>,
@@ -159,7 +161,25 @@ pub struct SimCloud {
     interruption_queue: Option<Arc<MemoryQueue>>,
 }
 
+/// The letters of the zones any instance type of `catalog` is offered in (`['a', 'b', 'c']` for
+/// eu-west-1), sorted: the zones a simulated account in its region has a subnet in.
+pub fn zone_letters(catalog: &Catalog) -> Vec<char> {
+    let region = catalog.region();
+    let letters: BTreeSet<char> = catalog
+        .entries()
+        .iter()
+        .flat_map(|e| e.zones.iter())
+        .filter_map(|z| z.strip_prefix(region)?.chars().next())
+        .collect();
+    letters.into_iter().collect()
+}
+
 impl SimCloud {
+    /// The region it runs in, e.g. `us-east-1`.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
     /// A simulated account for `cluster_name` with the default network and images.
     ///
     /// Errors: the embedded catalog is malformed (a build defect).
@@ -167,13 +187,30 @@ impl SimCloud {
         cluster_name: &str,
         clock: Arc<dyn Clock>,
     ) -> Result<SimCloud, Arc<karpenter_core::capacity::catalog::CatalogError>> {
+        SimCloud::in_region(cluster_name, clock, REGION)
+    }
+
+    /// A simulated account for `cluster_name` in `region` (e.g. `eu-west-1`): that region's
+    /// zones and instance-type offerings ([`Catalog::for_region`]), a subnet per zone, and
+    /// on-demand prices from its table, or the us-east-1 list prices where none is vendored
+    /// ([`Catalog::prices_approximate`]).
+    ///
+    /// Errors: no EC2 data is vendored for `region` (the message lists the regions that are).
+    pub fn in_region(
+        cluster_name: &str,
+        clock: Arc<dyn Clock>,
+        region: &str,
+    ) -> Result<SimCloud, Arc<karpenter_core::capacity::catalog::CatalogError>> {
+        let catalog = Catalog::for_region(region)?;
+        let letters = zone_letters(&catalog);
         Ok(SimCloud {
             cluster_name: cluster_name.to_string(),
-            catalog: Catalog::embedded()?,
+            region: region.to_string(),
+            catalog,
             capacity: CapacityOptions::default(),
             clock,
             state: Mutex::new(State {
-                network: SimNetwork::new(cluster_name),
+                network: SimNetwork::in_region(cluster_name, region, &letters),
                 instances: BTreeMap::new(),
                 shutting_down: HashMap::new(),
                 stopped: HashMap::new(),
@@ -671,7 +708,7 @@ impl CloudProvider for SimCloud {
         let mut instance_labels = it.labels.clone();
         instance_labels.insert(l::TOPOLOGY_ZONE_LABEL.into(), zone.clone());
         instance_labels.insert(l::TOPOLOGY_ZONE_ID_LABEL.into(), zone_id);
-        instance_labels.insert(l::TOPOLOGY_REGION_LABEL.into(), REGION.into());
+        instance_labels.insert(l::TOPOLOGY_REGION_LABEL.into(), self.region.clone());
         instance_labels.insert(l::CAPACITY_TYPE_LABEL.into(), capacity_type.clone());
         if let Some(r) = &reservation {
             instance_labels.insert(l::CAPACITY_RESERVATION_ID_LABEL.into(), r.id.clone());

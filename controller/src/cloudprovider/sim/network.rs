@@ -100,17 +100,48 @@ impl SimNetwork {
             ("d", "use1-az2"),
             ("f", "use1-az5"),
         ];
+        let zones: Vec<(String, String)> = zones
+            .iter()
+            .map(|(z, id)| (z.to_string(), id.to_string()))
+            .collect();
+        SimNetwork::with_zones(cluster_name, REGION, &zones)
+    }
+
+    /// The default account of [`SimNetwork::new`] in `region`, with a private subnet in each zone
+    /// of `letters` (e.g. `['a', 'b', 'c']` for eu-west-1a..c). Zone IDs are made up in AWS's
+    /// shape (`euw1-az1`, ...): the real mapping differs per account.
+    pub fn in_region(cluster_name: &str, region: &str, letters: &[char]) -> SimNetwork {
+        if region == REGION {
+            return SimNetwork::new(cluster_name);
+        }
+        let short: String = region
+            .split('-')
+            .enumerate()
+            .map(|(i, part)| match i {
+                0 => part.chars().take(2).collect::<String>(),
+                _ => part.chars().take(1).collect(),
+            })
+            .collect();
+        let zones: Vec<(String, String)> = letters
+            .iter()
+            .enumerate()
+            .map(|(i, z)| (z.to_string(), format!("{short}-az{}", i + 1)))
+            .collect();
+        SimNetwork::with_zones(cluster_name, region, &zones)
+    }
+
+    fn with_zones(cluster_name: &str, region: &str, zones: &[(String, String)]) -> SimNetwork {
         let subnets = zones
             .iter()
             .enumerate()
             .map(|(i, (z, zone_id))| SimSubnet {
                 id: format!("subnet-0{:016x}", 0x5ab0_0000u64 + i as u64),
-                zone: format!("{REGION}{z}"),
+                zone: format!("{region}{z}"),
                 zone_id: zone_id.to_string(),
                 octet: 16 * i as u32,
                 tags: tags(&[
                     (DISCOVERY_TAG, cluster_name),
-                    ("Name", &format!("{cluster_name}-private-{REGION}{z}")),
+                    ("Name", &format!("{cluster_name}-private-{region}{z}")),
                 ]),
             })
             .collect();

@@ -361,3 +361,31 @@ async fn a_stopped_instance_runs_nothing_but_is_listed_until_terminated() {
     assert!(!c.stop("aws:///us-east-1a/i-0notthere"));
     assert_eq!(InstanceState::ShuttingDown.to_string(), "shutting-down");
 }
+
+/// `--region` (`AWS_REGION`): an account in eu-west-1 has subnets in eu-west-1a, b and c, sells
+/// what eu-west-1 offers, and labels its nodes with the region.
+#[tokio::test]
+async fn an_account_in_another_region_launches_in_its_zones() {
+    let c = SimCloud::in_region("demo", Arc::new(SystemClock), "eu-west-1").expect("eu-west-1");
+    assert_eq!(c.region(), "eu-west-1");
+    let mut nc = ec2nodeclass("default").build();
+    let r = c.resolve_node_class(&nc).await;
+    let zones: Vec<&str> = r.status.subnets.iter().map(|s| s.zone.as_str()).collect();
+    assert_eq!(zones, ["eu-west-1a", "eu-west-1b", "eu-west-1c"]);
+    nc.status = Some(r.status);
+    let l = c
+        .create(&claim(&["m5.large"], &["on-demand"]), &nc)
+        .await
+        .expect("launch");
+    assert!(
+        l.provider_id.starts_with("aws:///eu-west-1"),
+        "{}",
+        l.provider_id
+    );
+    assert_eq!(l.labels[l::TOPOLOGY_REGION_LABEL], "eu-west-1");
+    assert!(l.labels[l::TOPOLOGY_ZONE_LABEL].starts_with("eu-west-1"));
+    let err = SimCloud::in_region("demo", Arc::new(SystemClock), "mars-north-1")
+        .err()
+        .expect("no such region");
+    assert!(err.to_string().contains("mars-north-1"), "{err}");
+}
