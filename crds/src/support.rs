@@ -275,17 +275,13 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.tags",
         "karpenter/tests/aws_moto.rs::relaunching_the_same_nodeclaim_creates_no_second_instance",
     ),
-    FieldSupport {
-        kind: EC2,
-        path: "spec.instanceStorePolicy",
-        proof: Some(
-            "karpenter-core/src/capacity/node_class_tests.rs::raid0_uses_the_instance_store_in_decimal_gigabytes",
-        ),
-        reported: Some(Report {
-            value: Some("RAID0"),
-            why: "RAID0 counts the instance store as ephemeral storage, but the user data does not assemble the array yet",
-        }),
-    },
+    // RAID0 is counted as ephemeral storage (node_class_tests.rs::
+    // raid0_uses_the_instance_store_in_decimal_gigabytes) and assembled by the user data.
+    honoured(
+        EC2,
+        "spec.instanceStorePolicy",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::raid0_assembles_the_instance_store_in_every_familys_user_data",
+    ),
     FieldSupport {
         kind: EC2,
         path: "spec.capacityReservationSelectorTerms",

@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use base64::Engine as _;
-use crds::ec2nodeclass::{AmiFamily, HttpTokens, KubeletConfiguration, Toggle};
+use crds::ec2nodeclass::{
+    AmiFamily, HttpTokens, InstanceStorePolicy, KubeletConfiguration, Toggle,
+};
 use crds::{EC2NodeClass, NodeClaim};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -84,6 +86,10 @@ pub fn user_data(
         IntOrString::String(s) => s.clone(),
     });
     let taint_list: Vec<String> = taints.iter().map(taint_flag).collect();
+    // `instanceStorePolicy: RAID0`: the instance-store NVMe disks become one RAID0 array that
+    // holds the kubelet's and containerd's state, written as upstream writes it for each family
+    // (`aws:pkg/providers/amifamily/bootstrap`).
+    let raid0 = node_class.spec.instance_store_policy == Some(InstanceStorePolicy::Raid0);
     match family {
         // A custom (or Windows) image bootstraps itself: its user data passes through as given.
         AmiFamily::Custom
@@ -114,6 +120,15 @@ pub fn user_data(
                         }
                     }
                 }
+            }
+            if raid0 {
+                s.push_str(
+                    "\n[settings.bootstrap-commands.000-mount-instance-storage]\n\
+                     commands = [[\"apiclient\", \"ephemeral-storage\", \"init\"], \
+                     [\"apiclient\", \"ephemeral-storage\", \"bind\", \"--dirs\", \
+                     \"/var/lib/containerd\", \"/var/lib/kubelet\", \"/var/log/pods\"]]\n\
+                     essential = true\nmode = \"always\"\n",
+                );
             }
             s.push_str("\n[settings.kubernetes.node-labels]\n");
             for (k, v) in labels {
@@ -173,12 +188,17 @@ pub fn user_data(
                 s,
                 "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n\
                  /etc/eks/bootstrap.sh '{}' --apiserver-endpoint '{}' --b64-cluster-ca '{}' \\\n  \
-                 --use-max-pods {} --kubelet-extra-args '{}'\n",
+                 --use-max-pods {} --kubelet-extra-args '{}'{}\n",
                 cluster.name,
                 cluster.endpoint,
                 cluster.ca_bundle,
                 max_pods.is_none(),
-                extra
+                extra,
+                if raid0 {
+                    " \\\n  --local-disks raid0"
+                } else {
+                    ""
+                },
             );
             s
         }
@@ -215,6 +235,9 @@ pub fn user_data(
             s.push_str("    flags:\n");
             for f in &flags {
                 let _ = writeln!(s, "    - {f:?}");
+            }
+            if raid0 {
+                s.push_str("  instance:\n    localStorage:\n      strategy: RAID0\n");
             }
             if let Some(custom) = &node_class.spec.user_data {
                 let _ = write!(
@@ -568,6 +591,51 @@ mod tests {
             }
         }
         assert_eq!(parse_kubelet("#!/bin/bash\necho hi").0, AmiFamily::Custom);
+    }
+
+    /// `instanceStorePolicy: RAID0` reaches each family's user data as upstream writes it:
+    /// nodeadm's `localStorage` strategy, bootstrap.sh's `--local-disks raid0`, Bottlerocket's
+    /// ephemeral-storage bootstrap command; without it, none of them.
+    #[test]
+    fn raid0_assembles_the_instance_store_in_every_familys_user_data() {
+        let raid: EC2NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "nvme"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"id": "subnet-1"}],
+                     "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                     "instanceStorePolicy": "RAID0"}}))
+        .expect("node class");
+        let plain = ec2nodeclass("default").build();
+        let ud =
+            |family, nc: &EC2NodeClass| user_data(family, &cluster(), nc, &BTreeMap::new(), &[]);
+        let al2023 = ud(AmiFamily::Al2023, &raid);
+        assert!(
+            al2023.contains("  instance:\n    localStorage:\n      strategy: RAID0\n"),
+            "{al2023}"
+        );
+        let al2 = ud(AmiFamily::Al2, &raid);
+        assert!(al2.contains("\\\n  --local-disks raid0\n"), "{al2}");
+        let bottlerocket = ud(AmiFamily::Bottlerocket, &raid);
+        assert!(
+            bottlerocket.contains(
+                "[settings.bootstrap-commands.000-mount-instance-storage]\n\
+                 commands = [[\"apiclient\", \"ephemeral-storage\", \"init\"], \
+                 [\"apiclient\", \"ephemeral-storage\", \"bind\", \"--dirs\", \
+                 \"/var/lib/containerd\", \"/var/lib/kubelet\", \"/var/log/pods\"]]\n\
+                 essential = true\nmode = \"always\"\n"
+            ),
+            "{bottlerocket}"
+        );
+        // The kubelet's view still parses (labels, taints, settings around the new table).
+        assert_eq!(parse_kubelet(&bottlerocket).0, AmiFamily::Bottlerocket);
+        for family in [AmiFamily::Al2023, AmiFamily::Al2, AmiFamily::Bottlerocket] {
+            let ud = ud(family, &plain);
+            assert!(
+                !ud.contains("RAID0") && !ud.contains("raid0") && !ud.contains("ephemeral-storage"),
+                "{family:?}: {ud}"
+            );
+        }
     }
 
     #[test]
