@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crds::conditions::INITIALIZED;
 use crds::history;
-use crds::labels::{INSTANCE_TYPE_LABEL, NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION};
+use crds::labels::NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION;
 use crds::upgrade::{
     PAUSED_ANNOTATION, PAUSED_REASON_ANNOTATION, REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION,
     STEP_ALLOWANCE_ANNOTATION, STEP_STARTED_ANNOTATION,
@@ -33,10 +33,7 @@ use karpenter_core::disruption::candidates::is_reschedulable;
 use karpenter_core::disruption::consolidation;
 use karpenter_core::disruption::upgrade::{self as plan, Candidate, Plan, StepInProgress, View};
 use karpenter_core::provisioning::template;
-use karpenter_core::scheduling::choices;
-use karpenter_core::scheduling::requirements::Requirement;
 use karpenter_core::scheduling::resources::Resources;
-use karpenter_core::scheduling::solver::NewClaim;
 use karpenter_core::snapshot::nodepool_of;
 
 /// The shortest drain before pods are forced off, whatever their grace periods add up to.
@@ -583,44 +580,20 @@ async fn create_replacement(
         )));
     };
     let types = ctx.cloud.instance_types(&class).await?;
-    let mut requirements = match template::pool_requirements(pool) {
+    let requirements = match template::pool_requirements(pool) {
         Ok(r) => r,
         Err(e) => return Ok(Err(format!("could not be created: {e}"))),
     };
     let requests = Resources::from_list(&old.spec.resources.requests).unwrap_or_default();
-    let mut fitting: Vec<(f64, Arc<karpenter_core::capacity::InstanceType>)> = types
-        .iter()
-        .filter(|t| t.compatible(&requirements) && requests.fits_in(&t.allocatable))
-        .filter_map(|t| {
-            t.cheapest_offering(&requirements)
-                .map(|o| (o.price, Arc::clone(t)))
-        })
-        .collect();
-    fitting.sort_by(|a, b| a.0.total_cmp(&b.0));
-    if fitting.is_empty() {
-        return Ok(Err(format!(
-            "could not be created: no instance type the NodePool allows fits {requests}"
-        )));
-    }
-    let fitting: Vec<Arc<karpenter_core::capacity::InstanceType>> =
-        fitting.into_iter().map(|(_, t)| t).collect();
-    // The types a user would accept, as the solver lists them for any new NodeClaim.
-    let instance_types: Vec<_> = choices::accepted(&requirements, &fitting)
-        .into_iter()
-        .map(|i| Arc::clone(&fitting[i]))
-        .collect();
-    requirements.add(Requirement::is_in(
-        INSTANCE_TYPE_LABEL,
-        instance_types.iter().map(|t| t.name.clone()),
-    ));
-    let decision = NewClaim {
-        nodepool: pool.metadata.name.clone().unwrap_or_default(),
-        requirements,
-        instance_types,
-        fitting,
-        requests,
-        pods: vec![],
-        min_values_relaxed: false,
+    let nodepool = pool.metadata.name.clone().unwrap_or_default();
+    let decision = match template::sized_claim(&nodepool, requirements, requests, &types) {
+        Ok(d) => d,
+        Err(template::SizedClaimError::NoFit(requests)) => {
+            return Ok(Err(format!(
+                "could not be created: no instance type the NodePool allows fits {requests}"
+            )));
+        }
+        Err(e) => return Ok(Err(format!("could not be created: {e}"))),
     };
     let mut claim = match solver_replacement(ctx, pool, old).await {
         Some(claim) => claim,

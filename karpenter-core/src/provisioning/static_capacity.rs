@@ -22,12 +22,9 @@ use crate::capacity::index::TypeIndex;
 use crate::disruption::blockers::opts_out;
 use crate::disruption::candidates::{eviction_cost, is_reschedulable};
 use crate::lifecycle::expiration::expires_at;
-use crate::scheduling::choices;
-use crate::scheduling::requirements::Requirement;
 use crate::scheduling::solver::{LIMIT_NODES, NewClaim};
 use crate::snapshot::{Snapshot, annotation, nodepool_of};
 use crds::disruption::COMMAND_ANNOTATION;
-use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL};
 use crds::upgrade::REPLACEMENT_ANNOTATION;
 
 /// Where a static NodePool stands against `spec.replicas`, as its `StaticCapacity` condition
@@ -184,63 +181,14 @@ fn static_claim(
         snap,
         &TypeIndex::default(),
     );
-    let mut fitting: Vec<(f64, Arc<InstanceType>)> = tmpl
-        .instance_types
-        .iter()
-        .filter(|t| t.compatible(&requirements) && requests.fits_in(&t.allocatable))
-        .filter_map(|t| {
-            t.cheapest_offering(&requirements)
-                .map(|o| (o.price, Arc::clone(t)))
-        })
-        .collect();
-    fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
-    let fitting: Vec<Arc<InstanceType>> = fitting.into_iter().map(|(_, t)| t).collect();
-    if fitting.is_empty() {
-        return Err(format!(
-            "no instance type the NodePool allows has an available offering and room for its \
-             DaemonSet pods ({requests})"
-        ));
-    }
-    if let Some(short) = choices::min_values_shortfall(&requirements, &fitting) {
-        return Err(format!(
-            "minValues requirement is not met: {} needs {} distinct values, the instance types \
-             offer {}",
-            short.key, short.needed, short.left
-        ));
-    }
-    let instance_types: Vec<Arc<InstanceType>> = choices::accepted(&requirements, &fitting)
-        .into_iter()
-        .map(|i| Arc::clone(&fitting[i]))
-        .collect();
-    let mut capacity_types: Vec<String> = instance_types
-        .iter()
-        .flat_map(|t| {
-            t.offerings
-                .iter()
-                .filter(|o| o.available && o.compatible(&requirements))
-                .map(|o| o.capacity_type.clone())
-        })
-        .collect();
-    capacity_types.sort();
-    capacity_types.dedup();
-    let mut reqs = requirements;
-    reqs.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
-    let min_values = reqs.get(INSTANCE_TYPE_LABEL).and_then(|r| r.min_values);
-    reqs.remove(INSTANCE_TYPE_LABEL);
-    let mut listed = Requirement::is_in(
-        INSTANCE_TYPE_LABEL,
-        instance_types.iter().map(|t| t.name.clone()),
-    );
-    listed.min_values = min_values;
-    reqs.add(listed);
-    Ok(NewClaim {
-        nodepool: tmpl.name,
-        requirements: reqs,
-        instance_types,
-        fitting,
-        requests,
-        pods: Vec::new(),
-        min_values_relaxed: false,
+    template::sized_claim(&tmpl.name, requirements, requests, &tmpl.instance_types).map_err(|e| {
+        match e {
+            template::SizedClaimError::NoFit(requests) => format!(
+                "no instance type the NodePool allows has an available offering and room for \
+                 its DaemonSet pods ({requests})"
+            ),
+            other => other.to_string(),
+        }
     })
 }
 

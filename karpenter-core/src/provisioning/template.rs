@@ -126,6 +126,102 @@ pub fn pool_template(
     )
 }
 
+/// Why [`sized_claim`] made no NodeClaim.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizedClaimError {
+    /// No instance type meets the requirements, has an available offering and room for the
+    /// requests.
+    #[error("no instance type the NodePool allows has an available offering and room for {0}")]
+    NoFit(String),
+    /// The types that fit offer too few distinct values for a `minValues`.
+    #[error(
+        "minValues requirement is not met: {key} needs {needed} distinct values, the instance \
+         types offer {left}"
+    )]
+    MinValues {
+        /// The requirement's key.
+        key: String,
+        /// Its `minValues`.
+        needed: usize,
+        /// The distinct values the fitting types offer.
+        left: usize,
+    },
+}
+
+/// A NodeClaim of NodePool `nodepool` that holds no pod yet, sized for `requests` (millicores
+/// and bytes; e.g. its DaemonSet pods, or what a node it replaces was sized for): the
+/// `types` that meet `requirements`, have an available offering and room for the requests,
+/// cheapest first (by name on a tie); listed as every new NodeClaim lists them
+/// ([`choices::accepted`](crate::scheduling::choices::accepted)), with the capacity types of
+/// their available offerings and the instance-type requirement's `minValues` kept. What a
+/// static NodePool launches and what a drift replacement falls back to when the solver
+/// cannot place the node's pods.
+///
+/// Errors: no type fits, or too few distinct values remain for a `minValues`.
+pub fn sized_claim(
+    nodepool: &str,
+    requirements: Requirements,
+    requests: Resources,
+    types: &[Arc<InstanceType>],
+) -> Result<NewClaim, SizedClaimError> {
+    use crate::scheduling::choices;
+    use crds::labels::CAPACITY_TYPE_LABEL;
+    let mut fitting: Vec<(f64, Arc<InstanceType>)> = types
+        .iter()
+        .filter(|t| t.compatible(&requirements) && requests.fits_in(&t.allocatable))
+        .filter_map(|t| {
+            t.cheapest_offering(&requirements)
+                .map(|o| (o.price, Arc::clone(t)))
+        })
+        .collect();
+    fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.name.cmp(&b.1.name)));
+    let fitting: Vec<Arc<InstanceType>> = fitting.into_iter().map(|(_, t)| t).collect();
+    if fitting.is_empty() {
+        return Err(SizedClaimError::NoFit(requests.to_string()));
+    }
+    if let Some(short) = choices::min_values_shortfall(&requirements, &fitting) {
+        return Err(SizedClaimError::MinValues {
+            key: short.key,
+            needed: short.needed,
+            left: short.left,
+        });
+    }
+    let instance_types: Vec<Arc<InstanceType>> = choices::accepted(&requirements, &fitting)
+        .into_iter()
+        .map(|i| Arc::clone(&fitting[i]))
+        .collect();
+    let mut capacity_types: Vec<String> = instance_types
+        .iter()
+        .flat_map(|t| {
+            t.offerings
+                .iter()
+                .filter(|o| o.available && o.compatible(&requirements))
+                .map(|o| o.capacity_type.clone())
+        })
+        .collect();
+    capacity_types.sort();
+    capacity_types.dedup();
+    let mut reqs = requirements;
+    reqs.add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types));
+    let min_values = reqs.get(INSTANCE_TYPE_LABEL).and_then(|r| r.min_values);
+    reqs.remove(INSTANCE_TYPE_LABEL);
+    let mut listed = Requirement::is_in(
+        INSTANCE_TYPE_LABEL,
+        instance_types.iter().map(|t| t.name.clone()),
+    );
+    listed.min_values = min_values;
+    reqs.add(listed);
+    Ok(NewClaim {
+        nodepool: nodepool.to_string(),
+        requirements: reqs,
+        instance_types,
+        fitting,
+        requests,
+        pods: Vec::new(),
+        min_values_relaxed: false,
+    })
+}
+
 /// A NodePool's requirements: its spec requirements (with minValues), its template labels as
 /// `In`, and `karpenter.sh/nodepool In [name]`.
 ///
