@@ -302,10 +302,11 @@ async fn ended_reservations_demote_and_capacity_blocks_drain_before_they_end() {
             && capacity_type(node[0]) == "on-demand"
     })
     .await;
-    assert!(
-        !c.events_with_reason("CapacityReservationEnded").is_empty(),
-        "a CapacityReservationEnded Event"
-    );
+    // Events are written after the label patch, by the recorder's own task.
+    c.eventually("a CapacityReservationEnded Event", SETTLE, |c| {
+        !c.events_with_reason("CapacityReservationEnded").is_empty()
+    })
+    .await;
 
     // The block ends 2h after the start: 40 minutes before, its node drains and the pod moves
     // to an on-demand c5.large, while EC2 (30 minutes before) has not reclaimed it yet.
@@ -346,10 +347,12 @@ async fn ended_reservations_demote_and_capacity_blocks_drain_before_they_end() {
             && running
     })
     .await;
-    assert!(
-        !c.events(&block_claim, "CapacityBlockExpiring").is_empty(),
-        "a CapacityBlockExpiring Event on {block_claim}"
-    );
+    c.eventually(
+        "a CapacityBlockExpiring Event on the block's NodeClaim",
+        SETTLE,
+        |c| !c.events(&block_claim, "CapacityBlockExpiring").is_empty(),
+    )
+    .await;
     let class = c.objects("karpenter.k8s.aws", "ec2nodeclasses").remove(0);
     let block = class["status"]["capacityReservations"]
         .as_array()
