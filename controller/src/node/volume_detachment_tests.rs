@@ -70,10 +70,7 @@ impl CloudProvider for RecordingCloud {
         Ok(Arc::new(Vec::new()))
     }
     async fn resolve_node_class(&self, _: &EC2NodeClass) -> NodeClassResolution {
-        NodeClassResolution {
-            status: Default::default(),
-            not_ready: None,
-        }
+        NodeClassResolution::default()
     }
 }
 

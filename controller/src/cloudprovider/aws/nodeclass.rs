@@ -397,7 +397,11 @@ pub async fn resolve(
         };
         Some((t.to_string(), r.to_string(), m))
     });
-    NodeClassResolution { status, not_ready }
+    NodeClassResolution {
+        status,
+        not_ready,
+        capacity_reservations_error: None,
+    }
 }
 
 #[cfg(test)]

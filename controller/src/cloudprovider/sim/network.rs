@@ -227,6 +227,7 @@ impl SimNetwork {
                     .unwrap_or_default(),
             },
             not_ready: not_ready.map(|(t, r, m)| (t.to_string(), r.to_string(), m)),
+            capacity_reservations_error: None,
         }
     }
 
@@ -451,14 +452,20 @@ mod tests {
                 json!({"spec": {"securityGroupSelectorTerms": [{"name": "${CLUSTER_NAME}-node"}]}}),
             )
             .build();
-        let (_, reason, message) = net.resolve("demo", &nc, jiff::Timestamp::now()).not_ready.expect("not ready");
+        let (_, reason, message) = net
+            .resolve("demo", &nc, jiff::Timestamp::now())
+            .not_ready
+            .expect("not ready");
         assert_eq!(reason, "SecurityGroupsNotFound");
         assert!(
             message.contains("securityGroupSelectorTerms[0].name contains the literal"),
             "{message}"
         );
         let nc = ec2nodeclass("default").subnet_discovery("other").build();
-        let (_, _, message) = net.resolve("demo", &nc, jiff::Timestamp::now()).not_ready.expect("not ready");
+        let (_, _, message) = net
+            .resolve("demo", &nc, jiff::Timestamp::now())
+            .not_ready
+            .expect("not ready");
         assert_eq!(message, "SubnetSelector did not match any Subnets");
     }
 

@@ -411,10 +411,7 @@ impl CloudProvider for FakeCloud {
         Ok(Arc::new(Vec::new()))
     }
     async fn resolve_node_class(&self, _: &EC2NodeClass) -> NodeClassResolution {
-        NodeClassResolution {
-            status: Default::default(),
-            not_ready: None,
-        }
+        NodeClassResolution::default()
     }
 }
 
