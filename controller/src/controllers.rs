@@ -81,6 +81,17 @@ fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
             Box::pin(crate::nodeclaim::garbagecollection::run(c())),
         ),
     ];
+    // Upstream registers its capacity reservation controllers only with the gate on.
+    if ctx
+        .settings
+        .feature_gates
+        .enabled(FeatureGate::ReservedCapacity)
+    {
+        all.push((
+            "capacityreservation",
+            Box::pin(crate::nodeclaim::capacity_reservation::run(c())),
+        ));
+    }
     // Upstream registers the NodeOverlay controller only with its gate on; with it off, each
     // overlay is told it is not applied.
     if ctx.settings.feature_gates.enabled(FeatureGate::NodeOverlay) {
@@ -158,5 +169,13 @@ mod tests {
         let off = names_with(FeatureGate::NodeOverlay, false).await;
         assert!(!off.contains(&"nodeoverlay"), "{off:?}");
         assert!(off.contains(&"nodeoverlay.featuregate"), "{off:?}");
+    }
+
+    #[tokio::test]
+    async fn capacity_reservations_are_watched_only_with_their_feature_gate() {
+        let on = names_with(FeatureGate::ReservedCapacity, true).await;
+        assert!(on.contains(&"capacityreservation"), "{on:?}");
+        let off = names_with(FeatureGate::ReservedCapacity, false).await;
+        assert!(!off.contains(&"capacityreservation"), "{off:?}");
     }
 }

@@ -68,6 +68,9 @@ pub mod reason {
     pub const REGISTRATION_TIMEOUT: &str = "RegistrationTimeout";
     /// The NodeClaim's instance no longer exists in the cloud.
     pub const GARBAGE_COLLECTED: &str = "GarbageCollected";
+    /// Its Capacity Block was about to end: deleted 40 minutes before, ahead of EC2's
+    /// reclamation (upstream `capacityreservation.expiration`).
+    pub const CAPACITY_BLOCK_EXPIRING: &str = "CapacityBlockExpiring";
     /// The launch found no capacity for any of its offerings.
     pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
     /// The launch found the node class not ready.

@@ -294,9 +294,8 @@ pub const FIELDS: &[FieldSupport] = &[
         ),
         reported: Some(Report {
             value: None,
-            why: "reservations are resolved and launched into on the simulated cloud only: the AWS \
-                  provider does not call DescribeCapacityReservations yet, and nodes are not \
-                  demoted when a reservation ends nor drained before a Capacity Block ends",
+            why: "reservations are resolved, launched into, demoted and drained on the simulated \
+                  cloud only: the AWS provider does not call DescribeCapacityReservations yet",
         }),
     },
     reported(EC2, "spec.placementGroupSelector", LAUNCH_FIELD),
@@ -504,8 +503,8 @@ pub const GATES: &[SettingSupport] = &[
     SettingSupport {
         name: "ReservedCapacity",
         support: Err(
-            "capacity reservations are launched into on the simulated cloud only (not by the AWS \
-             provider), without demotion or Capacity Block drain",
+            "capacity reservations are honoured on the simulated cloud only (not by the AWS \
+             provider yet)",
         ),
     },
     SettingSupport {

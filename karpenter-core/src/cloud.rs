@@ -91,17 +91,12 @@ pub struct Instance {
 }
 
 /// A node class resolved against the cloud: the status to write and whether it is ready.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NodeClassResolution {
     /// Resolved subnets, security groups, AMIs and instance profile.
     pub status: EC2NodeClassStatus,
     /// The first reason the node class is not ready (condition type, reason, message), if any.
     pub not_ready: Option<(String, String, String)>,
-    /// Why the capacity reservations could not be resolved (the cloud's error), with the
-    /// previous `status.capacityReservations` kept: the node class's `CapacityReservationsReady`
-    /// condition turns False with it, while `Ready` (and launching) is unaffected. `None` when
-    /// they resolved or the cloud has none to resolve.
-    pub capacity_reservations_error: Option<String>,
 }
 
 /// The instance-type names a NodeClaim allows, in the order it lists them (the provisioner lists

@@ -6,6 +6,9 @@
 //!   upstream's `scheduling_benchmark_test.go`;
 //! - the Alibaba `openb_pod_list_default` trace (6,282 non-failed pods, mostly GPU tasks) on the
 //!   real EC2 catalog;
+//! - diverse 20k on the real EC2 catalog, alone and with capacity reservations and NodeOverlays
+//!   in play (`examples/bench/`: 8 reservations, a price and a capacity overlay), so their cost
+//!   to the plan pass shows;
 //! - the peak resident memory of `karpenter simulate --generate diverse:20000` as a process.
 //!
 //! Targets (issue 3): diverse 20k solved in 2.0 s and 5k in 0.4 s (upstream: 20.19 s for 20k on
@@ -99,6 +102,26 @@ fn main() {
         args: args(None, vec![trace], InstanceTypes::Aws),
         target_seconds: Some(1.0),
         target_ratio: Some(1.15),
+    });
+    let bench = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/bench");
+    cases.push(Case {
+        name: "diverse 20000 / aws".into(),
+        args: args(Some(20_000), Vec::new(), InstanceTypes::Aws),
+        target_seconds: None,
+        target_ratio: None,
+    });
+    let mut both = args(
+        Some(20_000),
+        vec![bench.join("reserved-overlaid.yaml")],
+        InstanceTypes::Aws,
+    );
+    both.feature_gates = "NodeOverlay=true".into();
+    both.capacity_reservations = Some(bench.join("reservations.yaml"));
+    cases.push(Case {
+        name: "diverse 20000 / aws +cr +ov".into(),
+        args: both,
+        target_seconds: None,
+        target_ratio: None,
     });
     println!(
         "{:<30} {:>6} {:>6} {:>9} {:>9} {:>11} {:>11} {:>6}  speed / quality",

@@ -70,7 +70,10 @@ impl CloudProvider for RecordingCloud {
         Ok(Arc::new(Vec::new()))
     }
     async fn resolve_node_class(&self, _: &EC2NodeClass) -> NodeClassResolution {
-        NodeClassResolution::default()
+        NodeClassResolution {
+            status: Default::default(),
+            not_ready: None,
+        }
     }
 }
 

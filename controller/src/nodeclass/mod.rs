@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::conditions::{
-    AMIS_READY, CAPACITY_RESERVATIONS_READY, ConditionSet, INSTANCE_PROFILE_READY,
+    AMIS_READY, CAPACITY_RESERVATIONS_READY, EC2NODECLASS_CONDITIONS,
+    EC2NODECLASS_CONDITIONS_WITH_CAPACITY_RESERVATIONS, INSTANCE_PROFILE_READY,
     PLACEMENT_GROUP_READY, SECURITY_GROUPS_READY, SUBNETS_READY, VALIDATION_SUCCEEDED,
 };
 use crds::labels::EC2NODECLASS_TERMINATION_FINALIZER;
@@ -25,13 +26,11 @@ use tokio_stream::wrappers::WatchStream;
 
 use crate::runtime::Context;
 use crate::runtime::events::{EventSpec, EventType, reason, reference};
+use crate::runtime::feature_gates::FeatureGate;
 use crate::runtime::reconcile::{ReconcileError, drive};
 
 /// Selectors are re-resolved at least this often (upstream refreshes subnets every minute).
 const RESYNC: Duration = Duration::from_secs(60);
-
-/// `CapacityReservationsReady=False`: DescribeCapacityReservations failed.
-const CAPACITY_RESERVATIONS_RESOLUTION_FAILED: &str = "CapacityReservationsResolutionFailed";
 
 /// Run the controller until the task is aborted. Besides changes to EC2NodeClasses and the
 /// periodic resync, every node class is re-resolved when the cloud signals that resolutions
@@ -76,30 +75,6 @@ fn not_ready(
                 e.to_string(),
             )
         })
-}
-
-/// `CapacityReservationsReady` for a node class that selects reservations (`selects`): True
-/// when they resolved, False with reason `CapacityReservationsResolutionFailed` and the cloud's
-/// error when they did not (the previous `status.capacityReservations` stands meanwhile). Not
-/// among `Ready`'s dependents, so a failed DescribeCapacityReservations does not stop launches
-/// into the other capacity. A class that selects none carries no such condition.
-fn capacity_reservations_condition(set: &mut ConditionSet<'_>, selects: bool, error: Option<&str>) {
-    match (selects, error) {
-        (false, _) => {
-            // Never a dependent of this set, so clearing cannot fail.
-            let _ = set.clear(CAPACITY_RESERVATIONS_READY);
-        }
-        (true, None) => {
-            set.set_true(CAPACITY_RESERVATIONS_READY);
-        }
-        (true, Some(e)) => {
-            set.set_false(
-                CAPACITY_RESERVATIONS_READY,
-                CAPACITY_RESERVATIONS_RESOLUTION_FAILED,
-                e,
-            );
-        }
-    }
 }
 
 async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
@@ -169,9 +144,26 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
         .as_ref()
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
+    // Upstream resolves reservations, and has `CapacityReservationsReady` count towards
+    // `Ready`, only with the `ReservedCapacity` gate on; with it off no reservation is offered.
+    let reserved = ctx
+        .settings
+        .feature_gates
+        .enabled(FeatureGate::ReservedCapacity);
+    if !reserved {
+        status.capacity_reservations.clear();
+    }
     nc.status = Some(status);
     {
-        let mut set = nc.condition_set(ctx.clock.now());
+        let (types, checked): (_, &[&str]) = if reserved {
+            (
+                EC2NODECLASS_CONDITIONS_WITH_CAPACITY_RESERVATIONS,
+                &[CAPACITY_RESERVATIONS_READY],
+            )
+        } else {
+            (EC2NODECLASS_CONDITIONS, &[])
+        };
+        let mut set = nc.condition_set_with(types, ctx.clock.now());
         for t in [
             SUBNETS_READY,
             SECURITY_GROUPS_READY,
@@ -179,17 +171,15 @@ async fn reconcile(obj: Arc<EC2NodeClass>, ctx: Arc<Context>) -> Result<Action, 
             INSTANCE_PROFILE_READY,
             VALIDATION_SUCCEEDED,
             PLACEMENT_GROUP_READY,
-        ] {
+        ]
+        .iter()
+        .chain(checked)
+        {
             match &resolution.not_ready {
                 Some((failed, reason, message)) if failed == t => set.set_false(t, reason, message),
                 _ => set.set_true(t),
             };
         }
-        capacity_reservations_condition(
-            &mut set,
-            !obj.spec.capacity_reservation_selector_terms.is_empty(),
-            resolution.capacity_reservations_error.as_deref(),
-        );
     }
     if nc.status != obj.status {
         api.patch_status(
@@ -241,54 +231,5 @@ mod tests {
         let valid = class(json!({}));
         assert_eq!(not_ready(&valid, None), None);
         assert_eq!(not_ready(&valid, subnets.clone()), subnets);
-    }
-
-    #[test]
-    fn a_failed_reservation_lookup_is_reported_without_making_the_class_unready() {
-        let mut nc = class(json!({}));
-        let now: jiff::Timestamp = "2026-03-10T12:00:00Z".parse().expect("time");
-        let status = |nc: &EC2NodeClass, t: &str| {
-            nc.status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == t))
-                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-        };
-        {
-            let mut set = nc.condition_set(now);
-            for t in [
-                SUBNETS_READY,
-                SECURITY_GROUPS_READY,
-                AMIS_READY,
-                INSTANCE_PROFILE_READY,
-                VALIDATION_SUCCEEDED,
-                PLACEMENT_GROUP_READY,
-            ] {
-                set.set_true(t);
-            }
-            capacity_reservations_condition(
-                &mut set,
-                true,
-                Some("RequestLimitExceeded: slow down"),
-            );
-        }
-        assert_eq!(
-            status(&nc, CAPACITY_RESERVATIONS_READY),
-            Some((
-                "False".into(),
-                "CapacityReservationsResolutionFailed".into(),
-                "RequestLimitExceeded: slow down".into()
-            ))
-        );
-        assert_eq!(
-            status(&nc, crds::conditions::READY).map(|c| c.0),
-            Some("True".into())
-        );
-        capacity_reservations_condition(&mut nc.condition_set(now), true, None);
-        assert_eq!(
-            status(&nc, CAPACITY_RESERVATIONS_READY).map(|c| c.0),
-            Some("True".into())
-        );
-        capacity_reservations_condition(&mut nc.condition_set(now), false, None);
-        assert_eq!(status(&nc, CAPACITY_RESERVATIONS_READY), None);
     }
 }

@@ -101,7 +101,8 @@ pub async fn reconcile(
     };
     let listed = ctx.cloud.instance_types(&class).await?;
     // The pool's own instance types, its NodeOverlays applied as for every other NodeClaim.
-    let listings: HashMap<String, listing::Listing> = HashMap::from([(class_name.clone(), Ok(listed))]);
+    let listings: HashMap<String, listing::Listing> =
+        HashMap::from([(class_name.clone(), Ok(listed))]);
     let pass = listing::pool_types(&snap, &listings);
     let types = pass
         .pools

@@ -101,6 +101,13 @@ pub mod reason {
     /// NodeOverlay without `FEATURE_GATES=NodeOverlay=true`); the message names the gate.
     /// This project's reason: upstream says nothing.
     pub const FEATURE_GATE_DISABLED: &str = "FeatureGateDisabled";
+    /// A NodeClaim in a Capacity Block is deleted 40 minutes before the block ends, before EC2
+    /// reclaims its instance (upstream `capacityreservation.expiration` only logs it).
+    pub const CAPACITY_BLOCK_EXPIRING: &str = "CapacityBlockExpiring";
+    /// A NodeClaim's capacity reservation ended and its instance runs on as on-demand: it is
+    /// relabelled `karpenter.sh/capacity-type: on-demand` (upstream
+    /// `capacityreservation.capacitytype` only logs it).
+    pub const CAPACITY_RESERVATION_ENDED: &str = "CapacityReservationEnded";
 }
 
 /// Dedupe window for most events (upstream default).

@@ -20,6 +20,7 @@ use crds::{EC2NodeClass, NodeClaim};
 use crate::cloudprovider::CloudProvider;
 use crate::runtime::metrics::Metrics;
 use karpenter_core::capacity::InstanceType;
+use karpenter_core::capacity::reservation::Record;
 use karpenter_core::cloud::{CloudError, Instance, Launched, NodeClassResolution};
 
 tokio::task_local! {
@@ -124,6 +125,14 @@ impl CloudProvider for MeteredCloud {
     ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
         self.timed("GetInstanceTypes", self.inner.instance_types(node_class))
             .await
+    }
+
+    async fn capacity_reservations(&self, ids: &[String]) -> Result<Vec<Record>, CloudError> {
+        self.timed(
+            "DescribeCapacityReservations",
+            self.inner.capacity_reservations(ids),
+        )
+        .await
     }
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {

@@ -100,7 +100,10 @@ fn a_capacity_block_drains_forty_minutes_before_it_ends() {
     let claims = vec![reserved("gpu", BLOCK), reserved("web", ODCR)];
     let instances = vec![instance("gpu", "reserved"), instance("web", "reserved")];
     let early = decide(&claims, &instances, &records, at("2026-01-01T11:19:59Z"));
-    assert!(early.expire.is_empty() && early.demote.is_empty(), "{early:?}");
+    assert!(
+        early.expire.is_empty() && early.demote.is_empty(),
+        "{early:?}"
+    );
     let due = decide(&claims, &instances, &records, at("2026-01-01T11:20:00Z"));
     let expired: Vec<(&str, &str)> = due
         .expire

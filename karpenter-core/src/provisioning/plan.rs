@@ -16,13 +16,13 @@ use crds::{NodeClaim, NodePool};
 
 use super::listing;
 use super::template::{self, SkipReason};
+use crate::capacity::InstanceType;
 use crate::capacity::index::TypeIndex;
 use crate::lifecycle::drift::HashVersions;
 use crate::scheduling::choices::MinValuesPolicy;
 use crate::scheduling::pod::{PodInfo, PodKey};
 use crate::scheduling::requirements::Requirement;
 use crate::scheduling::resources::Resources;
-use crate::capacity::InstanceType;
 use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, within_limits};
 use crate::scheduling::volumes::VolumeIndex;
 use crate::snapshot::Snapshot;

@@ -177,8 +177,13 @@ fn static_claim(
     types: &[Arc<InstanceType>],
 ) -> Result<NewClaim, String> {
     let requirements = template::pool_requirements(pool).map_err(|e| e.to_string())?;
-    let (tmpl, requests) =
-        template::pool_template(pool, requirements.clone(), types, snap, &TypeIndex::default());
+    let (tmpl, requests) = template::pool_template(
+        pool,
+        requirements.clone(),
+        types,
+        snap,
+        &TypeIndex::default(),
+    );
     let mut fitting: Vec<(f64, Arc<InstanceType>)> = tmpl
         .instance_types
         .iter()

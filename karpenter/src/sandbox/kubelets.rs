@@ -96,7 +96,7 @@ mod tests {
     /// The EC2NodeClass `default` as `cloud` resolves it.
     fn node_class(cloud: &SimCloud) -> EC2NodeClass {
         let mut nc = ec2nodeclass("default").build();
-        let r = cloud.with_network(|n| n.resolve("demo", &nc));
+        let r = cloud.with_network(|n| n.resolve("demo", &nc, jiff::Timestamp::now()));
         nc.status = Some(r.status);
         nc
     }

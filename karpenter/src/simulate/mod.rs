@@ -287,9 +287,12 @@ pub fn prepare(
     let mut classes = Vec::new();
     let mut listings: HashMap<String, Listing> = HashMap::new();
     let mut not_ready = HashMap::new();
+    // Reservations as they stand now: ended ones are not selected, an expiring Capacity
+    // Block is shown but takes no launch.
+    let now = jiff::Timestamp::now();
     for class in &x.nodeclasses {
         let name = class.metadata.name.clone().unwrap_or_default();
-        let resolved = network.resolve(cluster, class);
+        let resolved = network.resolve(cluster, class, now);
         let zones: BTreeSet<String> = resolved
             .status
             .subnets
@@ -315,7 +318,11 @@ pub fn prepare(
                         id: r.capacity_reservation_id.clone(),
                         instance_type: r.instance_type.clone(),
                         zone: r.availability_zone.clone(),
-                        available: r.available_instance_count.max(0),
+                        available: if r.offered(now) {
+                            r.available_instance_count.max(0)
+                        } else {
+                            0
+                        },
                         reservation_type: r.reservation_type.clone(),
                     })
                     .collect();

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::limits::Sizing;
 use super::load::Loads;
-use super::pools::{PoolCounts, PoolRow, build_pool_rows};
+use super::pools::{PoolCounts, PoolRow, ReservationUse, build_pool_rows};
 use super::rows::{PriceBook, Row, Totals, filter_nodepool};
 use super::sort::{SortBy, sort_rows};
 
@@ -82,6 +82,15 @@ impl Document {
                 .iter()
                 .filter(|r| r.nodepool.as_deref() == Some(&pool.name));
             pool.node_claims = PoolCounts::of(mine.map(|r| r.state));
+            let class = pools
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(pool.name.as_str()))
+                .map(|p| p.spec.template.spec.node_class_ref.name.as_str());
+            pool.reservations = snapshot
+                .node_classes
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == class)
+                .and_then(ReservationUse::of);
         }
         Document {
             node_pools,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crds::conditions;
 use crds::upgrade::{Phase, UPGRADING_CONDITION};
-use crds::{NodeClaim, NodePool, StatusConditions};
+use crds::{EC2NodeClass, NodeClaim, NodePool, StatusConditions};
 use jiff::Timestamp;
 use karpenter_core::scheduling::resources::{CPU, MEMORY, parse_milli, parse_units};
 use karpenter_core::snapshot::nodepool_of;
@@ -39,15 +39,61 @@ pub struct PoolRow {
     /// never consolidated); absent for a dynamic one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
+    /// The capacity reservations its node class selects (`status.capacityReservations`), in
+    /// instances used and held in all; absent when it selects none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservations: Option<ReservationUse>,
+}
+
+/// Instances of a node class's capacity reservations in use, of those they hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationUse {
+    /// The reservations, `cr-...`, in the node class's order.
+    pub ids: Vec<String>,
+    /// Instances running in them (`totalInstanceCount - availableInstanceCount`, summed; by
+    /// anyone in the account, not only this NodePool).
+    pub used: i64,
+    /// Instances they hold in all (`totalInstanceCount`, summed).
+    pub total: i64,
+}
+
+impl ReservationUse {
+    /// The reservations `class` lists in its status, or `None` when it lists none. A
+    /// reservation whose counts the controller did not write counts as fully available.
+    pub fn of(class: &EC2NodeClass) -> Option<ReservationUse> {
+        let listed = &class.status.as_ref()?.capacity_reservations;
+        if listed.is_empty() {
+            return None;
+        }
+        let mut out = ReservationUse::default();
+        for r in listed {
+            let total = r.total_instance_count.unwrap_or(0);
+            let available = r.available_instance_count.unwrap_or(total);
+            out.ids.push(r.id.clone());
+            out.total += total;
+            out.used += (total - available).max(0);
+        }
+        Some(out)
+    }
 }
 
 impl PoolRow {
-    /// The NODEPOOL cell: the name, with `(static: N)` for a static NodePool.
+    /// The NODEPOOL cell: the name, with `static: N` for a static NodePool and `reserved:
+    /// USED/TOTAL` when its node class selects capacity reservations, e.g.
+    /// `gpu (static: 3, reserved: 2/4)`.
     pub fn label(&self) -> String {
-        match self.replicas {
-            Some(n) => format!("{} (static: {n})", self.name),
-            None => self.name.clone(),
+        let mut notes = Vec::new();
+        if let Some(n) = self.replicas {
+            notes.push(format!("static: {n}"));
         }
+        if let Some(r) = &self.reservations {
+            notes.push(format!("reserved: {}/{}", r.used, r.total));
+        }
+        if notes.is_empty() {
+            return self.name.clone();
+        }
+        format!("{} ({})", self.name, notes.join(", "))
     }
 }
 
@@ -221,6 +267,7 @@ impl PoolRow {
             node_claims: counts,
             upgrade,
             replicas: pool.spec.replicas,
+            reservations: None,
         }
     }
 
@@ -387,5 +434,33 @@ mod tests {
         assert_eq!(row.label(), "fixed (static: 3)");
         let json = serde_json::to_value(&row).expect("json");
         assert_eq!(json["replicas"], 3);
+    }
+
+    #[test]
+    fn reservations_show_as_used_of_total_beside_the_name() {
+        let mut class = testutil::ec2nodeclass("default").build();
+        let reservation = |id: &str, total, available| {
+            serde_json::from_value::<crds::ec2nodeclass::CapacityReservation>(serde_json::json!({
+                "id": id, "instanceType": "m5.large", "availabilityZone": "us-east-1a",
+                "ownerID": "123456789012", "instanceMatchCriteria": "targeted",
+                "totalInstanceCount": total, "availableInstanceCount": available,
+            }))
+            .expect("status entry")
+        };
+        assert_eq!(ReservationUse::of(&class), None);
+        class.status = Some(crds::EC2NodeClassStatus {
+            capacity_reservations: vec![reservation("cr-1", 3, 0), reservation("cr-2", 2, 1)],
+            ..Default::default()
+        });
+        let used = ReservationUse::of(&class).expect("reservations");
+        assert_eq!((used.used, used.total), (4, 5));
+        assert_eq!(used.ids, ["cr-1", "cr-2"]);
+        let pool = testutil::nodepool("gpu").replicas(2).build();
+        let mut row = PoolRow::of(&pool, &[], crate::status::fixtures::now());
+        row.reservations = Some(used);
+        assert_eq!(row.label(), "gpu (static: 2, reserved: 4/5)");
+        let json = serde_json::to_value(&row).expect("json");
+        assert_eq!(json["reservations"]["used"], 4);
+        assert_eq!(json["reservations"]["total"], 5);
     }
 }

@@ -9,7 +9,10 @@ use std::fmt;
 use crds::NodeClaim;
 use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::disruption::{DRAIN_BY_ANNOTATION, REASON_ANNOTATION};
-use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL};
+use crds::labels::{
+    CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL,
+    TOPOLOGY_ZONE_LABEL,
+};
 use jiff::Timestamp;
 use karpenter_core::interruption::Kind;
 use serde::Serialize;
@@ -161,6 +164,9 @@ pub struct Row {
     pub instance_type: Option<String>,
     /// `karpenter.sh/capacity-type` label.
     pub capacity_type: Option<String>,
+    /// `karpenter.k8s.aws/capacity-reservation-id` label: the capacity reservation a
+    /// `reserved` NodeClaim runs in (`cr-...`).
+    pub reservation_id: Option<String>,
     /// `topology.kubernetes.io/zone` label.
     pub zone: Option<String>,
     /// Name of the Node that registered for it.
@@ -258,6 +264,15 @@ fn non_empty(value: Option<&String>) -> Option<String> {
 }
 
 impl Row {
+    /// The CAPACITY-TYPE cell: the capacity type, with the reservation of a reserved NodeClaim
+    /// (`reserved (cr-0123456789abcdef0)`).
+    pub fn capacity_cell(&self) -> Option<String> {
+        match (&self.capacity_type, &self.reservation_id) {
+            (Some(t), Some(id)) => Some(format!("{t} ({id})")),
+            (t, _) => t.clone(),
+        }
+    }
+
     /// Builds the row of one NodeClaim as seen at `now`, with the pods and allocatable of its
     /// node from `loads` and what limits the node explained by `sizing` (from its
     /// `spec.nodeClassRef.name` and instance type label).
@@ -291,6 +306,7 @@ impl Row {
             state: State::with_health(State::of(claim), unhealthy, now),
             instance_type,
             capacity_type,
+            reservation_id: label(claim, CAPACITY_RESERVATION_ID_LABEL),
             zone,
             node: non_empty(status.and_then(|s| s.node_name.as_ref())),
             pods: load.pods.pods,
@@ -521,6 +537,39 @@ mod tests {
         );
         assert_eq!(row.drain_by, None, "an unreadable time is left out");
         assert_eq!(interruption_reason(&bad), Some("SpotInterrupted"));
+    }
+
+    #[test]
+    fn a_reserved_nodeclaim_names_its_reservation() {
+        let mut claim = fixtures::claim("x", "pool", "2025-06-01T11:00:00Z");
+        let labels = claim.metadata.labels.get_or_insert_default();
+        labels.insert(CAPACITY_TYPE_LABEL.into(), "reserved".into());
+        labels.insert(
+            CAPACITY_RESERVATION_ID_LABEL.into(),
+            "cr-0123456789abcdef0".into(),
+        );
+        let row = Row::of(
+            &claim,
+            fixtures::now(),
+            &fixtures::FixedPrices,
+            &Loads::default(),
+            &Sizing::default(),
+        );
+        assert_eq!(
+            row.capacity_cell().as_deref(),
+            Some("reserved (cr-0123456789abcdef0)")
+        );
+        let json = serde_json::to_value(&row).expect("json");
+        assert_eq!(json["reservationId"], "cr-0123456789abcdef0");
+        let plain = fixtures::claim("y", "pool", "2025-06-01T11:00:00Z");
+        let row = Row::of(
+            &plain,
+            fixtures::now(),
+            &fixtures::FixedPrices,
+            &Loads::default(),
+            &Sizing::default(),
+        );
+        assert_eq!(row.reservation_id, None);
     }
 
     #[test]

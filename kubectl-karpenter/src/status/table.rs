@@ -143,7 +143,7 @@ fn cells(row: &Row, wide: bool) -> Vec<Cell> {
     ];
     if wide {
         cells.push(Cell::or_none(row.nodepool.as_deref()));
-        cells.push(Cell::or_none(row.capacity_type.as_deref()));
+        cells.push(Cell::or_none(row.capacity_cell().as_deref()));
         cells.push(Cell::or_none(row.zone.as_deref()));
         cells.push(Cell::or_none(row.node.as_deref()));
         cells.push(Cell::plain(format_price(row.price)));

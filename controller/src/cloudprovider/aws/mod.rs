@@ -22,8 +22,9 @@
 //!   capacity error marks it.
 //! - **Capacity reservations** ([`reservation`]): the node class's
 //!   `capacityReservationSelectorTerms` resolve through DescribeCapacityReservations into
-//!   `status.capacityReservations` (whatever the `ReservedCapacity` gate says: the provider is
-//!   not given the gates); each resolved reservation still offered adds a `reserved` offering
+//!   `status.capacityReservations` (the provider is not given the feature gates: the node
+//!   class controller drops them with `ReservedCapacity` off); each resolved reservation still
+//!   offered adds a `reserved` offering
 //!   (price on-demand / 10,000,000, room its `AvailableInstanceCount`), tried before spot and
 //!   on-demand. A reserved launch uses one launch template per reservation, targeting it
 //!   (`capacity-reservations-only`; `MarketType=capacity-block` for a Capacity Block) and the
@@ -74,6 +75,9 @@ pub const MAX_INSTANCE_TYPES: usize = 60;
 pub const MAX_LAUNCH_ATTEMPTS: usize = 3;
 /// Most instance ids per DescribeInstances or TerminateInstances call.
 pub const BATCH: usize = 1000;
+/// `CapacityReservationsReady=False`: DescribeCapacityReservations failed (the reservations
+/// found before stay in the status).
+pub const CAPACITY_RESERVATIONS_RESOLUTION_FAILED: &str = "CapacityReservationsResolutionFailed";
 /// Instance states that still count as an instance (not terminated or terminating).
 const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 
@@ -1080,9 +1084,11 @@ impl CloudProvider for AwsCloud {
 
     /// Subnets, security groups, AMIs and the instance profile ([`nodeclass::resolve`]), then
     /// the capacity reservations the selector terms find (usable ones, an expiring Capacity
-    /// Block included), each with EC2's `AvailableInstanceCount`. A failed
-    /// DescribeCapacityReservations keeps the reservations found before and is reported in
-    /// [`NodeClassResolution::capacity_reservations_error`].
+    /// Block included), each with EC2's `AvailableInstanceCount`, whatever the
+    /// `ReservedCapacity` gate says (the node class controller drops them with the gate off). A
+    /// failed DescribeCapacityReservations keeps the reservations found before and, when nothing
+    /// else is wrong, makes `CapacityReservationsReady` False with reason
+    /// `CapacityReservationsResolutionFailed` and the error.
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
         let now = self.clock.now();
         let mut resolution = nodeclass::resolve(
@@ -1110,7 +1116,13 @@ impl CloudProvider for AwsCloud {
             Err(e) => {
                 tracing::warn!(ec2nodeclass = node_class.metadata.name.as_deref().unwrap_or_default(),
                     error = %e, "resolving capacity reservations failed; keeping the ones found before");
-                resolution.capacity_reservations_error = Some(e.to_string());
+                resolution.not_ready = resolution.not_ready.or_else(|| {
+                    Some((
+                        crds::conditions::CAPACITY_RESERVATIONS_READY.into(),
+                        CAPACITY_RESERVATIONS_RESOLUTION_FAILED.into(),
+                        e.to_string(),
+                    ))
+                });
             }
         }
         resolution

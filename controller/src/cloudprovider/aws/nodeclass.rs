@@ -397,11 +397,7 @@ pub async fn resolve(
         };
         Some((t.to_string(), r.to_string(), m))
     });
-    NodeClassResolution {
-        status,
-        not_ready,
-        capacity_reservations_error: None,
-    }
+    NodeClassResolution { status, not_ready }
 }
 
 #[cfg(test)]

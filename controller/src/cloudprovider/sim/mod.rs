@@ -11,7 +11,9 @@ pub mod network;
 pub mod release;
 pub mod states;
 
-use karpenter_core::capacity::reservation::{CAPACITY_BLOCK_RECLAIM_LEAD, Record, ReservedCapacity};
+use karpenter_core::capacity::reservation::{
+    CAPACITY_BLOCK_RECLAIM_LEAD, Record, ReservedCapacity,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -234,20 +236,29 @@ impl SimCloud {
         self.launches.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The account's state, with instances whose shutdown finished removed.
+    /// The account's state at the clock's now: reservations that ended have had their effect
+    /// on their instances ([`SimCloud::settle_reservations`]), and instances whose shutdown
+    /// finished are removed. A reserved instance gone (its place free again) counts as a
+    /// change for node classes, whose `status.capacityReservations` show the room.
     fn lock(&self) -> MutexGuard<'_, State> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.clock.now();
+        self.settle_reservations(&mut state, now);
         let done: Vec<String> = state
             .shutting_down
             .iter()
             .filter(|(_, since)| now.duration_since(**since) >= SHUTDOWN_DURATION)
             .map(|(id, _)| id.clone())
             .collect();
+        let mut freed = false;
         for id in done {
             state.shutting_down.remove(&id);
             state.stopped.remove(&id);
-            state.instances.remove(&id);
+            let gone = state.instances.remove(&id);
+            freed |= gone.is_some_and(|i| i.reservation_id.is_some());
+        }
+        if freed {
+            self.changed();
         }
         state
     }
@@ -406,8 +417,7 @@ impl SimCloud {
             match record {
                 Some(r) if r.is_capacity_block() => {
                     let reclaimed = !r.usable(now)
-                        || r
-                            .end_date
+                        || r.end_date
                             .is_some_and(|end| now >= end - CAPACITY_BLOCK_RECLAIM_LEAD);
                     if reclaimed {
                         shutting_down.entry(i.id.clone()).or_insert(now);
@@ -458,18 +468,16 @@ impl SimCloud {
             .reservations
             .iter()
             .filter(|r| selected.contains(r.capacity_reservation_id.as_str()))
-            .map(|r| {
-                ReservedCapacity {
-                    id: r.capacity_reservation_id.clone(),
-                    instance_type: r.instance_type.clone(),
-                    zone: r.availability_zone.clone(),
-                    available: if r.offered(now) {
-                        SimCloud::room(state, &r.capacity_reservation_id, now)
-                    } else {
-                        0
-                    },
-                    reservation_type: r.reservation_type.clone(),
-                }
+            .map(|r| ReservedCapacity {
+                id: r.capacity_reservation_id.clone(),
+                instance_type: r.instance_type.clone(),
+                zone: r.availability_zone.clone(),
+                available: if r.offered(now) {
+                    SimCloud::room(state, &r.capacity_reservation_id, now)
+                } else {
+                    0
+                },
+                reservation_type: r.reservation_type.clone(),
             })
             .collect()
     }
@@ -727,7 +735,12 @@ impl CloudProvider for SimCloud {
             reservation_id: reservation.map(|r| r.id),
         };
         let result = launched(&instance);
+        let reserved = instance.reservation_id.is_some();
         state.instances.insert(id, instance);
+        if reserved {
+            // The reservation's room changed: node classes show it.
+            self.changed();
+        }
         self.launches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(result)
@@ -760,9 +773,7 @@ impl CloudProvider for SimCloud {
 
     async fn get(&self, provider_id: &str) -> Result<Instance, CloudError> {
         self.faults.throttle("DescribeInstances")?;
-        let mut state = self.lock();
-        self.settle_reservations(&mut state, self.clock.now());
-        state
+        self.lock()
             .instances
             .values()
             .find(|i| i.provider_id == provider_id)
@@ -774,8 +785,7 @@ impl CloudProvider for SimCloud {
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
         self.faults.throttle("DescribeInstances")?;
-        let mut state = self.lock();
-        self.settle_reservations(&mut state, self.clock.now());
+        let state = self.lock();
         Ok(state
             .instances
             .values()
@@ -797,8 +807,7 @@ impl CloudProvider for SimCloud {
 
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
         let now = self.clock.now();
-        let mut state = self.lock();
-        self.settle_reservations(&mut state, now);
+        let state = self.lock();
         let mut resolution = state.network.resolve(&self.cluster_name, node_class, now);
         for r in &mut resolution.status.capacity_reservations {
             r.available_instance_count = Some(SimCloud::room(&state, &r.id, now));
@@ -809,8 +818,7 @@ impl CloudProvider for SimCloud {
     async fn capacity_reservations(&self, ids: &[String]) -> Result<Vec<Record>, CloudError> {
         self.faults.throttle("DescribeCapacityReservations")?;
         let now = self.clock.now();
-        let mut state = self.lock();
-        self.settle_reservations(&mut state, now);
+        let state = self.lock();
         Ok(state
             .network
             .reservations

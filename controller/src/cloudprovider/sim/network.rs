@@ -227,7 +227,6 @@ impl SimNetwork {
                     .unwrap_or_default(),
             },
             not_ready: not_ready.map(|(t, r, m)| (t.to_string(), r.to_string(), m)),
-            capacity_reservations_error: None,
         }
     }
 

@@ -146,7 +146,10 @@ async fn an_interruption_object_is_sent_and_ec2_s_later_events_are_recorded() {
             .with_interruption_queue("karpenter-sandbox"),
     );
     let mut nc: EC2NodeClass = ec2nodeclass("default").build();
-    nc.status = Some(sim.with_network(|n| n.resolve("demo", &nc)).status);
+    nc.status = Some(
+        sim.with_network(|n| n.resolve("demo", &nc, jiff::Timestamp::now()))
+            .status,
+    );
     let claim = nodeclaim("default-spot")
         .nodepool("default")
         .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])

@@ -49,7 +49,11 @@ impl World {
     /// Launch `name` as one m5.large of `capacity_type`; returns the claim and providerID.
     async fn launch(&self, name: &str, capacity_type: &str) -> (NodeClaim, String) {
         let mut nc: EC2NodeClass = ec2nodeclass("default").build();
-        nc.status = Some(self.sim.with_network(|n| n.resolve("demo", &nc)).status);
+        nc.status = Some(
+            self.sim
+                .with_network(|n| n.resolve("demo", &nc, jiff::Timestamp::now()))
+                .status,
+        );
         let claim = nodeclaim(name)
             .nodepool("default")
             .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])
