@@ -292,7 +292,7 @@ pub fn pick<'a>(
 /// offering's (an On-Demand Capacity Reservation before a Capacity Block at the same price), as
 /// upstream's `CapacityReservationTypeFilter` (`aws:pkg/providers/instance/filter`) partitions
 /// them, since one fleet request has one target capacity type. Offerings with no reservation
-/// with room are left out.
+/// with room are left out, and a (type, zone) is offered once however many reservations it has.
 pub fn into_reservations<'a>(
     offers: Vec<LaunchOffering<'a>>,
     reserved: &[ReservedCapacity],
@@ -317,10 +317,12 @@ pub fn into_reservations<'a>(
     let offers = picked
         .into_iter()
         .filter(|(_, r)| Some(&r.reservation_type) == kind.as_ref())
-        .map(|(o, r)| {
-            into.insert((o.1.name.clone(), o.2.clone()), r.clone());
-            o
+        // Two reservations of one type and zone are two offerings but one override.
+        .filter(|(o, r)| {
+            into.insert((o.1.name.clone(), o.2.clone()), (*r).clone())
+                .is_none()
         })
+        .map(|(o, _)| o)
         .collect();
     (offers, into)
 }

@@ -204,3 +204,56 @@ fn a_reserved_launch_goes_into_the_reservation_with_most_room() {
     assert_eq!(fleet_capacity_type("capacity-block"), "capacity-block");
     assert_eq!(fleet_capacity_type("default"), "on-demand");
 }
+
+#[test]
+fn a_reserved_launch_keeps_one_reservation_type_and_one_override_per_type_and_zone() {
+    use karpenter_core::scheduling::testing::instance_type;
+    let m5 = instance_type("m5.large", 2, 8, 0.096);
+    let c5 = instance_type("c5.large", 2, 4, 0.085);
+    let r = |id: &str, ty: &str, zone: &str, kind: &str| ReservedCapacity {
+        id: id.into(),
+        instance_type: ty.into(),
+        zone: zone.into(),
+        available: 1,
+        reservation_type: kind.into(),
+    };
+    let reserved = [
+        r("cr-m5-a", "m5.large", "us-east-1a", "default"),
+        r("cr-m5-a2", "m5.large", "us-east-1a", "default"),
+        r("cr-c5-block", "c5.large", "us-east-1a", "capacity-block"),
+        r("cr-m5-b", "m5.large", "us-east-1b", "default"),
+    ];
+    let offer = |price: f64, t, zone: &str| (price, t, zone.to_string(), "reserved".to_string());
+    // Equal prices: the On-Demand Capacity Reservations go first, the Capacity Block waits.
+    let offers = vec![
+        offer(1e-8, &c5, "us-east-1a"),
+        offer(1e-8, &m5, "us-east-1a"),
+        offer(1e-8, &m5, "us-east-1a"),
+        offer(1e-8, &m5, "us-east-1b"),
+        offer(1e-8, &m5, "us-east-1c"),
+    ];
+    let (kept, into) = into_reservations(offers, &reserved);
+    let kept: Vec<(&str, &str)> = kept
+        .iter()
+        .map(|o| (o.1.name.as_str(), o.2.as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        [("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")]
+    );
+    assert_eq!(into.len(), 2);
+    assert!(into.values().all(|r| r.reservation_type == "default"));
+    // A cheaper Capacity Block wins the launch alone.
+    let (kept, into) = into_reservations(
+        vec![
+            offer(1e-9, &c5, "us-east-1a"),
+            offer(1e-8, &m5, "us-east-1a"),
+        ],
+        &reserved,
+    );
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        into.values().next().map(|r| r.id.as_str()),
+        Some("cr-c5-block")
+    );
+}
