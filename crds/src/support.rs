@@ -282,18 +282,13 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.instanceStorePolicy",
         "controller/src/cloudprovider/aws/launchtemplate.rs::raid0_assembles_the_instance_store_in_every_familys_user_data",
     ),
-    FieldSupport {
-        kind: EC2,
-        path: "spec.capacityReservationSelectorTerms",
-        proof: Some(
-            "tests/tests/capacity_reservations.rs::reserved_capacity_is_used_first_and_again_when_freed",
-        ),
-        reported: Some(Report {
-            value: None,
-            why: "reservations are resolved, launched into, demoted and drained on the simulated \
-                  cloud only: the AWS provider does not call DescribeCapacityReservations yet",
-        }),
-    },
+    // Both providers: the simulated cloud (this e2e) and the AWS provider
+    // (`karpenter/tests/reservations_moto.rs`, on moto).
+    honoured(
+        EC2,
+        "spec.capacityReservationSelectorTerms",
+        "tests/tests/capacity_reservations.rs::reserved_capacity_is_used_first_and_again_when_freed",
+    ),
     reported(EC2, "spec.placementGroupSelector", LAUNCH_FIELD),
     reported(EC2, "spec.associatePublicIPAddress", LAUNCH_FIELD),
     reported(EC2, "spec.ipPrefixCount", LAUNCH_FIELD),
@@ -503,8 +498,10 @@ pub const GATES: &[SettingSupport] = &[
     SettingSupport {
         name: "ReservedCapacity",
         support: Err(
-            "capacity reservations are honoured on the simulated cloud only (not by the AWS \
-             provider yet)",
+            "capacity reservations are honoured by both providers, but on-demand and spot launches \
+             are not opted out of open reservations (upstream's launch templates set \
+             CapacityReservationPreference none with the gate on), and interruptible \
+             reservations are not offered",
         ),
     },
     SettingSupport {

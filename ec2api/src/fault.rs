@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use crate::{
-    Ec2, Ec2Error, Filter, FleetError, FleetRequest, FleetResult, ImageInfo, ImageQuery,
-    InstanceInfo, InstanceTypeInfo, LaunchTemplateData, LaunchTemplateInfo, SecurityGroupInfo,
-    SubnetInfo,
+    CapacityReservationInfo, CapacityReservationQuery, Ec2, Ec2Error, Filter, FleetError,
+    FleetRequest, FleetResult, ImageInfo, ImageQuery, InstanceInfo, InstanceTypeInfo,
+    LaunchTemplateData, LaunchTemplateInfo, SecurityGroupInfo, SubnetInfo,
 };
 
 /// An [`Ec2`] that forwards to another and injects capacity errors.
@@ -217,6 +217,14 @@ impl Ec2 for FaultyEc2 {
     async fn terminate_instances(&self, ids: &[String]) -> Result<(), Ec2Error> {
         self.count("TerminateInstances");
         self.inner.terminate_instances(ids).await
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        query: CapacityReservationQuery,
+    ) -> Result<Vec<CapacityReservationInfo>, Ec2Error> {
+        self.count("DescribeCapacityReservations");
+        self.inner.describe_capacity_reservations(query).await
     }
 
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error> {

@@ -70,8 +70,13 @@ where
     (code, message)
 }
 
+/// `capacity-block`: a Capacity Block's `ReservationType`, the `MarketType` its launches use and
+/// the fleet's `DefaultTargetCapacityType` for them.
+pub const CAPACITY_BLOCK: &str = "capacity-block";
+
 /// Whether a fleet error code means the offering has no capacity now (upstream's
-/// `UnfulfillableCapacityErrorCodes`): the offering is marked unavailable for a while.
+/// `unfulfillableCapacityErrorCodes`, `aws:pkg/errors/errors.go`; `ReservationCapacityExceeded`
+/// is a capacity reservation with no room left): the offering is marked unavailable for a while.
 pub fn is_capacity_error(code: &str) -> bool {
     matches!(
         code,
@@ -81,6 +86,7 @@ pub fn is_capacity_error(code: &str) -> bool {
             | "MaxSpotInstanceCountExceeded"
             | "SpotMaxPriceTooLow"
             | "UnfulfillableCapacity"
+            | "ReservationCapacityExceeded"
             | "Unsupported"
             | "VcpuLimitExceeded"
     )
@@ -200,6 +206,17 @@ pub struct LaunchTemplateData {
     pub metadata: MetadataOptions,
     /// Detailed CloudWatch monitoring.
     pub monitoring: bool,
+    /// The capacity reservation (`cr-...`) every launch from the template goes into: its
+    /// `CapacityReservationSpecification` targets that id with preference
+    /// `capacity-reservations-only` (upstream `aws:pkg/providers/launchtemplate/types.go`, one
+    /// template per reservation). `None` (not serialized, so the names of templates without one
+    /// do not change) leaves EC2's default, `open`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_id: Option<String>,
+    /// `InstanceMarketOptions.MarketType`: `capacity-block` for a template that launches into a
+    /// Capacity Block; `None` (not serialized) for on-demand and spot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub market_type: Option<String>,
 }
 
 /// One EBS block device mapping.
@@ -275,7 +292,10 @@ pub struct FleetConfig {
 /// A CreateFleet request of type `instant` for one instance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetRequest {
-    /// `spot` or `on-demand`.
+    /// `DefaultTargetCapacityType`: `spot`, `on-demand` (also for an On-Demand Capacity
+    /// Reservation, whose target the launch template names) or `capacity-block` (a Capacity
+    /// Block; the request then carries no on-demand options, upstream
+    /// `aws:pkg/providers/instance/types.go`).
     pub capacity_type: String,
     /// Launch template configurations, each with the overrides that use it.
     pub configs: Vec<FleetConfig>,
@@ -343,6 +363,12 @@ pub struct InstanceInfo {
     pub architecture: String,
     /// Its tags, e.g. `karpenter.sh/nodeclaim`, `kubernetes.io/cluster/<name>: owned`.
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation it runs in (`CapacityReservationId`, `cr-...`), if any.
+    pub capacity_reservation_id: Option<String>,
+    /// `CapacityReservationSpecification.CapacityReservationPreference`: `open`, `none` or
+    /// `capacity-reservations-only` (launched into a named reservation); `None` when EC2 (or an
+    /// emulator) does not say.
+    pub capacity_reservation_preference: Option<String>,
 }
 
 impl InstanceInfo {
@@ -350,6 +376,45 @@ impl InstanceInfo {
     pub fn is_terminated(&self) -> bool {
         matches!(self.state.as_str(), "terminated" | "shutting-down")
     }
+}
+
+/// What to ask DescribeCapacityReservations for: reservation ids (`CapacityReservationIds`) and
+/// filters (`state`, `tag:KEY`, `tag-key`, `owner-id`, `instance-match-criteria`, ...), both
+/// optional; the answer matches all of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CapacityReservationQuery {
+    /// Reservation ids (`cr-...`).
+    pub ids: Vec<String>,
+    /// Filters, ANDed.
+    pub filters: Vec<Filter>,
+}
+
+/// A capacity reservation as DescribeCapacityReservations reports it (the fields Karpenter
+/// reads): an On-Demand Capacity Reservation (`default`) or a Capacity Block for ML.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacityReservationInfo {
+    /// `CapacityReservationId`, `cr-...`.
+    pub id: String,
+    /// The one instance type it holds, e.g. `p5.48xlarge`.
+    pub instance_type: String,
+    /// `AvailabilityZone`, e.g. `us-east-1a`.
+    pub zone: String,
+    /// `TotalInstanceCount`: instances it holds in all.
+    pub total_instance_count: i64,
+    /// `AvailableInstanceCount`: instances that can still launch into it.
+    pub available_instance_count: i64,
+    /// `InstanceMatchCriteria`: `open` or `targeted` (`open` when EC2 does not say).
+    pub instance_match_criteria: String,
+    /// `ReservationType`: `default` or `capacity-block` (`default` when EC2 does not say).
+    pub reservation_type: String,
+    /// `EndDate`: when it ends; `None` for an open-ended reservation.
+    pub end_date: Option<Timestamp>,
+    /// `OwnerId`: the 12-digit owning account.
+    pub owner_id: String,
+    /// `State`: `active`, `expired`, `cancelled`, `pending`, `failed`, `scheduled`, ...
+    pub state: String,
+    /// Its tags (`tagSet`).
+    pub tags: BTreeMap<String, String>,
 }
 
 /// The EC2 and SSM calls the provider makes.
@@ -396,6 +461,13 @@ pub trait Ec2: Send + Sync {
     ) -> Result<Vec<InstanceInfo>, Ec2Error>;
     /// TerminateInstances (at most 1,000 ids per call).
     async fn terminate_instances(&self, ids: &[String]) -> Result<(), Ec2Error>;
+    /// DescribeCapacityReservations (all pages) by ids and/or filters. Errors:
+    /// `InvalidCapacityReservationId.NotFound` when an id does not exist (see
+    /// [`Ec2Error::is_not_found`]).
+    async fn describe_capacity_reservations(
+        &self,
+        query: CapacityReservationQuery,
+    ) -> Result<Vec<CapacityReservationInfo>, Ec2Error>;
     /// The instance's user data, decoded from base64, if it has any.
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error>;
     /// IAM GetInstanceProfile: the names of its roles, or `None` when it does not exist.
@@ -497,6 +569,36 @@ fn instance_info(i: &t::Instance) -> InstanceInfo {
             .map(|a| a.as_str().to_string())
             .unwrap_or_default(),
         tags: tag_map(i.tags()),
+        capacity_reservation_id: i.capacity_reservation_id().map(str::to_string),
+        capacity_reservation_preference: i
+            .capacity_reservation_specification()
+            .and_then(|c| c.capacity_reservation_preference())
+            .map(|p| p.as_str().to_string()),
+    }
+}
+
+fn reservation_info(r: &t::CapacityReservation) -> CapacityReservationInfo {
+    CapacityReservationInfo {
+        id: r.capacity_reservation_id().unwrap_or_default().to_string(),
+        instance_type: r.instance_type().unwrap_or_default().to_string(),
+        zone: r.availability_zone().unwrap_or_default().to_string(),
+        total_instance_count: i64::from(r.total_instance_count().unwrap_or(0)),
+        available_instance_count: i64::from(r.available_instance_count().unwrap_or(0)),
+        instance_match_criteria: r
+            .instance_match_criteria()
+            .map_or("open", |c| c.as_str())
+            .to_string(),
+        reservation_type: r
+            .reservation_type()
+            .map_or("default", |c| c.as_str())
+            .to_string(),
+        end_date: timestamp(r.end_date()),
+        owner_id: r.owner_id().unwrap_or_default().to_string(),
+        state: r
+            .state()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
+        tags: tag_map(r.tags()),
     }
 }
 
@@ -821,6 +923,25 @@ impl Ec2 for SdkEc2 {
                     .enabled(data.monitoring)
                     .build(),
             )
+            .set_capacity_reservation_specification(data.capacity_reservation_id.as_ref().map(
+                |id| {
+                    t::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                        .capacity_reservation_preference(
+                            t::CapacityReservationPreference::CapacityReservationsOnly,
+                        )
+                        .capacity_reservation_target(
+                            t::CapacityReservationTarget::builder()
+                                .capacity_reservation_id(id)
+                                .build(),
+                        )
+                        .build()
+                },
+            ))
+            .set_instance_market_options(data.market_type.as_deref().map(|m| {
+                t::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                    .market_type(t::MarketType::from(m))
+                    .build()
+            }))
             .build();
         let out = self
             .ec2
@@ -855,10 +976,13 @@ impl Ec2 for SdkEc2 {
 
     async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetResult, Ec2Error> {
         let spot = request.capacity_type == crds::labels::CAPACITY_TYPE_SPOT;
+        let capacity_block = request.capacity_type == CAPACITY_BLOCK;
         let capacity = t::TargetCapacitySpecificationRequest::builder()
             .total_target_capacity(1)
             .default_target_capacity_type(if spot {
                 t::DefaultTargetCapacityType::Spot
+            } else if capacity_block {
+                t::DefaultTargetCapacityType::CapacityBlock
             } else {
                 t::DefaultTargetCapacityType::OnDemand
             })
@@ -922,6 +1046,8 @@ impl Ec2 for SdkEc2 {
                     })
                     .build(),
             )
+        } else if capacity_block {
+            call
         } else {
             call.on_demand_options(
                 t::OnDemandOptionsRequest::builder()
@@ -991,6 +1117,27 @@ impl Ec2 for SdkEc2 {
             .await
             .map_err(Ec2Error::from_sdk)?;
         Ok(())
+    }
+
+    async fn describe_capacity_reservations(
+        &self,
+        query: CapacityReservationQuery,
+    ) -> Result<Vec<CapacityReservationInfo>, Ec2Error> {
+        let by_id = !query.ids.is_empty();
+        let reservations: Vec<t::CapacityReservation> = self
+            .ec2
+            .describe_capacity_reservations()
+            .set_capacity_reservation_ids(by_id.then_some(query.ids))
+            .set_filters(sdk_filters(query.filters))
+            // EC2 refuses MaxResults next to ids; otherwise the largest page it allows.
+            .set_max_results((!by_id).then_some(1000))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<_, _>>()
+            .await
+            .map_err(Ec2Error::from_sdk)?;
+        Ok(reservations.iter().map(reservation_info).collect())
     }
 
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error> {
@@ -1152,5 +1299,28 @@ mod tests {
         assert_eq!(info.id, "i-0abc");
         assert_eq!(info.subnet_id, "subnet-0a");
         assert_eq!(info.security_group_ids, ["sg-1", "sg-2"]);
+        assert_eq!(info.capacity_reservation_id, None);
+        assert_eq!(info.capacity_reservation_preference, None);
+    }
+
+    #[test]
+    fn described_instances_carry_their_capacity_reservation() {
+        let described = t::Instance::builder()
+            .instance_id("i-0def")
+            .capacity_reservation_id("cr-0123")
+            .capacity_reservation_specification(
+                t::CapacityReservationSpecificationResponse::builder()
+                    .capacity_reservation_preference(
+                        t::CapacityReservationPreference::CapacityReservationsOnly,
+                    )
+                    .build(),
+            )
+            .build();
+        let info = instance_info(&described);
+        assert_eq!(info.capacity_reservation_id.as_deref(), Some("cr-0123"));
+        assert_eq!(
+            info.capacity_reservation_preference.as_deref(),
+            Some("capacity-reservations-only")
+        );
     }
 }

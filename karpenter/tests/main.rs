@@ -15,6 +15,8 @@ mod interruption_moto;
 mod leader_election;
 #[cfg(feature = "aws")]
 mod moto_cloud;
+#[cfg(feature = "aws")]
+mod reservations_moto;
 mod run_cli;
 #[cfg(unix)]
 mod sandbox_auth;

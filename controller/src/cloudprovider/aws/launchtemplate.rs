@@ -484,7 +484,20 @@ pub fn data(
             },
         },
         monitoring: spec.detailed_monitoring.unwrap_or(false),
+        capacity_reservation_id: None,
+        market_type: None,
     }
+}
+
+/// Make `data` launch into the capacity reservation `id` only (upstream
+/// `aws:pkg/providers/launchtemplate/types.go`): its `CapacityReservationSpecification` targets
+/// the id, and a Capacity Block (`reservation_type` `capacity-block`) also sets
+/// `InstanceMarketOptions.MarketType=capacity-block`. The content, and so the template's name,
+/// differs per reservation.
+pub fn for_reservation(data: &mut LaunchTemplateData, id: &str, reservation_type: &str) {
+    data.capacity_reservation_id = Some(id.to_string());
+    data.market_type =
+        (reservation_type == ec2api::CAPACITY_BLOCK).then(|| ec2api::CAPACITY_BLOCK.to_string());
 }
 
 /// The template's name: the prefix and a hash of its content and cluster, so equal content
@@ -521,6 +534,7 @@ pub fn fnv(s: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
     use testutil::ec2nodeclass;
 
     fn cluster() -> ClusterInfo {
@@ -664,6 +678,29 @@ mod tests {
         assert!(name("demo", &a).starts_with(NAME_PREFIX));
         assert_eq!(a.block_devices[0].volume_size_gib, Some(20));
         assert_eq!(a.metadata.http_tokens, "required");
+    }
+
+    #[test]
+    fn a_reserved_template_is_its_own_per_reservation_and_leaves_other_names_alone() {
+        let nc = ec2nodeclass("default").build();
+        let plain = data(&nc, AmiFamily::Al2023, "ami-1", "x");
+        // Templates without a reservation serialize as before, so their names do not change.
+        let json = serde_json::to_string(&plain).expect("json");
+        assert!(!json.contains("capacity_reservation_id") && !json.contains("market_type"));
+        let mut odcr = plain.clone();
+        for_reservation(&mut odcr, "cr-1", "default");
+        assert_eq!(odcr.capacity_reservation_id.as_deref(), Some("cr-1"));
+        assert_eq!(odcr.market_type, None);
+        let mut other = plain.clone();
+        for_reservation(&mut other, "cr-2", "default");
+        let mut block = plain.clone();
+        for_reservation(&mut block, "cr-3", "capacity-block");
+        assert_eq!(block.market_type.as_deref(), Some("capacity-block"));
+        let names: BTreeSet<String> = [&plain, &odcr, &other, &block]
+            .into_iter()
+            .map(|d| name("demo", d))
+            .collect();
+        assert_eq!(names.len(), 4, "one template per reservation");
     }
 
     #[test]

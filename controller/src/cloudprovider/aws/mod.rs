@@ -20,9 +20,20 @@
 //! - **Interruption queue**: the SQS queue `--interruption-queue` names ([`sqs`]), offered to
 //!   the interruption controller; an interrupted spot offering is marked unavailable as a
 //!   capacity error marks it.
+//! - **Capacity reservations** ([`reservation`]): the node class's
+//!   `capacityReservationSelectorTerms` resolve through DescribeCapacityReservations into
+//!   `status.capacityReservations` (the provider is not given the feature gates: the node
+//!   class controller drops them with `ReservedCapacity` off); each resolved reservation still
+//!   offered adds a `reserved` offering
+//!   (price on-demand / 10,000,000, room its `AvailableInstanceCount`), tried before spot and
+//!   on-demand. A reserved launch uses one launch template per reservation, targeting it
+//!   (`capacity-reservations-only`; `MarketType=capacity-block` for a Capacity Block) and the
+//!   NodeClaim is labelled with the reservation's id and type. An instance in a reservation
+//!   reports `reserved` until EC2 says the reservation ended.
 
 pub mod launchtemplate;
 pub mod nodeclass;
+pub mod reservation;
 pub mod sqs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -43,6 +54,9 @@ use super::CloudProvider;
 use super::queue::InterruptionQueue;
 use karpenter_core::capacity::catalog::{self, Catalog, CatalogEntry, TypeSpec};
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
+use karpenter_core::capacity::reservation::{
+    self as reservations, RESERVED_PRICE_DIVISOR, Record, ReservedCapacity,
+};
 use karpenter_core::capacity::{InstanceType, launch_offerings};
 use karpenter_core::clock::Clock;
 use karpenter_core::cloud::compatible_ami;
@@ -61,6 +75,9 @@ pub const MAX_INSTANCE_TYPES: usize = 60;
 pub const MAX_LAUNCH_ATTEMPTS: usize = 3;
 /// Most instance ids per DescribeInstances or TerminateInstances call.
 pub const BATCH: usize = 1000;
+/// `CapacityReservationsReady=False`: DescribeCapacityReservations failed (the reservations
+/// found before stay in the status).
+pub const CAPACITY_RESERVATIONS_RESOLUTION_FAILED: &str = "CapacityReservationsResolutionFailed";
 /// Instance states that still count as an instance (not terminated or terminating).
 const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 
@@ -95,6 +112,8 @@ struct State {
     unavailable: HashMap<OfferingKey, Timestamp>,
     by_zones: HashMap<TypeCacheKey, Arc<Vec<Arc<InstanceType>>>>,
     templates: BTreeSet<String>,
+    /// Capacity reservations as last described, by id.
+    reservations: HashMap<String, reservation::Described>,
 }
 
 /// The AWS cloud provider.
@@ -379,6 +398,160 @@ impl AwsCloud {
         Ok(types)
     }
 
+    /// The reservations `node_class` resolved, as its instance types offer them now
+    /// ([`reservation::reserved_for`]); one whose offering is marked out of capacity has no room.
+    fn reserved_for(&self, node_class: &EC2NodeClass) -> Vec<ReservedCapacity> {
+        let now = self.clock.now();
+        let resolved = node_class
+            .status
+            .as_ref()
+            .map(|s| s.capacity_reservations.clone())
+            .unwrap_or_default();
+        if resolved.is_empty() {
+            return vec![];
+        }
+        let s = self.lock();
+        let mut reserved = reservation::reserved_for(
+            &resolved,
+            |id| s.reservations.get(id).map(|d| d.record.clone()),
+            now,
+        );
+        for r in &mut reserved {
+            let key = (
+                r.instance_type.clone(),
+                r.zone.clone(),
+                l::CAPACITY_TYPE_RESERVED.to_string(),
+            );
+            if s.unavailable.get(&key).is_some_and(|until| *until > now) {
+                r.available = 0;
+            }
+        }
+        reserved
+    }
+
+    /// `types` with a `reserved` offering per reservation of `reserved` in `zones`
+    /// ([`catalog::with_reservations`]); never cached, as their room changes with every launch.
+    fn with_reserved(
+        &self,
+        types: Arc<Vec<Arc<InstanceType>>>,
+        zones: &BTreeSet<String>,
+        reserved: &[ReservedCapacity],
+    ) -> Arc<Vec<Arc<InstanceType>>> {
+        if reserved.is_empty() {
+            return types;
+        }
+        Arc::new(catalog::with_reservations(
+            (*types).clone(),
+            zones,
+            reserved,
+            |name| self.catalog.get(name).map(|e| e.on_demand_price),
+        ))
+    }
+
+    /// Remember reservations as described now: `found`, and every id of `asked` not among them
+    /// as unknown to EC2.
+    fn remember_reservations(&self, asked: &[String], found: &[Record]) {
+        let at = self.clock.now();
+        let mut s = self.lock();
+        for id in asked {
+            s.reservations
+                .insert(id.clone(), reservation::Described { record: None, at });
+        }
+        for r in found {
+            s.reservations.insert(
+                r.capacity_reservation_id.clone(),
+                reservation::Described {
+                    record: Some(r.clone()),
+                    at,
+                },
+            );
+        }
+    }
+
+    /// One instance launched into reservation `id`: its remembered room shrinks by one until
+    /// the next describe (upstream `MarkLaunched`).
+    fn mark_launched(&self, id: &str) {
+        if let Some(r) = self
+            .lock()
+            .reservations
+            .get_mut(id)
+            .and_then(|d| d.record.as_mut())
+        {
+            r.available_instance_count = (r.available_instance_count - 1).max(0);
+        }
+    }
+
+    /// Describe (by id) the reservations `instances` were launched into that were not described
+    /// within [`reservation::RESERVATION_TTL`], so their capacity type is current. A failed
+    /// describe is logged and leaves them as last known (never described: still `reserved`).
+    async fn refresh_reservations_of(&self, instances: &[InstanceInfo]) {
+        let now = self.clock.now();
+        let stale: Vec<String> = {
+            let s = self.lock();
+            instances
+                .iter()
+                .filter(|i| !i.is_terminated())
+                .filter_map(reservation::targeted_reservation)
+                .filter(|id| {
+                    s.reservations
+                        .get(*id)
+                        .is_none_or(|d| now.duration_since(d.at) >= reservation::RESERVATION_TTL)
+                })
+                .map(str::to_string)
+                .collect::<BTreeSet<String>>()
+                .into_iter()
+                .collect()
+        };
+        if stale.is_empty() {
+            return;
+        }
+        match reservation::describe_ids(self.ec2.as_ref(), &stale).await {
+            Ok(found) => self.remember_reservations(&stale, &found),
+            Err(e) => {
+                tracing::warn!(error = %e, reservations = ?stale,
+                    "describing the capacity reservations of instances failed; their capacity type stays as last known")
+            }
+        }
+    }
+
+    /// The capacity type of a described instance ([`reservation::capacity_type`]) from the
+    /// reservations as last described.
+    fn capacity_type_of(&self, i: &InstanceInfo) -> &'static str {
+        let known = reservation::targeted_reservation(i)
+            .and_then(|id| self.lock().reservations.get(id).map(|d| d.record.clone()));
+        reservation::capacity_type(i, known.as_ref().map(Option::as_ref), self.clock.now())
+    }
+
+    /// The reservation (id, type) an instance counts against, when it is `reserved`: its type
+    /// from the last describe, else the node class's status, else `default`.
+    fn reservation_of(
+        &self,
+        node_class: &EC2NodeClass,
+        i: &InstanceInfo,
+    ) -> Option<(String, String)> {
+        if self.capacity_type_of(i) != l::CAPACITY_TYPE_RESERVED {
+            return None;
+        }
+        let id = reservation::targeted_reservation(i)?.to_string();
+        let described = self
+            .lock()
+            .reservations
+            .get(&id)
+            .and_then(|d| d.record.as_ref().map(|r| r.reservation_type.clone()));
+        let kind = described
+            .or_else(|| {
+                node_class
+                    .status
+                    .as_ref()?
+                    .capacity_reservations
+                    .iter()
+                    .find(|c| c.id == id)
+                    .map(|c| reservation::record_from_status(c).reservation_type)
+            })
+            .unwrap_or_else(|| "default".into());
+        Some((id, kind))
+    }
+
     /// Instances tagged for `claim_name` in this cluster that are not terminated.
     async fn instances_for_claim(&self, claim_name: &str) -> Result<Vec<InstanceInfo>, CloudError> {
         let found = self
@@ -399,15 +572,20 @@ impl AwsCloud {
         Ok(found.into_iter().filter(|i| !i.is_terminated()).collect())
     }
 
-    /// Make sure a launch template exists; returns its name.
+    /// Make sure a launch template exists; returns its name. With a `reservation`, the
+    /// template launches into that reservation only ([`launchtemplate::for_reservation`]).
     async fn ensure_template(
         &self,
         node_class: &EC2NodeClass,
         image_id: &str,
         user_data: &str,
+        reservation: Option<&ReservedCapacity>,
     ) -> Result<String, CloudError> {
         let family = node_class.ami_family();
-        let data = launchtemplate::data(node_class, family, image_id, user_data);
+        let mut data = launchtemplate::data(node_class, family, image_id, user_data);
+        if let Some(r) = reservation {
+            launchtemplate::for_reservation(&mut data, &r.id, &r.reservation_type);
+        }
         let name = launchtemplate::name(&self.settings.cluster_name, &data);
         if self.lock().templates.contains(&name) {
             return Ok(name);
@@ -454,6 +632,12 @@ impl AwsCloud {
     }
 
     fn as_instance(&self, i: &InstanceInfo) -> Instance {
+        let capacity_type = self.capacity_type_of(i);
+        let price = if capacity_type == l::CAPACITY_TYPE_RESERVED {
+            self.price_of(&i.instance_type, &i.zone, false) / RESERVED_PRICE_DIVISOR
+        } else {
+            self.price_of(&i.instance_type, &i.zone, i.spot)
+        };
         Instance {
             provider_id: provider_id(&i.zone, &i.id),
             id: i.id.clone(),
@@ -461,13 +645,8 @@ impl AwsCloud {
             nodepool: i.tags.get(l::NODEPOOL_TAG_KEY).cloned(),
             instance_type: i.instance_type.clone(),
             zone: i.zone.clone(),
-            capacity_type: if i.spot {
-                l::CAPACITY_TYPE_SPOT
-            } else {
-                l::CAPACITY_TYPE_ON_DEMAND
-            }
-            .to_string(),
-            price: self.price_of(&i.instance_type, &i.zone, i.spot),
+            capacity_type: capacity_type.to_string(),
+            price,
             launched_at: i.launched_at,
             image_id: i.image_id.clone(),
             subnet_id: i.subnet_id.clone(),
@@ -475,12 +654,15 @@ impl AwsCloud {
         }
     }
 
-    /// What a launched instance gives the NodeClaim.
+    /// What a launched instance gives the NodeClaim; `reservation` (id, type) is the capacity
+    /// reservation it was launched into, which labels it `reserved` with the reservation's id and
+    /// type.
     async fn launched(
         &self,
         node_class: &EC2NodeClass,
         info: &InstanceInfo,
         warnings: Vec<String>,
+        reservation: Option<(String, String)>,
     ) -> Result<Launched, CloudError> {
         let zones: BTreeSet<String> = [info.zone.clone()].into();
         let config = self.capacity_config(node_class)?;
@@ -501,15 +683,16 @@ impl AwsCloud {
         {
             labels.insert(l::TOPOLOGY_ZONE_ID_LABEL.into(), zone_id);
         }
-        labels.insert(
-            l::CAPACITY_TYPE_LABEL.into(),
-            if info.spot {
-                l::CAPACITY_TYPE_SPOT
-            } else {
-                l::CAPACITY_TYPE_ON_DEMAND
-            }
-            .into(),
-        );
+        let capacity_type = match &reservation {
+            Some(_) => l::CAPACITY_TYPE_RESERVED,
+            None if info.spot => l::CAPACITY_TYPE_SPOT,
+            None => l::CAPACITY_TYPE_ON_DEMAND,
+        };
+        labels.insert(l::CAPACITY_TYPE_LABEL.into(), capacity_type.into());
+        if let Some((id, kind)) = reservation {
+            labels.insert(l::CAPACITY_RESERVATION_ID_LABEL.into(), id);
+            labels.insert(l::CAPACITY_RESERVATION_TYPE_LABEL.into(), kind);
+        }
         Ok(Launched {
             provider_id: provider_id(&info.zone, &info.id),
             image_id: info.image_id.clone(),
@@ -591,8 +774,14 @@ impl CloudProvider for AwsCloud {
         node_class: &EC2NodeClass,
     ) -> Result<Launched, CloudError> {
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
-        if let Some(existing) = self.instances_for_claim(&claim_name).await?.first() {
-            return self.launched(node_class, existing, vec![]).await;
+        let existing = self.instances_for_claim(&claim_name).await?;
+        if let Some(existing) = existing.first() {
+            self.refresh_reservations_of(std::slice::from_ref(existing))
+                .await;
+            let reservation = self.reservation_of(node_class, existing);
+            return self
+                .launched(node_class, existing, vec![], reservation)
+                .await;
         }
         node_class_ready(node_class)?;
         let status = node_class.status.clone().unwrap_or_default();
@@ -620,7 +809,9 @@ impl CloudProvider for AwsCloud {
         let mut last_errors: Vec<String> = Vec::new();
         let config = self.capacity_config(node_class)?;
         for attempt in 0..MAX_LAUNCH_ATTEMPTS {
-            let types = self.types_in(&zones, &config).await?;
+            let reserved = self.reserved_for(node_class);
+            let types =
+                self.with_reserved(self.types_in(&zones, &config).await?, &zones, &reserved);
             let by_name: HashMap<&str, &Arc<InstanceType>> =
                 types.iter().map(|t| (t.name.as_str(), t)).collect();
             let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
@@ -635,20 +826,37 @@ impl CloudProvider for AwsCloud {
                 |t, z, ct| tried.contains(&(t.to_string(), z.to_string(), ct.to_string())),
                 prioritized,
             );
-            if offers.is_empty() {
+            let capacity_type = match offers.first() {
+                Some(o) => o.3.clone(),
+                None => break,
+            };
+            // A reserved launch goes into one reservation per (type, zone), all of one
+            // reservation type.
+            let (offers, into) = if capacity_type == l::CAPACITY_TYPE_RESERVED {
+                reservation::into_reservations(offers, &reserved)
+            } else {
+                (offers, BTreeMap::new())
+            };
+            let Some(fleet_capacity_type) = (match into.values().next() {
+                Some(r) => Some(reservation::fleet_capacity_type(&r.reservation_type)),
+                None if capacity_type == l::CAPACITY_TYPE_RESERVED => None,
+                None => Some(capacity_type.as_str()),
+            }) else {
                 break;
-            }
-            let capacity_type = offers[0].3.clone();
-            // One launch template per image; each type boots the newest image for its arch.
-            let mut configs: BTreeMap<String, FleetConfig> = BTreeMap::new();
+            };
+            // One launch template per image (and reservation); each type boots the newest
+            // image for its arch.
+            let mut configs: BTreeMap<(String, Option<String>), FleetConfig> = BTreeMap::new();
             for (rank, (_, t, zone, ct)) in offers.iter().enumerate() {
                 let Some(image) = compatible_ami(&status.amis, &t.labels) else {
                     continue;
                 };
-                let template = match configs.get(&image.id) {
+                let target = into.get(&(t.name.clone(), zone.clone()));
+                let key = (image.id.clone(), target.map(|r| r.id.clone()));
+                let template = match configs.get(&key) {
                     Some(c) => c.launch_template.clone(),
                     None => {
-                        self.ensure_template(node_class, &image.id, &user_data)
+                        self.ensure_template(node_class, &image.id, &user_data, target)
                             .await?
                     }
                 };
@@ -657,7 +865,7 @@ impl CloudProvider for AwsCloud {
                 };
                 tried.insert((t.name.clone(), zone.clone(), ct.clone()));
                 configs
-                    .entry(image.id.clone())
+                    .entry(key)
                     .or_insert_with(|| FleetConfig {
                         launch_template: template,
                         overrides: vec![],
@@ -679,7 +887,7 @@ impl CloudProvider for AwsCloud {
             let mut tags = self.tags_for(claim, node_class);
             tags.insert(l::NAME_TAG_KEY.into(), claim_name.clone());
             let request = FleetRequest {
-                capacity_type: capacity_type.clone(),
+                capacity_type: fleet_capacity_type.to_string(),
                 configs: configs.into_values().collect(),
                 tags,
                 client_token: client_token(&claim_name, attempt),
@@ -689,7 +897,12 @@ impl CloudProvider for AwsCloud {
                 Ok(r) => r,
                 Err(e) if e.code == "IdempotentParameterMismatch" => {
                     if let Some(existing) = self.instances_for_claim(&claim_name).await?.first() {
-                        return self.launched(node_class, existing, warnings).await;
+                        self.refresh_reservations_of(std::slice::from_ref(existing))
+                            .await;
+                        let reservation = self.reservation_of(node_class, existing);
+                        return self
+                            .launched(node_class, existing, warnings, reservation)
+                            .await;
                     }
                     return Err(other(e));
                 }
@@ -737,10 +950,18 @@ impl CloudProvider for AwsCloud {
                 let info = found.into_iter().next().ok_or_else(|| {
                     CloudError::Other(format!("instance {id} launched but not described"))
                 })?;
+                let target = into
+                    .get(&(info.instance_type.clone(), info.zone.clone()))
+                    .map(|r| (r.id.clone(), r.reservation_type.clone()));
+                if let Some((reservation_id, _)) = &target {
+                    self.mark_launched(reservation_id);
+                }
                 tracing::info!(nodeclaim = %claim_name, instance = %id,
                     instance_type = %info.instance_type, zone = %info.zone,
-                    capacity_type = %capacity_type, "launched instance");
-                return self.launched(node_class, &info, warnings).await;
+                    capacity_type = %capacity_type,
+                    capacity_reservation = target.as_ref().map_or("", |r| r.0.as_str()),
+                    "launched instance");
+                return self.launched(node_class, &info, warnings, target).await;
             }
             let all_capacity = !result.errors.is_empty()
                 && result
@@ -807,6 +1028,7 @@ impl CloudProvider for AwsCloud {
             Err(e) if e.is_not_found() => vec![],
             Err(e) => return Err(other(e)),
         };
+        self.refresh_reservations_of(&found).await;
         found
             .iter()
             .find(|i| !i.is_terminated())
@@ -830,6 +1052,7 @@ impl CloudProvider for AwsCloud {
             )
             .await
             .map_err(other)?;
+        self.refresh_reservations_of(&found).await;
         Ok(found
             .iter()
             .filter(|i| !i.is_terminated())
@@ -847,19 +1070,62 @@ impl CloudProvider for AwsCloud {
             .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
             .unwrap_or_default();
         let config = self.capacity_config(node_class)?;
-        self.types_in(&zones, &config).await
+        let types = self.types_in(&zones, &config).await?;
+        Ok(self.with_reserved(types, &zones, &self.reserved_for(node_class)))
     }
 
+    async fn capacity_reservations(&self, ids: &[String]) -> Result<Vec<Record>, CloudError> {
+        let found = reservation::describe_ids(self.ec2.as_ref(), ids)
+            .await
+            .map_err(other)?;
+        self.remember_reservations(ids, &found);
+        Ok(found)
+    }
+
+    /// Subnets, security groups, AMIs and the instance profile ([`nodeclass::resolve`]), then
+    /// the capacity reservations the selector terms find (usable ones, an expiring Capacity
+    /// Block included), each with EC2's `AvailableInstanceCount`, whatever the
+    /// `ReservedCapacity` gate says (the node class controller drops them with the gate off). A
+    /// failed DescribeCapacityReservations keeps the reservations found before and, when nothing
+    /// else is wrong, makes `CapacityReservationsReady` False with reason
+    /// `CapacityReservationsResolutionFailed` and the error.
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
-        nodeclass::resolve(
+        let now = self.clock.now();
+        let mut resolution = nodeclass::resolve(
             self.ec2.as_ref(),
             &self.settings.cluster_name,
             &self.settings.region,
             &self.settings.kubernetes_version,
             node_class,
-            self.clock.now(),
+            now,
         )
-        .await
+        .await;
+        let terms = &node_class.spec.capacity_reservation_selector_terms;
+        if terms.is_empty() {
+            resolution.status.capacity_reservations.clear();
+            return resolution;
+        }
+        match reservation::describe(self.ec2.as_ref(), terms).await {
+            Ok(found) => {
+                self.remember_reservations(&[], &found);
+                resolution.status.capacity_reservations = reservations::select(terms, &found, now)
+                    .into_iter()
+                    .map(|r| reservations::status(r, now, r.available_instance_count))
+                    .collect();
+            }
+            Err(e) => {
+                tracing::warn!(ec2nodeclass = node_class.metadata.name.as_deref().unwrap_or_default(),
+                    error = %e, "resolving capacity reservations failed; keeping the ones found before");
+                resolution.not_ready = resolution.not_ready.or_else(|| {
+                    Some((
+                        crds::conditions::CAPACITY_RESERVATIONS_READY.into(),
+                        CAPACITY_RESERVATIONS_RESOLUTION_FAILED.into(),
+                        e.to_string(),
+                    ))
+                });
+            }
+        }
+        resolution
     }
 
     /// Upstream's AWS policies (`aws:pkg/cloudprovider/cloudprovider.go`).
