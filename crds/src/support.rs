@@ -63,6 +63,11 @@ const NO: &str = "NodeOverlay";
 /// Issue 35 builds these launch fields; until then they are reported.
 const LAUNCH_FIELD: &str = "accepted but not passed to the launch yet";
 
+/// The proof of the AMI selector term fields other than `alias`.
+const AMI_TERMS: &str = "controller/src/cloudprovider/aws/nodeclass_tests.rs::ami_selector_terms_pick_images_by_id_name_owner_ssm_parameter_and_tags";
+/// The proof of the kubelet settings that reach the kubelet's configuration unchanged.
+const KUBELET_PASS_THROUGH: &str = "controller/src/cloudprovider/aws/launchtemplate.rs::al2023_passes_the_node_class_kubelet_settings_to_the_kubelet_config";
+
 /// Every field of the four kinds' `spec`, honoured or reported. Kept in sync with the schemas by
 /// `crds/tests/support.rs`.
 pub const FIELDS: &[FieldSupport] = &[
@@ -208,13 +213,18 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.amiFamily",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::the_ami_family_decides_the_bootstrap_format",
     ),
     honoured(
         EC2,
-        "spec.amiSelectorTerms",
+        "spec.amiSelectorTerms[].alias",
         "controller/src/cloudprovider/sim/network.rs::aliases_pin_a_past_release_or_follow_the_latest",
     ),
+    honoured(EC2, "spec.amiSelectorTerms[].id", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].name", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].owner", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].ssmParameter", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].tags", AMI_TERMS),
     honoured(
         EC2,
         "spec.subnetSelectorTerms",
@@ -227,18 +237,52 @@ pub const FIELDS: &[FieldSupport] = &[
     ),
     honoured(
         EC2,
+        "spec.securityGroupSelectorTerms[].id",
+        "controller/src/cloudprovider/aws/nodeclass_tests.rs::security_group_terms_pick_groups_by_id_and_name_and_they_reach_the_launch_template",
+    ),
+    honoured(
+        EC2,
+        "spec.securityGroupSelectorTerms[].name",
+        "controller/src/cloudprovider/aws/nodeclass_tests.rs::security_group_terms_pick_groups_by_id_and_name_and_they_reach_the_launch_template",
+    ),
+    honoured(
+        EC2,
         "spec.role",
         "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
     ),
     honoured(
         EC2,
         "spec.instanceProfile",
-        "controller/src/cloudprovider/sim/network.rs::discovery_tags_alias_and_role_resolve",
+        "controller/src/cloudprovider/aws/nodeclass_tests.rs::an_instance_profile_is_used_as_given_and_none_is_created_for_it",
     ),
     honoured(
         EC2,
         "spec.kubelet",
         "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+    ),
+    // Passed through to the kubelet by AL2023's NodeConfig; AL2 and Bottlerocket user data do
+    // not carry them yet.
+    honoured(EC2, "spec.kubelet.clusterDNS", KUBELET_PASS_THROUGH),
+    honoured(EC2, "spec.kubelet.cpuCFSQuota", KUBELET_PASS_THROUGH),
+    honoured(
+        EC2,
+        "spec.kubelet.evictionMaxPodGracePeriod",
+        KUBELET_PASS_THROUGH,
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet.evictionSoftGracePeriod",
+        KUBELET_PASS_THROUGH,
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet.imageGCHighThresholdPercent",
+        KUBELET_PASS_THROUGH,
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet.imageGCLowThresholdPercent",
+        KUBELET_PASS_THROUGH,
     ),
     honoured(
         EC2,
