@@ -148,6 +148,17 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.template.spec.nodeClassRef",
         "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
     ),
+    // Another group or kind than karpenter.k8s.aws EC2NodeClass is refused, saying why.
+    honoured(
+        NP,
+        "spec.template.spec.nodeClassRef.group",
+        "karpenter-core/src/provisioning/template.rs::a_node_class_ref_of_another_group_or_kind_is_not_provisioned_for",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.nodeClassRef.kind",
+        "karpenter-core/src/provisioning/template.rs::a_node_class_ref_of_another_group_or_kind_is_not_provisioned_for",
+    ),
     honoured(
         NP,
         "spec.template.spec.requirements",
@@ -166,7 +177,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NP,
         "spec.template.spec.startupTaints",
-        "karpenter-core/src/lifecycle/initialization.rs::initialization_gates_in_upstream_order",
+        "karpenter-core/src/lifecycle/initialization.rs::a_nodepools_startup_taints_reach_the_node_and_hold_initialization_until_removed",
     ),
     // NodeClaim: written by Karpenter, and by users who create NodeClaims by hand.
     honoured(
@@ -178,6 +189,16 @@ pub const FIELDS: &[FieldSupport] = &[
         NC,
         "spec.nodeClassRef",
         "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
+    ),
+    honoured(
+        NC,
+        "spec.nodeClassRef.group",
+        "tests/tests/provisioning.rs::a_node_class_ref_of_another_group_or_kind_is_refused",
+    ),
+    honoured(
+        NC,
+        "spec.nodeClassRef.kind",
+        "tests/tests/provisioning.rs::a_node_class_ref_of_another_group_or_kind_is_refused",
     ),
     honoured(
         NC,
@@ -408,11 +429,11 @@ pub const SETTINGS: &[SettingSupport] = &[
     ),
     setting(
         "BATCH_IDLE_DURATION",
-        "tests/tests/provisioning.rs::a_second_batch_uses_in_flight_capacity",
+        "controller/src/provisioning/batch.rs::the_window_closes_idle_after_the_last_pod_or_at_the_maximum",
     ),
     setting(
         "BATCH_MAX_DURATION",
-        "tests/tests/provisioning.rs::a_second_batch_uses_in_flight_capacity",
+        "controller/src/provisioning/batch.rs::the_window_closes_idle_after_the_last_pod_or_at_the_maximum",
     ),
     setting(
         "LAUNCH_TIMEOUT",
@@ -448,11 +469,11 @@ pub const SETTINGS: &[SettingSupport] = &[
     ),
     setting(
         "LOG_LEVEL",
-        "karpenter/tests/sandbox_cli.rs::a_bad_log_level_is_refused_before_anything_starts",
+        "controller/src/runtime/logging.rs::log_format_and_log_level_decide_what_is_written",
     ),
     setting(
         "LOG_FORMAT",
-        "karpenter/tests/sandbox_cli.rs::redirected_logs_are_plain_and_the_temporary_kubeconfig_goes_with_the_sandbox",
+        "controller/src/runtime/logging.rs::log_format_and_log_level_decide_what_is_written",
     ),
     setting(
         "METRICS_PORT",
