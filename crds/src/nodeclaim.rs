@@ -164,6 +164,28 @@ pub struct NodeClassReference {
     pub name: String,
 }
 
+/// The kind of node class this Karpenter serves, in the API group [`crate::labels::AWS_GROUP`].
+pub const NODE_CLASS_KIND: &str = "EC2NodeClass";
+
+impl NodeClassReference {
+    /// Why this Karpenter does not serve the referenced node class (a group or kind other than
+    /// `karpenter.k8s.aws` `EC2NodeClass`), or `None` when it does. Upstream leaves a NodePool
+    /// or NodeClaim whose reference its cloud provider does not support alone; here such a
+    /// NodePool is not Ready and such a NodeClaim is not launched, with this as the reason.
+    pub fn unsupported(&self) -> Option<String> {
+        (self.group != crate::labels::AWS_GROUP || self.kind != NODE_CLASS_KIND).then(|| {
+            format!(
+                "nodeClassRef {}/{} {:?} is not a node class this Karpenter serves (only {}/{})",
+                self.group,
+                self.kind,
+                self.name,
+                crate::labels::AWS_GROUP,
+                NODE_CLASS_KIND
+            )
+        })
+    }
+}
+
 /// Observed state of a NodeClaim.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -63,6 +63,11 @@ const NO: &str = "NodeOverlay";
 /// Issue 35 builds these launch fields; until then they are reported.
 const LAUNCH_FIELD: &str = "accepted but not passed to the launch yet";
 
+/// The proof of the AMI selector term fields other than `alias`.
+const AMI_TERMS: &str = "controller/src/cloudprovider/aws/nodeclass_tests.rs::ami_selector_terms_pick_images_by_id_name_owner_ssm_parameter_and_tags";
+/// The proof of the kubelet settings that reach the kubelet's configuration unchanged.
+const KUBELET_PASS_THROUGH: &str = "controller/src/cloudprovider/aws/launchtemplate.rs::al2023_passes_the_node_class_kubelet_settings_to_the_kubelet_config";
+
 /// Every field of the four kinds' `spec`, honoured or reported. Kept in sync with the schemas by
 /// `crds/tests/support.rs`.
 pub const FIELDS: &[FieldSupport] = &[
@@ -143,6 +148,17 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.template.spec.nodeClassRef",
         "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
     ),
+    // Another group or kind than karpenter.k8s.aws EC2NodeClass is refused, saying why.
+    honoured(
+        NP,
+        "spec.template.spec.nodeClassRef.group",
+        "karpenter-core/src/provisioning/template.rs::a_node_class_ref_of_another_group_or_kind_is_not_provisioned_for",
+    ),
+    honoured(
+        NP,
+        "spec.template.spec.nodeClassRef.kind",
+        "karpenter-core/src/provisioning/template.rs::a_node_class_ref_of_another_group_or_kind_is_not_provisioned_for",
+    ),
     honoured(
         NP,
         "spec.template.spec.requirements",
@@ -161,7 +177,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         NP,
         "spec.template.spec.startupTaints",
-        "karpenter-core/src/lifecycle/initialization.rs::initialization_gates_in_upstream_order",
+        "karpenter-core/src/lifecycle/initialization.rs::a_nodepools_startup_taints_reach_the_node_and_hold_initialization_until_removed",
     ),
     // NodeClaim: written by Karpenter, and by users who create NodeClaims by hand.
     honoured(
@@ -173,6 +189,16 @@ pub const FIELDS: &[FieldSupport] = &[
         NC,
         "spec.nodeClassRef",
         "tests/tests/provisioning.rs::the_kubelet_registers_the_allocatable_the_provisioner_modelled_for_its_node_class",
+    ),
+    honoured(
+        NC,
+        "spec.nodeClassRef.group",
+        "tests/tests/provisioning.rs::a_node_class_ref_of_another_group_or_kind_is_refused",
+    ),
+    honoured(
+        NC,
+        "spec.nodeClassRef.kind",
+        "tests/tests/provisioning.rs::a_node_class_ref_of_another_group_or_kind_is_refused",
     ),
     honoured(
         NC,
@@ -208,13 +234,18 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.amiFamily",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+        "controller/src/cloudprovider/aws/launchtemplate.rs::the_ami_family_decides_the_bootstrap_format",
     ),
     honoured(
         EC2,
-        "spec.amiSelectorTerms",
+        "spec.amiSelectorTerms[].alias",
         "controller/src/cloudprovider/sim/network.rs::aliases_pin_a_past_release_or_follow_the_latest",
     ),
+    honoured(EC2, "spec.amiSelectorTerms[].id", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].name", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].owner", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].ssmParameter", AMI_TERMS),
+    honoured(EC2, "spec.amiSelectorTerms[].tags", AMI_TERMS),
     honoured(
         EC2,
         "spec.subnetSelectorTerms",
@@ -227,18 +258,52 @@ pub const FIELDS: &[FieldSupport] = &[
     ),
     honoured(
         EC2,
+        "spec.securityGroupSelectorTerms[].id",
+        "controller/src/cloudprovider/aws/nodeclass_tests.rs::security_group_terms_pick_groups_by_id_and_name_and_they_reach_the_launch_template",
+    ),
+    honoured(
+        EC2,
+        "spec.securityGroupSelectorTerms[].name",
+        "controller/src/cloudprovider/aws/nodeclass_tests.rs::security_group_terms_pick_groups_by_id_and_name_and_they_reach_the_launch_template",
+    ),
+    honoured(
+        EC2,
         "spec.role",
         "karpenter/tests/aws_moto.rs::node_class_resolves_subnets_groups_and_the_newest_alias_images",
     ),
     honoured(
         EC2,
         "spec.instanceProfile",
-        "controller/src/cloudprovider/sim/network.rs::discovery_tags_alias_and_role_resolve",
+        "controller/src/cloudprovider/aws/nodeclass_tests.rs::an_instance_profile_is_used_as_given_and_none_is_created_for_it",
     ),
     honoured(
         EC2,
         "spec.kubelet",
         "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+    ),
+    // Passed through to the kubelet by AL2023's NodeConfig; AL2 and Bottlerocket user data do
+    // not carry them yet.
+    honoured(EC2, "spec.kubelet.clusterDNS", KUBELET_PASS_THROUGH),
+    honoured(EC2, "spec.kubelet.cpuCFSQuota", KUBELET_PASS_THROUGH),
+    honoured(
+        EC2,
+        "spec.kubelet.evictionMaxPodGracePeriod",
+        KUBELET_PASS_THROUGH,
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet.evictionSoftGracePeriod",
+        KUBELET_PASS_THROUGH,
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet.imageGCHighThresholdPercent",
+        KUBELET_PASS_THROUGH,
+    ),
+    honoured(
+        EC2,
+        "spec.kubelet.imageGCLowThresholdPercent",
+        KUBELET_PASS_THROUGH,
     ),
     honoured(
         EC2,
@@ -355,11 +420,11 @@ pub const SETTINGS: &[SettingSupport] = &[
     ),
     setting(
         "BATCH_IDLE_DURATION",
-        "tests/tests/provisioning.rs::a_second_batch_uses_in_flight_capacity",
+        "controller/src/provisioning/batch.rs::the_window_closes_idle_after_the_last_pod_or_at_the_maximum",
     ),
     setting(
         "BATCH_MAX_DURATION",
-        "tests/tests/provisioning.rs::a_second_batch_uses_in_flight_capacity",
+        "controller/src/provisioning/batch.rs::the_window_closes_idle_after_the_last_pod_or_at_the_maximum",
     ),
     setting(
         "LAUNCH_TIMEOUT",
@@ -395,11 +460,11 @@ pub const SETTINGS: &[SettingSupport] = &[
     ),
     setting(
         "LOG_LEVEL",
-        "karpenter/tests/sandbox_cli.rs::a_bad_log_level_is_refused_before_anything_starts",
+        "controller/src/runtime/logging.rs::log_format_and_log_level_decide_what_is_written",
     ),
     setting(
         "LOG_FORMAT",
-        "karpenter/tests/sandbox_cli.rs::redirected_logs_are_plain_and_the_temporary_kubeconfig_goes_with_the_sandbox",
+        "controller/src/runtime/logging.rs::log_format_and_log_level_decide_what_is_written",
     ),
     setting(
         "METRICS_PORT",

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use controller::runtime::leader::default_identity;
 use controller::runtime::logging;
-use controller::runtime::options::LogFormat;
 use karpenter::run::RunArgs;
 use karpenter::sandbox::{SandboxAction, SandboxCommand};
 use karpenter::simulate::SimulateArgs;
@@ -73,10 +72,7 @@ async fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match run_settings.log_format {
-                LogFormat::Json => logging::init_json(&args.controller.log_level),
-                LogFormat::Text => logging::init_text(&args.controller.log_level),
-            }
+            logging::init(run_settings.log_format, &args.controller.log_level);
             karpenter::run::run(*args, settings, run_settings)
                 .await
                 .unwrap_or_else(|e| {

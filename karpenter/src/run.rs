@@ -8,7 +8,6 @@ use std::sync::Arc;
 use controller::cloudprovider::build::{self as cloud, CloudOptions};
 use controller::runtime::{self, ControllerOptions, RunOptions, RunSettings, Settings, http};
 use karpenter_core::clock::SystemClock;
-use tokio::net::TcpListener;
 
 /// Flags of `karpenter run`: the cloud provider, the controller settings shared with the
 /// sandbox, and the operator's own (ports, leader election, client rate limits, log format).
@@ -121,12 +120,7 @@ pub async fn run(
     )
     .await?
     .provider;
-    let bind = |addr| async move {
-        TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("listening on {addr}: {e}"))
-    };
-    let (metrics, probes) = (bind(run.metrics_addr).await?, bind(run.health_addr).await?);
+    let (metrics, probes) = http::listen(&run).await?;
     if let Some(le) = &run.leader_election {
         tracing::info!(lease = %format!("{}/{}", le.namespace, le.name), identity = %le.identity, "starting leader election");
     }

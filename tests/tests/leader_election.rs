@@ -361,16 +361,35 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_expires() {
 async fn health_readiness_and_metrics_answer() {
     let tc = cluster(Duration::from_millis(500)).await;
     let op = tc.start_replica("replica-a", None);
-    let probes = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    // The servers listen where `karpenter run`'s flags (METRICS_PORT, HEALTH_PROBE_PORT,
+    // BIND_ADDRESS) say: two free loopback ports, found by binding port 0 and letting go.
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let (metrics_port, health_port) = (free(), free());
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        run: controller::runtime::RunOptions,
+    }
+    let flags = <Flags as clap::Parser>::try_parse_from([
+        "karpenter".to_string(),
+        format!("--metrics-port={metrics_port}"),
+        format!("--health-probe-port={health_port}"),
+        "--bind-address=127.0.0.1".to_string(),
+    ])
+    .expect("flags parse");
+    let run = flags.run.settings("replica-a".into()).expect("valid");
+    let (metrics, probes) = endpoints::listen(&run).await.expect("listening");
     let (probes_addr, metrics_addr) = (
         probes.local_addr().expect("addr"),
         metrics.local_addr().expect("addr"),
     );
+    assert_eq!(probes_addr, ([127, 0, 0, 1], health_port).into());
+    assert_eq!(metrics_addr, ([127, 0, 0, 1], metrics_port).into());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let probe_server = tokio::spawn(endpoints::serve_probes(
         probes,

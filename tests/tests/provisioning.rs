@@ -713,3 +713,57 @@ async fn a_node_class_whose_kubelet_settings_do_not_parse_is_not_valid_and_launc
         "nothing launched from an invalid node class"
     );
 }
+
+/// A NodePool or NodeClaim whose nodeClassRef is not a `karpenter.k8s.aws` `EC2NodeClass` is
+/// refused although an EC2NodeClass of that name exists, and says why: the NodePool is not
+/// Ready (`NodeClassReady=False`) and launches nothing for its pod; the NodeClaim made by hand
+/// is deleted with a `NodeClassNotReady` Event instead of launched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_class_ref_of_another_group_or_kind_is_refused() {
+    const WHY: &str = "is not a node class this Karpenter serves";
+    let yaml = format!(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\nspec:\n  role: KarpenterNodeRole-sandbox\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: sandbox}}}}]\n  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: sandbox}}}}]\n\
+         ---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: foreign\nspec:\n  template:\n    spec:\n      requirements: []\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: AKSNodeClass, name: default}}\n\
+         ---\napiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata:\n  name: handmade\nspec:\n  nodeClassRef: {{group: karpenter.azure.com, kind: EC2NodeClass, name: default}}\n  requirements:\n  - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}\n\
+         ---\n{}",
+        deployment("web", 1, "500m", "256Mi")
+    );
+    let c = TestCluster::start(&yaml, Options::default()).await;
+    c.eventually(
+        "NodeClassReady=False on the NodePool, saying why",
+        SETTLE,
+        |c| {
+            c.objects("karpenter.sh", "nodepools").iter().any(|p| {
+                p["metadata"]["name"] == "foreign"
+                    && p["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|cond| {
+                            cond["type"] == "NodeClassReady"
+                                && cond["status"] == "False"
+                                && cond["message"].as_str().is_some_and(|m| m.contains(WHY))
+                        })
+            })
+        },
+    )
+    .await;
+    c.eventually("the handmade NodeClaim refused, saying why", SETTLE, |c| {
+        c.events("handmade", "NodeClassNotReady")
+            .iter()
+            .any(|e| e["message"].as_str().is_some_and(|m| m.contains(WHY)))
+    })
+    .await;
+    c.eventually("the handmade NodeClaim deleted", SETTLE, |c| {
+        c.nodeclaims()
+            .iter()
+            .all(|n| n["metadata"]["name"] != "handmade")
+    })
+    .await;
+    assert_eq!(
+        c.nodeclaims(),
+        Vec::<Value>::new(),
+        "no NodeClaim for pool foreign"
+    );
+    assert!(c.sim().instances().is_empty(), "nothing was launched");
+}

@@ -59,6 +59,16 @@ impl NodePoolBuilder {
         self
     }
 
+    /// Appends a template startup taint in kubectl's `key[=value]:effect` spelling.
+    pub fn startup_taint(mut self, spec: impl AsRef<str>) -> Self {
+        push(
+            &mut self.0,
+            &["spec", "template", "spec", "startupTaints"],
+            taint(spec.as_ref()),
+        );
+        self
+    }
+
     /// References the EC2NodeClass `name` instead of `default`.
     pub fn node_class(mut self, name: impl AsRef<str>) -> Self {
         self.0["spec"]["template"]["spec"]["nodeClassRef"]["name"] = json!(name.as_ref());

@@ -48,15 +48,21 @@ const MAX_MESSAGE: usize = 300;
 pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Outcome {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let class_name = claim.spec.node_class_ref.name.clone();
-    let node_class = ctx
-        .state
-        .nodeclasses
-        .state()
-        .into_iter()
-        .find(|nc| nc.metadata.name.as_deref() == Some(class_name.as_str()));
-    let result = match &node_class {
-        Some(nc) => ctx.cloud.create(claim, nc).await,
-        None => Err(CloudError::NodeClassNotReady(format!(
+    // A reference of another group or kind names none of our node classes, whatever its name.
+    let unsupported = claim.spec.node_class_ref.unsupported();
+    let node_class = match unsupported {
+        Some(_) => None,
+        None => ctx
+            .state
+            .nodeclasses
+            .state()
+            .into_iter()
+            .find(|nc| nc.metadata.name.as_deref() == Some(class_name.as_str())),
+    };
+    let result = match (&node_class, unsupported) {
+        (Some(nc), _) => ctx.cloud.create(claim, nc).await,
+        (None, Some(why)) => Err(CloudError::NodeClassNotReady(why)),
+        (None, None) => Err(CloudError::NodeClassNotReady(format!(
             "{} {class_name:?} not found",
             claim.spec.node_class_ref.kind
         ))),

@@ -143,12 +143,17 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
     let now = ctx.clock.now();
     let verdict = validate(&pool);
     let class_ref = pool.spec.template.spec.node_class_ref.clone();
-    let class = ctx
-        .state
-        .nodeclasses
-        .state()
-        .into_iter()
-        .find(|nc| nc.metadata.name.as_deref() == Some(class_ref.name.as_str()));
+    // A reference of another group or kind names none of our node classes, whatever its name.
+    let unsupported = class_ref.unsupported();
+    let class = match unsupported {
+        Some(_) => None,
+        None => ctx
+            .state
+            .nodeclasses
+            .state()
+            .into_iter()
+            .find(|nc| nc.metadata.name.as_deref() == Some(class_ref.name.as_str())),
+    };
     {
         let mut set = pool.condition_set(now);
         match &verdict {
@@ -159,7 +164,9 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
             None => set.set_false(
                 NODE_CLASS_READY,
                 "NodeClassNotFound",
-                &format!("{} {:?} not found", class_ref.kind, class_ref.name),
+                &unsupported.clone().unwrap_or_else(|| {
+                    format!("{} {:?} not found", class_ref.kind, class_ref.name)
+                }),
             ),
             Some(nc) => {
                 let conds = nc

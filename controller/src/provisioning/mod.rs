@@ -26,6 +26,7 @@ use crate::state::OwnCreate;
 use crate::runtime::Context;
 use crate::runtime::events::{self, EventSpec, EventType, reason, reference};
 
+pub mod batch;
 pub mod nomination;
 
 /// How often pods that are still pending are re-provisioned for without new events.
@@ -89,18 +90,19 @@ pub async fn run(ctx: Arc<Context>) {
     }
 }
 
-/// Keep the window open while pods keep arriving: close after `batch_idle` without a trigger or
-/// `batch_max` in all.
+/// Keep the window open while pods keep arriving ([`batch::Window`]): close after `batch_idle`
+/// without a trigger or `batch_max` in all.
 async fn batch_window(ctx: &Context) {
-    let start = Instant::now();
+    let opened = tokio::time::Instant::now();
+    let mut window = batch::Window::open(&ctx.settings);
     loop {
-        let left = ctx.settings.batch_max.saturating_sub(start.elapsed());
-        if left.is_zero() {
+        let closes = window.closes_at();
+        if opened.elapsed() >= closes {
             return;
         }
         tokio::select! {
-            _ = ctx.state.pod_trigger.notified() => {}
-            _ = tokio::time::sleep(ctx.settings.batch_idle.min(left)) => return,
+            _ = ctx.state.pod_trigger.notified() => window.arrived(opened.elapsed()),
+            _ = tokio::time::sleep_until(opened + closes) => return,
         }
     }
 }

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::Context;
+use super::options::RunSettings;
 use crate::state::ClusterState;
 
 /// The content type of the OpenMetrics text prometheus-client encodes.
@@ -164,6 +165,20 @@ pub fn probes_router(probes: Arc<Probes>, state: ClusterState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(ProbeState { probes, state })
+}
+
+/// Bind the listeners of `karpenter run`'s two servers: `/metrics` on
+/// [`RunSettings::metrics_addr`] (`BIND_ADDRESS`:`METRICS_PORT`) and the probes on
+/// [`RunSettings::health_addr`] (`BIND_ADDRESS`:`HEALTH_PROBE_PORT`), in that order.
+///
+/// Errors: an address cannot be bound; the message names it.
+pub async fn listen(run: &RunSettings) -> Result<(TcpListener, TcpListener), String> {
+    let bind = |addr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listening on {addr}: {e}"))
+    };
+    Ok((bind(run.metrics_addr).await?, bind(run.health_addr).await?))
 }
 
 /// Serve `router` on `listener` until `shutdown` completes (then finish in-flight requests).

@@ -11,8 +11,11 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use super::options::LogFormat;
 
 /// The `logger` value of every line (upstream: `controller`).
 pub const LOGGER: &str = "controller";
@@ -93,30 +96,51 @@ fn filter(level: &str) -> EnvFilter {
     EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
-/// Install JSON lines on stderr at `level` (a level or a tracing filter). Settings validation
-/// ([`super::ControllerOptions::settings`]) refuses an invalid one before `karpenter run`
-/// starts its logger; here one would fall back to `info`. Does nothing when a subscriber is
-/// already installed.
-pub fn init_json(level: &str) {
-    let _ = tracing_subscriber::fmt()
+/// The logger of `karpenter run`: `format` lines (`LOG_FORMAT`) of the events `level`
+/// (`LOG_LEVEL`, a level or a tracing filter) lets through, written to `writer`; text lines are
+/// coloured when `ansi`. Settings validation ([`super::ControllerOptions::settings`]) refuses an
+/// invalid level before `karpenter run` starts its logger; here one falls back to `info`.
+pub fn subscriber<W>(
+    format: LogFormat,
+    level: &str,
+    ansi: bool,
+    writer: W,
+) -> Box<dyn Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter(level))
-        .fmt_fields(JsonFields::new())
-        .event_format(JsonLines)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(writer);
+    match format {
+        LogFormat::Json => Box::new(
+            builder
+                .fmt_fields(JsonFields::new())
+                .event_format(JsonLines)
+                .finish(),
+        ),
+        LogFormat::Text => Box::new(builder.with_ansi(ansi).finish()),
+    }
 }
 
-/// Install human-readable lines on stderr at `level`, coloured only when stderr is a terminal
-/// and `NO_COLOR` is unset or empty (as the plugin and kubectl colour). Does nothing when a
-/// subscriber is already installed.
-pub fn init_text(level: &str) {
+/// Install the [`subscriber`] of `format` and `level` on stderr: JSON lines, or text lines
+/// coloured only when stderr is a terminal and `NO_COLOR` is unset or empty (as the plugin and
+/// kubectl colour). Does nothing when a subscriber is already installed.
+pub fn init(format: LogFormat, level: &str) {
     use std::io::IsTerminal;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter(level))
-        .with_ansi(std::io::stderr().is_terminal() && !no_color)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let ansi = std::io::stderr().is_terminal() && !no_color;
+    let _ = subscriber(format, level, ansi, std::io::stderr).try_init();
+}
+
+/// [`init`] with JSON lines.
+pub fn init_json(level: &str) {
+    init(LogFormat::Json, level);
+}
+
+/// [`init`] with human-readable lines.
+pub fn init_text(level: &str) {
+    init(LogFormat::Text, level);
 }
 
 /// Install human-readable lines without colour into `file` at `level`.
@@ -147,6 +171,79 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// What `karpenter run` with `args` (its `LOG_FORMAT` and `LOG_LEVEL` flags) writes for an
+    /// info and a debug event.
+    fn logged(args: &[&str]) -> Vec<String> {
+        use super::super::options::{ControllerOptions, RunOptions};
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            controller: ControllerOptions,
+            #[command(flatten)]
+            run: RunOptions,
+        }
+        let cli = Cli::try_parse_from(std::iter::once("karpenter").chain(args.iter().copied()))
+            .expect("flags parse");
+        let buf = Buffer::default();
+        let writer = buf.clone();
+        let logger = subscriber(
+            cli.run.log_format,
+            &cli.controller.log_level,
+            false,
+            move || writer.clone(),
+        );
+        tracing::subscriber::with_default(logger, || {
+            tracing::info!(nodepool = "default", "launched nodeclaim");
+            tracing::debug!(pods = 3, "batch window closed");
+        });
+        let text = String::from_utf8(buf.0.lock().expect("buffer").clone()).expect("utf-8");
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn log_format_and_log_level_decide_what_is_written() {
+        // Defaults: JSON lines at info; the debug event is left out.
+        let lines = logged(&[]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let info: Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+        assert_eq!(
+            (&info["level"], &info["message"], &info["nodepool"]),
+            (
+                &Value::from("info"),
+                &Value::from("launched nodeclaim"),
+                &Value::from("default")
+            )
+        );
+        // LOG_LEVEL=debug lets the debug event through.
+        let lines = logged(&["--log-level", "debug"]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let debug: Value = serde_json::from_str(&lines[1]).expect("a JSON line");
+        assert_eq!(debug["level"], "debug");
+        assert_eq!(debug["pods"], 3);
+        // LOG_LEVEL=error hides both.
+        assert_eq!(logged(&["--log-level", "error"]), Vec::<String>::new());
+        // LOG_FORMAT=text writes human-readable lines, not JSON.
+        let lines = logged(&["--log-format", "text", "--log-level", "debug"]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| serde_json::from_str::<Value>(l).is_err()),
+            "{lines:?}"
+        );
+        assert!(
+            lines[0].contains(" INFO ")
+                && lines[0].contains("launched nodeclaim")
+                && lines[0].contains("nodepool=\"default\""),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("DEBUG") && lines[1].contains("pods=3"),
+            "{lines:?}"
+        );
     }
 
     #[test]

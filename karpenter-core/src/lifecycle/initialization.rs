@@ -79,6 +79,61 @@ mod tests {
             .allocatable("nvidia.com/gpu", gpus)
     }
 
+    /// A NodePool's startup taints are copied to its NodeClaims, synced onto the Node when it
+    /// registers, and hold initialization until whoever owns them removes them; the NodePool's
+    /// ordinary taints do not.
+    #[test]
+    fn a_nodepools_startup_taints_reach_the_node_and_hold_initialization_until_removed() {
+        use crate::lifecycle::drift::HashVersions;
+        use crate::lifecycle::registration::registration_patch;
+        use crate::provisioning::template::nodeclaim as claim_for;
+        use crate::scheduling::requirements::Requirements;
+        use crate::scheduling::solver::NewClaim;
+        use k8s_openapi::api::core::v1::Taint;
+
+        let decision = NewClaim {
+            nodepool: "agents".into(),
+            requirements: Requirements::new(),
+            instance_types: Vec::new(),
+            fitting: Vec::new(),
+            requests: Resources::default(),
+            pods: Vec::new(),
+            min_values_relaxed: false,
+        };
+        let registered = |claim: &NodeClaim| -> Node {
+            let bare = testutil::node("n").ready("True").build();
+            let patch = registration_patch(claim, &bare).expect("a registration patch");
+            let taints: Vec<Taint> =
+                serde_json::from_value(patch["spec"]["taints"].clone()).expect("taints");
+            let mut node = bare;
+            node.spec.get_or_insert_with(Default::default).taints = Some(taints);
+            node
+        };
+        let pool = testutil::nodepool("agents")
+            .startup_taint("example.com/agent-not-ready:NoSchedule")
+            .build();
+        let claim = claim_for(&pool, &decision, &HashVersions::default());
+        let node = registered(&claim);
+        assert_eq!(
+            pending_reason(&claim, &node),
+            Some((
+                "StartupTaintsExist",
+                "StartupTaint \"example.com/agent-not-ready:NoSchedule\" still exists".into()
+            ))
+        );
+        let mut cleared = node;
+        if let Some(spec) = cleared.spec.as_mut() {
+            spec.taints = Some(Vec::new());
+        }
+        assert_eq!(pending_reason(&claim, &cleared), None);
+        // The same taint as an ordinary template taint stays and does not hold initialization.
+        let pool = testutil::nodepool("agents")
+            .taint("example.com/agent-not-ready:NoSchedule")
+            .build();
+        let claim = claim_for(&pool, &decision, &HashVersions::default());
+        assert_eq!(pending_reason(&claim, &registered(&claim)), None);
+    }
+
     #[test]
     fn initialization_gates_in_upstream_order() {
         let c = claim();

@@ -47,6 +47,10 @@ pub enum SkipReason {
     /// `spec.template.spec.nodeClassRef` names no EC2NodeClass of the snapshot.
     #[error("EC2NodeClass {0:?} not found")]
     NodeClassMissing(String),
+    /// `spec.template.spec.nodeClassRef` has a group or kind other than `karpenter.k8s.aws`
+    /// `EC2NodeClass` ([`crds::nodeclaim::NodeClassReference::unsupported`]).
+    #[error("{0}")]
+    UnsupportedNodeClass(String),
     /// A requirement does not parse.
     #[error("invalid requirement: {0}")]
     InvalidRequirement(String),
@@ -59,7 +63,7 @@ pub enum SkipReason {
 }
 
 /// The checks before a NodePool's instance types are listed: not being deleted, not static,
-/// `Ready=True`, and its node class in `snap`, which is returned.
+/// referencing an EC2NodeClass, `Ready=True`, and its node class in `snap`, which is returned.
 ///
 /// Errors: the first check that fails.
 pub fn node_class_of<'a>(
@@ -71,6 +75,9 @@ pub fn node_class_of<'a>(
     }
     if pool.is_static() {
         return Err(SkipReason::Static);
+    }
+    if let Some(why) = pool.spec.template.spec.node_class_ref.unsupported() {
+        return Err(SkipReason::UnsupportedNodeClass(why));
     }
     let conds = pool
         .status
@@ -485,6 +492,41 @@ pub fn validate(pool: &NodePool) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::scheduling::testing::small_medium_large;
+
+    /// A NodePool whose nodeClassRef is not a `karpenter.k8s.aws` `EC2NodeClass` is left out of
+    /// provisioning, even Ready and with an EC2NodeClass of that name, and says why.
+    #[test]
+    fn a_node_class_ref_of_another_group_or_kind_is_not_provisioned_for() {
+        let snap = Snapshot {
+            nodeclasses: vec![Arc::new(testutil::ec2nodeclass("default").build())],
+            ..Snapshot::default()
+        };
+        let pool = |group: &str, kind: &str| -> NodePool {
+            let mut pool = testutil::nodepool("web").condition(READY, "True").build();
+            let r = &mut pool.spec.template.spec.node_class_ref;
+            (r.group, r.kind) = (group.into(), kind.into());
+            pool
+        };
+        let ok = pool("karpenter.k8s.aws", "EC2NodeClass");
+        assert_eq!(
+            node_class_of(&ok, &snap).map(|nc| nc.metadata.name.clone()),
+            Ok(Some("default".into()))
+        );
+        for (group, kind) in [
+            ("karpenter.k8s.aws", "AKSNodeClass"),
+            ("karpenter.azure.com", "EC2NodeClass"),
+        ] {
+            let err = node_class_of(&pool(group, kind), &snap).expect_err(kind);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "nodeClassRef {group}/{kind} \"default\" is not a node class this Karpenter \
+                     serves (only karpenter.k8s.aws/EC2NodeClass)"
+                )
+            );
+            assert!(matches!(err, SkipReason::UnsupportedNodeClass(_)));
+        }
+    }
 
     #[test]
     fn template_annotations_reach_the_nodeclaim() {

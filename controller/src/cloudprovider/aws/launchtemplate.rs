@@ -251,6 +251,20 @@ pub fn user_data(
     }
 }
 
+/// The user data `claim`'s instance boots with, in the format of the node class's effective AMI
+/// family ([`EC2NodeClass::ami_family`]: `spec.amiFamily`, else its alias's family), with the
+/// claim's labels and taints ([`node_identity`]).
+pub fn for_claim(cluster: &ClusterInfo, node_class: &EC2NodeClass, claim: &NodeClaim) -> String {
+    let (labels, taints) = node_identity(claim);
+    user_data(
+        node_class.ami_family(),
+        cluster,
+        node_class,
+        &labels,
+        &taints,
+    )
+}
+
 /// The kubelet's view of user data: the labels and taints it registers with, parsed back out of
 /// any of the formats [`user_data`] writes. The sandbox's simulated kubelet boots this way.
 pub fn parse_registration(user_data: &str) -> (BTreeMap<String, String>, Vec<Taint>) {
@@ -650,6 +664,97 @@ mod tests {
                 "{family:?}: {ud}"
             );
         }
+    }
+
+    /// The kubelet settings that do not size the node reach AL2023's NodeConfig `kubelet.config`
+    /// as the kubelet reads them (KubeletConfiguration's field names and value types). AL2's
+    /// bootstrap flags and Bottlerocket's TOML do not carry them yet.
+    #[test]
+    fn al2023_passes_the_node_class_kubelet_settings_to_the_kubelet_config() {
+        let nc: EC2NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "tuned"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"id": "subnet-1"}],
+                     "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                     "kubelet": {"clusterDNS": ["10.0.0.10", "169.254.20.10"],
+                                 "cpuCFSQuota": false,
+                                 "evictionMaxPodGracePeriod": 42,
+                                 "evictionSoft": {"memory.available": "10%"},
+                                 "evictionSoftGracePeriod": {"memory.available": "1m30s"},
+                                 "imageGCHighThresholdPercent": 77,
+                                 "imageGCLowThresholdPercent": 55}}}))
+        .expect("node class");
+        let ud = user_data(AmiFamily::Al2023, &cluster(), &nc, &BTreeMap::new(), &[]);
+        let mut lines = ud.lines().skip_while(|l| l.trim() != "config:");
+        let json = lines.nth(1).expect("a kubelet config line");
+        let config: serde_json::Value = serde_json::from_str(json.trim()).expect("JSON");
+        assert_eq!(
+            config["clusterDNS"],
+            serde_json::json!(["10.0.0.10", "169.254.20.10"])
+        );
+        assert_eq!(config["cpuCFSQuota"], false);
+        assert_eq!(config["evictionMaxPodGracePeriod"], 42);
+        assert_eq!(
+            config["evictionSoftGracePeriod"]["memory.available"],
+            "1m30s"
+        );
+        assert_eq!(config["imageGCHighThresholdPercent"], 77);
+        assert_eq!(config["imageGCLowThresholdPercent"], 55);
+        // Without a kubelet section there is no config to pass.
+        let plain = user_data(
+            AmiFamily::Al2023,
+            &cluster(),
+            &ec2nodeclass("default").build(),
+            &BTreeMap::new(),
+            &[],
+        );
+        assert!(!plain.contains("config:"), "{plain}");
+    }
+
+    /// `spec.amiFamily` decides the bootstrap format of images selected by id (which say
+    /// nothing of their family), and overrides an alias's family (`Custom` keeps the node
+    /// class's own user data as the whole of it).
+    #[test]
+    fn the_ami_family_decides_the_bootstrap_format() {
+        let claim = testutil::nodeclaim("default-x").nodepool("default").build();
+        let with = |family: &str, terms: serde_json::Value| -> EC2NodeClass {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+                "metadata": {"name": "byid"},
+                "spec": {"role": "r", "amiFamily": family, "amiSelectorTerms": terms,
+                         "subnetSelectorTerms": [{"id": "subnet-1"}],
+                         "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                         "userData": "#!/bin/bash\necho mine\n"}}))
+            .expect("node class")
+        };
+        let by_id = serde_json::json!([{"id": "ami-0123456789abcdef0"}]);
+        for (family, want) in [
+            ("AL2023", AmiFamily::Al2023),
+            ("AL2", AmiFamily::Al2),
+            ("Bottlerocket", AmiFamily::Bottlerocket),
+        ] {
+            let ud = for_claim(&cluster(), &with(family, by_id.clone()), &claim);
+            assert_eq!(parse_kubelet(&ud).0, want, "{family}:\n{ud}");
+            assert_eq!(
+                parse_registration(&ud).0.get(crds::labels::NODEPOOL_LABEL),
+                Some(&"default".to_string()),
+                "{family}:\n{ud}"
+            );
+        }
+        let custom = for_claim(
+            &cluster(),
+            &with("Custom", serde_json::json!([{"alias": "al2023@latest"}])),
+            &claim,
+        );
+        assert_eq!(custom, "#!/bin/bash\necho mine\n");
+        // Without spec.amiFamily the alias's family applies.
+        let mut aliased = with("AL2023", serde_json::json!([{"alias": "al2@latest"}]));
+        aliased.spec.ami_family = None;
+        assert_eq!(
+            parse_kubelet(&for_claim(&cluster(), &aliased, &claim)).0,
+            AmiFamily::Al2
+        );
     }
 
     #[test]

@@ -33,6 +33,8 @@
 
 pub mod launchtemplate;
 pub mod nodeclass;
+#[cfg(test)]
+mod nodeclass_tests;
 pub mod reservation;
 pub mod sqs;
 
@@ -795,14 +797,7 @@ impl CloudProvider for AwsCloud {
                 .or_insert_with(|| s.id.clone());
         }
         let zones: BTreeSet<String> = subnet_of.keys().cloned().collect();
-        let (labels, taints) = launchtemplate::node_identity(claim);
-        let user_data = launchtemplate::user_data(
-            node_class.ami_family(),
-            &self.settings.cluster,
-            node_class,
-            &labels,
-            &taints,
-        );
+        let user_data = launchtemplate::for_claim(&self.settings.cluster, node_class, claim);
         let mut warnings = Vec::new();
         let prioritized = karpenter_core::cloud::price_overlaid(claim);
         let mut tried: BTreeSet<OfferingKey> = BTreeSet::new();
