@@ -126,6 +126,11 @@ impl Ec2 for FaultyEc2 {
         self.inner.ssm_parameter(name).await
     }
 
+    async fn describe_cluster(&self, name: &str) -> Result<crate::ClusterNetwork, Ec2Error> {
+        self.count("DescribeCluster");
+        self.inner.describe_cluster(name).await
+    }
+
     async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>, Ec2Error> {
         let _flight = self.enter("DescribeInstanceTypes");
         self.inner.describe_instance_types().await

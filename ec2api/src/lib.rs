@@ -417,6 +417,20 @@ pub struct CapacityReservationInfo {
     pub tags: BTreeMap<String, String>,
 }
 
+/// What EKS DescribeCluster says of a cluster's network (`cluster.kubernetesNetworkConfig`) and
+/// endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterNetwork {
+    /// `serviceIpv4Cidr`, e.g. `172.20.0.0/16` (EKS's default when the VPC uses 10.0.0.0/8).
+    pub service_ipv4_cidr: Option<String>,
+    /// `serviceIpv6Cidr` of an IPv6 cluster, e.g. `fd30:1c53:5f8a::/108`.
+    pub service_ipv6_cidr: Option<String>,
+    /// `ipFamily`: `ipv4` or `ipv6`.
+    pub ip_family: Option<String>,
+    /// The API server endpoint.
+    pub endpoint: Option<String>,
+}
+
 /// The EC2 and SSM calls the provider makes.
 #[async_trait]
 pub trait Ec2: Send + Sync {
@@ -431,6 +445,17 @@ pub trait Ec2: Send + Sync {
     async fn describe_images(&self, query: ImageQuery) -> Result<Vec<ImageInfo>, Ec2Error>;
     /// SSM GetParameter; `None` when the parameter does not exist.
     async fn ssm_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error>;
+    /// EKS DescribeCluster of the cluster `name`: its service CIDR and IP family (what nodes'
+    /// cluster DNS is derived from). An account without that API answers
+    /// `UnsupportedOperation`.
+    ///
+    /// Errors: the cluster does not exist (`ResourceNotFoundException`), or the call failed.
+    async fn describe_cluster(&self, name: &str) -> Result<ClusterNetwork, Ec2Error> {
+        Err(Ec2Error {
+            code: "UnsupportedOperation".into(),
+            message: format!("DescribeCluster {name}: this account has no EKS API"),
+        })
+    }
     /// DescribeInstanceTypes (all pages).
     async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>, Ec2Error>;
     /// DescribeInstanceTypeOfferings by availability zone (all pages): `(type, zone)`.
@@ -487,6 +512,7 @@ pub trait Ec2: Send + Sync {
 /// [`Ec2`] over aws-sdk-ec2, aws-sdk-ssm and aws-sdk-iam.
 pub struct SdkEc2 {
     ec2: aws_sdk_ec2::Client,
+    eks: aws_sdk_eks::Client,
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
 }
@@ -497,6 +523,7 @@ impl SdkEc2 {
     pub fn new(config: &aws_config::SdkConfig) -> SdkEc2 {
         SdkEc2 {
             ec2: aws_sdk_ec2::Client::new(config),
+            eks: aws_sdk_eks::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
             iam: aws_sdk_iam::Client::new(config),
         }
@@ -754,6 +781,33 @@ impl Ec2 for SdkEc2 {
                 deprecation_time: i.deprecation_time().and_then(|d| d.parse().ok()),
             })
             .collect())
+    }
+
+    async fn describe_cluster(&self, name: &str) -> Result<ClusterNetwork, Ec2Error> {
+        let out = self
+            .eks
+            .describe_cluster()
+            .name(name)
+            .send()
+            .await
+            .map_err(|e| {
+                let (code, message) = sdk_error_parts(&e);
+                Ec2Error { code, message }
+            })?;
+        let cluster = out.cluster();
+        let network = cluster.and_then(|c| c.kubernetes_network_config());
+        Ok(ClusterNetwork {
+            service_ipv4_cidr: network
+                .and_then(|n| n.service_ipv4_cidr())
+                .map(str::to_string),
+            service_ipv6_cidr: network
+                .and_then(|n| n.service_ipv6_cidr())
+                .map(str::to_string),
+            ip_family: network
+                .and_then(|n| n.ip_family())
+                .map(|f| f.as_str().to_string()),
+            endpoint: cluster.and_then(|c| c.endpoint()).map(str::to_string),
+        })
     }
 
     async fn ssm_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error> {

@@ -32,13 +32,17 @@ use moto_cloud::{CLUSTER, Moto, NEW_AMD64, NEW_ARM64, aws_settings, cluster_conf
 impl Moto {
     /// The AWS provider over moto's EC2 behind a fault-injecting wrapper.
     async fn cloud(&self, clock: Arc<dyn Clock>) -> (Arc<AwsCloud>, Arc<FaultyEc2>) {
+        self.cloud_of(CLUSTER, clock).await
+    }
+
+    /// The AWS provider of the cluster `name` (see [`Moto::cloud`]).
+    async fn cloud_of(&self, name: &str, clock: Arc<dyn Clock>) -> (Arc<AwsCloud>, Arc<FaultyEc2>) {
         let faulty = Arc::new(FaultyEc2::new(Arc::new(SdkEc2::new(&self.config().await))));
-        let cloud = AwsCloud::new(
-            Arc::clone(&faulty) as Arc<dyn Ec2>,
-            aws_settings("https://127.0.0.1:6443".into()),
-            clock,
-        )
-        .expect("embedded data");
+        let mut settings = aws_settings("https://127.0.0.1:6443".into());
+        settings.cluster_name = name.into();
+        settings.cluster.name = name.into();
+        let cloud = AwsCloud::new(Arc::clone(&faulty) as Arc<dyn Ec2>, settings, clock)
+            .expect("embedded data");
         (Arc::new(cloud), faulty)
     }
 }
@@ -625,4 +629,76 @@ async fn concurrent_instance_type_requests_share_one_fetch_and_expired_data_serv
     );
     assert_eq!(faulty.calls("DescribeInstanceTypes"), 2);
     assert_eq!(faulty.max_concurrent("DescribeInstanceTypes"), 1);
+}
+
+/// Cluster discovery (issue 35): the service CIDR comes from EKS DescribeCluster, never a guess.
+/// moto's default cluster gives nodes of every family the cluster DNS `172.20.0.10` (AL2023's
+/// NodeConfig by its `cidr`, read back from the launched instance); a custom CIDR and an IPv6
+/// cluster are followed; without a cluster an AL2023 node class is not valid and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_discovery_gives_nodes_the_clusters_dns_or_says_what_is_missing() {
+    use aws_sdk_eks::types::{IpFamily, KubernetesNetworkConfigRequest};
+    use controller::cloudprovider::aws::launchtemplate::user_data;
+    use crds::ec2nodeclass::AmiFamily;
+    let moto = Moto::start();
+    moto.seed_network(CLUSTER).await;
+    let (cloud, faulty) = moto.cloud(Arc::new(SystemClock)).await;
+    let nc = resolved(&cloud, node_class(CLUSTER)).await;
+    assert_eq!(
+        cloud.cluster().service_cidr.as_deref(),
+        Some("172.20.0.0/16")
+    );
+    let launched = cloud
+        .create(&claim("default-dns", &["m5.large"], &["us-east-1a"]), &nc)
+        .await
+        .expect("launch");
+    let id = instance_id(&launched.provider_id).expect("instance id");
+    let booted = faulty
+        .user_data(id)
+        .await
+        .expect("user data")
+        .expect("an AL2023 NodeConfig");
+    assert!(booted.contains("    cidr: 172.20.0.0/16\n"), "{booted}");
+    for (family, want) in [
+        (AmiFamily::Al2, "--dns-cluster-ip '172.20.0.10'"),
+        (AmiFamily::Bottlerocket, "cluster-dns-ip = \"172.20.0.10\""),
+    ] {
+        let ud = user_data(family, &cloud.cluster(), &nc, &BTreeMap::new(), &[]);
+        assert!(ud.contains(want), "{family:?}: {ud}");
+    }
+    // A cluster with its own service CIDR, and an IPv6 one.
+    let custom = KubernetesNetworkConfigRequest::builder()
+        .service_ipv4_cidr("10.96.0.0/16")
+        .build();
+    moto.create_cluster("custom", Some(custom)).await;
+    let (cloud, _) = moto.cloud_of("custom", Arc::new(SystemClock)).await;
+    cloud.resolve_service_cidr().await.expect("discovered");
+    assert_eq!(cloud.cluster().dns_ip().as_deref(), Some("10.96.0.10"));
+    let v6 = KubernetesNetworkConfigRequest::builder()
+        .ip_family(IpFamily::Ipv6)
+        .build();
+    moto.create_cluster("six", Some(v6)).await;
+    let (cloud, _) = moto.cloud_of("six", Arc::new(SystemClock)).await;
+    match cloud.resolve_service_cidr().await {
+        // moto 5.2.1 echoes the request, which names no IPv6 range (EKS assigns one): the
+        // provider says so rather than guessing.
+        Err(why) => assert!(why.contains("reports no service CIDR"), "{why}"),
+        Ok(cidr) => {
+            assert!(cloud.cluster().ipv6(), "{cidr}");
+            let ud = user_data(AmiFamily::Al2, &cloud.cluster(), &nc, &BTreeMap::new(), &[]);
+            assert!(ud.contains("--ip-family ipv6"), "{ud}");
+        }
+    }
+    // No such cluster: an AL2023 node class is not valid, and the message says what to fix.
+    let (cloud, _) = moto.cloud_of("absent", Arc::new(SystemClock)).await;
+    let r = cloud.resolve_node_class(&node_class(CLUSTER)).await;
+    let (condition, reason, message) = r.not_ready.expect("not ready");
+    assert_eq!(
+        (condition.as_str(), reason.as_str()),
+        ("ValidationSucceeded", "ClusterCIDRResolutionFailed")
+    );
+    assert!(
+        message.contains("\"absent\"") && message.contains("CLUSTER_NAME"),
+        "{message}"
+    );
 }

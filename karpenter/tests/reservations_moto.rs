@@ -224,6 +224,9 @@ impl Ec2 for Reserving {
     async fn ssm_parameter(&self, name: &str) -> Result<Option<String>, Ec2Error> {
         self.inner.ssm_parameter(name).await
     }
+    async fn describe_cluster(&self, name: &str) -> Result<ec2api::ClusterNetwork, Ec2Error> {
+        self.inner.describe_cluster(name).await
+    }
     async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>, Ec2Error> {
         self.inner.describe_instance_types().await
     }

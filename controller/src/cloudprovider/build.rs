@@ -232,6 +232,8 @@ async fn build_aws(
                 .clone()
                 .unwrap_or_else(|| api_server.endpoint.clone()),
             ca_bundle: api_server.ca_bundle.clone(),
+            // Discovered with EKS DescribeCluster when a node class first needs it.
+            service_cidr: None,
         },
         region,
         kubernetes_version: kubernetes_version.to_string(),

@@ -1,4 +1,4 @@
-//! moto's EC2, SSM, IAM and SQS server for the AWS provider's tests (`aws_moto`,
+//! moto's EC2, SSM, IAM, EKS and SQS server for the AWS provider's tests (`aws_moto`,
 //! `interruption_moto`): started on a free loopback port, seeded with EKS-optimized AL2023
 //! images (through `MOTO_AMIS_PATH`), and given the network and node role of a cluster.
 //! Each test binary uses a part of it.
@@ -146,6 +146,25 @@ impl Moto {
             .send()
             .await
             .expect("security group");
+        self.create_cluster(cluster, None).await;
+    }
+
+    /// The EKS cluster `name` in moto (DescribeCluster answers for it): with moto's default
+    /// network (service CIDR `172.20.0.0/16`, as EKS picks in a 10.0.0.0/8 VPC), or `network`.
+    pub async fn create_cluster(
+        &self,
+        name: &str,
+        network: Option<aws_sdk_eks::types::KubernetesNetworkConfigRequest>,
+    ) {
+        aws_sdk_eks::Client::new(&self.config().await)
+            .create_cluster()
+            .name(name)
+            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+            .set_kubernetes_network_config(network)
+            .send()
+            .await
+            .expect("EKS cluster");
     }
 
     /// The instance's state name (`running`, `shutting-down`, `terminated`, ...).
@@ -198,6 +217,8 @@ pub fn aws_settings(endpoint: String) -> AwsSettings {
             name: CLUSTER.into(),
             endpoint,
             ca_bundle: String::new(),
+            // Discovered from moto's EKS (`Moto::seed_network` creates the cluster).
+            service_cidr: None,
         },
         region: "us-east-1".into(),
         kubernetes_version: "1.32".into(),

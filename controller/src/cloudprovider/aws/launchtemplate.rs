@@ -30,8 +30,6 @@ use ec2api::{BlockDevice, LaunchTemplateData, MetadataOptions};
 pub const CLUSTER_TAG: &str = "karpenter.k8s.aws/cluster";
 /// Prefix of launch template names (upstream: `karpenter.k8s.aws/<hash>`).
 pub const NAME_PREFIX: &str = "karpenter.k8s.aws/";
-/// Kubernetes service CIDR assumed when the cluster does not say (EKS default).
-pub const DEFAULT_SERVICE_CIDR: &str = "10.100.0.0/16";
 const MIME_BOUNDARY: &str = "//";
 
 /// What the node's kubelet needs to join the cluster.
@@ -44,6 +42,68 @@ pub struct ClusterInfo {
     pub endpoint: String,
     /// Cluster CA bundle, base64 (empty when unknown).
     pub ca_bundle: String,
+    /// The cluster's service CIDR, IPv4 (`172.20.0.0/16`) or IPv6 (`fd30:1c53:5f8a::/108`), as
+    /// EKS DescribeCluster reports it; `None` until discovered (never guessed: an AL2023 node
+    /// class is not Ready without it, as upstream's `ClusterCIDRResolutionFailed`).
+    pub service_cidr: Option<String>,
+}
+
+impl ClusterInfo {
+    /// Whether the cluster is IPv6 (its service CIDR is).
+    pub fn ipv6(&self) -> bool {
+        self.service_cidr
+            .as_deref()
+            .is_some_and(|c| c.contains(':'))
+    }
+
+    /// The cluster DNS address nodes use, from the service CIDR as EKS assigns it to kube-dns:
+    /// the tenth address (`172.20.0.10`), or `::a` in an IPv6 range (`fd30:1c53:5f8a::a`).
+    /// `None` without a service CIDR or when it does not parse.
+    pub fn dns_ip(&self) -> Option<String> {
+        let cidr = self.service_cidr.as_deref()?;
+        let (base, _) = cidr.split_once('/')?;
+        match base.parse::<std::net::IpAddr>().ok()? {
+            std::net::IpAddr::V4(v4) => {
+                Some(std::net::Ipv4Addr::from(u32::from(v4).wrapping_add(10)).to_string())
+            }
+            std::net::IpAddr::V6(v6) => {
+                Some(std::net::Ipv6Addr::from(u128::from(v6).wrapping_add(10)).to_string())
+            }
+        }
+    }
+}
+
+/// The cluster DNS address a node's kubelet uses: the node class's `kubelet.clusterDNS` first
+/// entry, else the one the cluster's service CIDR implies ([`ClusterInfo::dns_ip`]).
+fn cluster_dns(kubelet: Option<&KubeletConfiguration>, cluster: &ClusterInfo) -> Option<String> {
+    kubelet
+        .and_then(|k| k.cluster_dns.first().cloned())
+        .or_else(|| cluster.dns_ip())
+}
+
+/// The bootstrap.sh flags after `--kubelet-extra-args` (AL2, upstream `eksbootstrap.go`): the
+/// cluster DNS address, an IPv6 cluster's IP family and service CIDR, and the instance-store
+/// RAID0 array; each on a continued line.
+fn al2_network_flags(
+    kubelet: Option<&KubeletConfiguration>,
+    cluster: &ClusterInfo,
+    raid0: bool,
+) -> String {
+    let mut flags = String::new();
+    if let Some(dns) = cluster_dns(kubelet, cluster) {
+        let _ = write!(flags, " \\\n  --dns-cluster-ip '{dns}'");
+    }
+    if cluster.ipv6() {
+        let cidr = cluster.service_cidr.as_deref().unwrap_or_default();
+        let _ = write!(
+            flags,
+            " \\\n  --ip-family ipv6 --service-ipv6-cidr '{cidr}'"
+        );
+    }
+    if raid0 {
+        flags.push_str(" \\\n  --local-disks raid0");
+    }
+    flags
 }
 
 /// Labels and taints the kubelet registers with: the NodeClaim's labels (NodePool, template
@@ -102,6 +162,9 @@ pub fn user_data(
             let _ = writeln!(s, "api-server = {:?}", cluster.endpoint);
             if !cluster.ca_bundle.is_empty() {
                 let _ = writeln!(s, "cluster-certificate = {:?}", cluster.ca_bundle);
+            }
+            if let Some(dns) = cluster_dns(kubelet, cluster) {
+                let _ = writeln!(s, "cluster-dns-ip = {dns:?}");
             }
             if let Some(m) = &max_pods {
                 let _ = writeln!(s, "max-pods = {m}");
@@ -194,11 +257,7 @@ pub fn user_data(
                 cluster.ca_bundle,
                 max_pods.is_none(),
                 extra,
-                if raid0 {
-                    " \\\n  --local-disks raid0"
-                } else {
-                    ""
-                },
+                al2_network_flags(kubelet, cluster, raid0),
             );
             s
         }
@@ -226,7 +285,7 @@ pub fn user_data(
                 } else {
                     &cluster.ca_bundle
                 },
-                DEFAULT_SERVICE_CIDR,
+                cluster.service_cidr.as_deref().unwrap_or("\"\""),
             );
             if !config.is_empty() {
                 s.push_str("    config:\n");
@@ -556,7 +615,60 @@ mod tests {
             name: "demo".into(),
             endpoint: "https://127.0.0.1:6443".into(),
             ca_bundle: String::new(),
+            service_cidr: Some("172.20.0.0/16".into()),
         }
+    }
+
+    /// The service CIDR reaches every family: AL2023's NodeConfig `cidr` (nodeadm derives the
+    /// DNS address), AL2's `--dns-cluster-ip` and Bottlerocket's `cluster-dns-ip`, the tenth
+    /// address of the range; an IPv6 cluster's `::a`, with AL2's IPv6 flags; a node class's
+    /// `kubelet.clusterDNS` wins over the derived address.
+    #[test]
+    fn the_service_cidr_gives_every_family_its_cluster_dns() {
+        let nc = ec2nodeclass("default").build();
+        let ud = |family, cluster: &ClusterInfo, nc: &EC2NodeClass| {
+            user_data(family, cluster, nc, &BTreeMap::new(), &[])
+        };
+        let v4 = cluster();
+        assert_eq!(v4.dns_ip().as_deref(), Some("172.20.0.10"));
+        assert!(ud(AmiFamily::Al2023, &v4, &nc).contains("    cidr: 172.20.0.0/16\n"));
+        let al2 = ud(AmiFamily::Al2, &v4, &nc);
+        assert!(al2.contains("--dns-cluster-ip '172.20.0.10'"), "{al2}");
+        assert!(!al2.contains("--ip-family"), "{al2}");
+        let br = ud(AmiFamily::Bottlerocket, &v4, &nc);
+        assert!(br.contains("cluster-dns-ip = \"172.20.0.10\"\n"), "{br}");
+        let custom = ClusterInfo {
+            service_cidr: Some("10.100.0.0/16".into()),
+            ..cluster()
+        };
+        assert!(ud(AmiFamily::Al2, &custom, &nc).contains("--dns-cluster-ip '10.100.0.10'"));
+        let v6 = ClusterInfo {
+            service_cidr: Some("fd30:1c53:5f8a::/108".into()),
+            ..cluster()
+        };
+        assert!(v6.ipv6());
+        assert_eq!(v6.dns_ip().as_deref(), Some("fd30:1c53:5f8a::a"));
+        let al2 = ud(AmiFamily::Al2, &v6, &nc);
+        assert!(
+            al2.contains("--ip-family ipv6 --service-ipv6-cidr 'fd30:1c53:5f8a::/108'"),
+            "{al2}"
+        );
+        assert!(ud(AmiFamily::Al2023, &v6, &nc).contains("    cidr: fd30:1c53:5f8a::/108\n"));
+        assert!(
+            ud(AmiFamily::Bottlerocket, &v6, &nc)
+                .contains("cluster-dns-ip = \"fd30:1c53:5f8a::a\"")
+        );
+        let mut pinned = nc.clone();
+        pinned.spec.kubelet = Some(crds::ec2nodeclass::KubeletConfiguration {
+            cluster_dns: vec!["169.254.20.10".into()],
+            ..Default::default()
+        });
+        assert!(ud(AmiFamily::Al2, &v4, &pinned).contains("--dns-cluster-ip '169.254.20.10'"));
+        let unknown = ClusterInfo {
+            service_cidr: None,
+            ..cluster()
+        };
+        assert!(!ud(AmiFamily::Al2, &unknown, &nc).contains("--dns-cluster-ip"));
     }
 
     #[test]

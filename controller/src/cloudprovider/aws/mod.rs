@@ -42,6 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use crds::ec2nodeclass::AmiFamily;
 use crds::labels as l;
 use crds::{EC2NodeClass, NodeClaim};
 use jiff::{SignedDuration, Timestamp};
@@ -80,6 +81,9 @@ pub const BATCH: usize = 1000;
 /// `CapacityReservationsReady=False`: DescribeCapacityReservations failed (the reservations
 /// found before stay in the status).
 pub const CAPACITY_RESERVATIONS_RESOLUTION_FAILED: &str = "CapacityReservationsResolutionFailed";
+/// `ValidationSucceeded=False` of an AL2023 node class while the cluster's service CIDR is not
+/// known (upstream's reason).
+pub const CLUSTER_CIDR_RESOLUTION_FAILED: &str = "ClusterCIDRResolutionFailed";
 /// Instance states that still count as an instance (not terminated or terminating).
 const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 
@@ -116,6 +120,8 @@ struct State {
     templates: BTreeSet<String>,
     /// Capacity reservations as last described, by id.
     reservations: HashMap<String, reservation::Described>,
+    /// The cluster's service CIDR once EKS DescribeCluster gave it.
+    service_cidr: Option<String>,
 }
 
 /// The AWS cloud provider.
@@ -152,6 +158,48 @@ impl AwsCloud {
             fetching_types: tokio::sync::Mutex::new(()),
             interruption_queue: None,
         })
+    }
+
+    /// What nodes join: the settings' cluster, with the service CIDR discovered by
+    /// [`AwsCloud::resolve_service_cidr`] when the settings gave none.
+    pub fn cluster(&self) -> ClusterInfo {
+        let mut cluster = self.settings.cluster.clone();
+        if cluster.service_cidr.is_none() {
+            cluster.service_cidr = self.lock().service_cidr.clone();
+        }
+        cluster
+    }
+
+    /// The cluster's service CIDR: as the settings give it, else as EKS DescribeCluster reports
+    /// it (`kubernetesNetworkConfig.serviceIpv4Cidr`, else `serviceIpv6Cidr`), asked until it
+    /// answers and then kept (upstream `ResolveClusterCIDR`).
+    ///
+    /// Errors: DescribeCluster failed or reported no CIDR; the message names the cluster and
+    /// what to fix.
+    pub async fn resolve_service_cidr(&self) -> Result<String, String> {
+        if let Some(cidr) = self.cluster().service_cidr {
+            return Ok(cidr);
+        }
+        let name = &self.settings.cluster_name;
+        let network = self.ec2.describe_cluster(name).await.map_err(|e| {
+            format!(
+                "Failed to detect the cluster CIDR: EKS DescribeCluster {name:?}: {e} (is \
+                 CLUSTER_NAME the EKS cluster's name, and may the controller call \
+                 eks:DescribeCluster?)"
+            )
+        })?;
+        let cidr = network
+            .service_ipv4_cidr
+            .or(network.service_ipv6_cidr)
+            .ok_or_else(|| {
+                format!(
+                    "Failed to detect the cluster CIDR: EKS DescribeCluster {name:?} reports no \
+                     service CIDR"
+                )
+            })?;
+        tracing::info!(cluster = %name, cluster_cidr = %cidr, "discovered cluster CIDR");
+        self.lock().service_cidr = Some(cidr.clone());
+        Ok(cidr)
     }
 
     /// The same provider reading interruption events from `queue` (the SQS queue
@@ -797,7 +845,7 @@ impl CloudProvider for AwsCloud {
                 .or_insert_with(|| s.id.clone());
         }
         let zones: BTreeSet<String> = subnet_of.keys().cloned().collect();
-        let user_data = launchtemplate::for_claim(&self.settings.cluster, node_class, claim);
+        let user_data = launchtemplate::for_claim(&self.cluster(), node_class, claim);
         let mut warnings = Vec::new();
         let prioritized = karpenter_core::cloud::price_overlaid(claim);
         let mut tried: BTreeSet<OfferingKey> = BTreeSet::new();
@@ -1095,6 +1143,29 @@ impl CloudProvider for AwsCloud {
             now,
         )
         .await;
+        // Nodes need the cluster's service CIDR: AL2023's NodeConfig carries it (an AL2023
+        // node class is not valid without it, as upstream's validation says), and AL2 and
+        // Bottlerocket derive their cluster DNS address from it when it is known.
+        let family = node_class.ami_family();
+        let bootstraps = !matches!(
+            family,
+            AmiFamily::Custom
+                | AmiFamily::Windows2019
+                | AmiFamily::Windows2022
+                | AmiFamily::Windows2025
+        );
+        if bootstraps
+            && let Err(why) = self.resolve_service_cidr().await
+            && family == AmiFamily::Al2023
+        {
+            resolution.not_ready = resolution.not_ready.or_else(|| {
+                Some((
+                    crds::conditions::VALIDATION_SUCCEEDED.into(),
+                    CLUSTER_CIDR_RESOLUTION_FAILED.into(),
+                    why,
+                ))
+            });
+        }
         let terms = &node_class.spec.capacity_reservation_selector_terms;
         if terms.is_empty() {
             resolution.status.capacity_reservations.clear();
