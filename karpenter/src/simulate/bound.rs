@@ -3,7 +3,10 @@
 //! the real integer problem).
 //!
 //! Variables: `x_t ≥ 0`, how many nodes of type `t`; minimise `Σ price_t x_t` with each type at
-//! its cheapest offering. Constraints, for every resource `r` (cpu, memory, pods and extended
+//! its cheapest offering that is not a capacity reservation. A reservation's offering is a
+//! variable of its own, `0 ≤ y_{t,k} ≤ room_k` at the reserved price, with `Σ_t y_{t,k} ≤
+//! room_k` per reservation `k`: a real fleet uses at most the reservation's room, so the bound
+//! stays a bound when reserved capacity costs next to nothing. Constraints, for every resource `r` (cpu, memory, pods and extended
 //! resources such as GPUs):
 //! - all pods: `Σ_t allocatable_{t,r} x_t ≥ Σ_p request_{p,r}`;
 //! - for every distinct *admissible set* A (the types a pod's requirements admit and whose
@@ -104,14 +107,36 @@ fn anti_affinity_group(p: &PodInfo) -> Option<String> {
 /// Errors: a class fits no type, or the solver fails.
 pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, BoundError> {
     let types: Vec<&Arc<InstanceType>> = candidates.iter().map(|c| &c.instance_type).collect();
+    // Each type at its cheapest offering outside any reservation, and its reserved offerings
+    // (reservation id, price, room) apart.
     let prices: Vec<Option<f64>> = candidates
         .iter()
         .map(|c| {
             c.instance_type
-                .cheapest_offering(&c.requirements)
+                .offerings
+                .iter()
+                .filter(|o| {
+                    o.available && o.reservation_id.is_none() && o.compatible(&c.requirements)
+                })
                 .map(|o| o.price)
+                .min_by(f64::total_cmp)
         })
         .collect();
+    let reserved: Vec<Vec<(String, f64, i64)>> = candidates
+        .iter()
+        .map(|c| {
+            c.instance_type
+                .offerings
+                .iter()
+                .filter(|o| o.available && o.compatible(&c.requirements))
+                .filter_map(|o| {
+                    let id = o.reservation_id.clone()?;
+                    (o.reservation_capacity > 0).then_some((id, o.price, o.reservation_capacity))
+                })
+                .collect()
+        })
+        .collect();
+    let offered = |t: usize| prices[t].is_some() || !reserved[t].is_empty();
     // Pods with the same requirements and requests have the same admissible types.
     let mut shapes: BTreeMap<String, (Vec<bool>, BTreeMap<String, f64>)> = BTreeMap::new();
     // Per hostname anti-affinity group: members by their shape.
@@ -129,7 +154,7 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
             let admissible: Vec<bool> = (0..types.len())
                 .map(|t| {
                     let it = &types[t];
-                    prices[t].is_some()
+                    offered(t)
                         && request.fits_in(&it.allocatable)
                         && (p.requirement_terms.is_empty()
                             || p.requirement_terms.iter().any(|term| {
@@ -178,10 +203,35 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
         })
         .collect();
     let mut problem = Problem::new(OptimizationDirection::Minimize);
-    let vars: Vec<Option<microlp::Variable>> = prices
-        .iter()
-        .map(|p| p.map(|price| problem.add_var(price, (0.0, f64::INFINITY))))
+    // Per type: its unreserved variable, if it has an unreserved offering, and one variable per
+    // reserved offering, bounded by the reservation's room; the reservation's room bounds the
+    // sum of its variables over every type and pool.
+    let vars: Vec<Vec<microlp::Variable>> = (0..types.len())
+        .map(|t| {
+            let mut v: Vec<microlp::Variable> = prices[t]
+                .map(|price| problem.add_var(price, (0.0, f64::INFINITY)))
+                .into_iter()
+                .collect();
+            v.extend(
+                reserved[t]
+                    .iter()
+                    .map(|(_, price, room)| problem.add_var(*price, (0.0, *room as f64))),
+            );
+            v
+        })
         .collect();
+    let mut by_reservation: BTreeMap<&str, (Vec<(microlp::Variable, f64)>, i64)> = BTreeMap::new();
+    for t in 0..types.len() {
+        let first = usize::from(prices[t].is_some());
+        for (k, (id, _, room)) in reserved[t].iter().enumerate() {
+            let entry = by_reservation.entry(id.as_str()).or_insert((Vec::new(), 0));
+            entry.0.push((vars[t][first + k], 1.0));
+            entry.1 = entry.1.max(*room);
+        }
+    }
+    for (terms, room) in by_reservation.values() {
+        problem.add_constraint(terms.as_slice(), ComparisonOp::Le, *room as f64);
+    }
     let capacities: Vec<BTreeMap<String, f64>> =
         types.iter().map(|t| scaled(&t.allocatable)).collect();
     let mut total: BTreeMap<String, f64> = BTreeMap::new();
@@ -197,15 +247,18 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
             }
             let terms: Vec<(microlp::Variable, f64)> = type_set
                 .iter()
-                .filter_map(|&t| {
+                .flat_map(|&t| {
                     let cap = capacities[t].get(resource).copied().unwrap_or(0.0);
-                    (cap > 0.0).then(|| vars[t].map(|v| (v, cap))).flatten()
+                    vars[t]
+                        .iter()
+                        .filter(move |_| cap > 0.0)
+                        .map(move |v| (*v, cap))
                 })
                 .collect();
             problem.add_constraint(terms.as_slice(), ComparisonOp::Ge, *need);
         }
     };
-    let all: Vec<usize> = (0..types.len()).filter(|&t| vars[t].is_some()).collect();
+    let all: Vec<usize> = (0..types.len()).filter(|&t| !vars[t].is_empty()).collect();
     add(&all, &total);
     for c in &built {
         add(&c.types, &c.demand);
@@ -225,7 +278,7 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
                 .sum();
             let terms: Vec<(microlp::Variable, f64)> = (0..set.len())
                 .filter(|&t| set[t])
-                .filter_map(|t| vars[t].map(|v| (v, 1.0)))
+                .flat_map(|t| vars[t].iter().map(|v| (*v, 1.0)))
                 .collect();
             problem.add_constraint(terms.as_slice(), ComparisonOp::Ge, need);
         }
@@ -267,6 +320,33 @@ mod tests {
         // Spot at 0.6x is the cheapest offering of the test types.
         let b = lower_bound(&refs, &candidates(types)).expect("bound");
         assert!((b - 10.0 * 0.1 * 0.6).abs() < 1e-6, "{b}");
+    }
+
+    /// A reservation counts for at most its room: 10 pods of a core each need 10 cores of
+    /// "two" (2 cores); the reservation of 1 gives 2 cores for next to nothing, the other 8
+    /// cores cost the spot price. Without the room the bound would fall to nothing.
+    #[test]
+    fn reserved_capacity_counts_for_at_most_its_room() {
+        use karpenter_core::capacity::Offering;
+        let mut two = (*instance_type("two", 2, 64, 0.2)).clone();
+        two.offerings.push(Offering {
+            zone: two.offerings[0].zone.clone(),
+            capacity_type: "reserved".into(),
+            price: 0.2 / 10_000_000.0,
+            available: true,
+            reservation_id: Some("cr-1".into()),
+            reservation_capacity: 1,
+        });
+        let pods: Vec<PodInfo> = (0..10)
+            .map(|i| pod(&format!("p{i}"), 1000, 100, json!({})))
+            .collect();
+        let refs: Vec<&PodInfo> = pods.iter().collect();
+        let b = lower_bound(&refs, &candidates(vec![Arc::new(two)])).expect("bound");
+        let spot_per_core = 0.1 * 0.6;
+        assert!(
+            (b - (8.0 * spot_per_core + 0.2 / 10_000_000.0)).abs() < 1e-6,
+            "{b}"
+        );
     }
 
     #[test]
