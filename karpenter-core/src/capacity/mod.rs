@@ -48,11 +48,33 @@ pub struct Offering {
 impl Offering {
     /// Whether zone and capacity type satisfy the requirements.
     pub fn compatible(&self, reqs: &Requirements) -> bool {
-        reqs.get(TOPOLOGY_ZONE_LABEL)
-            .is_none_or(|r| r.has(&self.zone))
-            && reqs
-                .get(CAPACITY_TYPE_LABEL)
-                .is_none_or(|r| r.has(&self.capacity_type))
+        OfferingFilter::of(reqs).admits(self)
+    }
+}
+
+/// The two requirements an offering is checked against (zone and capacity type), looked up
+/// once: checking every offering of every type is the plan pass's hottest loop, and each
+/// lookup in [`Requirements`] compares label keys.
+#[derive(Clone, Copy, Debug)]
+pub struct OfferingFilter<'a> {
+    zone: Option<&'a Requirement>,
+    capacity_type: Option<&'a Requirement>,
+}
+
+impl<'a> OfferingFilter<'a> {
+    /// The zone (`topology.kubernetes.io/zone`) and capacity-type (`karpenter.sh/capacity-type`)
+    /// requirements of `reqs`.
+    pub fn of(reqs: &'a Requirements) -> OfferingFilter<'a> {
+        OfferingFilter {
+            zone: reqs.get(TOPOLOGY_ZONE_LABEL),
+            capacity_type: reqs.get(CAPACITY_TYPE_LABEL),
+        }
+    }
+
+    /// Whether `o`'s zone and capacity type satisfy them (availability is not checked).
+    pub fn admits(&self, o: &Offering) -> bool {
+        self.zone.is_none_or(|r| r.has(&o.zone))
+            && self.capacity_type.is_none_or(|r| r.has(&o.capacity_type))
     }
 }
 
@@ -141,16 +163,22 @@ impl InstanceType {
 
     /// The cheapest available offering compatible with the requirements.
     pub fn cheapest_offering(&self, reqs: &Requirements) -> Option<&Offering> {
+        let filter = OfferingFilter::of(reqs);
         self.offerings
             .iter()
-            .filter(|o| o.available && o.compatible(reqs))
+            .filter(|o| o.available && filter.admits(o))
             .min_by(|a, b| a.price.total_cmp(&b.price))
     }
 
     /// Whether the type can serve the requirements: labels intersect and some available
     /// offering is compatible.
     pub fn compatible(&self, reqs: &Requirements) -> bool {
-        self.requirements.intersects(reqs).is_ok() && self.cheapest_offering(reqs).is_some()
+        let filter = OfferingFilter::of(reqs);
+        self.requirements.intersects(reqs).is_ok()
+            && self
+                .offerings
+                .iter()
+                .any(|o| o.available && filter.admits(o))
     }
 }
 

@@ -109,12 +109,13 @@ fn without_unwanted_spot<T: Borrow<InstanceType>>(
     if !allows(CAPACITY_TYPE_SPOT) || !allows(CAPACITY_TYPE_ON_DEMAND) {
         return kept;
     }
+    let filter = crate::capacity::OfferingFilter::of(requirements);
     let offerings = |i: usize| {
         options[i]
             .borrow()
             .offerings
             .iter()
-            .filter(|o| o.available && o.compatible(requirements))
+            .filter(move |o| o.available && filter.admits(o))
     };
     let mut cheapest_on_demand = f64::INFINITY;
     let mut any_spot = false;

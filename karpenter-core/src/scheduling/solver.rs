@@ -1257,13 +1257,14 @@ impl Prices {
             capacity_type_bits: Vec::with_capacity(pool.instance_types.len()),
             capacity_types: Vec::new(),
         };
+        let filter = crate::capacity::OfferingFilter::of(&offering_reqs);
         for it in &pool.instance_types {
             offers
                 .price
                 .push(it.cheapest_offering(&offering_reqs).map(|o| o.price));
             let mut bits = 0u64;
             for o in &it.offerings {
-                if o.available && o.compatible(&offering_reqs) {
+                if o.available && filter.admits(o) {
                     let known = offers
                         .capacity_types
                         .iter()
