@@ -220,7 +220,9 @@ pub fn lower_bound(pods: &[&PodInfo], candidates: &[Candidate]) -> Result<f64, B
             v
         })
         .collect();
-    let mut by_reservation: BTreeMap<&str, (Vec<(microlp::Variable, f64)>, i64)> = BTreeMap::new();
+    // Per reservation id: its variables (each counting one instance) and its room.
+    type Room = (Vec<(microlp::Variable, f64)>, i64);
+    let mut by_reservation: BTreeMap<&str, Room> = BTreeMap::new();
     for t in 0..types.len() {
         let first = usize::from(prices[t].is_some());
         for (k, (id, _, room)) in reserved[t].iter().enumerate() {
