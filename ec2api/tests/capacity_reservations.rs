@@ -1,13 +1,16 @@
 //! DescribeCapacityReservations through the real aws-sdk-ec2 client and deserializer, answered by
-//! the SDK's own replay HTTP client with responses in the shape the EC2 API reference documents
+//! a loopback HTTP server that plays back responses in the shape the EC2 API reference documents
 //! (moto does not serve this call): every page is read, each field lands where
-//! [`ec2api::CapacityReservationInfo`] says, and the request carries the filters given.
+//! [`ec2api::CapacityReservationInfo`] says, and the request carries the filters given. (The
+//! SDK's own replay client would do, but its `test-util` feature turns on serde_json's
+//! `preserve_order` for the whole workspace's test build.)
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
-use aws_smithy_http_client::test_util::{ReplayEvent, StaticReplayClient};
-use aws_smithy_types::body::SdkBody;
 use ec2api::{CapacityReservationQuery, Ec2, Filter, SdkEc2};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
 
 /// One `DescribeCapacityReservationsResponse` page holding `items`, then `next` if given.
 fn page(items: &str, next: Option<&str>) -> String {
@@ -76,49 +79,102 @@ const BLOCK: &str = r#"
             <capacityBlockId>cb-0123456789abcdef0</capacityBlockId>
         </item>"#;
 
-fn event(body: String) -> ReplayEvent {
-    let request = http::Request::builder()
-        .uri("https://ec2.us-west-2.amazonaws.com/")
-        .body(SdkBody::empty())
-        .expect("request");
-    let response = http::Response::builder()
-        .status(200)
-        .header("content-type", "text/xml;charset=UTF-8")
-        .body(SdkBody::from(body))
-        .expect("response");
-    ReplayEvent::new(request, response)
+/// A loopback EC2 endpoint that answers each request with the next recorded `(status, body)`
+/// and keeps every request's body.
+struct Recorded {
+    url: String,
+    bodies: Arc<Mutex<Vec<String>>>,
 }
 
-async fn client(replay: &StaticReplayClient) -> SdkEc2 {
-    let config = ec2api::loader(None)
-        .await
-        .http_client(replay.clone())
-        .region(aws_config::Region::new("us-west-2"))
-        .credentials_provider(aws_sdk_ec2::config::Credentials::for_tests())
-        .load()
-        .await;
-    SdkEc2::new(&config)
+impl Recorded {
+    async fn start(responses: Vec<(u16, String)>) -> Recorded {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&bodies);
+        let responses = Arc::new(Mutex::new(responses.into_iter()));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (seen, responses) = (Arc::clone(&seen), Arc::clone(&responses));
+                tokio::spawn(async move {
+                    let (read, mut write) = stream.into_split();
+                    let mut read = BufReader::new(read);
+                    loop {
+                        let mut length = 0usize;
+                        let mut line = String::new();
+                        loop {
+                            line.clear();
+                            if read.read_line(&mut line).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                            let lower = line.to_ascii_lowercase();
+                            if let Some(v) = lower.strip_prefix("content-length:") {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        let mut body = vec![0u8; length];
+                        if read.read_exact(&mut body).await.is_err() {
+                            return;
+                        }
+                        seen.lock()
+                            .expect("bodies")
+                            .push(String::from_utf8_lossy(&body).into_owned());
+                        let next = responses.lock().expect("responses").next();
+                        let (status, text) = next.unwrap_or((500, "no more responses".into()));
+                        let head = format!(
+                            "HTTP/1.1 {status} Recorded\r\ncontent-type: text/xml;charset=UTF-8\r\n\
+                             content-length: {}\r\n\r\n",
+                            text.len()
+                        );
+                        if write.write_all(head.as_bytes()).await.is_err()
+                            || write.write_all(text.as_bytes()).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Recorded { url, bodies }
+    }
+
+    /// The SDK's client of this endpoint.
+    async fn client(&self) -> SdkEc2 {
+        let config = ec2api::loader(Some(&self.url))
+            .await
+            .region(aws_config::Region::new("us-west-2"))
+            .credentials_provider(aws_sdk_ec2::config::Credentials::for_tests())
+            .load()
+            .await;
+        SdkEc2::new(&config)
+    }
+
+    /// The form fields of each request the SDK sent (EC2's query protocol posts a form body).
+    fn sent(&self) -> Vec<BTreeMap<String, String>> {
+        self.bodies
+            .lock()
+            .expect("bodies")
+            .iter()
+            .map(|b| form_urlencoded::parse(b.as_bytes()).into_owned().collect())
+            .collect()
+    }
 }
 
-/// The form fields of each request the SDK sent (EC2's query protocol posts a form body).
-fn sent(replay: &StaticReplayClient) -> Vec<BTreeMap<String, String>> {
-    replay
-        .actual_requests()
-        .map(|r| {
-            form_urlencoded::parse(r.body().bytes().unwrap_or_default())
-                .into_owned()
-                .collect()
-        })
-        .collect()
+fn ok(body: String) -> (u16, String) {
+    (200, body)
 }
 
 #[tokio::test]
 async fn capacity_reservations_are_read_from_every_page_with_the_filters_sent() {
-    let replay = StaticReplayClient::new(vec![
-        event(page(ODCR, Some("page-2-token"))),
-        event(page(BLOCK, None)),
-    ]);
-    let ec2 = client(&replay).await;
+    let replay = Recorded::start(vec![
+        ok(page(ODCR, Some("page-2-token"))),
+        ok(page(BLOCK, None)),
+    ])
+    .await;
+    let ec2 = replay.client().await;
     let found = ec2
         .describe_capacity_reservations(CapacityReservationQuery {
             ids: vec![],
@@ -157,7 +213,7 @@ async fn capacity_reservations_are_read_from_every_page_with_the_filters_sent() 
     );
     assert!(block.tags.is_empty());
 
-    let sent = sent(&replay);
+    let sent = replay.sent();
     assert_eq!(sent.len(), 2, "one request per page");
     let first = &sent[0];
     assert_eq!(first["Action"], "DescribeCapacityReservations");
@@ -181,8 +237,8 @@ async fn capacity_reservations_are_read_from_every_page_with_the_filters_sent() 
 
 #[tokio::test]
 async fn capacity_reservations_by_id_send_the_id_and_no_max_results() {
-    let replay = StaticReplayClient::new(vec![event(page(BLOCK, None))]);
-    let ec2 = client(&replay).await;
+    let replay = Recorded::start(vec![ok(page(BLOCK, None))]).await;
+    let ec2 = replay.client().await;
     let found = ec2
         .describe_capacity_reservations(CapacityReservationQuery {
             ids: vec!["cr-0fedcba9876543210".into()],
@@ -193,7 +249,7 @@ async fn capacity_reservations_by_id_send_the_id_and_no_max_results() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].instance_type, "p5.48xlarge");
 
-    let sent = sent(&replay);
+    let sent = replay.sent();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0]["Action"], "DescribeCapacityReservations");
     assert_eq!(sent[0]["CapacityReservationId.1"], "cr-0fedcba9876543210");
@@ -204,20 +260,14 @@ async fn capacity_reservations_by_id_send_the_id_and_no_max_results() {
 
 #[tokio::test]
 async fn an_unknown_reservation_id_is_a_not_found_error() {
-    let request = http::Request::builder()
-        .uri("https://ec2.us-west-2.amazonaws.com/")
-        .body(SdkBody::empty())
-        .expect("request");
-    let response = http::Response::builder()
-        .status(400)
-        .body(SdkBody::from(
-            r#"<?xml version="1.0" encoding="UTF-8"?>
+    let replay = Recorded::start(vec![(
+        400,
+        r#"<?xml version="1.0" encoding="UTF-8"?>
 <Response><Errors><Error><Code>InvalidCapacityReservationId.NotFound</Code><Message>The capacity reservation ID 'cr-0000000000000000a' does not exist</Message></Error></Errors><RequestID>0d9b8c11-6f3e-4b4e-a3b1-99f0e1c2d3e4</RequestID></Response>"#
-                .to_string(),
-        ))
-        .expect("response");
-    let replay = StaticReplayClient::new(vec![ReplayEvent::new(request, response)]);
-    let ec2 = client(&replay).await;
+            .to_string(),
+    )])
+    .await;
+    let ec2 = replay.client().await;
     let err = ec2
         .describe_capacity_reservations(CapacityReservationQuery {
             ids: vec!["cr-0000000000000000a".into()],

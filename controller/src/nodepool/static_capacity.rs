@@ -102,14 +102,16 @@ pub async fn reconcile(
     let listed = ctx.cloud.instance_types(&class).await?;
     // The pool's own instance types, its NodeOverlays applied as for every other NodeClaim.
     let listings: HashMap<String, listing::Listing> =
-        HashMap::from([(class_name.clone(), Ok(listed))]);
+        HashMap::from([(class_name.clone(), Ok(Arc::clone(&listed)))]);
     let pass = listing::pool_types(&snap, &listings);
     let types = pass
         .pools
         .iter()
         .find(|(p, _)| p.metadata.name == pool.metadata.name)
         .and_then(|(_, t)| t.as_ref().ok().cloned())
-        .unwrap_or_default();
+        // The provisioner's listing leaves static pools out (SkipReason::Static), so their
+        // NodeOverlays are not applied yet: the cloud's types as listed.
+        .unwrap_or(listed);
     let settings = plan::Settings {
         hash_versions: ctx.settings.hash_versions.clone(),
         ..plan::Settings::default()
