@@ -111,14 +111,12 @@ fn ended_or_inactive_reservations_are_not_selected_and_status_keeps_the_shape() 
     );
 }
 
-#[test]
-fn a_reservation_takes_as_many_new_nodeclaims_as_it_has_room_for() {
+/// The solver's input for `pods` (cpu millicores, memory MiB each) on gp.large/xlarge/4xlarge
+/// with `room` instances of gp.large reserved in zone a, in a pool that allows `capacity_types`.
+fn reserved_input(pods: usize, room: i64, capacity_types: &[&str]) -> crate::scheduling::solver::Input {
     use crate::capacity::catalog::with_reservations;
-    use crate::provisioning::plan::reserve;
-    use crate::scheduling::requirements::{Requirement, Requirements};
-    use crate::scheduling::resources::Resources;
-    use crate::scheduling::solver::NewClaim;
-    use crate::scheduling::testing::instance_type;
+    use crate::scheduling::requirements::Requirement;
+    use crate::scheduling::testing::{pod, pool, small_medium_large, well_known};
     use crds::labels::CAPACITY_TYPE_LABEL;
 
     let zones = ["test-zone-a".to_string(), "test-zone-b".to_string()].into();
@@ -126,50 +124,129 @@ fn a_reservation_takes_as_many_new_nodeclaims_as_it_has_room_for() {
         id: "cr-1".into(),
         instance_type: "gp.large".into(),
         zone: "test-zone-a".into(),
-        available: 3,
+        available: room,
         reservation_type: "default".into(),
     }];
-    let types = with_reservations(
-        vec![instance_type("gp.large", 2, 8, 0.10)],
-        &zones,
-        &reserved,
-        |_| Some(0.10),
+    let types = with_reservations(small_medium_large(), &zones, &reserved, |name| {
+        Some(match name {
+            "gp.large" => 0.10,
+            "gp.xlarge" => 0.20,
+            _ => 0.80,
+        })
+    });
+    let mut p = pool("default", types);
+    p.requirements
+        .add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types.iter().copied()));
+    crate::scheduling::solver::Input {
+        pods: (0..pods)
+            .map(|i| pod(&format!("p{i}"), 1500, 6 * 1024, serde_json::json!({})))
+            .collect(),
+        nodepools: vec![p],
+        well_known_labels: well_known(),
+        repack: true,
+        ..Default::default()
+    }
+}
+
+/// Each new NodeClaim's launch: its first instance type's cheapest offering that its
+/// requirements admit, as `type/capacity-type`.
+fn launches(out: &crate::scheduling::solver::Output) -> Vec<String> {
+    out.new_claims
+        .iter()
+        .map(|c| {
+            let t = &c.instance_types[0];
+            let o = t.cheapest_offering(&c.requirements).expect("an offering");
+            format!("{}/{}", t.name, o.capacity_type)
+        })
+        .collect()
+}
+
+#[test]
+fn a_reservation_takes_as_many_new_nodeclaims_as_it_has_room_for() {
+    use crate::scheduling::solver::solve;
+
+    let offering_price = with_reserved_price();
+    assert!((offering_price - 0.10 / RESERVED_PRICE_DIVISOR).abs() < 1e-15);
+    // Five pods that each need a gp.large of their own: three take the reservation, and the
+    // other two launch on-demand (the re-pack may put them on one gp.xlarge, at the same price).
+    let out = solve(&reserved_input(5, 3, &["reserved", "on-demand"]));
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let launched = launches(&out);
+    let reserved = launched.iter().filter(|l| *l == "gp.large/reserved").count();
+    assert_eq!(reserved, 3, "{launched:?}");
+    assert!(
+        launched
+            .iter()
+            .filter(|l| *l != "gp.large/reserved")
+            .all(|l| l.ends_with("/on-demand")),
+        "{launched:?}"
     );
-    let offering = types[0]
+    let placed: usize = out.new_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 5);
+    // The NodeClaims beyond the reservation's room do not list `reserved` at all.
+    let without: Vec<bool> = out
+        .new_claims
+        .iter()
+        .map(|c| {
+            c.requirements
+                .get(crds::labels::CAPACITY_TYPE_LABEL)
+                .is_some_and(|r| r.has("reserved"))
+        })
+        .collect();
+    assert_eq!(without.iter().filter(|r| **r).count(), 3, "{without:?}");
+}
+
+#[test]
+fn reserved_capacity_never_makes_the_fleet_dearer_than_without_it() {
+    use crate::scheduling::solver::solve;
+
+    // Sixteen pods pack onto gp.4xlarge nodes without reservations. With two gp.large reserved,
+    // the re-pack must not split them onto near-free gp.large nodes far beyond the two the
+    // reservation holds (the defect this guards: every such node beyond the room launched
+    // on-demand, a fleet 40% dearer).
+    let cost = |room: i64| {
+        let out = solve(&reserved_input(16, room, &["reserved", "on-demand"]));
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let launched = launches(&out);
+        let reserved = launched.iter().filter(|l| l.ends_with("/reserved")).count();
+        let dollars: f64 = out
+            .new_claims
+            .iter()
+            .map(|c| {
+                c.instance_types[0]
+                    .cheapest_offering(&c.requirements)
+                    .expect("an offering")
+                    .price
+            })
+            .sum();
+        (reserved, dollars, out.new_claims.len())
+    };
+    let (none_reserved, without, _) = cost(0);
+    let (reserved, with, claims) = cost(2);
+    assert_eq!(none_reserved, 0);
+    assert!(reserved <= 2, "{reserved} reserved NodeClaims for a room of 2");
+    assert!(with <= without + 1e-9, "${with}/h with the reservation, ${without}/h without");
+    assert!(claims <= 8, "{claims} NodeClaims for 16 pods");
+}
+
+#[test]
+fn a_reserved_only_nodepool_leaves_pods_pending_once_its_reservations_are_full() {
+    use crate::scheduling::solver::{RESERVATIONS_FULL, solve};
+
+    let out = solve(&reserved_input(5, 3, &["reserved"]));
+    assert_eq!(launches(&out), ["gp.large/reserved"; 3]);
+    assert_eq!(out.errors.len(), 2);
+    for e in &out.errors {
+        assert!(e.to_string().contains(RESERVATIONS_FULL), "{e}");
+    }
+}
+
+/// The price of gp.large's reserved offering.
+fn with_reserved_price() -> f64 {
+    reserved_input(1, 3, &["reserved"]).nodepools[0].instance_types[0]
         .offerings
         .iter()
         .find(|o| o.reservation_id.is_some())
-        .expect("reserved offering");
-    assert_eq!(offering.capacity_type, "reserved");
-    assert!((offering.price - 0.10 / RESERVED_PRICE_DIVISOR).abs() < 1e-15);
-    let mut reqs = Requirements::new();
-    reqs.add(Requirement::is_in(
-        CAPACITY_TYPE_LABEL,
-        ["reserved", "on-demand"],
-    ));
-    let claim = NewClaim {
-        nodepool: "default".into(),
-        requirements: reqs,
-        instance_types: types.clone(),
-        fitting: types,
-        requests: Resources::default(),
-        pods: Vec::new(),
-        min_values_relaxed: false,
-    };
-    let mut claims = vec![claim; 5];
-    let listed = claims[0].instance_types.clone();
-    reserve(&mut claims, &listed);
-    let capacity_types: Vec<String> = claims
-        .iter()
-        .map(|c| {
-            c.instance_types[0]
-                .cheapest_offering(&c.requirements)
-                .map(|o| o.capacity_type.clone())
-                .unwrap_or_default()
-        })
-        .collect();
-    assert_eq!(
-        capacity_types,
-        ["reserved", "reserved", "reserved", "on-demand", "on-demand"]
-    );
+        .expect("reserved offering")
+        .price
 }

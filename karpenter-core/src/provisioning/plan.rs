@@ -9,19 +9,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crds::labels::{
-    CAPACITY_TYPE_LABEL, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, WELL_KNOWN_LABELS,
-};
+use crds::labels::WELL_KNOWN_LABELS;
 use crds::{NodeClaim, NodePool};
 
 use super::listing;
 use super::template::{self, SkipReason};
-use crate::capacity::InstanceType;
 use crate::capacity::index::TypeIndex;
 use crate::lifecycle::drift::HashVersions;
 use crate::scheduling::choices::MinValuesPolicy;
 use crate::scheduling::pod::{PodInfo, PodKey};
-use crate::scheduling::requirements::Requirement;
 use crate::scheduling::resources::Resources;
 use crate::scheduling::solver::{self, Input, LIMIT_NODES, NewClaim, within_limits};
 use crate::scheduling::volumes::VolumeIndex;
@@ -214,8 +210,7 @@ pub fn prepare(
 /// tens of thousands of pods, so async callers run it off their runtime.
 pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Settings) -> Plan {
     let prepared = prepare(snap, listings, settings);
-    let mut output = solver::solve(&prepared.input);
-    reserve(&mut output.new_claims, prepared.types.listed());
+    let output = solver::solve(&prepared.input);
     let nodes: HashSet<&str> = snap
         .nodes
         .iter()
@@ -260,60 +255,6 @@ pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Set
         failures,
         skipped: prepared.skipped,
         types: prepared.types,
-    }
-}
-
-/// Capacity reservations shared out among new NodeClaims, in the solver's order (upstream's
-/// `ReservationManager`): a NodeClaim whose cheapest offering is a reservation with room takes
-/// one instance of it; once a reservation is full, the NodeClaims that would have used it
-/// launch as their other capacity types (their `karpenter.sh/capacity-type` requirement loses
-/// `reserved`). A reservation's room is the most any of its offerings in `types` (every type
-/// listed for the pass) reports. In-flight
-/// NodeClaims not launched yet are not counted against it: a launch that finds it full falls
-/// back to on-demand.
-pub fn reserve<'a>(
-    claims: &mut [NewClaim],
-    types: impl IntoIterator<Item = &'a Arc<InstanceType>>,
-) {
-    let mut room: HashMap<String, i64> = HashMap::new();
-    for t in types {
-        for o in &t.offerings {
-            if let Some(id) = &o.reservation_id {
-                let r = room.entry(id.clone()).or_insert(0);
-                *r = (*r).max(o.reservation_capacity);
-            }
-        }
-    }
-    if room.is_empty() {
-        return;
-    }
-    for c in claims.iter_mut() {
-        let best = c
-            .instance_types
-            .iter()
-            .filter_map(|t| t.cheapest_offering(&c.requirements))
-            .min_by(|a, b| a.price.total_cmp(&b.price));
-        let Some(id) = best.and_then(|o| o.reservation_id.clone()) else {
-            continue;
-        };
-        match room.get_mut(&id) {
-            Some(left) if *left > 0 => *left -= 1,
-            _ => {
-                let others: Vec<String> = c
-                    .requirements
-                    .get(CAPACITY_TYPE_LABEL)
-                    .and_then(|r| r.values())
-                    .map(|v| {
-                        v.iter()
-                            .filter(|ct| *ct != CAPACITY_TYPE_RESERVED)
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_else(|| vec![CAPACITY_TYPE_ON_DEMAND.into()]);
-                c.requirements
-                    .add(Requirement::is_in(CAPACITY_TYPE_LABEL, others));
-            }
-        }
     }
 }
 

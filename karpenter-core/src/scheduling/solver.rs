@@ -22,7 +22,7 @@ use super::requirements::{Incompatible, Requirement, Requirements};
 use super::resources::{Resources, format_quantity};
 use super::taints::{taint_string, untolerated};
 use super::topology::{Mode, PodRef, Target, Topology, TopologyError, Universe};
-use crate::capacity::InstanceType;
+use crate::capacity::{InstanceType, Offering};
 use crds::labels::{CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
 
 /// Why a pod fails when no NodePool is ready (a verdict that may change once one is).
@@ -352,9 +352,8 @@ pub fn solve(input: &Input) -> Output {
         out: Output::default(),
     };
     solver.run();
-    let mut prices = Prices::default();
     if input.repack {
-        solver.repack(&mut prices);
+        solver.repack(&mut Prices::new(ReservedPricing::Repack));
     }
     let Solver {
         claims,
@@ -362,10 +361,31 @@ pub fn solve(input: &Input) -> Output {
         mut out,
         ..
     } = solver;
-    out.new_claims = claims
-        .into_iter()
-        .map(|c| finish(c, &pools, &input.pods, &mut prices))
-        .collect();
+    let mut ledger = Ledger::of(&pools);
+    let mut prices = Prices::new(ReservedPricing::Launch);
+    for (id, room) in &ledger.0 {
+        if *room <= 0 {
+            prices.mark_full(id);
+        }
+    }
+    for c in claims {
+        match finish(c, &pools, &input.pods, &mut prices) {
+            Ok(claim) => {
+                let taken = claim
+                    .instance_types
+                    .first()
+                    .and_then(|t| prices.launch_offering(t, &claim.requirements))
+                    .and_then(|o| o.reservation_id.clone());
+                if let Some(id) = taken
+                    && ledger.take(&id)
+                {
+                    prices.mark_full(&id);
+                }
+                out.new_claims.push(claim);
+            }
+            Err(errors) => out.errors.extend(errors),
+        }
+    }
     out
 }
 
@@ -1230,12 +1250,70 @@ struct Offers {
     capacity_types: Vec<String>,
 }
 
+/// How [`Prices`] counts `reserved` offerings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReservedPricing {
+    /// As launched: a reserved offering is priced at its reservation's price while the
+    /// [`Ledger`] has room in it, and left out once it is full.
+    Launch,
+    /// For the cost re-pack, which does not count how many NodeClaims take a reservation: a
+    /// type is priced by its other offerings, and by its reserved ones only when it has no
+    /// other. Without this, near-free reserved types would be packed into as many NodeClaims
+    /// as the pods fill, far beyond the reservations' room.
+    Repack,
+}
+
 /// [`Offers`] per pool and the requirements offerings depend on (zone and capacity type); many
 /// claims share these.
-#[derive(Default)]
-struct Prices(HashMap<(usize, Option<Requirement>, Option<Requirement>), Rc<Offers>>);
+struct Prices {
+    cache: HashMap<(usize, Option<Requirement>, Option<Requirement>), Rc<Offers>>,
+    reserved: ReservedPricing,
+    /// Reservations with no room left: their offerings are left out.
+    full: HashSet<String>,
+}
 
 impl Prices {
+    fn new(reserved: ReservedPricing) -> Prices {
+        Prices {
+            cache: HashMap::new(),
+            reserved,
+            full: HashSet::new(),
+        }
+    }
+
+    /// Leave reservation `id`'s offerings out from now on.
+    fn mark_full(&mut self, id: &str) {
+        if self.full.insert(id.to_string()) {
+            self.cache.clear();
+        }
+    }
+
+    /// The offering a NodeClaim of these requirements launches `t` as: its cheapest available
+    /// compatible offering that counts ([`Prices::counts`]).
+    fn launch_offering<'t>(&self, t: &'t InstanceType, reqs: &Requirements) -> Option<&'t Offering> {
+        let filter = crate::capacity::OfferingFilter::of(reqs);
+        let admitted: Vec<&Offering> = t
+            .offerings
+            .iter()
+            .filter(|o| o.available && filter.admits(o))
+            .collect();
+        let unreserved = admitted.iter().any(|o| o.reservation_id.is_none());
+        admitted
+            .into_iter()
+            .filter(|o| self.counts(o, unreserved))
+            .min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+
+    /// Whether an admitted offering counts for its type's price and capacity types, given the
+    /// type's admitted offerings.
+    fn counts(&self, o: &Offering, others_admitted: bool) -> bool {
+        match (&o.reservation_id, self.reserved) {
+            (None, _) => true,
+            (Some(id), ReservedPricing::Launch) => !self.full.contains(id),
+            (Some(_), ReservedPricing::Repack) => !others_admitted,
+        }
+    }
+
     fn get(
         &mut self,
         pool_index: usize,
@@ -1245,7 +1323,7 @@ impl Prices {
         let zone = reqs.get(TOPOLOGY_ZONE_LABEL).cloned();
         let capacity_type = reqs.get(CAPACITY_TYPE_LABEL).cloned();
         let key = (pool_index, zone, capacity_type);
-        if let Some(p) = self.0.get(&key) {
+        if let Some(p) = self.cache.get(&key) {
             return Rc::clone(p);
         }
         let mut offering_reqs = Requirements::new();
@@ -1259,28 +1337,73 @@ impl Prices {
         };
         let filter = crate::capacity::OfferingFilter::of(&offering_reqs);
         for it in &pool.instance_types {
-            offers
-                .price
-                .push(it.cheapest_offering(&offering_reqs).map(|o| o.price));
+            let admitted = |o: &&Offering| o.available && filter.admits(o);
+            let unreserved = it
+                .offerings
+                .iter()
+                .filter(admitted)
+                .any(|o| o.reservation_id.is_none());
+            let mut price: Option<f64> = None;
             let mut bits = 0u64;
-            for o in &it.offerings {
-                if o.available && filter.admits(o) {
-                    let known = offers
-                        .capacity_types
-                        .iter()
-                        .position(|c| *c == o.capacity_type);
-                    let bit = known.unwrap_or_else(|| {
-                        offers.capacity_types.push(o.capacity_type.clone());
-                        offers.capacity_types.len() - 1
-                    });
-                    bits |= 1 << bit.min(63);
+            for o in it.offerings.iter().filter(admitted) {
+                if !self.counts(o, unreserved) {
+                    continue;
                 }
+                price = Some(price.map_or(o.price, |p| p.min(o.price)));
+                let known = offers
+                    .capacity_types
+                    .iter()
+                    .position(|c| *c == o.capacity_type);
+                let bit = known.unwrap_or_else(|| {
+                    offers.capacity_types.push(o.capacity_type.clone());
+                    offers.capacity_types.len() - 1
+                });
+                bits |= 1 << bit.min(63);
             }
+            offers.price.push(price);
             offers.capacity_type_bits.push(bits);
         }
         let offers = Rc::new(offers);
-        self.0.insert(key, Rc::clone(&offers));
+        self.cache.insert(key, Rc::clone(&offers));
         offers
+    }
+}
+
+/// Room left in each capacity reservation while new NodeClaims are priced in order (upstream's
+/// `ReservationManager`): a NodeClaim whose first instance type launches cheapest into a
+/// reservation takes one instance of it; a full reservation's offerings are left out of the
+/// NodeClaims after it, so they list and launch as their other capacity types. A
+/// reservation's room is the most any of its offerings reports (the cloud's
+/// `AvailableInstanceCount`); in-flight NodeClaims not launched yet are not counted against
+/// it, and a launch that finds it full falls back as the cloud provider decides.
+#[derive(Default)]
+struct Ledger(HashMap<String, i64>);
+
+impl Ledger {
+    fn of(pools: &[Pool]) -> Ledger {
+        let mut room: HashMap<String, i64> = HashMap::new();
+        for p in pools {
+            for t in &p.t.instance_types {
+                for o in &t.offerings {
+                    if let Some(id) = &o.reservation_id {
+                        let r = room.entry(id.clone()).or_insert(0);
+                        *r = (*r).max(o.reservation_capacity);
+                    }
+                }
+            }
+        }
+        Ledger(room)
+    }
+
+    /// Take one instance of reservation `id`; true when that leaves it full.
+    fn take(&mut self, id: &str) -> bool {
+        match self.0.get_mut(id) {
+            Some(left) => {
+                *left -= 1;
+                *left <= 0
+            }
+            None => true,
+        }
     }
 }
 
@@ -1365,14 +1488,41 @@ fn accepted_options(
         .collect()
 }
 
+/// Why an open claim's pods stay pending when every option it had launches only into capacity
+/// reservations that earlier NodeClaims of the pass filled.
+pub const RESERVATIONS_FULL: &str =
+    "its instance types launch only into capacity reservations that are full";
+
 /// The [`NewClaim`] for an open claim: its options priced for its requirements, sorted cheapest
 /// first (ties by name), narrowed to the ones a user would accept ([`choices::accepted`]); its
-/// capacity-type requirement lists what those options offer.
-fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Prices) -> NewClaim {
+/// capacity-type requirement lists what those options offer. Errors, one per pod, when no
+/// option is left to launch: they could launch only into reservations now full
+/// ([`RESERVATIONS_FULL`]).
+fn finish(
+    claim: OpenClaim,
+    pools: &[Pool],
+    pods: &[PodInfo],
+    prices: &mut Prices,
+) -> Result<NewClaim, Vec<PodError>> {
     let pool = pools[claim.pool].t;
     let offers = prices.get(claim.pool, pool, &claim.requirements);
     let sorted = priced_options(pool, &offers, &claim.options);
     let kept = accepted_options(pool, &claim.requirements, sorted.iter().copied());
+    if kept.is_empty() {
+        let rejection = || Rejection::NoInstanceType {
+            requests: claim.requests.clone(),
+            requirements: claim.requirements.to_string(),
+            detail: RESERVATIONS_FULL,
+        };
+        return Err(claim
+            .pods
+            .iter()
+            .map(|&i| PodError {
+                pod: pods[i].key.clone(),
+                rejections: vec![(pool.name.clone(), rejection())],
+            })
+            .collect());
+    }
     let fitting: Vec<Arc<InstanceType>> = sorted
         .iter()
         .map(|&i| Arc::clone(&pool.instance_types[i]))
@@ -1403,7 +1553,7 @@ fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Price
     );
     it_req.min_values = min_values;
     requirements.add(it_req);
-    NewClaim {
+    Ok(NewClaim {
         nodepool: pool.name.clone(),
         requirements,
         instance_types,
@@ -1411,5 +1561,5 @@ fn finish(claim: OpenClaim, pools: &[Pool], pods: &[PodInfo], prices: &mut Price
         requests: claim.requests,
         pods: claim.pods.iter().map(|&i| pods[i].key.clone()).collect(),
         min_values_relaxed: claim.min_values_relaxed,
-    }
+    })
 }
