@@ -520,7 +520,11 @@ pub const SETTINGS: &[SettingSupport] = &[
     ),
     setting(
         "CLUSTER_ENDPOINT",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::al2023_user_data_is_a_nodeconfig_with_the_cluster",
+        "controller/src/cloudprovider/aws/cluster.rs::settings_win_and_describe_cluster_fills_in_the_rest",
+    ),
+    setting(
+        "CLUSTER_CA_BUNDLE",
+        "controller/src/cloudprovider/aws/cluster.rs::settings_win_and_describe_cluster_fills_in_the_rest",
     ),
     setting(
         "INTERRUPTION_QUEUE",

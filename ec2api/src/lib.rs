@@ -427,8 +427,10 @@ pub struct ClusterNetwork {
     pub service_ipv6_cidr: Option<String>,
     /// `ipFamily`: `ipv4` or `ipv6`.
     pub ip_family: Option<String>,
-    /// The API server endpoint.
+    /// The API server endpoint, e.g. `https://ABCD.gr7.us-east-1.eks.amazonaws.com`.
     pub endpoint: Option<String>,
+    /// `certificateAuthority.data`: the cluster CA bundle, base64 of PEM.
+    pub ca_bundle: Option<String>,
 }
 
 /// The EC2 and SSM calls the provider makes.
@@ -807,6 +809,10 @@ impl Ec2 for SdkEc2 {
                 .and_then(|n| n.ip_family())
                 .map(|f| f.as_str().to_string()),
             endpoint: cluster.and_then(|c| c.endpoint()).map(str::to_string),
+            ca_bundle: cluster
+                .and_then(|c| c.certificate_authority())
+                .and_then(|a| a.data())
+                .map(str::to_string),
         })
     }
 

@@ -110,6 +110,8 @@ pub async fn run(
         Ok(v) => cloud::minor_version(&v.git_version),
         Err(e) => return Err(format!("reading the cluster's version: {e}")),
     };
+    let mut api_server = api_server;
+    api_server.kube_dns_ip = kube_dns_ip(&client).await;
     let clock = Arc::new(SystemClock);
     let cloud = cloud::build(
         &args.cloud,
@@ -167,4 +169,36 @@ pub async fn run(
     let _ = stop_tx.send(true);
     while servers.join_next().await.is_some() {}
     Ok(code)
+}
+
+/// The `kube-dns` Service's cluster IP in `kube-system` (upstream `operator.KubeDNSIP`): the
+/// cluster DNS address nodes get. `None`, logged, when the Service is missing, has no cluster
+/// IP or cannot be read: nodes then get the address the service CIDR implies.
+async fn kube_dns_ip(client: &kube::Client) -> Option<String> {
+    use k8s_openapi::api::core::v1::Service;
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "kube-system");
+    match services.get_opt("kube-dns").await {
+        Ok(Some(svc)) => {
+            let ip = svc
+                .spec
+                .and_then(|s| s.cluster_ip)
+                .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok());
+            if ip.is_none() {
+                tracing::warn!(
+                    "the kube-dns Service has no cluster IP; nodes get the DNS address the service CIDR implies"
+                );
+            }
+            ip
+        }
+        Ok(None) => {
+            tracing::info!(
+                "no kube-dns Service in kube-system; nodes get the DNS address the service CIDR implies"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the kube-dns Service; nodes get the DNS address the service CIDR implies");
+            None
+        }
+    }
 }

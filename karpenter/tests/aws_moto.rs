@@ -634,10 +634,13 @@ async fn concurrent_instance_type_requests_share_one_fetch_and_expired_data_serv
 /// Cluster discovery (issue 35): the service CIDR comes from EKS DescribeCluster, never a guess.
 /// moto's default cluster gives nodes of every family the cluster DNS `172.20.0.10` (AL2023's
 /// NodeConfig by its `cidr`, read back from the launched instance); a custom CIDR and an IPv6
-/// cluster are followed; without a cluster an AL2023 node class is not valid and says why.
+/// cluster are followed; the endpoint and CA bundle come from EKS when no setting gives them;
+/// without a cluster an AL2023 node class is not valid, and the start-up discovery says what to
+/// set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_discovery_gives_nodes_the_clusters_dns_or_says_what_is_missing() {
     use aws_sdk_eks::types::{IpFamily, KubernetesNetworkConfigRequest};
+    use controller::cloudprovider::aws::cluster::{Given, discover};
     use controller::cloudprovider::aws::launchtemplate::user_data;
     use crds::ec2nodeclass::AmiFamily;
     let moto = Moto::start();
@@ -681,14 +684,44 @@ async fn cluster_discovery_gives_nodes_the_clusters_dns_or_says_what_is_missing(
     let (cloud, _) = moto.cloud_of("six", Arc::new(SystemClock)).await;
     match cloud.resolve_service_cidr().await {
         // moto 5.2.1 echoes the request, which names no IPv6 range (EKS assigns one): the
-        // provider says so rather than guessing.
+        // provider says so rather than guessing, and still knows the family.
         Err(why) => assert!(why.contains("reports no service CIDR"), "{why}"),
-        Ok(cidr) => {
-            assert!(cloud.cluster().ipv6(), "{cidr}");
-            let ud = user_data(AmiFamily::Al2, &cloud.cluster(), &nc, &BTreeMap::new(), &[]);
-            assert!(ud.contains("--ip-family ipv6"), "{ud}");
-        }
+        Ok(cidr) => assert!(cidr.contains(':'), "{cidr}"),
     }
+    assert!(cloud.cluster().ipv6());
+    // Discovery at start: EKS's endpoint and CA bundle when the settings give none, and the
+    // IPv6 family; with the kube-dns Service's address (as `karpenter run` reads it), AL2
+    // nodes get IPv6 settings and that DNS address, Bottlerocket the same address.
+    let given = Given {
+        kube_dns_ip: Some("fd7e:4c2a:1b::a".into()),
+        ..Given::default()
+    };
+    let six = discover(cloud.ec2().as_ref(), "six", given)
+        .await
+        .expect("discovered");
+    assert!(six.endpoint.starts_with("https://"), "{six:?}");
+    assert!(!six.ca_bundle.is_empty(), "{six:?}");
+    assert!(six.ipv6(), "{six:?}");
+    let al2 = user_data(AmiFamily::Al2, &six, &nc, &BTreeMap::new(), &[]);
+    assert!(
+        al2.contains("--dns-cluster-ip 'fd7e:4c2a:1b::a'") && al2.contains("--ip-family ipv6"),
+        "{al2}"
+    );
+    let br = user_data(AmiFamily::Bottlerocket, &six, &nc, &BTreeMap::new(), &[]);
+    assert!(br.contains("cluster-dns-ip = \"fd7e:4c2a:1b::a\""), "{br}");
+    let default = discover(cloud.ec2().as_ref(), CLUSTER, Given::default())
+        .await
+        .expect("discovered");
+    assert_eq!(default.service_cidr.as_deref(), Some("172.20.0.0/16"));
+    assert!(!default.ipv6());
+    // Neither CLUSTER_ENDPOINT nor a cluster: the start-up error says what to set.
+    let err = discover(cloud.ec2().as_ref(), "absent", Given::default())
+        .await
+        .expect_err("no endpoint");
+    assert!(
+        err.contains("CLUSTER_ENDPOINT") && err.contains("\"absent\""),
+        "{err}"
+    );
     // No such cluster: an AL2023 node class is not valid, and the message says what to fix.
     let (cloud, _) = moto.cloud_of("absent", Arc::new(SystemClock)).await;
     let r = cloud.resolve_node_class(&node_class(CLUSTER)).await;

@@ -35,9 +35,15 @@ pub struct CloudOptions {
         default_value = "us-east-1"
     )]
     pub region: String,
-    /// API server URL written into nodes' user data (default: the URL the controller uses).
+    /// API server URL written into nodes' user data. Default: with `--cloud-provider aws`, the
+    /// endpoint EKS DescribeCluster reports for `CLUSTER_NAME` (upstream's discovery; a start-up
+    /// error when it cannot be read); in the sandbox, the sandbox's own URL.
     #[arg(long, env = "CLUSTER_ENDPOINT", value_name = "URL")]
     pub cluster_endpoint: Option<String>,
+    /// The cluster's CA bundle (base64 of PEM) written into nodes' user data. Default: the CA
+    /// the controller's own connection trusts, else the one EKS DescribeCluster reports.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", value_name = "BASE64")]
+    pub cluster_ca_bundle: Option<String>,
     /// ENIs kept out of the VPC CNI's pod addressing when sizing ENI-limited max pods
     /// (upstream's `RESERVED_ENIS`; default 0).
     #[arg(long, env = "RESERVED_ENIS", value_name = "COUNT", default_value_t = 0)]
@@ -127,14 +133,22 @@ pub struct Cloud {
     pub aws: Option<Arc<crate::cloudprovider::aws::AwsCloud>>,
 }
 
-/// The API server nodes join: its URL (used when `--cluster-endpoint` does not set one) and CA
-/// bundle (base64 of PEM; empty for the sandbox's plain HTTP).
+/// The API server as the controller reaches it: its URL and CA bundle (base64 of PEM; empty
+/// for the sandbox's plain HTTP), whether nodes join that same URL, and the cluster DNS address
+/// it serves.
 #[derive(Clone, Debug, Default)]
 pub struct ApiServer {
     /// The API server URL of the client configuration, e.g. `https://10.0.0.1:6443`.
     pub endpoint: String,
     /// CA bundle, base64 of PEM.
     pub ca_bundle: String,
+    /// Whether nodes join [`ApiServer::endpoint`] as it is (the sandbox, whose kubelets use
+    /// its URL). A kube client's URL inside a pod is the `kubernetes` Service's address,
+    /// which an instance cannot reach, so `karpenter run` discovers the endpoint instead.
+    pub joinable: bool,
+    /// The `kube-dns` Service's cluster IP in `kube-system`, if there is one (upstream
+    /// `operator.KubeDNSIP`): the cluster DNS address nodes get.
+    pub kube_dns_ip: Option<String>,
 }
 
 impl ApiServer {
@@ -158,6 +172,8 @@ impl ApiServer {
             })
             .collect();
         ApiServer {
+            joinable: false,
+            kube_dns_ip: None,
             endpoint: config.cluster_url.to_string(),
             ca_bundle: if pem.is_empty() {
                 String::new()
@@ -223,22 +239,26 @@ async fn build_aws(
         .region()
         .map(|r| r.to_string())
         .ok_or("no AWS region: set AWS_REGION (or a profile's region)")?;
+    let ec2: Arc<dyn ec2api::Ec2> = Arc::new(ec2api::SdkEc2::new(&config));
+    let given = aws::cluster::Given {
+        endpoint: opts
+            .cluster_endpoint
+            .clone()
+            .or_else(|| api_server.joinable.then(|| api_server.endpoint.clone())),
+        ca_bundle: opts.cluster_ca_bundle.clone(),
+        client_ca_bundle: api_server.ca_bundle.clone(),
+        kube_dns_ip: api_server.kube_dns_ip.clone(),
+    };
+    // The service CIDR, if this answer did not give it, is asked for when a node class first
+    // needs it.
+    let cluster = aws::cluster::discover(ec2.as_ref(), cluster_name, given).await?;
     let settings = AwsSettings {
         cluster_name: cluster_name.to_string(),
-        cluster: aws::launchtemplate::ClusterInfo {
-            name: cluster_name.to_string(),
-            endpoint: opts
-                .cluster_endpoint
-                .clone()
-                .unwrap_or_else(|| api_server.endpoint.clone()),
-            ca_bundle: api_server.ca_bundle.clone(),
-            // Discovered with EKS DescribeCluster when a node class first needs it.
-            service_cidr: None,
-        },
+        cluster,
         region,
         kubernetes_version: kubernetes_version.to_string(),
     };
-    let mut cloud = AwsCloud::new(Arc::new(ec2api::SdkEc2::new(&config)), settings, clock)
+    let mut cloud = AwsCloud::new(ec2, settings, clock)
         .map_err(|e| e.to_string())?
         .with_capacity_options(opts.capacity_options()?);
     if !opts.interruption_queue.is_empty() {

@@ -113,7 +113,11 @@ fn ended_or_inactive_reservations_are_not_selected_and_status_keeps_the_shape() 
 
 /// The solver's input for `pods` (cpu millicores, memory MiB each) on gp.large/xlarge/4xlarge
 /// with `room` instances of gp.large reserved in zone a, in a pool that allows `capacity_types`.
-fn reserved_input(pods: usize, room: i64, capacity_types: &[&str]) -> crate::scheduling::solver::Input {
+fn reserved_input(
+    pods: usize,
+    room: i64,
+    capacity_types: &[&str],
+) -> crate::scheduling::solver::Input {
     use crate::capacity::catalog::with_reservations;
     use crate::scheduling::requirements::Requirement;
     use crate::scheduling::testing::{pod, pool, small_medium_large, well_known};
@@ -135,8 +139,10 @@ fn reserved_input(pods: usize, room: i64, capacity_types: &[&str]) -> crate::sch
         })
     });
     let mut p = pool("default", types);
-    p.requirements
-        .add(Requirement::is_in(CAPACITY_TYPE_LABEL, capacity_types.iter().copied()));
+    p.requirements.add(Requirement::is_in(
+        CAPACITY_TYPE_LABEL,
+        capacity_types.iter().copied(),
+    ));
     crate::scheduling::solver::Input {
         pods: (0..pods)
             .map(|i| pod(&format!("p{i}"), 1500, 6 * 1024, serde_json::json!({})))
@@ -172,7 +178,10 @@ fn a_reservation_takes_as_many_new_nodeclaims_as_it_has_room_for() {
     let out = solve(&reserved_input(5, 3, &["reserved", "on-demand"]));
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     let launched = launches(&out);
-    let reserved = launched.iter().filter(|l| *l == "gp.large/reserved").count();
+    let reserved = launched
+        .iter()
+        .filter(|l| *l == "gp.large/reserved")
+        .count();
     assert_eq!(reserved, 3, "{launched:?}");
     assert!(
         launched
@@ -224,8 +233,14 @@ fn reserved_capacity_never_makes_the_fleet_dearer_than_without_it() {
     let (none_reserved, without, _) = cost(0);
     let (reserved, with, claims) = cost(2);
     assert_eq!(none_reserved, 0);
-    assert!(reserved <= 2, "{reserved} reserved NodeClaims for a room of 2");
-    assert!(with <= without + 1e-9, "${with}/h with the reservation, ${without}/h without");
+    assert!(
+        reserved <= 2,
+        "{reserved} reserved NodeClaims for a room of 2"
+    );
+    assert!(
+        with <= without + 1e-9,
+        "${with}/h with the reservation, ${without}/h without"
+    );
     assert!(claims <= 8, "{claims} NodeClaims for 16 pods");
 }
 

@@ -1290,7 +1290,11 @@ impl Prices {
 
     /// The offering a NodeClaim of these requirements launches `t` as: its cheapest available
     /// compatible offering that counts ([`Prices::counts`]).
-    fn launch_offering<'t>(&self, t: &'t InstanceType, reqs: &Requirements) -> Option<&'t Offering> {
+    fn launch_offering<'t>(
+        &self,
+        t: &'t InstanceType,
+        reqs: &Requirements,
+    ) -> Option<&'t Offering> {
         let filter = crate::capacity::OfferingFilter::of(reqs);
         let admitted: Vec<&Offering> = t
             .offerings

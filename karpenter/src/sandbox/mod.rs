@@ -420,6 +420,8 @@ pub async fn start_cluster(
             &cloud::ApiServer {
                 endpoint,
                 ca_bundle: String::new(),
+                joinable: true,
+                kube_dns_ip: None,
             },
             &cloud::minor_version(sandbox::server::KUBERNETES_VERSION),
             clock,

@@ -218,7 +218,7 @@ pub fn aws_settings(endpoint: String) -> AwsSettings {
             endpoint,
             ca_bundle: String::new(),
             // Discovered from moto's EKS (`Moto::seed_network` creates the cluster).
-            service_cidr: None,
+            ..ClusterInfo::default()
         },
         region: "us-east-1".into(),
         kubernetes_version: "1.32".into(),

@@ -33,7 +33,7 @@ pub const NAME_PREFIX: &str = "karpenter.k8s.aws/";
 const MIME_BOUNDARY: &str = "//";
 
 /// What the node's kubelet needs to join the cluster.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterInfo {
     /// The cluster's name (`CLUSTER_NAME`), as nodeadm, the AL2 bootstrap script and
     /// Bottlerocket's `cluster-name` setting expect it.
@@ -46,20 +46,32 @@ pub struct ClusterInfo {
     /// EKS DescribeCluster reports it; `None` until discovered (never guessed: an AL2023 node
     /// class is not Ready without it, as upstream's `ClusterCIDRResolutionFailed`).
     pub service_cidr: Option<String>,
+    /// The cluster's IP family as EKS DescribeCluster reports it (`kubernetesNetworkConfig.
+    /// ipFamily`: `ipv4` or `ipv6`); `None` until discovered.
+    pub ip_family: Option<String>,
+    /// The `kube-dns` Service's cluster IP in `kube-system`, as the controller read it at start
+    /// (upstream `operator.KubeDNSIP`); `None` when there is no such Service.
+    pub kube_dns_ip: Option<String>,
 }
 
 impl ClusterInfo {
-    /// Whether the cluster is IPv6 (its service CIDR is).
+    /// Whether the cluster is IPv6: DescribeCluster says so, or its kube-dns address or service
+    /// CIDR is IPv6 (upstream decides by the kube-dns address's family).
     pub fn ipv6(&self) -> bool {
-        self.service_cidr
-            .as_deref()
-            .is_some_and(|c| c.contains(':'))
+        self.ip_family.as_deref() == Some("ipv6")
+            || [&self.kube_dns_ip, &self.service_cidr]
+                .iter()
+                .any(|v| v.as_deref().is_some_and(|c| c.contains(':')))
     }
 
-    /// The cluster DNS address nodes use, from the service CIDR as EKS assigns it to kube-dns:
-    /// the tenth address (`172.20.0.10`), or `::a` in an IPv6 range (`fd30:1c53:5f8a::a`).
-    /// `None` without a service CIDR or when it does not parse.
+    /// The cluster DNS address nodes use: the kube-dns Service's cluster IP where it was read,
+    /// else the one the service CIDR implies as EKS assigns it to kube-dns: the tenth address
+    /// (`172.20.0.10`), or `::a` in an IPv6 range (`fd30:1c53:5f8a::a`). `None` with neither,
+    /// or when the CIDR does not parse.
     pub fn dns_ip(&self) -> Option<String> {
+        if let Some(ip) = &self.kube_dns_ip {
+            return Some(ip.clone());
+        }
         let cidr = self.service_cidr.as_deref()?;
         let (base, _) = cidr.split_once('/')?;
         match base.parse::<std::net::IpAddr>().ok()? {
@@ -94,11 +106,10 @@ fn al2_network_flags(
         let _ = write!(flags, " \\\n  --dns-cluster-ip '{dns}'");
     }
     if cluster.ipv6() {
-        let cidr = cluster.service_cidr.as_deref().unwrap_or_default();
-        let _ = write!(
-            flags,
-            " \\\n  --ip-family ipv6 --service-ipv6-cidr '{cidr}'"
-        );
+        flags.push_str(" \\\n  --ip-family ipv6");
+        if let Some(cidr) = cluster.service_cidr.as_deref().filter(|c| c.contains(':')) {
+            let _ = write!(flags, " --service-ipv6-cidr '{cidr}'");
+        }
     }
     if raid0 {
         flags.push_str(" \\\n  --local-disks raid0");
@@ -616,6 +627,7 @@ mod tests {
             endpoint: "https://127.0.0.1:6443".into(),
             ca_bundle: String::new(),
             service_cidr: Some("172.20.0.0/16".into()),
+            ..ClusterInfo::default()
         }
     }
 
@@ -669,6 +681,29 @@ mod tests {
             ..cluster()
         };
         assert!(!ud(AmiFamily::Al2, &unknown, &nc).contains("--dns-cluster-ip"));
+        // An IPv6 cluster known by DescribeCluster's ipFamily and its kube-dns Service, without
+        // a service CIDR: the kube-dns address and the IPv6 family, no empty CIDR flag.
+        let six = ClusterInfo {
+            service_cidr: None,
+            ip_family: Some("ipv6".into()),
+            kube_dns_ip: Some("fd7e:4c2a:1b::a".into()),
+            ..cluster()
+        };
+        let al2 = ud(AmiFamily::Al2, &six, &nc);
+        assert!(
+            al2.contains("--dns-cluster-ip 'fd7e:4c2a:1b::a' \\\n  --ip-family ipv6")
+                && !al2.contains("--service-ipv6-cidr"),
+            "{al2}"
+        );
+        assert!(
+            ud(AmiFamily::Bottlerocket, &six, &nc).contains("cluster-dns-ip = \"fd7e:4c2a:1b::a\"")
+        );
+        // The kube-dns Service's address wins over the one a CIDR implies.
+        let read = ClusterInfo {
+            kube_dns_ip: Some("172.20.0.53".into()),
+            ..cluster()
+        };
+        assert_eq!(read.dns_ip().as_deref(), Some("172.20.0.53"));
     }
 
     #[test]

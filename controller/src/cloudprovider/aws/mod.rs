@@ -31,6 +31,7 @@
 //!   NodeClaim is labelled with the reservation's id and type. An instance in a reservation
 //!   reports `reserved` until EC2 says the reservation ended.
 
+pub mod cluster;
 pub mod launchtemplate;
 pub mod nodeclass;
 #[cfg(test)]
@@ -122,6 +123,8 @@ struct State {
     reservations: HashMap<String, reservation::Described>,
     /// The cluster's service CIDR once EKS DescribeCluster gave it.
     service_cidr: Option<String>,
+    /// The cluster's IP family once EKS DescribeCluster gave it.
+    ip_family: Option<String>,
 }
 
 /// The AWS cloud provider.
@@ -164,8 +167,12 @@ impl AwsCloud {
     /// [`AwsCloud::resolve_service_cidr`] when the settings gave none.
     pub fn cluster(&self) -> ClusterInfo {
         let mut cluster = self.settings.cluster.clone();
+        let state = self.lock();
         if cluster.service_cidr.is_none() {
-            cluster.service_cidr = self.lock().service_cidr.clone();
+            cluster.service_cidr = state.service_cidr.clone();
+        }
+        if cluster.ip_family.is_none() {
+            cluster.ip_family = state.ip_family.clone();
         }
         cluster
     }
@@ -188,6 +195,9 @@ impl AwsCloud {
                  eks:DescribeCluster?)"
             )
         })?;
+        if let Some(family) = &network.ip_family {
+            self.lock().ip_family = Some(family.clone());
+        }
         let cidr = network
             .service_ipv4_cidr
             .or(network.service_ipv6_cidr)
