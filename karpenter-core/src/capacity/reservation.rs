@@ -136,6 +136,19 @@ impl Record {
         self.usable(now) && !self.expiring(now)
     }
 
+    /// The reservation as an instance-type listing offers it at `now`: `room` more instances
+    /// (never below 0) while it is [`Record::offered`], none otherwise. `room` is what the
+    /// caller counts as free: EC2's `AvailableInstanceCount`, or the simulated cloud's own count.
+    pub fn reserved_capacity(&self, room: i64, now: Timestamp) -> ReservedCapacity {
+        ReservedCapacity {
+            id: self.capacity_reservation_id.clone(),
+            instance_type: self.instance_type.clone(),
+            zone: self.availability_zone.clone(),
+            available: if self.offered(now) { room.max(0) } else { 0 },
+            reservation_type: self.reservation_type.clone(),
+        }
+    }
+
     /// `karpenter.k8s.aws/capacity-reservation-type`: `default` or `capacity-block`.
     pub fn is_capacity_block(&self) -> bool {
         self.reservation_type == "capacity-block"

@@ -339,17 +339,7 @@ pub fn prepare(
                             .iter()
                             .any(|s| s.id == r.capacity_reservation_id)
                     })
-                    .map(|r| ReservedCapacity {
-                        id: r.capacity_reservation_id.clone(),
-                        instance_type: r.instance_type.clone(),
-                        zone: r.availability_zone.clone(),
-                        available: if r.offered(now) {
-                            r.available_instance_count.max(0)
-                        } else {
-                            0
-                        },
-                        reservation_type: r.reservation_type.clone(),
-                    })
+                    .map(|r| r.reserved_capacity(r.available_instance_count, now))
                     .collect();
                 Arc::new(c.instance_types_with(&zones, &config, &reserved, |_, _, _| false))
             }

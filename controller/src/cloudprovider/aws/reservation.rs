@@ -258,18 +258,14 @@ pub fn reserved_for(
                 },
                 None => record_from_status(c),
             };
+            // A reservation the status already calls expiring is not offered either.
             let expiring = c.state == CapacityReservationState::Expiring;
-            ReservedCapacity {
-                id: r.capacity_reservation_id.clone(),
-                instance_type: r.instance_type.clone(),
-                zone: r.availability_zone.clone(),
-                available: if r.offered(now) && !expiring {
-                    r.available_instance_count.max(0)
-                } else {
-                    0
-                },
-                reservation_type: r.reservation_type.clone(),
-            }
+            let room = if expiring {
+                0
+            } else {
+                r.available_instance_count
+            };
+            r.reserved_capacity(room, now)
         })
         .collect()
 }

@@ -505,16 +505,8 @@ impl SimCloud {
             .reservations
             .iter()
             .filter(|r| selected.contains(r.capacity_reservation_id.as_str()))
-            .map(|r| ReservedCapacity {
-                id: r.capacity_reservation_id.clone(),
-                instance_type: r.instance_type.clone(),
-                zone: r.availability_zone.clone(),
-                available: if r.offered(now) {
-                    SimCloud::room(state, &r.capacity_reservation_id, now)
-                } else {
-                    0
-                },
-                reservation_type: r.reservation_type.clone(),
+            .map(|r| {
+                r.reserved_capacity(SimCloud::room(state, &r.capacity_reservation_id, now), now)
             })
             .collect()
     }
