@@ -808,7 +808,10 @@ impl Solver<'_> {
                 continue;
             }
             let claim = &mut self.claims[ci];
-            claim.max_allocatable = max_allocatable(pool, &options);
+            // The options only ever shrink: the largest room changes only when some went.
+            if options.len() != claim.options.len() {
+                claim.max_allocatable = max_allocatable(pool, &options);
+            }
             claim.options = options;
             claim.requests = total;
             if let Some(m) = merged {
@@ -1223,6 +1226,9 @@ fn reserve(
     options: &[usize],
     sign: i64,
 ) {
+    if remaining.is_empty() {
+        return;
+    }
     let largest = options.iter().fold(Resources::default(), |acc, &o| {
         acc.max(&pool.instance_types[o].capacity)
     });
