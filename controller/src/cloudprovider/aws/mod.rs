@@ -31,6 +31,9 @@
 //!   NodeClaim is labelled with the reservation's id and type. An instance in a reservation
 //!   reports `reserved` until EC2 says the reservation ended.
 
+pub mod alias;
+#[cfg(test)]
+mod alias_tests;
 pub mod cluster;
 pub mod launchtemplate;
 pub mod nodeclass;
