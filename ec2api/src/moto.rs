@@ -130,3 +130,25 @@ impl Drop for MotoServer {
         let _ = self.child.wait();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_that_cannot_be_passed_a_line_each_is_refused_before_starting() {
+        for bad in [
+            ("/a=b", "ami-1"),
+            ("/a\nb", "ami-1"),
+            ("/a", "ami-1\n/b=ami-2"),
+        ] {
+            let err = MotoServer::start_with_public_parameters(
+                std::iter::empty::<(&str, &str)>(),
+                &[bad],
+            )
+            .err()
+            .expect("refused");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
+        }
+    }
+}
