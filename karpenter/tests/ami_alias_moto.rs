@@ -272,4 +272,17 @@ async fn windows2022_latest_resolves_the_eks_optimized_core_image_for_windows_no
         launched.labels.get(WINDOWS_BUILD_LABEL).map(String::as_str),
         Some("10.0.20348")
     );
+    // The instance boots the EKS Windows bootstrap script with the node's labels.
+    let id = instance_id(&launched.provider_id).expect("an instance id in the provider id");
+    let user_data = SdkEc2::new(&moto.config().await)
+        .user_data(id)
+        .await
+        .expect("DescribeInstanceAttribute")
+        .unwrap_or_default();
+    assert!(
+        user_data.starts_with("<powershell>")
+            && user_data.contains("& $EKSBootstrapScriptFile -EKSClusterName 'moto-demo'")
+            && user_data.contains("karpenter.sh/nodepool=default"),
+        "{user_data}"
+    );
 }

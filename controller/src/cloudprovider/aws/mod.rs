@@ -1157,16 +1157,10 @@ impl CloudProvider for AwsCloud {
         )
         .await;
         // Nodes need the cluster's service CIDR: AL2023's NodeConfig carries it (an AL2023
-        // node class is not valid without it, as upstream's validation says), and AL2 and
-        // Bottlerocket derive their cluster DNS address from it when it is known.
+        // node class is not valid without it, as upstream's validation says), and AL2,
+        // Bottlerocket and Windows derive their cluster DNS address from it when it is known.
         let family = node_class.ami_family();
-        let bootstraps = !matches!(
-            family,
-            AmiFamily::Custom
-                | AmiFamily::Windows2019
-                | AmiFamily::Windows2022
-                | AmiFamily::Windows2025
-        );
+        let bootstraps = family != AmiFamily::Custom;
         if bootstraps
             && let Err(why) = self.resolve_service_cidr().await
             && family == AmiFamily::Al2023

@@ -403,11 +403,14 @@ async fn an_instance_profile_is_used_as_given_and_none_is_created_for_it() {
 
 /// Labels of a type with `extra` hardware labels, on amd64 Linux.
 fn type_labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
-    [("kubernetes.io/arch", "amd64"), ("kubernetes.io/os", "linux")]
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    [
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/os", "linux"),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }
 
 #[tokio::test]
@@ -420,7 +423,11 @@ async fn an_al2_alias_lists_its_gpu_image_for_nvidia_and_neuron_types() {
             BTreeMap::new(),
         ),
         (
-            image("ami-al2-gpu", "amazon-eks-gpu-node-1.32-v20260301", "x86_64"),
+            image(
+                "ami-al2-gpu",
+                "amazon-eks-gpu-node-1.32-v20260301",
+                "x86_64",
+            ),
             "amazon",
             BTreeMap::new(),
         ),
