@@ -23,13 +23,25 @@ struct PriceRow {
     usd_per_hour: f64,
 }
 
+/// Where a [`PriceTable`]'s figures come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PriceSource {
+    /// The region's own vendored table.
+    Table,
+    /// us-east-1's vendored table, standing in for a region with none (estimates).
+    UsEast1Table,
+    /// The Pricing API's answer for the region, over the vendored figures it did not price.
+    PricingApi,
+}
+
 /// The on-demand prices of one region, from its vendored table or, where there is none,
-/// us-east-1's.
+/// us-east-1's; the AWS provider replaces them with the Pricing API's
+/// ([`PriceTable::with_answer`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PriceTable {
     region: String,
     prices: HashMap<String, f64>,
-    approximate: bool,
+    source: PriceSource,
 }
 
 fn all_rows() -> Result<&'static [PriceRow], Arc<CatalogError>> {
@@ -72,11 +84,15 @@ impl PriceTable {
                     .collect()
             };
             let own = of(region);
-            let approximate = own.is_empty();
+            let (prices, source) = if own.is_empty() {
+                (of(REGION), PriceSource::UsEast1Table)
+            } else {
+                (own, PriceSource::Table)
+            };
             Arc::new(PriceTable {
                 region: region.to_string(),
-                prices: if approximate { of(REGION) } else { own },
-                approximate,
+                prices,
+                source,
             })
         });
         Ok(Arc::clone(table))
@@ -97,7 +113,29 @@ impl PriceTable {
 
     /// Whether the figures are us-east-1's standing in for a region with no table.
     pub fn approximate(&self) -> bool {
-        self.approximate
+        self.source == PriceSource::UsEast1Table
+    }
+
+    /// Where the figures come from.
+    pub fn source(&self) -> PriceSource {
+        self.source
+    }
+
+    /// This table with the Pricing API's `answer` (instance type to USD/hour) laid over it: the
+    /// answer's prices replace the table's, and types the answer does not price keep theirs
+    /// (upstream keeps what it knew before). The result is [`PriceSource::PricingApi`], no
+    /// longer approximate. An empty answer changes nothing (callers treat it as a failure).
+    pub fn with_answer(&self, answer: &HashMap<String, f64>) -> PriceTable {
+        if answer.is_empty() {
+            return self.clone();
+        }
+        let mut prices = self.prices.clone();
+        prices.extend(answer.iter().map(|(t, p)| (t.clone(), *p)));
+        PriceTable {
+            region: self.region.clone(),
+            prices,
+            source: PriceSource::PricingApi,
+        }
     }
 
     /// The on-demand price of `instance_type`, USD/hour; `None` when the table does not list it.
@@ -145,5 +183,17 @@ mod tests {
         assert_eq!(ireland.get("m5.large"), Some(0.096));
         assert_eq!(ireland.len(), east.len());
         assert_eq!(ireland.get("no-such.type"), None);
+    }
+
+    #[test]
+    fn an_answer_replaces_the_prices_it_names_and_keeps_the_rest() {
+        let ireland = PriceTable::vendored("eu-west-1").expect("eu-west-1");
+        let answer: HashMap<String, f64> = [("m5.large".to_string(), 0.107)].into();
+        let live = ireland.with_answer(&answer);
+        assert_eq!(live.source(), PriceSource::PricingApi);
+        assert!(!live.approximate());
+        assert_eq!(live.get("m5.large"), Some(0.107));
+        assert_eq!(live.get("m5.xlarge"), ireland.get("m5.xlarge"));
+        assert_eq!(ireland.with_answer(&HashMap::new()), *ireland);
     }
 }
