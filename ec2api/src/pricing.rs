@@ -88,7 +88,8 @@ pub fn currency(region: &str) -> &'static str {
 
 /// The instance type and hourly price in one PriceList document (a product with its terms, as
 /// GetProducts returns each as a JSON string): `product.attributes.instanceType` and the
-/// `pricePerUnit` in `currency` of its on-demand terms' price dimensions. `None` for a document
+/// first non-zero `pricePerUnit` in `currency` of its on-demand terms' price dimensions (a
+/// Linux on-demand product has one term with one dimension). `None` for a document
 /// that does not parse, names no instance type or has no non-zero price in that currency
 /// (upstream skips such documents too).
 pub fn parse_price_document(document: &str, currency: &str) -> Option<(String, f64)> {
@@ -104,8 +105,7 @@ pub fn parse_price_document(document: &str, currency: &str) -> Option<(String, f
         .flat_map(|dims| dims.values())
         .filter_map(|dim| dim.get("pricePerUnit")?.get(currency)?.as_str())
         .filter_map(|p| p.parse::<f64>().ok())
-        .filter(|p| p.is_finite() && *p > 0.0)
-        .last()?;
+        .find(|p| p.is_finite() && *p > 0.0)?;
     Some((instance_type.to_string(), price))
 }
 

@@ -234,6 +234,7 @@ async fn build_aws(
     clock: Arc<dyn Clock>,
 ) -> Result<Cloud, String> {
     use crate::cloudprovider::aws::{self, AwsCloud, AwsSettings};
+    use tracing::Instrument;
     let config = ec2api::load_config(opts.aws_endpoint_url.as_deref()).await;
     let region = config
         .region()
@@ -276,6 +277,17 @@ async fn build_aws(
         }
         cloud = cloud.with_interruption_queue(Arc::new(queue));
     }
+    // Upstream's `providers.pricing` controller: it only reads AWS, so every replica runs it,
+    // leader or not, for as long as the process lives.
+    let pricing: Arc<dyn ec2api::pricing::Pricing> = Arc::new(ec2api::pricing::SdkPricing::new(
+        &config,
+        &cloud.settings().region,
+    ));
+    tokio::spawn(
+        aws::pricing::run(Arc::clone(cloud.on_demand_prices()), pricing).instrument(
+            tracing::info_span!("controller", controller = "providers.pricing"),
+        ),
+    );
     let cloud = Arc::new(cloud);
     Ok(Cloud {
         provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,
