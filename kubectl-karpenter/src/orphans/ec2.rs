@@ -84,10 +84,14 @@ impl Ec2Cloud {
             instance_type: Some(i.instance_type.clone()),
             zone: Some(i.zone.clone()),
             capacity_type: Some(capacity_type.to_owned()),
-            hourly_price: self
-                .prices
-                .as_ref()
-                .and_then(|p| p.hourly_price(&i.instance_type, Some(&i.zone), Some(capacity_type))),
+            hourly_price: self.prices.as_ref().and_then(|p| {
+                p.hourly_price(
+                    &i.instance_type,
+                    Some(&self.region),
+                    Some(&i.zone),
+                    Some(capacity_type),
+                )
+            }),
             launch_time: Some(i.launched_at),
             nodeclaim: tag(NODECLAIM_TAG_KEY),
             nodepool: tag(NODEPOOL_TAG_KEY),
