@@ -115,9 +115,17 @@ impl OnDemandPrices {
 }
 
 /// Refresh `prices` from `api` now, then every [`REFRESH_INTERVAL`] after an answer, or
-/// [`RETRY_INTERVAL`] after a failure; returns at once for a region the API does not serve.
-/// Runs until its task is dropped.
-pub async fn run(prices: Arc<OnDemandPrices>, api: Arc<dyn Pricing>) {
+/// [`RETRY_INTERVAL`] after a failure; returns at once, asking nothing, in an isolated VPC
+/// (`ISOLATED_VPC`: the API is not reachable, upstream skips it too) or for a region the API
+/// does not serve. Runs until its task is dropped.
+pub async fn run(prices: Arc<OnDemandPrices>, api: Arc<dyn Pricing>, isolated_vpc: bool) {
+    if isolated_vpc {
+        tracing::info!(
+            region = %prices.table().region(),
+            "running in an isolated VPC: on-demand prices stay the vendored table's, the Pricing API is not called"
+        );
+        return;
+    }
     loop {
         let wait = match prices.refresh(api.as_ref()).await {
             Refresh::Updated(_) => REFRESH_INTERVAL,
@@ -263,10 +271,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_isolated_vpc_keeps_the_vendored_table_without_asking() {
+        let prices = Arc::new(OnDemandPrices::new("eu-west-1").expect("table"));
+        let api = Arc::new(Scripted {
+            answers: Mutex::new(vec![Ok([("m5.large".to_string(), 0.107)].into())]),
+            ..Scripted::default()
+        });
+        run(
+            Arc::clone(&prices),
+            Arc::clone(&api) as Arc<dyn Pricing>,
+            true,
+        )
+        .await;
+        assert!(api.asked.lock().expect("asked").is_empty());
+        assert_eq!(prices.get("m5.large"), Some(0.096));
+        assert_eq!(prices.generation(), 0);
+    }
+
+    #[tokio::test]
     async fn govcloud_keeps_its_vendored_table_without_asking() {
         let prices = Arc::new(OnDemandPrices::new("us-gov-west-1").expect("table"));
         let api = Arc::new(Scripted::default());
-        run(Arc::clone(&prices), Arc::clone(&api) as Arc<dyn Pricing>).await;
+        run(
+            Arc::clone(&prices),
+            Arc::clone(&api) as Arc<dyn Pricing>,
+            false,
+        )
+        .await;
         assert!(api.asked.lock().expect("asked").is_empty());
         assert_eq!(prices.get("m5.large"), Some(0.121));
         assert!(!prices.table().approximate());
