@@ -49,6 +49,16 @@ impl CatalogPrices {
     }
 }
 
+/// The region of an availability zone (`eu-west-1a` is in `eu-west-1`, the Local Zone
+/// `us-west-2-lax-1a` in `us-west-2`), by [`region_of_zone`] over the regions with vendored
+/// prices or zone offerings. `None` for a zone that names no region.
+pub fn region_of(zone: &str) -> Option<String> {
+    let mut known = PriceTable::regions().unwrap_or_default();
+    known.extend(karpenter_core::capacity::catalog::Catalog::regions());
+    known.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    region_of_zone(zone, &known)
+}
+
 /// The region of an availability zone: the longest of `known` that the zone extends (a Local
 /// Zone such as `us-west-2-lax-1a` is in `us-west-2`), else the zone less its final letter
 /// (`eu-west-1a` is in `eu-west-1`). `None` for a zone that is neither.

@@ -1,7 +1,7 @@
 //! EC2 for `orphans` (cargo feature `aws`): instances tagged `kubernetes.io/cluster/<name>=owned`
 //! through the [`Ec2`] trait the controller's AWS provider uses, over aws-sdk-ec2, with the user's credentials and
 //! region from the standard AWS chain (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, ...).
-//! Prices come from the embedded catalog.
+//! Prices come from the vendored on-demand table of the region ([`CatalogPrices`]).
 
 use crds::labels::{
     CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, CLUSTER_TAG_KEY_PREFIX, NODECLAIM_TAG_KEY,
