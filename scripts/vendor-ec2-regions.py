@@ -7,8 +7,8 @@ availability-zone): each instance type and the letters of the zones that offer i
 
 On-demand prices stay those of us-east-1 (ec2-on-demand-prices.csv): upstream's generated tables
 cover no other commercial region (upstream falls back to us-east-1 until its Pricing API
-refresh answers), its GovCloud tables have no zone offerings to pair with here, and its China
-table is in CNY.
+refresh answers), its GovCloud tables (vendored by scripts/vendor-ec2-prices.py) have no zone
+offerings here to pair with, and its China table is in CNY.
 
 Usage: scripts/vendor-ec2-regions.py   (needs `pip install 'moto[server]==5.2.1'`)
 """

@@ -535,6 +535,10 @@ pub const SETTINGS: &[SettingSupport] = &[
         "controller/src/cloudprovider/sim/tests.rs::an_account_in_another_region_launches_in_its_zones",
     ),
     setting(
+        "ISOLATED_VPC",
+        "controller/src/cloudprovider/aws/pricing.rs::an_isolated_vpc_keeps_the_vendored_table_without_asking",
+    ),
+    setting(
         "RESERVED_ENIS",
         "karpenter-core/src/capacity/node_class_tests.rs::reserved_enis_never_go_below_zero",
     ),

@@ -1,7 +1,8 @@
 //! The narrow EC2 (and SSM, IAM, SQS) surface Karpenter calls (upstream's `sdk.EC2API` and
 //! `sdk.SQSAPI`), in this project's own types: the [`Ec2`] trait, its implementation over
 //! aws-sdk-ec2, aws-sdk-ssm and aws-sdk-iam ([`SdkEc2`]), the interruption queue's SQS calls
-//! ([`sqs::SdkSqs`]), the SDK configuration loader, and AWS providerIDs. The controller's AWS
+//! ([`sqs::SdkSqs`]), the on-demand price lookups ([`pricing::SdkPricing`]), the SDK
+//! configuration loader, and AWS providerIDs. The controller's AWS
 //! cloud provider and the plugin's orphan listing both stand on it, so the AWS SDK is built in
 //! one crate. Everything above the trait is testable with a wrapper that injects faults
 //! ([`fault::FaultyEc2`]) and runs against any EC2 API endpoint (AWS, or moto's EC2 server,
@@ -13,6 +14,7 @@
 
 pub mod fault;
 pub mod moto;
+pub mod pricing;
 pub mod sqs;
 
 use std::collections::BTreeMap;

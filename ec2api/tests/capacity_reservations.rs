@@ -5,12 +5,11 @@
 //! SDK's own replay client would do, but its `test-util` feature turns on serde_json's
 //! `preserve_order` for the whole workspace's test build.)
 
+mod recorded;
+
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 use ec2api::{CapacityReservationQuery, Ec2, Filter, SdkEc2};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
 
 /// One `DescribeCapacityReservationsResponse` page holding `items`, then `next` if given.
 fn page(items: &str, next: Option<&str>) -> String {
@@ -79,71 +78,17 @@ const BLOCK: &str = r#"
             <capacityBlockId>cb-0123456789abcdef0</capacityBlockId>
         </item>"#;
 
-/// A loopback EC2 endpoint that answers each request with the next recorded `(status, body)`
-/// and keeps every request's body.
-struct Recorded {
-    url: String,
-    bodies: Arc<Mutex<Vec<String>>>,
-}
+/// A loopback EC2 endpoint answering with recorded XML pages.
+struct Recorded(recorded::Server);
 
 impl Recorded {
     async fn start(responses: Vec<(u16, String)>) -> Recorded {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&bodies);
-        let responses = Arc::new(Mutex::new(responses.into_iter()));
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (seen, responses) = (Arc::clone(&seen), Arc::clone(&responses));
-                tokio::spawn(async move {
-                    let (read, mut write) = stream.into_split();
-                    let mut read = BufReader::new(read);
-                    loop {
-                        let mut length = 0usize;
-                        let mut line = String::new();
-                        loop {
-                            line.clear();
-                            if read.read_line(&mut line).await.unwrap_or(0) == 0 {
-                                return;
-                            }
-                            if line == "\r\n" {
-                                break;
-                            }
-                            let lower = line.to_ascii_lowercase();
-                            if let Some(v) = lower.strip_prefix("content-length:") {
-                                length = v.trim().parse().unwrap_or(0);
-                            }
-                        }
-                        let mut body = vec![0u8; length];
-                        if read.read_exact(&mut body).await.is_err() {
-                            return;
-                        }
-                        seen.lock()
-                            .expect("bodies")
-                            .push(String::from_utf8_lossy(&body).into_owned());
-                        let next = responses.lock().expect("responses").next();
-                        let (status, text) = next.unwrap_or((500, "no more responses".into()));
-                        let head = format!(
-                            "HTTP/1.1 {status} Recorded\r\ncontent-type: text/xml;charset=UTF-8\r\n\
-                             content-length: {}\r\n\r\n",
-                            text.len()
-                        );
-                        if write.write_all(head.as_bytes()).await.is_err()
-                            || write.write_all(text.as_bytes()).await.is_err()
-                        {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Recorded { url, bodies }
+        Recorded(recorded::Server::start(responses, "text/xml;charset=UTF-8").await)
     }
 
     /// The SDK's client of this endpoint.
     async fn client(&self) -> SdkEc2 {
-        let config = ec2api::loader(Some(&self.url))
+        let config = ec2api::loader(Some(&self.0.url))
             .await
             .region(aws_config::Region::new("us-west-2"))
             .credentials_provider(aws_sdk_ec2::config::Credentials::for_tests())
@@ -154,9 +99,8 @@ impl Recorded {
 
     /// The form fields of each request the SDK sent (EC2's query protocol posts a form body).
     fn sent(&self) -> Vec<BTreeMap<String, String>> {
-        self.bodies
-            .lock()
-            .expect("bodies")
+        self.0
+            .bodies()
             .iter()
             .map(|b| form_urlencoded::parse(b.as_bytes()).into_owned().collect())
             .collect()

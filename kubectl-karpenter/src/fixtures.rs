@@ -156,6 +156,7 @@ impl PriceBook for FixedPrices {
     fn hourly_price(
         &self,
         instance_type: &str,
+        _region: Option<&str>,
         _zone: Option<&str>,
         capacity_type: Option<&str>,
     ) -> Option<f64> {

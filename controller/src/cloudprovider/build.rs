@@ -20,13 +20,13 @@ pub struct CloudOptions {
     /// which never guesses a simulated cloud; the sandbox defaults it to `sim`.
     #[arg(long, env = "CLOUD_PROVIDER", value_parser = ["sim", "aws"])]
     pub cloud_provider: Option<String>,
-    /// Endpoint URL of every AWS API the provider calls (EC2, SSM, IAM, SQS), e.g. a local
-    /// moto server (default: AWS's endpoints for the region).
+    /// Endpoint URL of every AWS API the provider calls (EC2, SSM, IAM, SQS, Pricing), e.g. a
+    /// local moto server (default: AWS's endpoints for the region).
     #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
     pub aws_endpoint_url: Option<String>,
     /// The simulated cloud's region (`--cloud-provider sim`): its zones, instance-type
-    /// offerings and on-demand prices (vendored for us-east-1; elsewhere the us-east-1 list
-    /// prices stand in, marked approximate). The AWS provider takes its region from the AWS
+    /// offerings and on-demand prices (vendored for us-east-1 and GovCloud; elsewhere the
+    /// us-east-1 list prices stand in, marked approximate). The AWS provider takes its region from the AWS
     /// SDK's configuration, which reads the same `AWS_REGION`.
     #[arg(
         long,
@@ -63,6 +63,13 @@ pub struct CloudOptions {
         default_value = ""
     )]
     pub interruption_queue: String,
+    /// The controller cannot reach AWS services that have no VPC endpoint (upstream's
+    /// `--isolated-vpc`): the AWS provider never calls the Pricing API and prices on-demand
+    /// offerings from the vendored table of its region. Accepts Go's `strconv.ParseBool`
+    /// spellings as upstream does; the bare flag means true.
+    #[arg(long, env = "ISOLATED_VPC", num_args = 0..=1, default_value = "false",
+          default_missing_value = "true", value_parser = crate::runtime::options::parse_go_bool)]
+    pub isolated_vpc: bool,
     /// Capacity reservations the simulated cloud holds (`karpenter sandbox
     /// --capacity-reservations FILE`, DescribeCapacityReservations' shape); not a flag of its
     /// own here, and ignored by the AWS provider, which asks EC2.
@@ -234,6 +241,7 @@ async fn build_aws(
     clock: Arc<dyn Clock>,
 ) -> Result<Cloud, String> {
     use crate::cloudprovider::aws::{self, AwsCloud, AwsSettings};
+    use tracing::Instrument;
     let config = ec2api::load_config(opts.aws_endpoint_url.as_deref()).await;
     let region = config
         .region()
@@ -276,6 +284,23 @@ async fn build_aws(
         }
         cloud = cloud.with_interruption_queue(Arc::new(queue));
     }
+    // Upstream's `providers.pricing` controller: it only reads AWS, so every replica runs it,
+    // leader or not, for as long as the process lives.
+    let pricing: Arc<dyn ec2api::pricing::Pricing> = Arc::new(ec2api::pricing::SdkPricing::new(
+        &config,
+        &cloud.settings().region,
+    ));
+    tokio::spawn(
+        aws::pricing::run(
+            Arc::clone(cloud.on_demand_prices()),
+            pricing,
+            opts.isolated_vpc,
+        )
+        .instrument(tracing::info_span!(
+            "controller",
+            controller = "providers.pricing"
+        )),
+    );
     let cloud = Arc::new(cloud);
     Ok(Cloud {
         provider: Arc::clone(&cloud) as Arc<dyn CloudProvider>,

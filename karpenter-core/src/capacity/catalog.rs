@@ -2,10 +2,10 @@
 //! embedded at compile time) turned into instance types with upstream AWS labels, capacity and
 //! overhead, and priced zonal offerings in one region: us-east-1 by default
 //! ([`Catalog::embedded`]), or any of the 30 regions whose zone offerings are vendored
-//! ([`Catalog::for_region`]). On-demand prices are vendored for us-east-1, us-gov-east-1 and
-//! us-gov-west-1 (upstream's generated tables); in another region the catalog prices at the
-//! us-east-1 list prices, as upstream does until its Pricing API refresh answers, and says so
-//! ([`Catalog::prices_approximate`]).
+//! ([`Catalog::for_region`]). On-demand prices come from the region's vendored table
+//! ([`PriceTable`]: us-east-1, us-gov-east-1 and us-gov-west-1, upstream's generated tables); in
+//! another region the catalog prices at the us-east-1 list prices, as upstream does until its
+//! Pricing API refresh answers, and says so ([`Catalog::prices_approximate`]).
 //!
 //! Spot prices are not in the data. They are derived deterministically per instance type and
 //! zone as a fraction between 0.35 and 0.70 of the on-demand price (real spot discounts vary by
@@ -18,6 +18,7 @@ use crds::labels as l;
 use serde::Deserialize;
 
 use crate::capacity::node_class::CapacityConfig;
+use crate::capacity::prices::PriceTable;
 use crate::capacity::reservation::{RESERVED_PRICE_DIVISOR, ReservedCapacity};
 use crate::capacity::{InstanceType, Offering};
 
@@ -25,7 +26,6 @@ use crate::capacity::{InstanceType, Offering};
 pub const REGION: &str = "us-east-1";
 
 const INSTANCE_TYPES_CSV: &str = include_str!("../../data/ec2/ec2-instance-types.csv");
-const PRICES_CSV: &str = include_str!("../../data/ec2/ec2-on-demand-prices.csv");
 const ENI_LIMITS_CSV: &str = include_str!("../../data/ec2/ec2-eni-limits.csv");
 const ZONE_OFFERINGS_CSV: &str = include_str!("../../data/ec2/ec2-zone-offerings.csv");
 
@@ -44,13 +44,6 @@ pub const OPTIONAL_LABELS: &[&str] = &[
 ];
 
 pub use crate::capacity::hardware::TypeSpec;
-
-#[derive(Deserialize)]
-struct PriceRow {
-    region: String,
-    instance_type: String,
-    usd_per_hour: f64,
-}
 
 #[derive(Deserialize)]
 struct EniRow {
@@ -182,18 +175,11 @@ impl Catalog {
     }
 
     fn parse(region: &str) -> Result<Catalog, CatalogError> {
-        let all = rows::<PriceRow>("ec2-on-demand-prices.csv", PRICES_CSV)?;
-        let priced = |want: &str| -> HashMap<String, f64> {
-            all.iter()
-                .filter(|r| r.region == want)
-                .map(|r| (r.instance_type.clone(), r.usd_per_hour))
-                .collect()
-        };
-        let mut prices = priced(region);
-        let prices_approximate = prices.is_empty();
-        if prices_approximate {
-            prices = priced(REGION);
-        }
+        let prices = PriceTable::vendored(region).map_err(|e| CatalogError {
+            file: e.file,
+            message: e.message.clone(),
+        })?;
+        let prices_approximate = prices.approximate();
         let enis: HashMap<String, (i64, i64)> =
             rows::<EniRow>("ec2-eni-limits.csv", ENI_LIMITS_CSV)?
                 .into_iter()
@@ -222,7 +208,7 @@ impl Catalog {
         }
         let mut entries = Vec::new();
         for row in rows::<TypeSpec>("ec2-instance-types.csv", INSTANCE_TYPES_CSV)? {
-            let (Some(&price), Some(type_zones)) = (
+            let (Some(price), Some(type_zones)) = (
                 prices.get(&row.instance_type),
                 zones.get(&row.instance_type),
             ) else {

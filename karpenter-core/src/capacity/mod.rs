@@ -2,7 +2,8 @@
 //! overhead and allocatable, and priced zonal offerings; plus upstream AWS's overhead math
 //! (`aws:pkg/providers/instancetype/types.go`). [`catalog`] builds them from the embedded EC2
 //! data, sized for a node class by [`node_class`]; [`overlay`] applies NodeOverlays to them and
-//! [`index`] looks them up by name for a NodeClaim of a NodePool.
+//! [`index`] looks them up by name for a NodeClaim of a NodePool; [`prices`] holds the vendored
+//! on-demand price tables per region.
 
 pub mod catalog;
 pub mod hardware;
@@ -13,6 +14,7 @@ mod node_class_tests;
 pub mod overlay;
 #[cfg(test)]
 mod overlay_tests;
+pub mod prices;
 pub mod reservation;
 
 use std::collections::BTreeMap;

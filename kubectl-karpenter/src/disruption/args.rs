@@ -16,9 +16,9 @@ no cheaper placement), or Disrupting (being deleted or replaced already).
 
 The verdicts are computed by the disruption orchestrator's own code over what the cluster shows
 now; each node is judged alone, as single-node consolidation judges it (the controller may also
-remove several nodes in one command). Instance types and prices are the embedded us-east-1 EC2
-catalog in the zones of each EC2NodeClass's resolved subnets. Pass --spot-to-spot when the
-controller runs with --feature-gates SpotToSpotConsolidation=true.
+remove several nodes in one command). Instance types and prices are the vendored EC2 catalog
+of the region of each EC2NodeClass's resolved subnets, in their zones. Pass --spot-to-spot when
+the controller runs with --feature-gates SpotToSpotConsolidation=true.
 
 Exit status: 0 listed, 2 error.
 

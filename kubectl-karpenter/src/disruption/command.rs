@@ -1,6 +1,6 @@
 //! `disruption` and `disruption explain`: reads what the orchestrator reads (NodePools,
 //! EC2NodeClasses, NodeOverlays the controller applies, NodeClaims, Nodes, Pods, PodDisruptionBudgets, DaemonSets, Namespaces,
-//! volumes), lists each node class's instance types from the embedded catalog, computes the
+//! volumes), lists each node class's instance types from the vendored catalog of its region, computes the
 //! report or the what-if with the pure core and prints it.
 
 use std::collections::HashMap;

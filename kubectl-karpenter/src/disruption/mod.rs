@@ -8,8 +8,8 @@
 //! the cost change, every blocker.
 //!
 //! The verdicts come from the orchestrator's own code ([`karpenter_core::disruption::report`]);
-//! instance types and prices are the embedded us-east-1 catalog in the zones of each
-//! EC2NodeClass's resolved subnets, as for `why-pending`. [`args`] is the command line,
+//! instance types and prices are the vendored catalog of the region of each EC2NodeClass's
+//! resolved subnets, in their zones, as for `why-pending`. [`args`] is the command line,
 //! [`render`] the text output, [`command`] reads the cluster.
 
 pub mod args;

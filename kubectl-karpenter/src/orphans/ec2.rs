@@ -1,7 +1,7 @@
 //! EC2 for `orphans` (cargo feature `aws`): instances tagged `kubernetes.io/cluster/<name>=owned`
 //! through the [`Ec2`] trait the controller's AWS provider uses, over aws-sdk-ec2, with the user's credentials and
 //! region from the standard AWS chain (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL`, ...).
-//! Prices come from the embedded catalog.
+//! Prices come from the vendored on-demand table of the region ([`CatalogPrices`]).
 
 use crds::labels::{
     CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, CLUSTER_TAG_KEY_PREFIX, NODECLAIM_TAG_KEY,
@@ -84,10 +84,14 @@ impl Ec2Cloud {
             instance_type: Some(i.instance_type.clone()),
             zone: Some(i.zone.clone()),
             capacity_type: Some(capacity_type.to_owned()),
-            hourly_price: self
-                .prices
-                .as_ref()
-                .and_then(|p| p.hourly_price(&i.instance_type, Some(&i.zone), Some(capacity_type))),
+            hourly_price: self.prices.as_ref().and_then(|p| {
+                p.hourly_price(
+                    &i.instance_type,
+                    Some(&self.region),
+                    Some(&i.zone),
+                    Some(capacity_type),
+                )
+            }),
             launch_time: Some(i.launched_at),
             nodeclaim: tag(NODECLAIM_TAG_KEY),
             nodepool: tag(NODEPOOL_TAG_KEY),

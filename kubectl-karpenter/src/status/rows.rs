@@ -11,7 +11,7 @@ use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::disruption::{DRAIN_BY_ANNOTATION, REASON_ANNOTATION};
 use crds::labels::{
     CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL,
-    TOPOLOGY_ZONE_LABEL,
+    TOPOLOGY_REGION_LABEL, TOPOLOGY_ZONE_LABEL,
 };
 use jiff::Timestamp;
 use karpenter_core::interruption::Kind;
@@ -126,12 +126,14 @@ impl fmt::Display for State {
     }
 }
 
-/// Hourly prices of offerings (instance type, zone, capacity type), in USD.
+/// Hourly prices of offerings (instance type, region, zone, capacity type), in USD.
 pub trait PriceBook {
-    /// The price of one instance, or `None` when it is not known.
+    /// The price of one instance, or `None` when it is not known. `region` is the
+    /// `topology.kubernetes.io/region` the instance is in, when known.
     fn hourly_price(
         &self,
         instance_type: &str,
+        region: Option<&str>,
         zone: Option<&str>,
         capacity_type: Option<&str>,
     ) -> Option<f64>;
@@ -142,7 +144,13 @@ pub trait PriceBook {
 pub struct NoPrices;
 
 impl PriceBook for NoPrices {
-    fn hourly_price(&self, _: &str, _: Option<&str>, _: Option<&str>) -> Option<f64> {
+    fn hourly_price(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Option<f64> {
         None
     }
 }
@@ -286,9 +294,15 @@ impl Row {
         let instance_type = label(claim, INSTANCE_TYPE_LABEL);
         let capacity_type = label(claim, CAPACITY_TYPE_LABEL);
         let zone = label(claim, TOPOLOGY_ZONE_LABEL);
-        let price = instance_type
-            .as_deref()
-            .and_then(|t| prices.hourly_price(t, zone.as_deref(), capacity_type.as_deref()));
+        let region = label(claim, TOPOLOGY_REGION_LABEL);
+        let price = instance_type.as_deref().and_then(|t| {
+            prices.hourly_price(
+                t,
+                region.as_deref(),
+                zone.as_deref(),
+                capacity_type.as_deref(),
+            )
+        });
         let status = claim.status.as_ref();
         let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let load = loads.of_claim(claim);
@@ -640,6 +654,46 @@ mod tests {
             "1 nodeclaim: 1 ready, 0 drifted, 0 in flight (0 launching, 0 registering, \
              0 initializing), 0 terminating; $0.0960/hour"
         );
+    }
+
+    #[test]
+    fn nodeclaims_are_priced_at_their_regions_table() {
+        use std::collections::BTreeMap;
+
+        use crate::price::CatalogPrices;
+        let prices = CatalogPrices::embedded().expect("vendored tables");
+        let launched = |name: &str, zone: &str, region: Option<&str>| {
+            let mut c = fixtures::claim(name, "default", "2025-06-01T10:00:00Z");
+            fixtures::set_offering(&mut c, "m5.large", "on-demand", zone);
+            if let Some(region) = region {
+                c.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert(TOPOLOGY_REGION_LABEL.into(), region.into());
+            }
+            c
+        };
+        let claims = [
+            launched("east", "us-east-1a", Some("us-east-1")),
+            // GovCloud has its own table; the zone alone says which region it is.
+            launched("gov-labelled", "us-gov-west-1a", Some("us-gov-west-1")),
+            launched("gov-zone-only", "us-gov-west-1b", None),
+            // No eu-west-1 table is vendored: us-east-1's list price stands in.
+            launched("ireland", "eu-west-1a", Some("eu-west-1")),
+        ];
+        let rows = build_rows(&claims, fixtures::now(), &prices);
+        let priced: BTreeMap<&str, Option<f64>> =
+            rows.iter().map(|r| (r.name.as_str(), r.price)).collect();
+        assert_eq!(
+            priced,
+            BTreeMap::from([
+                ("east", Some(0.096)),
+                ("gov-labelled", Some(0.121)),
+                ("gov-zone-only", Some(0.121)),
+                ("ireland", Some(0.096)),
+            ])
+        );
+        assert!(Totals::of(&rows).to_string().ends_with("; $0.4340/hour"));
     }
 
     #[test]

@@ -14,8 +14,8 @@ limit reached, minValues not satisfiable). NodePool verdicts judge each pod alon
 fits an existing node or in-flight NodeClaim is reported as waiting for it. Only pods Karpenter
 itself considers get verdicts: a pod kube-scheduler has not yet marked Unschedulable, one held
 by schedulingGates, or one for another schedulerName is reported as such and is not a problem.
-Instance types are the embedded us-east-1 EC2 catalog in the zones of each EC2NodeClass's
-resolved subnets.
+Instance types are the vendored EC2 catalog of the region of each EC2NodeClass's resolved
+subnets, in their zones.
 
 Exit status: 0 no pod is stuck (none pending, or all waiting for capacity or provisionable),
 1 some pending pod has no NodePool that can take it, 2 error (e.g. no such pod).

@@ -195,26 +195,31 @@ async fn get_pod(conn: &Connection, ns: &str, name: &str) -> Result<Pod, Error> 
 }
 
 /// The instance types a node class can launch, as the simulated cloud sells them: the
-/// embedded us-east-1 catalog in the zones of the node class's resolved subnets, every
-/// offering available (the plugin cannot see the controller's insufficient-capacity cache),
-/// sized by the node class's kubelet and block device settings with upstream's default
-/// `RESERVED_ENIS` and `VM_MEMORY_OVERHEAD_PERCENT`.
+/// vendored catalog of the region of the node class's resolved subnets
+/// ([`Catalog::for_region`]: its zone offerings, and its on-demand prices, us-east-1's as an
+/// estimate where it has no table) in their zones, every offering available (the plugin
+/// cannot see the controller's insufficient-capacity cache), sized by the node class's kubelet
+/// and block device settings with upstream's default `RESERVED_ENIS` and
+/// `VM_MEMORY_OVERHEAD_PERCENT`.
 ///
-/// Errors: the catalog does not parse (a build defect), the node class has resolved no
-/// subnets yet, or its kubelet settings do not parse.
+/// Errors: the node class has resolved no subnets yet, their zones name no region, no EC2
+/// data is vendored for that region (the message lists the regions that are), or its kubelet
+/// settings do not parse.
 pub fn catalog_instance_types(nc: &EC2NodeClass) -> Result<Vec<Arc<InstanceType>>, String> {
-    let catalog = Catalog::embedded().map_err(|e| e.to_string())?;
     let zones: std::collections::BTreeSet<String> = nc
         .status
         .as_ref()
         .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
         .unwrap_or_default();
-    if zones.is_empty() {
+    let name = nc.metadata.name.as_deref().unwrap_or_default();
+    let Some(first) = zones.iter().next() else {
         return Err(format!(
-            "EC2NodeClass {:?} has resolved no subnets (status.subnets is empty)",
-            nc.metadata.name.as_deref().unwrap_or_default()
+            "EC2NodeClass {name:?} has resolved no subnets (status.subnets is empty)"
         ));
-    }
+    };
+    let region = crate::price::region_of(first)
+        .ok_or_else(|| format!("EC2NodeClass {name:?}: zone {first:?} names no AWS region"))?;
+    let catalog = Catalog::for_region(&region).map_err(|e| e.to_string())?;
     let config = CapacityConfig::from_node_class(nc, CapacityOptions::default()).map_err(|e| {
         format!(
             "EC2NodeClass {:?}: {e}",
@@ -275,4 +280,48 @@ pub fn write_reports<O: Write, E: Write>(
     } else {
         Outcome::Clean
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use testutil::ec2nodeclass;
+
+    use super::*;
+
+    fn resolved(zones: &[&str]) -> EC2NodeClass {
+        let subnets: Vec<_> = zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| json!({"id": format!("subnet-{i}"), "zone": z}))
+            .collect();
+        ec2nodeclass("default")
+            .merge(json!({"status": {"subnets": subnets}}))
+            .build()
+    }
+
+    #[test]
+    fn instance_types_come_from_the_catalog_of_the_subnets_region() {
+        let types = catalog_instance_types(&resolved(&["eu-west-1a", "eu-west-1b"]))
+            .expect("eu-west-1 is vendored");
+        let m5 = types
+            .iter()
+            .find(|t| t.name == "m5.large")
+            .expect("m5.large in eu-west-1");
+        let zones: std::collections::BTreeSet<&str> =
+            m5.offerings.iter().map(|o| o.zone.as_str()).collect();
+        assert_eq!(zones, ["eu-west-1a", "eu-west-1b"].into());
+        assert_eq!(
+            m5.labels
+                .get(crds::labels::TOPOLOGY_REGION_LABEL)
+                .map(String::as_str),
+            Some("eu-west-1")
+        );
+
+        let err = catalog_instance_types(&resolved(&["us-gov-west-1a"]))
+            .expect_err("no GovCloud zone offerings are vendored");
+        assert!(err.contains("us-gov-west-1"), "{err}");
+        let err = catalog_instance_types(&resolved(&[])).expect_err("unresolved");
+        assert!(err.contains("resolved no subnets"), "{err}");
+    }
 }

@@ -3,8 +3,9 @@
 //!
 //! - **Instance types**: DescribeInstanceTypes + DescribeInstanceTypeOfferings, refreshed every
 //!   5 minutes, with upstream's labels, capacity and overhead (shared with the simulated cloud);
-//!   on-demand prices from the vendored us-east-1 table (other regions use it as an estimate),
-//!   spot prices from DescribeSpotPriceHistory, else derived as the simulated cloud does.
+//!   on-demand prices from the Pricing API ([`pricing`], refreshed every 12h) over the region's
+//!   vendored table (us-east-1's, as an estimate, where none is vendored), spot prices from
+//!   DescribeSpotPriceHistory, else derived as the simulated cloud does.
 //! - **Launch**: at most 60 of the NodeClaim's instance types (cheapest first) x one subnet per
 //!   allowed zone, spot with `price-capacity-optimized` when the NodeClaim allows spot and a
 //!   spot offering is available, else on-demand with `lowest-price` (both `prioritized`, in the
@@ -39,6 +40,7 @@ pub mod launchtemplate;
 pub mod nodeclass;
 #[cfg(test)]
 mod nodeclass_tests;
+pub mod pricing;
 pub mod reservation;
 pub mod sqs;
 
@@ -57,6 +59,7 @@ use ec2api::{
 };
 
 use self::launchtemplate::ClusterInfo;
+use self::pricing::OnDemandPrices;
 use super::CloudProvider;
 use super::queue::InterruptionQueue;
 use karpenter_core::capacity::catalog::{self, Catalog, CatalogEntry, TypeSpec};
@@ -107,6 +110,8 @@ pub struct AwsSettings {
 /// Instance types as EC2 describes them, before zones and availability are applied.
 struct TypeData {
     fetched: Timestamp,
+    /// The [`OnDemandPrices::generation`] the entries were priced at.
+    prices_generation: u64,
     entries: Vec<CatalogEntry>,
     spot: HashMap<(String, String), f64>,
 }
@@ -136,6 +141,8 @@ pub struct AwsCloud {
     settings: AwsSettings,
     clock: Arc<dyn Clock>,
     catalog: Arc<Catalog>,
+    /// On-demand prices of the region: its vendored table, then the Pricing API's answers.
+    prices: Arc<OnDemandPrices>,
     capacity: CapacityOptions,
     state: Mutex<State>,
     /// Held by the one caller fetching the instance-type catalogue ([`AwsCloud::type_data`]):
@@ -146,7 +153,8 @@ pub struct AwsCloud {
 }
 
 impl AwsCloud {
-    /// A provider over `ec2`.
+    /// A provider over `ec2`, pricing on-demand offerings from the settings' region's vendored
+    /// table until [`pricing::run`] refreshes [`AwsCloud::on_demand_prices`].
     ///
     /// Errors: the embedded price and ENI data are malformed (a build defect).
     pub fn new(
@@ -154,11 +162,13 @@ impl AwsCloud {
         settings: AwsSettings,
         clock: Arc<dyn Clock>,
     ) -> Result<AwsCloud, Arc<catalog::CatalogError>> {
+        let prices = Arc::new(OnDemandPrices::new(&settings.region)?);
         Ok(AwsCloud {
             ec2,
             settings,
             clock,
             catalog: Catalog::embedded()?,
+            prices,
             capacity: CapacityOptions::default(),
             state: Mutex::new(State::default()),
             fetching_types: tokio::sync::Mutex::new(()),
@@ -242,6 +252,11 @@ impl AwsCloud {
             .map_err(|e| CloudError::NodeClassNotReady(e.to_string()))
     }
 
+    /// The on-demand prices it launches and reports with, for [`pricing::run`] to refresh.
+    pub fn on_demand_prices(&self) -> &Arc<OnDemandPrices> {
+        &self.prices
+    }
+
     /// The EC2 API this provider calls.
     pub fn ec2(&self) -> &Arc<dyn Ec2> {
         &self.ec2
@@ -297,8 +312,11 @@ impl AwsCloud {
     ///
     /// Errors: the first fetch failed (nothing to serve).
     async fn type_data(&self) -> Result<Arc<TypeData>, CloudError> {
-        let fresh =
-            |t: &Arc<TypeData>| self.clock.now().duration_since(t.fetched) < INSTANCE_TYPE_TTL;
+        // Data priced before the last price refresh is stale as well: it is fetched again.
+        let fresh = |t: &Arc<TypeData>| {
+            self.clock.now().duration_since(t.fetched) < INSTANCE_TYPE_TTL
+                && t.prices_generation == self.prices.generation()
+        };
         let cached = self.lock().types.clone();
         if let Some(t) = &cached
             && fresh(t)
@@ -335,6 +353,8 @@ impl AwsCloud {
     /// Errors: DescribeInstanceTypes or DescribeInstanceTypeOfferings failed.
     async fn fetch_type_data(&self) -> Result<Arc<TypeData>, CloudError> {
         let now = self.clock.now();
+        let prices_generation = self.prices.generation();
+        let table = self.prices.table();
         let infos = self.ec2.describe_instance_types().await.map_err(other)?;
         let offerings = self
             .ec2
@@ -346,11 +366,7 @@ impl AwsCloud {
             // answer with a constant); such offerings get the derived estimate instead.
             Ok(prices) => prices
                 .into_iter()
-                .filter(|(t, _, p)| {
-                    self.catalog
-                        .get(t)
-                        .is_some_and(|e| *p >= 0.05 * e.on_demand_price && *p <= e.on_demand_price)
-                })
+                .filter(|(t, _, p)| table.get(t).is_some_and(|od| *p >= 0.05 * od && *p <= od))
                 .map(|(t, z, p)| ((t, z), p))
                 .collect(),
             Err(e) => {
@@ -364,8 +380,12 @@ impl AwsCloud {
         }
         let mut entries = Vec::new();
         for info in infos {
-            let Some(known) = self.catalog.get(&info.name) else {
-                continue; // no price known: upstream leaves such types out too
+            // No price known: upstream leaves such types out too. (The vendored data also gives
+            // the ENI, Neuron and EFA figures below.)
+            let (Some(known), Some(on_demand)) =
+                (self.catalog.get(&info.name), table.get(&info.name))
+            else {
+                continue;
             };
             let spec = TypeSpec {
                 instance_type: info.name.clone(),
@@ -396,8 +416,11 @@ impl AwsCloud {
                 ..TypeSpec::default()
             };
             let type_zones = zones.remove(&info.name).unwrap_or_default();
-            if let Some(mut entry) = catalog::entry(&spec, known.on_demand_price, None, type_zones)
-            {
+            if let Some(mut entry) = catalog::entry(&spec, on_demand, None, type_zones) {
+                entry.labels.insert(
+                    l::TOPOLOGY_REGION_LABEL.to_string(),
+                    self.settings.region.clone(),
+                );
                 // The vendored ENI table decides max pods where it knows the type; Neuron and
                 // EFA counts come from the vendored data (the EC2 client does not read them).
                 entry.spec.max_network_interfaces = known.spec.max_network_interfaces;
@@ -412,6 +435,7 @@ impl AwsCloud {
         }
         let data = Arc::new(TypeData {
             fetched: now,
+            prices_generation,
             entries,
             spot,
         });
@@ -507,7 +531,7 @@ impl AwsCloud {
             (*types).clone(),
             zones,
             reserved,
-            |name| self.catalog.get(name).map(|e| e.on_demand_price),
+            |name| self.prices.get(name),
         ))
     }
 
@@ -675,14 +699,12 @@ impl AwsCloud {
         Ok(name)
     }
 
-    /// The hourly price (USD) of `instance_type` in `zone`, spot or on-demand, from the cached
-    /// offerings or else the embedded catalog; 0 when neither knows it.
+    /// The hourly price (USD) of `instance_type` in `zone`: on-demand from
+    /// [`AwsCloud::on_demand_prices`], spot from the cached spot price history or else derived
+    /// from on-demand; 0 when no on-demand price is known.
     pub fn price_of(&self, instance_type: &str, zone: &str, spot: bool) -> f64 {
         let data = self.lock().types.clone();
-        let on_demand = self
-            .catalog
-            .get(instance_type)
-            .map_or(0.0, |e| e.on_demand_price);
+        let on_demand = self.prices.get(instance_type).unwrap_or(0.0);
         if !spot {
             return on_demand;
         }

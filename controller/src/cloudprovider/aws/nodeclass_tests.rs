@@ -21,8 +21,9 @@ use super::nodeclass::resolve;
 use ec2api::Filter;
 
 /// The account `resolve` sees: images (with owner and tags), SSM parameters, security groups
-/// and one subnet; every IAM call is recorded.
-struct Account {
+/// and one subnet; every IAM call is recorded. It sells one instance type, m5.large, in
+/// eu-west-1a, with no spot price history (for the provider's pricing tests).
+pub(super) struct Account {
     /// `(image, owner account, tags)`.
     images: Vec<(ImageInfo, &'static str, BTreeMap<String, String>)>,
     parameters: BTreeMap<&'static str, &'static str>,
@@ -43,7 +44,7 @@ fn image(id: &str, name: &str, arch: &str) -> ImageInfo {
     }
 }
 
-fn account() -> Account {
+pub(super) fn account() -> Account {
     let tags = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
         pairs
             .iter()
@@ -169,15 +170,25 @@ impl Ec2 for Account {
     }
 
     async fn describe_instance_types(&self) -> Result<Vec<InstanceTypeInfo>, Ec2Error> {
-        unsupported("DescribeInstanceTypes")
+        Ok(vec![InstanceTypeInfo {
+            name: "m5.large".into(),
+            vcpus: 2,
+            memory_mib: 8192,
+            architectures: vec!["x86_64".into()],
+            hypervisor: "nitro".into(),
+            max_network_interfaces: 3,
+            ipv4_per_interface: 10,
+            usage_classes: vec!["on-demand".into(), "spot".into()],
+            ..InstanceTypeInfo::default()
+        }])
     }
 
     async fn describe_instance_type_offerings(&self) -> Result<Vec<(String, String)>, Ec2Error> {
-        unsupported("DescribeInstanceTypeOfferings")
+        Ok(vec![("m5.large".into(), "eu-west-1a".into())])
     }
 
     async fn spot_prices(&self) -> Result<Vec<(String, String, f64)>, Ec2Error> {
-        unsupported("DescribeSpotPriceHistory")
+        Ok(vec![])
     }
 
     async fn describe_capacity_reservations(
