@@ -4,9 +4,11 @@
 //! Each test binary uses a part of it.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types as t;
+use base64::Engine as _;
 use controller::cloudprovider::aws::AwsSettings;
 use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
 use controller::cloudprovider::build::CloudOptions;
@@ -14,6 +16,9 @@ use controller::runtime::Settings;
 use ec2api::moto::MotoServer;
 use karpenter::sandbox::ClusterConfig;
 use serde_json::json;
+
+/// The file moto's recorder writes, in the server's temporary directory.
+const RECORDING: &str = "recording.jsonl";
 
 /// The cluster the tests launch for.
 pub const CLUSTER: &str = "moto-demo";
@@ -47,6 +52,16 @@ fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
 impl Moto {
     /// Start `moto_server` seeded with the images.
     pub fn start() -> Moto {
+        Moto::start_with(false)
+    }
+
+    /// Start `moto_server` seeded with the images, recording every request it receives (moto's
+    /// recorder, `MOTO_ENABLE_RECORDING`) for [`Moto::recorded`].
+    pub fn start_recording() -> Moto {
+        Moto::start_with(true)
+    }
+
+    fn start_with(recording: bool) -> Moto {
         let dir = tempfile::tempdir().expect("temp dir");
         let amis = dir.path().join("amis.json");
         let images = json!([
@@ -61,13 +76,52 @@ impl Moto {
             image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
         ]);
         std::fs::write(&amis, images.to_string()).expect("write amis");
-        let server = MotoServer::start([("MOTO_AMIS_PATH", &amis)])
-            .expect("moto_server starts (./scripts/test.sh installs it)");
+        let recorded = dir.path().join(RECORDING);
+        let mut envs = vec![
+            ("MOTO_AMIS_PATH", amis.into_os_string()),
+            ("MOTO_RECORDER_FILEPATH", recorded.into_os_string()),
+        ];
+        if recording {
+            envs.push(("MOTO_ENABLE_RECORDING", "true".into()));
+        }
+        let server =
+            MotoServer::start(envs).expect("moto_server starts (./scripts/test.sh installs it)");
         Moto {
             url: server.url.clone(),
             _server: server,
             _dir: dir,
         }
+    }
+
+    /// The parameters of every `action` request (e.g. `CreateFleet`) moto received, as sent on
+    /// the wire (the EC2 query protocol's form fields, e.g. `Context`), oldest first; empty
+    /// unless started with [`Moto::start_recording`].
+    pub fn recorded(&self, action: &str) -> Vec<BTreeMap<String, String>> {
+        let Ok(log) = std::fs::read_to_string(self._dir.path().join(RECORDING)) else {
+            return Vec::new();
+        };
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|entry| {
+                let body = entry["body"].as_str()?.to_string();
+                let body = if entry["body_encoded"] == true {
+                    String::from_utf8(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(body)
+                            .ok()?,
+                    )
+                    .ok()?
+                } else {
+                    body
+                };
+                Some(
+                    form_urlencoded::parse(body.as_bytes())
+                        .into_owned()
+                        .collect::<BTreeMap<String, String>>(),
+                )
+            })
+            .filter(|params| params.get("Action").map(String::as_str) == Some(action))
+            .collect()
     }
 
     /// SDK configuration for the server: region `us-east-1`, test credentials.
