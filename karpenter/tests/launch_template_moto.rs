@@ -308,6 +308,7 @@ async fn every_launch_setting_reaches_moto() {
     associate_public_ip_address_reaches_the_primary_interface(&s).await;
     ip_prefix_count_gives_ipv4_prefixes_or_ipv6_prefixes_on_an_ipv6_cluster(&s).await;
     network_interfaces_reach_the_template_as_listed(&s).await;
+    requested_efa_attaches_one_interface_per_card(&s).await;
     connection_tracking_reaches_the_primary_interface(&s).await;
     cpu_options_reach_the_template(&s).await;
     volume_initialization_rate_reaches_the_template(&s).await;
@@ -413,6 +414,45 @@ async fn network_interfaces_reach_the_template_as_listed(s: &Setup) {
         assert_eq!(n.groups(), groups, "every interface has the groups");
     }
     assert!(lt.security_group_ids().is_empty());
+}
+
+/// A NodeClaim requesting `vpc.amazonaws.com/efa` on a node class without
+/// `networkInterfaces`: its type's EFA devices (p4d.24xlarge: 4, as counted in its capacity)
+/// each become an `efa` interface on their own card.
+async fn requested_efa_attaches_one_interface_per_card(s: &Setup) {
+    let nc = s
+        .node_class(&s.cloud, "efa-requested", serde_json::json!({}))
+        .await;
+    let claim = nodeclaim("efa-requested-a")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["p4d.24xlarge"])
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand"])
+        .request("cpu", "1")
+        .request("vpc.amazonaws.com/efa", "1")
+        .build();
+    let launched = s
+        .cloud
+        .create(&claim, &nc)
+        .await
+        .unwrap_or_else(|e| panic!("efa-requested-a launches: {e}"));
+    assert_eq!(launched.capacity.get("vpc.amazonaws.com/efa"), 4);
+    let fleets = lock(&s.ec2.fleets).clone();
+    let fleet = fleets.last().expect("a fleet request");
+    let lt = s.template(&fleet.configs[0].launch_template).await;
+    let seen: Vec<_> = lt
+        .network_interfaces()
+        .iter()
+        .map(|n| (n.network_card_index(), n.device_index(), n.interface_type()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Some(0), Some(0), Some("efa")),
+            (Some(1), Some(1), Some("efa")),
+            (Some(2), Some(1), Some("efa")),
+            (Some(3), Some(1), Some("efa")),
+        ]
+    );
 }
 
 async fn connection_tracking_reaches_the_primary_interface(s: &Setup) {

@@ -1,7 +1,8 @@
 //! moto's EC2, SSM, IAM, EKS and SQS server for the AWS provider's tests (`aws_moto`,
-//! `interruption_moto`): started on a free loopback port, seeded with EKS-optimized AL2023
-//! images (through `MOTO_AMIS_PATH`), and given the network and node role of a cluster.
-//! Each test binary uses a part of it.
+//! `interruption_moto`, `launch_template_moto`, ...): started on a free loopback port, seeded
+//! with EKS-optimized AL2023 images (through `MOTO_AMIS_PATH`), given the network and node role
+//! of a cluster, and, when asked, recording the requests it receives (moto's recorder). Each
+//! test binary uses a part of it.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

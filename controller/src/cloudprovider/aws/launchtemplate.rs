@@ -530,33 +530,14 @@ fn toggle_name(t: Toggle) -> String {
 /// interface that carries addresses also gets its primary IPv6 address (`PrimaryIpv6`, one
 /// `Ipv6AddressCount`).
 pub fn network_interfaces(spec: &EC2NodeClassSpec, ipv6: bool) -> Vec<NetworkInterface> {
-    let tracking = spec
-        .connection_tracking
-        .as_ref()
-        .map(|c| ConnectionTracking {
-            tcp_established_timeout: c.tcp_established_timeout,
-            udp_stream_timeout: c.udp_stream_timeout,
-            udp_timeout: c.udp_timeout,
-        })
-        .filter(|c| *c != ConnectionTracking::default());
-    // An interface that carries IP addresses: the node class's address settings.
-    let addressed = |card: Option<i32>, device: i32, kind: Option<&str>| NetworkInterface {
-        network_card_index: card,
-        device_index: device,
-        interface_type: kind.map(str::to_string),
-        associate_public_ip_address: spec.associate_public_ip_address,
-        ipv4_prefix_count: spec.ip_prefix_count.filter(|_| !ipv6),
-        ipv6_prefix_count: spec.ip_prefix_count.filter(|_| ipv6),
-        primary_ipv6: ipv6.then_some(true),
-        ipv6_address_count: ipv6.then_some(1),
-        connection_tracking: tracking.clone(),
-    };
     if !spec.network_interfaces.is_empty() {
         return spec
             .network_interfaces
             .iter()
             .map(|n| match n.interface_type {
                 InterfaceType::Interface => addressed(
+                    spec,
+                    ipv6,
                     Some(n.network_card_index),
                     n.device_index,
                     Some("interface"),
@@ -572,11 +553,60 @@ pub fn network_interfaces(spec: &EC2NodeClassSpec, ipv6: bool) -> Vec<NetworkInt
     }
     if spec.associate_public_ip_address.is_some()
         || spec.ip_prefix_count.is_some()
-        || tracking.is_some()
+        || tracking(spec).is_some()
     {
-        return vec![addressed(None, 0, None)];
+        return vec![addressed(spec, ipv6, None, 0, None)];
     }
     Vec::new()
+}
+
+/// The node class's connection tracking timeouts, `None` when it sets none.
+fn tracking(spec: &EC2NodeClassSpec) -> Option<ConnectionTracking> {
+    spec.connection_tracking
+        .as_ref()
+        .map(|c| ConnectionTracking {
+            tcp_established_timeout: c.tcp_established_timeout,
+            udp_stream_timeout: c.udp_stream_timeout,
+            udp_timeout: c.udp_timeout,
+        })
+        .filter(|c| *c != ConnectionTracking::default())
+}
+
+/// An interface that carries IP addresses, with the node class's address settings.
+fn addressed(
+    spec: &EC2NodeClassSpec,
+    ipv6: bool,
+    card: Option<i32>,
+    device: i32,
+    kind: Option<&str>,
+) -> NetworkInterface {
+    NetworkInterface {
+        network_card_index: card,
+        device_index: device,
+        interface_type: kind.map(str::to_string),
+        associate_public_ip_address: spec.associate_public_ip_address,
+        ipv4_prefix_count: spec.ip_prefix_count.filter(|_| !ipv6),
+        ipv6_prefix_count: spec.ip_prefix_count.filter(|_| ipv6),
+        primary_ipv6: ipv6.then_some(true),
+        ipv6_address_count: ipv6.then_some(1),
+        connection_tracking: tracking(spec),
+    }
+}
+
+/// Make `data` attach `count` EFA interfaces, one per network card, for a NodeClaim that
+/// requests `vpc.amazonaws.com/efa` launching on a type with `count` EFA devices (upstream's
+/// `EFACount` in `generateNetworkInterfaces`): card `i`, device 0 on the first card and 1 on
+/// the others (so the first card's is the primary interface), type `efa`, each with the node
+/// class's address settings. A node class that lists `networkInterfaces` keeps its own, and
+/// `count` 0 changes nothing. The content, and so the template's name, differs per count.
+pub fn for_efa(data: &mut LaunchTemplateData, spec: &EC2NodeClassSpec, count: i64, ipv6: bool) {
+    if count <= 0 || !spec.network_interfaces.is_empty() {
+        return;
+    }
+    data.network_interfaces = (0..count)
+        .filter_map(|i| i32::try_from(i).ok())
+        .map(|i| addressed(spec, ipv6, Some(i), i32::from(i != 0), Some("efa")))
+        .collect();
 }
 
 /// Make `data` launch into the placement group `group` (upstream `buildPlacement`): its id, and
@@ -1195,6 +1225,46 @@ mod tests {
                 ..NetworkInterface::default()
             }
         );
+    }
+
+    /// A NodeClaim requesting EFA gets one `efa` interface per card of its type (device 0 on
+    /// the first card, 1 on the others) with the address settings; a node class listing its
+    /// own interfaces keeps them.
+    #[test]
+    fn requested_efa_attaches_one_efa_interface_per_card() {
+        let nc = with_spec(serde_json::json!({"ipPrefixCount": 1}));
+        let mut d = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        for_efa(&mut d, &nc.spec, 3, false);
+        let seen: Vec<_> = d
+            .network_interfaces
+            .iter()
+            .map(|n| {
+                (
+                    n.network_card_index,
+                    n.device_index,
+                    n.interface_type.as_deref(),
+                    n.ipv4_prefix_count,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some(0), 0, Some("efa"), Some(1)),
+                (Some(1), 1, Some("efa"), Some(1)),
+                (Some(2), 1, Some("efa"), Some(1)),
+            ]
+        );
+        let mut none = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        let before = none.clone();
+        for_efa(&mut none, &nc.spec, 0, false);
+        assert_eq!(none, before);
+        let listed = with_spec(serde_json::json!({"networkInterfaces": [
+            {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]}));
+        let mut own = data(&listed, AmiFamily::Al2023, "ami-1", "x", false);
+        let before = own.clone();
+        for_efa(&mut own, &listed.spec, 2, false);
+        assert_eq!(own, before, "the node class's own interfaces stay");
     }
 
     #[test]

@@ -699,7 +699,8 @@ impl AwsCloud {
     /// Make sure a launch template exists; returns its name. With a `reservation`, the
     /// template launches into that reservation only ([`launchtemplate::for_reservation`]); with
     /// a `placement` (group, partition asked for), into that placement group
-    /// ([`launchtemplate::for_placement`]).
+    /// ([`launchtemplate::for_placement`]); with `efa` devices, one EFA interface per card
+    /// ([`launchtemplate::for_efa`]).
     async fn ensure_template(
         &self,
         node_class: &EC2NodeClass,
@@ -707,6 +708,7 @@ impl AwsCloud {
         user_data: &str,
         reservation: Option<&ReservedCapacity>,
         placement: Option<(&PlacementGroupInfo, Option<i32>)>,
+        efa: i64,
     ) -> Result<String, CloudError> {
         let family = node_class.ami_family();
         let ipv6 = self.cluster().ipv6();
@@ -717,6 +719,7 @@ impl AwsCloud {
         if let Some((group, partition)) = placement {
             launchtemplate::for_placement(&mut data, group, partition);
         }
+        launchtemplate::for_efa(&mut data, &node_class.spec, efa, ipv6);
         let name = launchtemplate::name(&self.settings.cluster_name, &data);
         if self.lock().templates.contains(&name) {
             return Ok(name);
@@ -927,6 +930,7 @@ impl CloudProvider for AwsCloud {
         }
         node_class_ready(node_class)?;
         let group = self.placement_group(node_class).await?;
+        let efa_requested = claim.spec.resources.requests.contains_key(l::RESOURCE_EFA);
         let status = node_class.status.clone().unwrap_or_default();
         let reqs = Requirements::from_api(&claim.spec.requirements);
         let requests = karpenter_core::cloud::launch_requests(claim);
@@ -980,15 +984,22 @@ impl CloudProvider for AwsCloud {
             }) else {
                 break;
             };
-            // One launch template per image (and reservation); each type boots the newest
-            // image for its arch.
-            let mut configs: BTreeMap<(String, Option<String>), FleetConfig> = BTreeMap::new();
+            // One launch template per image (and reservation, and EFA count); each type boots
+            // the newest image for its arch.
+            let mut configs: BTreeMap<(String, Option<String>, i64), FleetConfig> = BTreeMap::new();
             for (rank, (_, t, zone, ct)) in offers.iter().enumerate() {
                 let Some(image) = compatible_ami(&status.amis, &t.labels) else {
                     continue;
                 };
                 let target = into.get(&(t.name.clone(), zone.clone()));
-                let key = (image.id.clone(), target.map(|r| r.id.clone()));
+                // A NodeClaim asking for EFA gets each type's EFA devices as interfaces
+                // (upstream's `EFACount`): one template per count.
+                let efa = if efa_requested {
+                    t.capacity.get(l::RESOURCE_EFA)
+                } else {
+                    0
+                };
+                let key = (image.id.clone(), target.map(|r| r.id.clone()), efa);
                 let template = match configs.get(&key) {
                     Some(c) => c.launch_template.clone(),
                     None => {
@@ -998,6 +1009,7 @@ impl CloudProvider for AwsCloud {
                             &user_data,
                             target,
                             group.as_ref().map(|g| (g, partition)),
+                            efa,
                         )
                         .await?
                     }
