@@ -227,7 +227,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.amiSelectorTerms[].alias",
-        "controller/src/cloudprovider/sim/network.rs::aliases_pin_a_past_release_or_follow_the_latest",
+        "karpenter/tests/ami_alias_moto.rs::al2023_latest_boots_the_nvidia_image_on_gpu_types_and_the_standard_image_elsewhere",
     ),
     honoured(EC2, "spec.amiSelectorTerms[].id", AMI_TERMS),
     honoured(EC2, "spec.amiSelectorTerms[].name", AMI_TERMS),

@@ -6,6 +6,8 @@
 //! with its module path, e.g. `cargo test -p karpenter --test integration run_cli::`.
 
 #[cfg(feature = "aws")]
+mod ami_alias_moto;
+#[cfg(feature = "aws")]
 mod aws_moto;
 mod common;
 #[cfg(feature = "aws")]

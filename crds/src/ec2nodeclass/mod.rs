@@ -317,4 +317,20 @@ spec:
         assert_eq!(Alias::parse("al2023"), None);
         assert_eq!(Alias::parse("al2023@"), None);
     }
+
+    #[test]
+    fn windows_families_name_their_release_and_build() {
+        let windows = [
+            (AmiFamily::Windows2019, "2019", "10.0.17763"),
+            (AmiFamily::Windows2022, "2022", "10.0.20348"),
+            (AmiFamily::Windows2025, "2025", "10.0.26100"),
+        ];
+        for (family, year, build) in windows {
+            assert_eq!(family.windows_year(), Some(year));
+            assert_eq!(family.windows_build(), Some(build));
+        }
+        for linux in [AmiFamily::Al2023, AmiFamily::Al2, AmiFamily::Bottlerocket] {
+            assert_eq!((linux.windows_year(), linux.windows_build()), (None, None));
+        }
+    }
 }

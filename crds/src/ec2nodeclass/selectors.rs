@@ -169,6 +169,29 @@ impl AmiFamily {
             Self::Windows2019 | Self::Windows2022 | Self::Windows2025
         )
     }
+
+    /// The Windows Server release year of a Windows family (`"2022"` for Windows2022), as it
+    /// appears in the EKS-optimized image names and SSM parameters; `None` for Linux families.
+    pub fn windows_year(self) -> Option<&'static str> {
+        match self {
+            Self::Windows2019 => Some("2019"),
+            Self::Windows2022 => Some("2022"),
+            Self::Windows2025 => Some("2025"),
+            _ => None,
+        }
+    }
+
+    /// The OS build a Windows family's nodes report in `node.kubernetes.io/windows-build`
+    /// (`10.0.20348` for Windows Server 2022), as upstream pins them per family
+    /// (`aws:pkg/apis/v1/labels.go` `Windows20xxBuild`); `None` for Linux families.
+    pub fn windows_build(self) -> Option<&'static str> {
+        match self {
+            Self::Windows2019 => Some("10.0.17763"),
+            Self::Windows2022 => Some("10.0.20348"),
+            Self::Windows2025 => Some("10.0.26100"),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for AmiFamily {

@@ -345,7 +345,8 @@ pub fn with_reservations(
 /// Instance types from catalog entries, sized for a node class by `config`, with offerings
 /// for each zone in `zones` the type is sold in and each capacity type it is sold as: on-demand
 /// at the entry's price, spot at `spot(entry, zone)` (USD/hour), unavailable where
-/// `unavailable(type, zone, capacity_type)`. Types with no offering in those zones are left out.
+/// `unavailable(type, zone, capacity_type)`. Types with no offering in those zones, or that
+/// the node class's AMI family cannot run ([`CapacityConfig::node_labels`]), are left out.
 pub fn instance_types(
     entries: &[CatalogEntry],
     zones: &BTreeSet<String>,
@@ -356,6 +357,7 @@ pub fn instance_types(
     entries
         .iter()
         .filter_map(|e| {
+            let labels = config.node_labels(&e.labels)?;
             let mut offerings = Vec::new();
             for zone in e.zones.intersection(zones) {
                 for &ct in &e.sells {
@@ -378,7 +380,7 @@ pub fn instance_types(
                 let allocation = config.allocation(&e.spec);
                 let mut it = InstanceType::new(
                     e.name.clone(),
-                    e.labels.clone(),
+                    labels,
                     OPTIONAL_LABELS,
                     allocation.capacity,
                     allocation.overhead,

@@ -15,8 +15,9 @@ use crds::ec2nodeclass::{
     KubeletConfiguration, NetworkInterface,
 };
 use crds::labels::{
-    RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON, RESOURCE_AWS_NEURON_CORE, RESOURCE_EFA,
-    RESOURCE_HABANA_GAUDI, RESOURCE_NVIDIA_GPU,
+    ARCH_AMD64, ARCH_LABEL, OS_LABEL, OS_WINDOWS, RESOURCE_AMD_GPU, RESOURCE_AWS_NEURON,
+    RESOURCE_AWS_NEURON_CORE, RESOURCE_EFA, RESOURCE_HABANA_GAUDI, RESOURCE_NVIDIA_GPU,
+    WINDOWS_BUILD_LABEL,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -385,6 +386,27 @@ impl CapacityConfig {
             }
             AmiFamily::Custom => None,
         }
+    }
+
+    /// The labels a type's nodes carry under this family, from the type's `labels` (which
+    /// say `kubernetes.io/os=linux`): a Windows family's nodes report `kubernetes.io/os=windows`
+    /// and the family's `node.kubernetes.io/windows-build`, as upstream's instance types do
+    /// under a Windows family (`aws:pkg/providers/instancetype/types.go` `getOS`). `None` when
+    /// the family cannot run on the type: Windows on a non-amd64 type (EKS publishes no arm64
+    /// Windows image).
+    pub fn node_labels(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<BTreeMap<String, String>> {
+        let mut labels = labels.clone();
+        if let Some(build) = self.family.windows_build() {
+            if labels.get(ARCH_LABEL).map(String::as_str) != Some(ARCH_AMD64) {
+                return None;
+            }
+            labels.insert(OS_LABEL.into(), OS_WINDOWS.into());
+            labels.insert(WINDOWS_BUILD_LABEL.into(), build.into());
+        }
+        Some(labels)
     }
 
     /// Ephemeral storage in bytes: the instance store under RAID0 (decimal GB), else the

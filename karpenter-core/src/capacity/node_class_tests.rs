@@ -144,6 +144,44 @@ fn windows_defaults_to_110_pods_and_a_50_gib_root() {
 }
 
 #[test]
+fn windows_families_offer_amd64_types_as_windows_nodes_of_their_build() {
+    // types.go getOS: a Windows family's types are `windows` (amd64 only) with its build.
+    let catalog = Catalog::embedded().expect("embedded catalog");
+    let zones = ["us-east-1a".to_string()].into_iter().collect();
+    let types = |alias: &str| {
+        let class = node_class(json!({"amiSelectorTerms": [{"alias": alias}]}));
+        let config =
+            CapacityConfig::from_node_class(&class, CapacityOptions::default()).expect("parses");
+        catalog.instance_types(&zones, &config, |_, _, _| false)
+    };
+    let label = |types: &[std::sync::Arc<crate::capacity::InstanceType>], name: &str, key: &str| {
+        types
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.labels.get(key).cloned())
+    };
+    let windows = types("windows2022@latest");
+    assert_eq!(
+        label(&windows, "m5.large", l::OS_LABEL),
+        Some(Some("windows".to_string()))
+    );
+    assert_eq!(
+        label(&windows, "m5.large", l::WINDOWS_BUILD_LABEL),
+        Some(Some("10.0.20348".to_string()))
+    );
+    assert_eq!(label(&windows, "m6g.large", l::OS_LABEL), None);
+    let linux = types("al2023@latest");
+    assert_eq!(
+        label(&linux, "m6g.large", l::OS_LABEL),
+        Some(Some("linux".to_string()))
+    );
+    assert_eq!(
+        label(&linux, "m5.large", l::WINDOWS_BUILD_LABEL),
+        Some(None)
+    );
+}
+
+#[test]
 fn reserved_enis_never_go_below_zero() {
     // suite_test "should reserve ENIs when aws.reservedENIs is set": t3.large gives 0 pods.
     let options = CapacityOptions {

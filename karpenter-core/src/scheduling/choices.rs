@@ -72,6 +72,60 @@ pub fn has_min_values(requirements: &Requirements) -> bool {
 ///
 /// Offerings count when available and compatible with the requirements' zone and capacity type.
 pub fn accepted<T: Borrow<InstanceType>>(requirements: &Requirements, options: &[T]) -> Vec<usize> {
+    let filter = crate::capacity::OfferingFilter::of(requirements);
+    accepted_by(requirements, options, |i| {
+        OfferSummary::of(
+            options[i]
+                .borrow()
+                .offerings
+                .iter()
+                .filter(|o| o.available && filter.admits(o)),
+        )
+    })
+}
+
+/// What step 2 of [`accepted`] reads of one option's offerings (those that count: available
+/// and compatible with the requirements): its cheapest on-demand and spot prices (USD/hour) and
+/// whether it has a reserved offering. The solver keeps these per type and requirements, so the
+/// offerings are not scanned again for every NodeClaim.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OfferSummary {
+    /// The cheapest on-demand offering's price, if any.
+    pub on_demand: Option<f64>,
+    /// The cheapest spot offering's price, if any.
+    pub spot: Option<f64>,
+    /// Whether some reserved offering counts.
+    pub reserved: bool,
+}
+
+impl OfferSummary {
+    /// The summary of `offerings` (already filtered to those that count).
+    pub fn of<'a>(offerings: impl IntoIterator<Item = &'a crate::capacity::Offering>) -> Self {
+        let mut s = OfferSummary::default();
+        for o in offerings {
+            s.add(o);
+        }
+        s
+    }
+
+    /// Count one more offering.
+    pub fn add(&mut self, o: &crate::capacity::Offering) {
+        let min = |p: Option<f64>| Some(p.map_or(o.price, |p| p.min(o.price)));
+        match o.capacity_type.as_str() {
+            CAPACITY_TYPE_ON_DEMAND => self.on_demand = min(self.on_demand),
+            CAPACITY_TYPE_SPOT => self.spot = min(self.spot),
+            CAPACITY_TYPE_RESERVED => self.reserved = true,
+            _ => {}
+        }
+    }
+}
+
+/// [`accepted`], reading each option's offerings through `summary` (by position in `options`).
+pub fn accepted_by<T: Borrow<InstanceType>>(
+    requirements: &Requirements,
+    options: &[T],
+    summary: impl Fn(usize) -> OfferSummary,
+) -> Vec<usize> {
     let mut kept: Vec<usize> = (0..options.len()).collect();
     if !has_min_values(requirements) {
         let ordinary: Vec<usize> = kept
@@ -82,7 +136,7 @@ pub fn accepted<T: Borrow<InstanceType>>(requirements: &Requirements, options: &
         if !ordinary.is_empty() {
             kept = ordinary;
         }
-        kept = without_unwanted_spot(requirements, options, kept);
+        kept = without_unwanted_spot(requirements, kept, summary);
     }
     let n = listed(
         requirements,
@@ -95,11 +149,11 @@ pub fn accepted<T: Borrow<InstanceType>>(requirements: &Requirements, options: &
     kept
 }
 
-/// Step 2 of [`accepted`] over `kept` (positions into `options`).
-fn without_unwanted_spot<T: Borrow<InstanceType>>(
+/// Step 2 of [`accepted`] over `kept` (positions into the options, summarised by `summary`).
+fn without_unwanted_spot(
     requirements: &Requirements,
-    options: &[T],
     kept: Vec<usize>,
+    summary: impl Fn(usize) -> OfferSummary,
 ) -> Vec<usize> {
     let allows = |ct: &str| {
         requirements
@@ -109,46 +163,20 @@ fn without_unwanted_spot<T: Borrow<InstanceType>>(
     if !allows(CAPACITY_TYPE_SPOT) || !allows(CAPACITY_TYPE_ON_DEMAND) {
         return kept;
     }
-    let filter = crate::capacity::OfferingFilter::of(requirements);
-    let offerings = |i: usize| {
-        options[i]
-            .borrow()
-            .offerings
-            .iter()
-            .filter(move |o| o.available && filter.admits(o))
-    };
-    let mut cheapest_on_demand = f64::INFINITY;
-    let mut any_spot = false;
-    for &i in &kept {
-        for o in offerings(i) {
-            if o.capacity_type == CAPACITY_TYPE_ON_DEMAND {
-                cheapest_on_demand = cheapest_on_demand.min(o.price);
-            } else if o.capacity_type == CAPACITY_TYPE_SPOT {
-                any_spot = true;
-            }
-        }
-    }
+    let summaries: Vec<OfferSummary> = kept.iter().map(|&i| summary(i)).collect();
+    let cheapest_on_demand = summaries
+        .iter()
+        .filter_map(|s| s.on_demand)
+        .fold(f64::INFINITY, f64::min);
+    let any_spot = summaries.iter().any(|s| s.spot.is_some());
     if !any_spot || cheapest_on_demand == f64::INFINITY {
         return kept;
     }
     let wanted: Vec<usize> = kept
         .iter()
-        .copied()
-        .filter(|&i| {
-            let mut has_spot = false;
-            for o in offerings(i) {
-                if o.capacity_type == CAPACITY_TYPE_RESERVED {
-                    return true;
-                }
-                if o.capacity_type == CAPACITY_TYPE_SPOT {
-                    has_spot = true;
-                    if o.price <= cheapest_on_demand {
-                        return true;
-                    }
-                }
-            }
-            !has_spot
-        })
+        .zip(&summaries)
+        .filter(|(_, s)| s.reserved || s.spot.is_none_or(|p| p <= cheapest_on_demand))
+        .map(|(&i, _)| i)
         .collect();
     if wanted.is_empty() { kept } else { wanted }
 }

@@ -808,7 +808,10 @@ impl Solver<'_> {
                 continue;
             }
             let claim = &mut self.claims[ci];
-            claim.max_allocatable = max_allocatable(pool, &options);
+            // The options only ever shrink: the largest room changes only when some went.
+            if options.len() != claim.options.len() {
+                claim.max_allocatable = max_allocatable(pool, &options);
+            }
             claim.options = options;
             claim.requests = total;
             if let Some(m) = merged {
@@ -1223,6 +1226,9 @@ fn reserve(
     options: &[usize],
     sign: i64,
 ) {
+    if remaining.is_empty() {
+        return;
+    }
     let largest = options.iter().fold(Resources::default(), |acc, &o| {
         acc.max(&pool.instance_types[o].capacity)
     });
@@ -1246,6 +1252,8 @@ fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
 /// and the capacity types of its compatible available offerings (bits into `capacity_types`).
 struct Offers {
     price: Vec<Option<f64>>,
+    /// What [`choices::accepted_by`] reads of the offerings that count.
+    summary: Vec<choices::OfferSummary>,
     capacity_type_bits: Vec<u64>,
     capacity_types: Vec<String>,
 }
@@ -1336,6 +1344,7 @@ impl Prices {
         }
         let mut offers = Offers {
             price: Vec::with_capacity(pool.instance_types.len()),
+            summary: Vec::with_capacity(pool.instance_types.len()),
             capacity_type_bits: Vec::with_capacity(pool.instance_types.len()),
             capacity_types: Vec::new(),
         };
@@ -1348,12 +1357,14 @@ impl Prices {
                 .filter(admitted)
                 .any(|o| o.reservation_id.is_none());
             let mut price: Option<f64> = None;
+            let mut summary = choices::OfferSummary::default();
             let mut bits = 0u64;
             for o in it.offerings.iter().filter(admitted) {
                 if !self.counts(o, unreserved) {
                     continue;
                 }
                 price = Some(price.map_or(o.price, |p| p.min(o.price)));
+                summary.add(o);
                 let known = offers
                     .capacity_types
                     .iter()
@@ -1365,6 +1376,7 @@ impl Prices {
                 bits |= 1 << bit.min(63);
             }
             offers.price.push(price);
+            offers.summary.push(summary);
             offers.capacity_type_bits.push(bits);
         }
         let offers = Rc::new(offers);
@@ -1457,7 +1469,7 @@ fn launch_price(
 ) -> Option<f64> {
     let offers = prices.get(pool_index, pool, requirements);
     let sorted = priced_options(pool, &offers, options);
-    let first = *accepted_options(pool, requirements, sorted.into_iter()).first()?;
+    let first = *accepted_options(pool, requirements, &offers, sorted.into_iter()).first()?;
     offers.price[first]
 }
 
@@ -1482,11 +1494,12 @@ fn priced_options(pool: &NodePoolTemplate, offers: &Offers, options: &[usize]) -
 fn accepted_options(
     pool: &NodePoolTemplate,
     requirements: &Requirements,
+    offers: &Offers,
     options: impl Iterator<Item = usize>,
 ) -> Vec<usize> {
     let options: Vec<usize> = options.collect();
     let types: Vec<&InstanceType> = options.iter().map(|&i| &*pool.instance_types[i]).collect();
-    choices::accepted(requirements, &types)
+    choices::accepted_by(requirements, &types, |k| offers.summary[options[k]])
         .into_iter()
         .map(|k| options[k])
         .collect()
@@ -1511,7 +1524,7 @@ fn finish(
     let pool = pools[claim.pool].t;
     let offers = prices.get(claim.pool, pool, &claim.requirements);
     let sorted = priced_options(pool, &offers, &claim.options);
-    let kept = accepted_options(pool, &claim.requirements, sorted.iter().copied());
+    let kept = accepted_options(pool, &claim.requirements, &offers, sorted.iter().copied());
     if kept.is_empty() {
         let rejection = || Rejection::NoInstanceType {
             requests: claim.requests.clone(),

@@ -38,55 +38,83 @@ pub struct Moto {
     _dir: tempfile::TempDir,
 }
 
-fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
+/// An Amazon-owned (EKS account) public image `name` for `arch` (`x86_64`, `arm64`), created
+/// at `date` (ISO 8601), as `MOTO_AMIS_PATH` lists images.
+pub fn amazon_image(id: &str, name: &str, arch: &str, date: &str) -> serde_json::Value {
     json!({
         "ami_id": id, "state": "available", "public": true, "owner_id": "602401143452",
-        "image_location": format!("amazon/amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
+        "image_location": format!("amazon/{name}"),
         "sriov": "simple", "root_device_type": "ebs", "root_device_name": "/dev/xvda",
-        "description": format!("EKS-optimized AL2023 node image {version}"),
-        "image_type": "machine", "architecture": arch,
-        "name": format!("amazon-eks-node-al2023-{arch}-standard-1.32-{version}"),
+        "description": format!("EKS-optimized image {name}"),
+        "image_type": "machine", "architecture": arch, "name": name,
         "virtualization_type": "hvm", "hypervisor": "xen", "creation_date": date,
     })
+}
+
+fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
+    let name = format!("amazon-eks-node-al2023-{arch}-standard-1.32-{version}");
+    amazon_image(id, &name, arch, date)
 }
 
 impl Moto {
     /// Start `moto_server` seeded with the images.
     pub fn start() -> Moto {
-        Moto::start_with(false)
+        Self::start_with(Self::images(), &[])
     }
 
     /// Start `moto_server` seeded with the images, recording every request it receives (moto's
     /// recorder, `MOTO_ENABLE_RECORDING`) for [`Moto::recorded`].
     pub fn start_recording() -> Moto {
-        Moto::start_with(true)
+        Self::launch(Self::images(), &[], true)
     }
 
-    fn start_with(recording: bool) -> Moto {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let amis = dir.path().join("amis.json");
-        let images = json!([
+    /// The EKS-optimized AL2023 images [`Moto::start`] serves.
+    fn images() -> Vec<serde_json::Value> {
+        vec![
             image(OLD_AMD64, "x86_64", "v20260101", "2026-01-01T00:00:00.000Z"),
             image(NEW_AMD64, "x86_64", "v20260301", "2026-03-01T00:00:00.000Z"),
             image(
                 "ami-0a11023000000003",
                 "arm64",
                 "v20260101",
-                "2026-01-01T00:00:00.000Z"
+                "2026-01-01T00:00:00.000Z",
             ),
             image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
-        ]);
-        std::fs::write(&amis, images.to_string()).expect("write amis");
-        let recorded = dir.path().join(RECORDING);
+        ]
+    }
+
+    /// Start `moto_server` serving `images` (see [`amazon_image`]) and, when `parameters` is
+    /// not empty, also those SSM parameters `(name, value)`: moto ships none of the EKS or
+    /// Windows AMI parameters under `/aws/service/` and refuses to create them, so they are
+    /// seeded at start ([`MotoServer::start_with_public_parameters`]).
+    pub fn start_with(images: Vec<serde_json::Value>, parameters: &[(&str, &str)]) -> Moto {
+        Self::launch(images, parameters, false)
+    }
+
+    fn launch(
+        images: Vec<serde_json::Value>,
+        parameters: &[(&str, &str)],
+        recording: bool,
+    ) -> Moto {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let amis = dir.path().join("amis.json");
+        std::fs::write(&amis, serde_json::Value::from(images).to_string()).expect("write amis");
         let mut envs = vec![
             ("MOTO_AMIS_PATH", amis.into_os_string()),
-            ("MOTO_RECORDER_FILEPATH", recorded.into_os_string()),
+            (
+                "MOTO_RECORDER_FILEPATH",
+                dir.path().join(RECORDING).into_os_string(),
+            ),
         ];
         if recording {
             envs.push(("MOTO_ENABLE_RECORDING", "true".into()));
         }
-        let server =
-            MotoServer::start(envs).expect("moto_server starts (./scripts/test.sh installs it)");
+        let server = if parameters.is_empty() {
+            MotoServer::start(envs)
+        } else {
+            MotoServer::start_with_public_parameters(envs, parameters)
+        }
+        .expect("moto_server starts (./scripts/test.sh installs it)");
         Moto {
             url: server.url.clone(),
             _server: server,

@@ -10,7 +10,9 @@
 //!   is appended as a further part;
 //! - AL2: a shell script calling `/etc/eks/bootstrap.sh` with `--kubelet-extra-args`;
 //! - Bottlerocket: TOML `[settings.kubernetes]` with `node-labels` and `node-taints` tables;
-//! - Custom (and Windows, whose bootstrap is not generated here): the node class's userData as is.
+//! - Windows: a `<powershell>` block running the image's `Start-EKSBootstrap.ps1` with the
+//!   same kubelet flags as AL2 in `-KubeletExtraArgs`, the node class's userData first;
+//! - Custom: the node class's userData as is.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -147,6 +149,44 @@ fn labels_flag(labels: &BTreeMap<String, String>) -> String {
         .join(",")
 }
 
+/// The kubelet flags AL2's `--kubelet-extra-args` and Windows' `-KubeletExtraArgs` carry
+/// (upstream `bootstrap.go` `kubeletExtraArgs`): labels, taints, `maxPods`, `podsPerCore`,
+/// the reserved resources and eviction thresholds of the node class's kubelet settings.
+fn kubelet_extra_args(
+    labels: &BTreeMap<String, String>,
+    taints: &[String],
+    max_pods: Option<&str>,
+    kubelet: Option<&KubeletConfiguration>,
+) -> String {
+    let mut extra = format!("--node-labels={}", labels_flag(labels));
+    if !taints.is_empty() {
+        let _ = write!(extra, " --register-with-taints={}", taints.join(","));
+    }
+    if let Some(m) = max_pods {
+        let _ = write!(extra, " --max-pods={m}");
+    }
+    if let Some(k) = kubelet {
+        if let Some(n) = k.pods_per_core {
+            let _ = write!(extra, " --pods-per-core={n}");
+        }
+        for (flag, map, separator) in [
+            ("--system-reserved", &k.system_reserved, "="),
+            ("--kube-reserved", &k.kube_reserved, "="),
+            ("--eviction-hard", &k.eviction_hard, "<"),
+            ("--eviction-soft", &k.eviction_soft, "<"),
+        ] {
+            if !map.is_empty() {
+                let pairs: Vec<String> = map
+                    .iter()
+                    .map(|(k, v)| format!("{k}{separator}{v}"))
+                    .collect();
+                let _ = write!(extra, " {flag}={}", pairs.join(","));
+            }
+        }
+    }
+    extra
+}
+
 /// The user data (plain text, before base64) for a node of `family`.
 pub fn user_data(
     family: AmiFamily,
@@ -166,11 +206,34 @@ pub fn user_data(
     // (`aws:pkg/providers/amifamily/bootstrap`).
     let raid0 = node_class.spec.instance_store_policy == Some(InstanceStorePolicy::Raid0);
     match family {
-        // A custom (or Windows) image bootstraps itself: its user data passes through as given.
-        AmiFamily::Custom
-        | AmiFamily::Windows2019
-        | AmiFamily::Windows2022
-        | AmiFamily::Windows2025 => node_class.spec.user_data.clone().unwrap_or_default(),
+        // A custom image bootstraps itself: its user data passes through as given.
+        AmiFamily::Custom => node_class.spec.user_data.clone().unwrap_or_default(),
+        // Upstream `bootstrap/windows.go`: the node class's PowerShell, then the EKS script.
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+            let mut s = String::from("<powershell>\n");
+            if let Some(custom) = &node_class.spec.user_data {
+                s.push_str(custom);
+                s.push('\n');
+            }
+            s.push_str(
+                "[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n",
+            );
+            let _ = write!(
+                s,
+                "& $EKSBootstrapScriptFile -EKSClusterName '{}' -APIServerEndpoint '{}'",
+                cluster.name, cluster.endpoint
+            );
+            if !cluster.ca_bundle.is_empty() {
+                let _ = write!(s, " -Base64ClusterCA '{}'", cluster.ca_bundle);
+            }
+            let extra = kubelet_extra_args(labels, &taint_list, max_pods.as_deref(), kubelet);
+            let _ = write!(s, " -KubeletExtraArgs '{extra}'");
+            if let Some(dns) = cluster_dns(kubelet, cluster) {
+                let _ = write!(s, " -DNSClusterIP '{dns}'");
+            }
+            s.push_str("\n</powershell>");
+            s
+        }
         AmiFamily::Bottlerocket => {
             let mut s = String::from("[settings.kubernetes]\n");
             let _ = writeln!(s, "cluster-name = {:?}", cluster.name);
@@ -231,32 +294,7 @@ pub fn user_data(
             s
         }
         AmiFamily::Al2 => {
-            let mut extra = format!("--node-labels={}", labels_flag(labels));
-            if !taint_list.is_empty() {
-                let _ = write!(extra, " --register-with-taints={}", taint_list.join(","));
-            }
-            if let Some(m) = &max_pods {
-                let _ = write!(extra, " --max-pods={m}");
-            }
-            if let Some(k) = kubelet {
-                if let Some(n) = k.pods_per_core {
-                    let _ = write!(extra, " --pods-per-core={n}");
-                }
-                for (flag, map, separator) in [
-                    ("--system-reserved", &k.system_reserved, "="),
-                    ("--kube-reserved", &k.kube_reserved, "="),
-                    ("--eviction-hard", &k.eviction_hard, "<"),
-                    ("--eviction-soft", &k.eviction_soft, "<"),
-                ] {
-                    if !map.is_empty() {
-                        let pairs: Vec<String> = map
-                            .iter()
-                            .map(|(k, v)| format!("{k}{separator}{v}"))
-                            .collect();
-                        let _ = write!(extra, " {flag}={}", pairs.join(","));
-                    }
-                }
-            }
+            let extra = kubelet_extra_args(labels, &taint_list, max_pods.as_deref(), kubelet);
             let mut s = String::from("#!/bin/bash -xe\n");
             if let Some(custom) = &node_class.spec.user_data {
                 s.push_str(custom);
@@ -1032,6 +1070,39 @@ mod tests {
             parse_kubelet(&for_claim(&cluster(), &aliased, &claim)).0,
             AmiFamily::Al2
         );
+    }
+
+    #[test]
+    fn windows_user_data_runs_the_eks_bootstrap_script_after_the_node_class_powershell() {
+        let claim = testutil::nodeclaim("default-w")
+            .nodepool("default")
+            .label("team", "web")
+            .build();
+        let mut nc = ec2nodeclass("default")
+            .ami_alias("windows2022@latest")
+            .build();
+        nc.spec.user_data = Some("Write-Host mine".into());
+        nc.spec.kubelet = Some(KubeletConfiguration {
+            max_pods: Some(IntOrString::Int(30)),
+            cluster_dns: vec!["10.100.0.10".into()],
+            ..KubeletConfiguration::default()
+        });
+        let ud = for_claim(&cluster(), &nc, &claim);
+        let lines: Vec<&str> = ud.lines().collect();
+        assert_eq!(lines.first(), Some(&"<powershell>"));
+        assert_eq!(lines.get(1), Some(&"Write-Host mine"), "{ud}");
+        assert_eq!(lines.last(), Some(&"</powershell>"));
+        let run = lines.get(3).copied().unwrap_or_default();
+        assert!(
+            run.starts_with("& $EKSBootstrapScriptFile -EKSClusterName 'demo' -APIServerEndpoint 'https://127.0.0.1:6443'"),
+            "{ud}"
+        );
+        assert!(run.contains(" --max-pods=30"), "{run}");
+        assert!(run.ends_with(" -DNSClusterIP '10.100.0.10'"), "{run}");
+        // The simulated kubelet registers with the labels and taints the script passes.
+        let (labels, taints) = parse_registration(&ud);
+        assert_eq!(labels.get("team").map(String::as_str), Some("web"));
+        assert!(taints.iter().any(|t| t.key == "karpenter.sh/unregistered"));
     }
 
     #[test]

@@ -35,6 +35,9 @@
 //!   into it through the template's `Placement`, and the NodeClaim is labelled with its id.
 //!   The node class's `context` goes to CreateFleet as its `Context`.
 
+pub mod alias;
+#[cfg(test)]
+mod alias_tests;
 pub mod cluster;
 pub mod launchtemplate;
 pub mod nodeclass;
@@ -1263,16 +1266,10 @@ impl CloudProvider for AwsCloud {
         )
         .await;
         // Nodes need the cluster's service CIDR: AL2023's NodeConfig carries it (an AL2023
-        // node class is not valid without it, as upstream's validation says), and AL2 and
-        // Bottlerocket derive their cluster DNS address from it when it is known.
+        // node class is not valid without it, as upstream's validation says), and AL2,
+        // Bottlerocket and Windows derive their cluster DNS address from it when it is known.
         let family = node_class.ami_family();
-        let bootstraps = !matches!(
-            family,
-            AmiFamily::Custom
-                | AmiFamily::Windows2019
-                | AmiFamily::Windows2022
-                | AmiFamily::Windows2025
-        );
+        let bootstraps = family != AmiFamily::Custom;
         if bootstraps
             && let Err(why) = self.resolve_service_cidr().await
             && family == AmiFamily::Al2023

@@ -6,24 +6,27 @@
 //! - Security groups: terms by `id`, `name` or `tags`.
 //! - AMIs: terms by `id`, or `name`/`owner`/`tags` (owners default to `self` and `amazon` when a
 //!   name is given), or an alias `family@version` resolved through SSM public parameters
-//!   (e.g. `/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id`)
-//!   for amd64 and arm64. Where SSM has no such parameter (an EC2 emulator, a partition without
-//!   EKS parameters), the alias falls back to Amazon-owned images with the family's release name
-//!   pattern, newest first. Images are ordered non-deprecated first, then newest first.
+//!   ([`alias`]: each architecture's standard, NVIDIA and Neuron images, or Windows' one image,
+//!   each listed with the instance-type requirements it is for). Where SSM has no such
+//!   parameter (an EC2 emulator, a partition without EKS parameters), the alias falls back to
+//!   the newest Amazon-owned image with that image's release name. An alias the cluster's
+//!   Kubernetes version cannot use (AL2 on 1.33+, Windows 2025 before 1.35) makes the class
+//!   not ready with reason `UnsupportedAlias`. Images are ordered non-deprecated first, then
+//!   newest first; the status lists each image once per requirement set.
 //! - Instance profile: `instanceProfile` as given, or for `role` an instance profile Karpenter
 //!   creates in IAM and deletes with the node class (`<cluster>_<hash of region and role>`).
 
 use std::collections::BTreeSet;
 
 use crds::ec2nodeclass::{
-    Alias, Ami, AmiFamily, AmiSelectorTerm, SecurityGroup, SecurityGroupSelectorTerm, Subnet,
+    Alias, Ami, AmiSelectorTerm, SecurityGroup, SecurityGroupSelectorTerm, Subnet,
     SubnetSelectorTerm, placeholder,
 };
-use crds::labels::ARCH_LABEL;
 use crds::{EC2NodeClass, EC2NodeClassStatus};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
+use super::alias;
 use super::launchtemplate::fnv;
 use ec2api::{Ec2, Ec2Error, Filter, ImageInfo, ImageQuery};
 use karpenter_core::cloud::NodeClassResolution;
@@ -91,104 +94,55 @@ async fn security_groups(
         .collect())
 }
 
-/// The SSM parameter holding an alias's image for one architecture (`x86_64` or `arm64`).
-pub fn alias_parameter(alias: &Alias, k8s: &str, arch: &str) -> Option<String> {
-    let v = alias.version.as_str();
-    let latest = v == "latest";
-    Some(match alias.family {
-        AmiFamily::Al2023 => {
-            let leaf = if latest {
-                "recommended".to_string()
-            } else {
-                format!("amazon-eks-node-al2023-{arch}-standard-{k8s}-{v}")
-            };
-            format!(
-                "/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/standard/{leaf}/image_id"
-            )
-        }
-        AmiFamily::Al2 => {
-            let (dir, node) = if arch == "arm64" {
-                ("amazon-linux-2-arm64", "amazon-eks-arm64-node")
-            } else {
-                ("amazon-linux-2", "amazon-eks-node")
-            };
-            let leaf = if latest {
-                "recommended".to_string()
-            } else {
-                format!("{node}-{k8s}-{v}")
-            };
-            format!("/aws/service/eks/optimized-ami/{k8s}/{dir}/{leaf}/image_id")
-        }
-        AmiFamily::Bottlerocket => {
-            let ver = if latest {
-                "latest"
-            } else {
-                v.trim_start_matches('v')
-            };
-            format!("/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{ver}/image_id")
-        }
-        _ => return None,
-    })
-}
-
-/// The release name pattern (EC2 `name` filter) of an alias's images, for the fallback.
-pub fn alias_name_pattern(alias: &Alias, k8s: &str, arch: &str) -> Option<String> {
-    let v = if alias.version == "latest" {
-        "*".to_string()
-    } else {
-        alias.version.clone()
-    };
-    Some(match alias.family {
-        AmiFamily::Al2023 => format!("amazon-eks-node-al2023-{arch}-standard-{k8s}-{v}"),
-        AmiFamily::Al2 if arch == "arm64" => format!("amazon-eks-arm64-node-{k8s}-{v}"),
-        AmiFamily::Al2 => format!("amazon-eks-node-{k8s}-{v}"),
-        AmiFamily::Bottlerocket => format!(
-            "bottlerocket-aws-k8s-{k8s}-{arch}-{}*",
-            v.trim_start_matches('v').trim_end_matches('*')
-        ),
-        _ => return None,
-    })
-}
-
 fn newest(mut images: Vec<ImageInfo>) -> Option<ImageInfo> {
     images.sort_by(|a, b| b.creation_date.cmp(&a.creation_date));
     images.into_iter().next()
 }
 
-async fn alias_images(ec2: &dyn Ec2, alias: &Alias, k8s: &str) -> Result<Vec<ImageInfo>, Ec2Error> {
+/// An image found for a selector term, with the requirements (beyond its architecture) of the
+/// instance types it is for: none for images selected by id, name, tags or parameter.
+type Found = (ImageInfo, Vec<NodeSelectorRequirement>);
+
+/// The images an alias names ([`alias::alias_sources`]), one entry per image and requirement
+/// set. A source whose parameter SSM lacks falls back to the newest Amazon-owned image
+/// matching its release name; a source found neither way is skipped, as upstream skips it.
+async fn alias_images(ec2: &dyn Ec2, alias: &Alias, k8s: &str) -> Result<Vec<Found>, Ec2Error> {
     let mut out = Vec::new();
-    for arch in ["x86_64", "arm64"] {
-        let Some(parameter) = alias_parameter(alias, k8s, arch) else {
-            continue;
-        };
-        if let Some(id) = ec2.ssm_parameter(&parameter).await? {
-            let images = ec2
-                .describe_images(ImageQuery {
-                    ids: vec![id],
+    for source in alias::alias_sources(alias, k8s) {
+        let image = match ec2.ssm_parameter(&source.parameter).await? {
+            Some(id) => {
+                let images = ec2
+                    .describe_images(ImageQuery {
+                        ids: vec![id],
+                        ..ImageQuery::default()
+                    })
+                    .await;
+                match images {
+                    Ok(images) => newest(images),
+                    Err(e) if e.is_not_found() || e.code.starts_with("InvalidAMIID") => None,
+                    Err(e) => return Err(e),
+                }
+            }
+            None => newest(
+                ec2.describe_images(ImageQuery {
+                    owners: vec!["amazon".into()],
+                    filters: vec![
+                        Filter::new("name", source.name_pattern.clone()),
+                        Filter::new("architecture", source.arch),
+                    ],
                     ..ImageQuery::default()
                 })
-                .await;
-            match images {
-                Ok(images) => out.extend(newest(images)),
-                Err(e) if e.is_not_found() || e.code.starts_with("InvalidAMIID") => {}
-                Err(e) => return Err(e),
-            }
-            continue;
-        }
-        let Some(pattern) = alias_name_pattern(alias, k8s, arch) else {
-            continue;
+                .await?,
+            ),
         };
-        let images = ec2
-            .describe_images(ImageQuery {
-                owners: vec!["amazon".into()],
-                filters: vec![
-                    Filter::new("name", pattern),
-                    Filter::new("architecture", arch),
-                ],
-                ..ImageQuery::default()
-            })
-            .await?;
-        out.extend(newest(images));
+        if let Some(image) = image {
+            out.extend(
+                source
+                    .requirements
+                    .into_iter()
+                    .map(|reqs| (image.clone(), reqs)),
+            );
+        }
     }
     Ok(out)
 }
@@ -199,7 +153,7 @@ async fn amis(
     k8s: &str,
     now: Timestamp,
 ) -> Result<Vec<Ami>, Ec2Error> {
-    let mut images: Vec<ImageInfo> = Vec::new();
+    let mut images: Vec<Found> = Vec::new();
     for term in terms {
         if let Some(alias) = term.alias.as_deref().and_then(Alias::parse) {
             images.extend(alias_images(ec2, &alias, k8s).await?);
@@ -238,40 +192,35 @@ async fn amis(
             }
         };
         match ec2.describe_images(query).await {
-            Ok(found) => images.extend(found),
+            Ok(found) => images.extend(found.into_iter().map(|i| (i, vec![]))),
             Err(e) if e.is_not_found() || e.code.starts_with("InvalidAMIID") => {}
             Err(e) => return Err(e),
         }
     }
     let deprecated = |i: &ImageInfo| i.deprecation_time.is_some_and(|t| t <= now);
-    images.sort_by(|a, b| {
+    images.sort_by(|(a, _), (b, _)| {
         deprecated(a)
             .cmp(&deprecated(b))
             .then(b.creation_date.cmp(&a.creation_date))
             .then(a.id.cmp(&b.id))
     });
-    let mut seen = BTreeSet::new();
-    Ok(images
-        .into_iter()
-        .filter(|i| seen.insert(i.id.clone()))
-        .map(|i| Ami {
+    // An image is listed once per requirement set (AL2's GPU image for NVIDIA and for Neuron).
+    let mut listed: Vec<Ami> = Vec::new();
+    for (i, extra) in images {
+        let ami = Ami {
             deprecated: deprecated(&i),
-            requirements: vec![NodeSelectorRequirement {
-                key: ARCH_LABEL.into(),
-                operator: "In".into(),
-                values: Some(vec![
-                    if i.architecture == "arm64" {
-                        "arm64"
-                    } else {
-                        "amd64"
-                    }
-                    .to_string(),
-                ]),
-            }],
+            requirements: alias::image_requirements(&i.architecture, &extra),
             id: i.id,
             name: Some(i.name),
-        })
-        .collect())
+        };
+        if !listed
+            .iter()
+            .any(|a| a.id == ami.id && a.requirements == ami.requirements)
+        {
+            listed.push(ami);
+        }
+    }
+    Ok(listed)
 }
 
 /// The instance profile name upstream creates for a role: `<cluster>_<hash of region and role>`.
@@ -344,9 +293,20 @@ pub async fn resolve(
         Ok(g) => status.security_groups = g,
         Err(e) => not_ready = not_ready.or(failed("SecurityGroups", e)),
     }
-    match amis(ec2, &spec.ami_selector_terms, kubernetes_version, now).await {
-        Ok(a) => status.amis = a,
-        Err(e) => not_ready = not_ready.or(failed("AMIs", e)),
+    let refused = node_class
+        .alias()
+        .and_then(|a| alias::unsupported(&a, kubernetes_version));
+    if let Some(why) = refused {
+        not_ready = not_ready.or(Some((
+            "AMIsReady".into(),
+            crds::conditions::reason::UNSUPPORTED_ALIAS.into(),
+            why,
+        )));
+    } else {
+        match amis(ec2, &spec.ami_selector_terms, kubernetes_version, now).await {
+            Ok(a) => status.amis = a,
+            Err(e) => not_ready = not_ready.or(failed("AMIs", e)),
+        }
     }
     status.instance_profile = spec.instance_profile.clone();
     if let (None, Some(role)) = (&spec.instance_profile, &spec.role) {
@@ -398,36 +358,4 @@ pub async fn resolve(
         Some((t.to_string(), r.to_string(), m))
     });
     NodeClassResolution { status, not_ready }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn alias_parameters_follow_the_published_ssm_paths() {
-        let a = Alias::parse("al2023@latest").expect("alias");
-        assert_eq!(
-            alias_parameter(&a, "1.32", "x86_64").as_deref(),
-            Some(
-                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"
-            )
-        );
-        let pinned = Alias::parse("al2023@v20260301").expect("alias");
-        assert_eq!(
-            alias_parameter(&pinned, "1.32", "arm64").as_deref(),
-            Some(
-                "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.32-v20260301/image_id"
-            )
-        );
-        let br = Alias::parse("bottlerocket@latest").expect("alias");
-        assert_eq!(
-            alias_parameter(&br, "1.32", "arm64").as_deref(),
-            Some("/aws/service/bottlerocket/aws-k8s-1.32/arm64/latest/image_id")
-        );
-        assert_eq!(
-            alias_name_pattern(&a, "1.32", "x86_64").as_deref(),
-            Some("amazon-eks-node-al2023-x86_64-standard-1.32-*")
-        );
-    }
 }

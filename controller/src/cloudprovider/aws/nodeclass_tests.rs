@@ -400,3 +400,80 @@ async fn an_instance_profile_is_used_as_given_and_none_is_created_for_it() {
         ec2.iam_calls()
     );
 }
+
+/// Labels of a type with `extra` hardware labels, on amd64 Linux.
+fn type_labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+    [
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/os", "linux"),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+#[tokio::test]
+async fn an_al2_alias_lists_its_gpu_image_for_nvidia_and_neuron_types() {
+    let mut ec2 = account();
+    ec2.images.extend([
+        (
+            image("ami-al2", "amazon-eks-node-1.32-v20260301", "x86_64"),
+            "amazon",
+            BTreeMap::new(),
+        ),
+        (
+            image(
+                "ami-al2-gpu",
+                "amazon-eks-gpu-node-1.32-v20260301",
+                "x86_64",
+            ),
+            "amazon",
+            BTreeMap::new(),
+        ),
+    ]);
+    ec2.parameters.extend([
+        (
+            "/aws/service/eks/optimized-ami/1.32/amazon-linux-2/recommended/image_id",
+            "ami-al2",
+        ),
+        (
+            "/aws/service/eks/optimized-ami/1.32/amazon-linux-2-gpu/recommended/image_id",
+            "ami-al2-gpu",
+        ),
+    ]);
+    let spec = json!({"amiFamily": null, "amiSelectorTerms": [{"alias": "al2@latest"}]});
+    let nc = resolved(&ec2, spec.clone()).await;
+    let amis = nc.status.map(|s| s.amis).unwrap_or_default();
+    let mut ids: Vec<&str> = amis.iter().map(|a| a.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["ami-al2", "ami-al2-gpu", "ami-al2-gpu"]);
+    let boots = |extra: &[(&str, &str)]| {
+        karpenter_core::cloud::compatible_ami(&amis, &type_labels(extra)).map(|a| a.id.clone())
+    };
+    assert_eq!(boots(&[]).as_deref(), Some("ami-al2"));
+    assert_eq!(
+        boots(&[("karpenter.k8s.aws/instance-gpu-count", "1")]).as_deref(),
+        Some("ami-al2-gpu")
+    );
+    assert_eq!(
+        boots(&[("karpenter.k8s.aws/instance-accelerator-count", "1")]).as_deref(),
+        Some("ami-al2-gpu")
+    );
+    // On 1.33 the alias is refused before any parameter is read, as upstream refuses it.
+    let r = resolve(
+        &ec2,
+        "demo",
+        "us-east-1",
+        "1.33",
+        &node_class(spec),
+        Timestamp::UNIX_EPOCH,
+    )
+    .await;
+    let (condition, reason, _) = r.not_ready.expect("not ready");
+    assert_eq!(
+        (condition.as_str(), reason.as_str()),
+        ("AMIsReady", "UnsupportedAlias")
+    );
+    assert!(r.status.amis.is_empty());
+}
