@@ -43,15 +43,6 @@ const fn honoured(kind: &'static str, path: &'static str, proof: &'static str) -
     }
 }
 
-const fn reported(kind: &'static str, path: &'static str, why: &'static str) -> FieldSupport {
-    FieldSupport {
-        kind,
-        path,
-        proof: None,
-        reported: Some(Report { value: None, why }),
-    }
-}
-
 /// The reason of the Event an object that sets a field in [`FIELDS`] marked reported gets.
 pub const UNSUPPORTED_FIELD_REASON: &str = "UnsupportedField";
 
@@ -59,9 +50,6 @@ const NP: &str = "NodePool";
 const NC: &str = "NodeClaim";
 const EC2: &str = "EC2NodeClass";
 const NO: &str = "NodeOverlay";
-
-/// Issue 35 builds these launch fields; until then they are reported.
-const LAUNCH_FIELD: &str = "accepted but not passed to the launch yet";
 
 /// The proof of the AMI selector term fields other than `alias`.
 const AMI_TERMS: &str = "controller/src/cloudprovider/aws/nodeclass_tests.rs::ami_selector_terms_pick_images_by_id_name_owner_ssm_parameter_and_tags";
@@ -315,10 +303,10 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.blockDeviceMappings[].rootVolume",
         "karpenter-core/src/capacity/node_class_tests.rs::ephemeral_storage_comes_from_the_family_device_or_the_root_volume",
     ),
-    reported(
+    honoured(
         EC2,
         "spec.blockDeviceMappings[].ebs.volumeInitializationRate",
-        LAUNCH_FIELD,
+        "karpenter/tests/launch_template_moto.rs::volume_initialization_rate_reaches_the_template",
     ),
     honoured(
         EC2,
@@ -354,17 +342,44 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.capacityReservationSelectorTerms",
         "tests/tests/capacity_reservations.rs::reserved_capacity_is_used_first_and_again_when_freed",
     ),
-    reported(EC2, "spec.placementGroupSelector", LAUNCH_FIELD),
-    reported(EC2, "spec.associatePublicIPAddress", LAUNCH_FIELD),
-    reported(EC2, "spec.ipPrefixCount", LAUNCH_FIELD),
-    reported(
+    // The launch settings below reach the launch template (or CreateFleet, `context`) on the
+    // AWS provider, each shown on moto.
+    honoured(
+        EC2,
+        "spec.placementGroupSelector",
+        "karpenter/tests/launch_template_moto.rs::placement_group_selector_places_and_labels_the_launch",
+    ),
+    honoured(
+        EC2,
+        "spec.associatePublicIPAddress",
+        "karpenter/tests/launch_template_moto.rs::associate_public_ip_address_reaches_the_primary_interface",
+    ),
+    honoured(
+        EC2,
+        "spec.ipPrefixCount",
+        "karpenter/tests/launch_template_moto.rs::ip_prefix_count_gives_ipv4_prefixes_or_ipv6_prefixes_on_an_ipv6_cluster",
+    ),
+    // Also counted as EFA capacity (karpenter-core/src/capacity/node_class_tests.rs).
+    honoured(
         EC2,
         "spec.networkInterfaces",
-        "counted as EFA capacity, but the interfaces are not passed to the launch yet",
+        "karpenter/tests/launch_template_moto.rs::network_interfaces_reach_the_template_as_listed",
     ),
-    reported(EC2, "spec.connectionTracking", LAUNCH_FIELD),
-    reported(EC2, "spec.context", LAUNCH_FIELD),
-    reported(EC2, "spec.cpuOptions", LAUNCH_FIELD),
+    honoured(
+        EC2,
+        "spec.connectionTracking",
+        "karpenter/tests/launch_template_moto.rs::connection_tracking_reaches_the_primary_interface",
+    ),
+    honoured(
+        EC2,
+        "spec.context",
+        "karpenter/tests/launch_template_moto.rs::context_reaches_create_fleet",
+    ),
+    honoured(
+        EC2,
+        "spec.cpuOptions",
+        "karpenter/tests/launch_template_moto.rs::cpu_options_reach_the_template",
+    ),
     // NodeOverlay: applied wherever a NodePool's instance types are read (behind its gate).
     honoured(
         NO,
@@ -663,8 +678,8 @@ pub fn covering(kind: &str, leaf: &str) -> Option<&'static FieldSupport> {
         .max_by_key(|f| f.path.len())
 }
 
-/// The message of an `UnsupportedField` Event: `spec.context: accepted but not passed to the
-/// launch yet; spec.cpuOptions: ...`.
+/// The message of an `UnsupportedField` Event: `spec.disruption.consolidationPolicy:
+/// consolidationPolicy Balanced is treated as WhenEmptyOrUnderutilized for now; ...`.
 pub fn message(fields: &[(&str, &str)]) -> String {
     fields
         .iter()
@@ -712,6 +727,6 @@ mod tests {
         let f = covering(NP, "spec.disruption.budgets[].nodes").expect("covered");
         assert_eq!(f.path, "spec.disruption.budgets");
         assert!(covering(NP, "spec.disruption.budgetsX").is_none());
-        let _ = (NC, EC2, NO, LAUNCH_FIELD);
+        let _ = (NC, EC2, NO);
     }
 }

@@ -133,15 +133,21 @@ fn check(
 }
 
 #[test]
-fn a_field_set_to_its_zero_value_is_still_named() {
-    // `associatePublicIPAddress: false` is a choice the user made; it must be reported too.
-    let named = unsupported("EC2NodeClass", &json!({"associatePublicIPAddress": false}));
-    assert!(
-        named
-            .iter()
-            .any(|(p, _)| *p == "spec.associatePublicIPAddress"),
-        "{named:?}"
-    );
+fn a_node_class_setting_every_launch_setting_is_not_reported() {
+    // Each reaches the launch (karpenter/tests/launch_template_moto.rs), so none is named,
+    // `false` and `0` included.
+    let spec = json!({
+        "associatePublicIPAddress": false,
+        "ipPrefixCount": 0,
+        "placementGroupSelector": {"name": "training"},
+        "networkInterfaces": [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}],
+        "connectionTracking": {"udpTimeout": 30},
+        "context": "ctx-1",
+        "cpuOptions": {"nestedVirtualization": "enabled"},
+        "blockDeviceMappings": [{"ebs": {"snapshotID": "snap-1", "volumeInitializationRate": 100}}]
+    });
+    let named = unsupported("EC2NodeClass", &spec);
+    assert!(named.is_empty(), "{named:?}");
 }
 
 #[test]

@@ -232,6 +232,14 @@ impl Ec2 for FaultyEc2 {
         self.inner.describe_capacity_reservations(query).await
     }
 
+    async fn describe_placement_groups(
+        &self,
+        query: crate::PlacementGroupQuery,
+    ) -> Result<Vec<crate::PlacementGroupInfo>, Ec2Error> {
+        self.count("DescribePlacementGroups");
+        self.inner.describe_placement_groups(query).await
+    }
+
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error> {
         self.count("DescribeInstanceAttribute");
         self.inner.user_data(instance_id).await

@@ -219,6 +219,106 @@ pub struct LaunchTemplateData {
     /// Capacity Block; `None` (not serialized) for on-demand and spot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub market_type: Option<String>,
+    /// `NetworkInterfaces`, in order. When any is given, the security groups go on each of them
+    /// (`Groups`) and the template sets no top-level `SecurityGroupIds`, as EC2 requires. Empty
+    /// (not serialized) leaves EC2's default primary interface.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<NetworkInterface>,
+    /// `CpuOptions.NestedVirtualization`: `enabled` or `disabled`; `None` (not serialized) sets
+    /// no CPU options.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nested_virtualization: Option<String>,
+    /// `Placement`: the placement group instances launch into; `None` (not serialized) for
+    /// none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// One network interface of a launch template (`LaunchTemplateInstanceNetworkInterface
+/// SpecificationRequest`); `None` fields are left out of the request and of the template's
+/// content hash.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct NetworkInterface {
+    /// `NetworkCardIndex`; `None` for the default card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_card_index: Option<i32>,
+    /// `DeviceIndex`: 0 is the primary interface.
+    pub device_index: i32,
+    /// `InterfaceType`: `interface`, `efa` or `efa-only`; `None` for an ENA interface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interface_type: Option<String>,
+    /// `AssociatePublicIpAddress`; `None` follows the subnet's setting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub associate_public_ip_address: Option<bool>,
+    /// `Ipv4PrefixCount`: /28 IPv4 prefixes assigned to the interface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv4_prefix_count: Option<i32>,
+    /// `Ipv6PrefixCount`: /80 IPv6 prefixes assigned to the interface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv6_prefix_count: Option<i32>,
+    /// `PrimaryIpv6`: the first IPv6 address is the interface's primary one (IPv6 clusters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_ipv6: Option<bool>,
+    /// `Ipv6AddressCount`: IPv6 addresses assigned to the interface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv6_address_count: Option<i32>,
+    /// `ConnectionTrackingSpecification`: idle timeouts in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
+}
+
+/// Idle connection-tracking timeouts of a network interface, in seconds
+/// (`ConnectionTrackingSpecificationRequest`); `None` keeps EC2's default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ConnectionTracking {
+    /// `TcpEstablishedTimeout`, 60 to 432,000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_established_timeout: Option<i32>,
+    /// `UdpStreamTimeout`, 60 to 180.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_stream_timeout: Option<i32>,
+    /// `UdpTimeout`, 30 to 60.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_timeout: Option<i32>,
+}
+
+/// Where a launch template places instances (`LaunchTemplatePlacementRequest`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Placement {
+    /// `GroupId` of the placement group, `pg-...`.
+    pub group_id: String,
+    /// `PartitionNumber` within a partition placement group (1-based); `None` lets EC2 pick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_number: Option<i32>,
+}
+
+/// What to ask DescribePlacementGroups for: group ids or group names (one of them), and
+/// filters (`state`, `strategy`, ...).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlacementGroupQuery {
+    /// `GroupIds`, `pg-...`.
+    pub ids: Vec<String>,
+    /// `GroupNames`.
+    pub names: Vec<String>,
+    /// Filters, ANDed.
+    pub filters: Vec<Filter>,
+}
+
+/// A placement group as DescribePlacementGroups reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementGroupInfo {
+    /// `GroupId`, `pg-...`.
+    pub id: String,
+    /// `GroupName`.
+    pub name: String,
+    /// `Strategy`: `cluster`, `partition` or `spread`.
+    pub strategy: String,
+    /// `PartitionCount` of a partition group (0 otherwise).
+    pub partition_count: i32,
+    /// `SpreadLevel` of a spread group: `rack` or `host`.
+    pub spread_level: Option<String>,
+    /// `State`: `pending`, `available`, `deleting` or `deleted`.
+    pub state: String,
 }
 
 /// One EBS block device mapping.
@@ -242,6 +342,10 @@ pub struct BlockDevice {
     pub snapshot_id: Option<String>,
     /// Delete with the instance.
     pub delete_on_termination: Option<bool>,
+    /// `VolumeInitializationRate`, MiB/s (100 to 300): how fast a volume restored from
+    /// `snapshot_id` is filled; `None` (not serialized) leaves EC2's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub volume_initialization_rate: Option<i32>,
 }
 
 /// Instance metadata service options.
@@ -310,6 +414,8 @@ pub struct FleetRequest {
     /// `price-capacity-optimized`): the NodeClaim's types were ranked by prices a NodeOverlay
     /// changed (upstream `CreateFleetInputBuilder.WithOverlay`).
     pub prioritized: bool,
+    /// CreateFleet's reserved `Context` (the node class's `spec.context`); `None` sends none.
+    pub context: Option<String>,
 }
 
 /// An error CreateFleet reported for one override.
@@ -497,6 +603,20 @@ pub trait Ec2: Send + Sync {
         &self,
         query: CapacityReservationQuery,
     ) -> Result<Vec<CapacityReservationInfo>, Ec2Error>;
+    /// DescribePlacementGroups (one page: EC2 does not paginate it). An account or emulator
+    /// without that API answers `UnsupportedOperation`.
+    ///
+    /// Errors: `InvalidPlacementGroup.Unknown` when a named group does not exist, or the call
+    /// failed.
+    async fn describe_placement_groups(
+        &self,
+        query: PlacementGroupQuery,
+    ) -> Result<Vec<PlacementGroupInfo>, Ec2Error> {
+        Err(Ec2Error {
+            code: "UnsupportedOperation".into(),
+            message: format!("DescribePlacementGroups {query:?}: not served here"),
+        })
+    }
     /// The instance's user data, decoded from base64, if it has any.
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error>;
     /// IAM GetInstanceProfile: the names of its roles, or `None` when it does not exist.
@@ -561,6 +681,31 @@ fn sdk_tags(tags: &BTreeMap<String, String>) -> Vec<t::Tag> {
     tags.iter()
         .map(|(k, v)| t::Tag::builder().key(k).value(v).build())
         .collect()
+}
+
+/// One interface of a launch template request, with the node class's security groups.
+fn sdk_network_interface(
+    n: &NetworkInterface,
+    groups: &[String],
+) -> t::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+    t::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+        .set_network_card_index(n.network_card_index)
+        .device_index(n.device_index)
+        .set_interface_type(n.interface_type.clone())
+        .set_associate_public_ip_address(n.associate_public_ip_address)
+        .set_ipv4_prefix_count(n.ipv4_prefix_count)
+        .set_ipv6_prefix_count(n.ipv6_prefix_count)
+        .set_primary_ipv6(n.primary_ipv6)
+        .set_ipv6_address_count(n.ipv6_address_count)
+        .set_groups(Some(groups.to_vec()))
+        .set_connection_tracking_specification(n.connection_tracking.as_ref().map(|c| {
+            t::ConnectionTrackingSpecificationRequest::builder()
+                .set_tcp_established_timeout(c.tcp_established_timeout)
+                .set_udp_stream_timeout(c.udp_stream_timeout)
+                .set_udp_timeout(c.udp_timeout)
+                .build()
+        }))
+        .build()
 }
 
 fn timestamp(dt: Option<&aws_sdk_ec2::primitives::DateTime>) -> Option<Timestamp> {
@@ -950,16 +1095,40 @@ impl Ec2 for SdkEc2 {
                             .set_kms_key_id(b.kms_key_id.clone())
                             .set_snapshot_id(b.snapshot_id.clone())
                             .set_delete_on_termination(b.delete_on_termination)
+                            .set_volume_initialization_rate(b.volume_initialization_rate)
                             .build(),
                     )
                     .build()
             })
             .collect();
         let m = &data.metadata;
+        // With interfaces given, EC2 takes the security groups on them and refuses them at the
+        // top level as well.
+        let interfaces: Vec<t::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> = data
+            .network_interfaces
+            .iter()
+            .map(|n| sdk_network_interface(n, &data.security_group_ids))
+            .collect();
         let request = t::RequestLaunchTemplateData::builder()
             .image_id(&data.image_id)
             .user_data(&data.user_data)
-            .set_security_group_ids(Some(data.security_group_ids.clone()))
+            .set_security_group_ids(
+                interfaces
+                    .is_empty()
+                    .then(|| data.security_group_ids.clone()),
+            )
+            .set_network_interfaces((!interfaces.is_empty()).then_some(interfaces))
+            .set_cpu_options(data.nested_virtualization.as_deref().map(|n| {
+                t::LaunchTemplateCpuOptionsRequest::builder()
+                    .nested_virtualization(t::NestedVirtualizationSpecification::from(n))
+                    .build()
+            }))
+            .set_placement(data.placement.as_ref().map(|p| {
+                t::LaunchTemplatePlacementRequest::builder()
+                    .group_id(&p.group_id)
+                    .set_partition_number(p.partition_number)
+                    .build()
+            }))
             .set_iam_instance_profile(data.instance_profile.as_ref().map(|p| {
                 t::LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
                     .name(p)
@@ -1097,6 +1266,7 @@ impl Ec2 for SdkEc2 {
             .target_capacity_specification(capacity)
             .set_launch_template_configs(Some(configs))
             .set_tag_specifications(Some(tag_specs))
+            .set_context(request.context.clone())
             .client_token(&request.client_token);
         call = if spot {
             call.spot_options(
@@ -1200,6 +1370,39 @@ impl Ec2 for SdkEc2 {
             .await
             .map_err(Ec2Error::from_sdk)?;
         Ok(reservations.iter().map(reservation_info).collect())
+    }
+
+    async fn describe_placement_groups(
+        &self,
+        query: PlacementGroupQuery,
+    ) -> Result<Vec<PlacementGroupInfo>, Ec2Error> {
+        let out = self
+            .ec2
+            .describe_placement_groups()
+            .set_group_ids((!query.ids.is_empty()).then_some(query.ids))
+            .set_group_names((!query.names.is_empty()).then_some(query.names))
+            .set_filters(sdk_filters(query.filters))
+            .send()
+            .await
+            .map_err(Ec2Error::from_sdk)?;
+        Ok(out
+            .placement_groups()
+            .iter()
+            .map(|g| PlacementGroupInfo {
+                id: g.group_id().unwrap_or_default().to_string(),
+                name: g.group_name().unwrap_or_default().to_string(),
+                strategy: g
+                    .strategy()
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default(),
+                partition_count: g.partition_count().unwrap_or(0),
+                spread_level: g.spread_level().map(|l| l.as_str().to_string()),
+                state: g
+                    .state()
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default(),
+            })
+            .collect())
     }
 
     async fn user_data(&self, instance_id: &str) -> Result<Option<String>, Ec2Error> {

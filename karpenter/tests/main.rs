@@ -14,6 +14,8 @@ mod common;
 mod failover_moto;
 #[cfg(feature = "aws")]
 mod interruption_moto;
+#[cfg(feature = "aws")]
+mod launch_template_moto;
 mod leader_election;
 #[cfg(feature = "aws")]
 mod moto_cloud;

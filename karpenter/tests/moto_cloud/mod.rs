@@ -1,12 +1,15 @@
 //! moto's EC2, SSM, IAM, EKS and SQS server for the AWS provider's tests (`aws_moto`,
-//! `interruption_moto`): started on a free loopback port, seeded with EKS-optimized AL2023
-//! images (through `MOTO_AMIS_PATH`), and given the network and node role of a cluster.
-//! Each test binary uses a part of it.
+//! `interruption_moto`, `launch_template_moto`, ...): started on a free loopback port, seeded
+//! with EKS-optimized AL2023 images (through `MOTO_AMIS_PATH`), given the network and node role
+//! of a cluster, and, when asked, recording the requests it receives (moto's recorder). Each
+//! test binary uses a part of it.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types as t;
+use base64::Engine as _;
 use controller::cloudprovider::aws::AwsSettings;
 use controller::cloudprovider::aws::launchtemplate::ClusterInfo;
 use controller::cloudprovider::build::CloudOptions;
@@ -14,6 +17,9 @@ use controller::runtime::Settings;
 use ec2api::moto::MotoServer;
 use karpenter::sandbox::ClusterConfig;
 use serde_json::json;
+
+/// The file moto's recorder writes, in the server's temporary directory.
+const RECORDING: &str = "recording.jsonl";
 
 /// The cluster the tests launch for.
 pub const CLUSTER: &str = "moto-demo";
@@ -53,7 +59,18 @@ fn image(id: &str, arch: &str, version: &str, date: &str) -> serde_json::Value {
 impl Moto {
     /// Start `moto_server` seeded with the images.
     pub fn start() -> Moto {
-        let images = vec![
+        Self::start_with(Self::images(), &[])
+    }
+
+    /// Start `moto_server` seeded with the images, recording every request it receives (moto's
+    /// recorder, `MOTO_ENABLE_RECORDING`) for [`Moto::recorded`].
+    pub fn start_recording() -> Moto {
+        Self::launch(Self::images(), &[], true)
+    }
+
+    /// The EKS-optimized AL2023 images [`Moto::start`] serves.
+    fn images() -> Vec<serde_json::Value> {
+        vec![
             image(OLD_AMD64, "x86_64", "v20260101", "2026-01-01T00:00:00.000Z"),
             image(NEW_AMD64, "x86_64", "v20260301", "2026-03-01T00:00:00.000Z"),
             image(
@@ -63,8 +80,7 @@ impl Moto {
                 "2026-01-01T00:00:00.000Z",
             ),
             image(NEW_ARM64, "arm64", "v20260301", "2026-03-01T00:00:00.000Z"),
-        ];
-        Self::start_with(images, &[])
+        ]
     }
 
     /// Start `moto_server` serving `images` (see [`amazon_image`]) and, when `parameters` is
@@ -72,10 +88,27 @@ impl Moto {
     /// Windows AMI parameters under `/aws/service/` and refuses to create them, so they are
     /// seeded at start ([`MotoServer::start_with_public_parameters`]).
     pub fn start_with(images: Vec<serde_json::Value>, parameters: &[(&str, &str)]) -> Moto {
+        Self::launch(images, parameters, false)
+    }
+
+    fn launch(
+        images: Vec<serde_json::Value>,
+        parameters: &[(&str, &str)],
+        recording: bool,
+    ) -> Moto {
         let dir = tempfile::tempdir().expect("temp dir");
         let amis = dir.path().join("amis.json");
         std::fs::write(&amis, serde_json::Value::from(images).to_string()).expect("write amis");
-        let envs = [("MOTO_AMIS_PATH", &amis)];
+        let mut envs = vec![
+            ("MOTO_AMIS_PATH", amis.into_os_string()),
+            (
+                "MOTO_RECORDER_FILEPATH",
+                dir.path().join(RECORDING).into_os_string(),
+            ),
+        ];
+        if recording {
+            envs.push(("MOTO_ENABLE_RECORDING", "true".into()));
+        }
         let server = if parameters.is_empty() {
             MotoServer::start(envs)
         } else {
@@ -87,6 +120,37 @@ impl Moto {
             _server: server,
             _dir: dir,
         }
+    }
+
+    /// The parameters of every `action` request (e.g. `CreateFleet`) moto received, as sent on
+    /// the wire (the EC2 query protocol's form fields, e.g. `Context`), oldest first; empty
+    /// unless started with [`Moto::start_recording`].
+    pub fn recorded(&self, action: &str) -> Vec<BTreeMap<String, String>> {
+        let Ok(log) = std::fs::read_to_string(self._dir.path().join(RECORDING)) else {
+            return Vec::new();
+        };
+        log.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|entry| {
+                let body = entry["body"].as_str()?.to_string();
+                let body = if entry["body_encoded"] == true {
+                    String::from_utf8(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(body)
+                            .ok()?,
+                    )
+                    .ok()?
+                } else {
+                    body
+                };
+                Some(
+                    form_urlencoded::parse(body.as_bytes())
+                        .into_owned()
+                        .collect::<BTreeMap<String, String>>(),
+                )
+            })
+            .filter(|params| params.get("Action").map(String::as_str) == Some(action))
+            .collect()
     }
 
     /// SDK configuration for the server: region `us-east-1`, test credentials.

@@ -19,14 +19,18 @@ use std::fmt::Write as _;
 
 use base64::Engine as _;
 use crds::ec2nodeclass::{
-    AmiFamily, HttpTokens, InstanceStorePolicy, KubeletConfiguration, Toggle,
+    AmiFamily, EC2NodeClassSpec, HttpTokens, InstanceStorePolicy, InterfaceType,
+    KubeletConfiguration, Toggle,
 };
 use crds::{EC2NodeClass, NodeClaim};
 use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::cloudprovider::sim::network::DISCOVERY_TAG;
-use ec2api::{BlockDevice, LaunchTemplateData, MetadataOptions};
+use ec2api::{
+    BlockDevice, ConnectionTracking, LaunchTemplateData, MetadataOptions, NetworkInterface,
+    Placement, PlacementGroupInfo,
+};
 
 /// Tag key on launch templates naming the cluster they belong to.
 pub const CLUSTER_TAG: &str = "karpenter.k8s.aws/cluster";
@@ -529,6 +533,7 @@ fn default_block_devices(family: AmiFamily) -> Vec<BlockDevice> {
         kms_key_id: None,
         snapshot_id: None,
         delete_on_termination: Some(true),
+        volume_initialization_rate: None,
     };
     match family {
         AmiFamily::Bottlerocket => vec![gp3("/dev/xvda", 4), gp3("/dev/xvdb", 20)],
@@ -541,13 +546,130 @@ fn gib(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i3
     i32::try_from((bytes + (1 << 30) - 1) >> 30).ok()
 }
 
+/// The name EC2 gives a `Toggle` (`enabled`, `disabled`).
+fn toggle_name(t: Toggle) -> String {
+    match t {
+        Toggle::Enabled => "enabled".into(),
+        Toggle::Disabled => "disabled".into(),
+    }
+}
+
+/// The network interfaces of a node class's template (upstream `generateNetworkInterfaces` in
+/// `aws:pkg/providers/launchtemplate/launchtemplate.go`), the node class's security groups going
+/// on each:
+/// - `spec.networkInterfaces` as listed (card, device, type); an `efa-only` interface gets no
+///   public address, prefixes, IPv6 address or connection tracking (EC2 refuses them there);
+/// - else, when `associatePublicIPAddress`, `ipPrefixCount` or `connectionTracking` is set, one
+///   primary interface (device 0) carrying them;
+/// - else none: EC2's default primary interface, so templates of node classes that set none of
+///   these keep their content and name (upstream always writes the primary interface).
+///
+/// `ipPrefixCount` gives IPv4 prefixes, or IPv6 prefixes on an IPv6 cluster (`ipv6`), where each
+/// interface that carries addresses also gets its primary IPv6 address (`PrimaryIpv6`, one
+/// `Ipv6AddressCount`).
+pub fn network_interfaces(spec: &EC2NodeClassSpec, ipv6: bool) -> Vec<NetworkInterface> {
+    if !spec.network_interfaces.is_empty() {
+        return spec
+            .network_interfaces
+            .iter()
+            .map(|n| match n.interface_type {
+                InterfaceType::Interface => addressed(
+                    spec,
+                    ipv6,
+                    Some(n.network_card_index),
+                    n.device_index,
+                    Some("interface"),
+                ),
+                InterfaceType::EfaOnly => NetworkInterface {
+                    network_card_index: Some(n.network_card_index),
+                    device_index: n.device_index,
+                    interface_type: Some("efa-only".into()),
+                    ..NetworkInterface::default()
+                },
+            })
+            .collect();
+    }
+    if spec.associate_public_ip_address.is_some()
+        || spec.ip_prefix_count.is_some()
+        || tracking(spec).is_some()
+    {
+        return vec![addressed(spec, ipv6, None, 0, None)];
+    }
+    Vec::new()
+}
+
+/// The node class's connection tracking timeouts, `None` when it sets none.
+fn tracking(spec: &EC2NodeClassSpec) -> Option<ConnectionTracking> {
+    spec.connection_tracking
+        .as_ref()
+        .map(|c| ConnectionTracking {
+            tcp_established_timeout: c.tcp_established_timeout,
+            udp_stream_timeout: c.udp_stream_timeout,
+            udp_timeout: c.udp_timeout,
+        })
+        .filter(|c| *c != ConnectionTracking::default())
+}
+
+/// An interface that carries IP addresses, with the node class's address settings.
+fn addressed(
+    spec: &EC2NodeClassSpec,
+    ipv6: bool,
+    card: Option<i32>,
+    device: i32,
+    kind: Option<&str>,
+) -> NetworkInterface {
+    NetworkInterface {
+        network_card_index: card,
+        device_index: device,
+        interface_type: kind.map(str::to_string),
+        associate_public_ip_address: spec.associate_public_ip_address,
+        ipv4_prefix_count: spec.ip_prefix_count.filter(|_| !ipv6),
+        ipv6_prefix_count: spec.ip_prefix_count.filter(|_| ipv6),
+        primary_ipv6: ipv6.then_some(true),
+        ipv6_address_count: ipv6.then_some(1),
+        connection_tracking: tracking(spec),
+    }
+}
+
+/// Make `data` attach `count` EFA interfaces, one per network card, for a NodeClaim that
+/// requests `vpc.amazonaws.com/efa` launching on a type with `count` EFA devices (upstream's
+/// `EFACount` in `generateNetworkInterfaces`): card `i`, device 0 on the first card and 1 on
+/// the others (so the first card's is the primary interface), type `efa`, each with the node
+/// class's address settings. A node class that lists `networkInterfaces` keeps its own, and
+/// `count` 0 changes nothing. The content, and so the template's name, differs per count.
+pub fn for_efa(data: &mut LaunchTemplateData, spec: &EC2NodeClassSpec, count: i64, ipv6: bool) {
+    if count <= 0 || !spec.network_interfaces.is_empty() {
+        return;
+    }
+    data.network_interfaces = (0..count)
+        .filter_map(|i| i32::try_from(i).ok())
+        .map(|i| addressed(spec, ipv6, Some(i), i32::from(i != 0), Some("efa")))
+        .collect();
+}
+
+/// Make `data` launch into the placement group `group` (upstream `buildPlacement`): its id, and
+/// for a `partition` group the partition `partition` when the NodeClaim asks for one (EC2 picks
+/// otherwise). The content, and so the template's name, differs per group and partition.
+pub fn for_placement(
+    data: &mut LaunchTemplateData,
+    group: &PlacementGroupInfo,
+    partition: Option<i32>,
+) {
+    data.placement = Some(Placement {
+        group_id: group.id.clone(),
+        partition_number: partition.filter(|_| group.strategy == "partition"),
+    });
+}
+
 /// The launch template content for one image: everything but the instance type and subnet,
-/// which the fleet request overrides.
+/// which the fleet request overrides. `ipv6`: the cluster is IPv6 (`ipPrefixCount` then gives
+/// IPv6 prefixes, see [`network_interfaces`]).
 pub fn data(
     node_class: &EC2NodeClass,
     family: AmiFamily,
     image_id: &str,
     user_data: &str,
+    ipv6: bool,
 ) -> LaunchTemplateData {
     let spec = &node_class.spec;
     let status = node_class.status.clone().unwrap_or_default();
@@ -571,6 +693,7 @@ pub fn data(
                 kms_key_id: ebs.kms_key_id.clone(),
                 snapshot_id: ebs.snapshot_id.clone(),
                 delete_on_termination: ebs.delete_on_termination,
+                volume_initialization_rate: ebs.volume_initialization_rate,
             })
         })
         .collect();
@@ -608,6 +731,13 @@ pub fn data(
         monitoring: spec.detailed_monitoring.unwrap_or(false),
         capacity_reservation_id: None,
         market_type: None,
+        network_interfaces: network_interfaces(spec, ipv6),
+        nested_virtualization: spec
+            .cpu_options
+            .as_ref()
+            .and_then(|c| c.nested_virtualization)
+            .map(toggle_name),
+        placement: None,
     }
 }
 
@@ -992,9 +1122,9 @@ mod tests {
     #[test]
     fn equal_content_shares_a_name_and_any_change_makes_a_new_one() {
         let nc = ec2nodeclass("default").build();
-        let a = data(&nc, AmiFamily::Al2023, "ami-1", "x");
-        let b = data(&nc, AmiFamily::Al2023, "ami-1", "x");
-        let c = data(&nc, AmiFamily::Al2023, "ami-2", "x");
+        let a = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        let b = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        let c = data(&nc, AmiFamily::Al2023, "ami-2", "x", false);
         assert_eq!(name("demo", &a), name("demo", &b));
         assert_ne!(name("demo", &a), name("demo", &c));
         assert_ne!(name("demo", &a), name("other", &a));
@@ -1006,7 +1136,7 @@ mod tests {
     #[test]
     fn a_reserved_template_is_its_own_per_reservation_and_leaves_other_names_alone() {
         let nc = ec2nodeclass("default").build();
-        let plain = data(&nc, AmiFamily::Al2023, "ami-1", "x");
+        let plain = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
         // Templates without a reservation serialize as before, so their names do not change.
         let json = serde_json::to_string(&plain).expect("json");
         assert!(!json.contains("capacity_reservation_id") && !json.contains("market_type"));
@@ -1042,7 +1172,7 @@ mod tests {
                                  "throughput": 250, "encrypted": true, "kmsKeyID": "alias/k",
                                  "snapshotID": "snap-1", "deleteOnTermination": false}}]}}))
         .expect("node class");
-        let d = data(&nc, AmiFamily::Al2023, "ami-1", "x");
+        let d = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
         assert_eq!(
             d.block_devices,
             vec![BlockDevice {
@@ -1055,6 +1185,7 @@ mod tests {
                 kms_key_id: Some("alias/k".into()),
                 snapshot_id: Some("snap-1".into()),
                 delete_on_termination: Some(false),
+                volume_initialization_rate: None,
             }]
         );
         assert_eq!(
@@ -1067,6 +1198,247 @@ mod tests {
             }
         );
         assert!(d.monitoring);
+    }
+
+    /// A node class `net` with `spec` merged into a minimal AL2023 one.
+    fn with_spec(spec: serde_json::Value) -> EC2NodeClass {
+        let mut base = serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "net"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"id": "subnet-1"}],
+                     "securityGroupSelectorTerms": [{"id": "sg-1"}]}});
+        if let (Some(into), Some(from)) = (base["spec"].as_object_mut(), spec.as_object()) {
+            into.extend(from.clone());
+        }
+        serde_json::from_value(base).expect("node class")
+    }
+
+    /// `associatePublicIPAddress`, `ipPrefixCount` and `connectionTracking` go on one primary
+    /// interface (device 0); `ipPrefixCount` is IPv4 prefixes, or IPv6 prefixes with the
+    /// primary IPv6 address on an IPv6 cluster.
+    #[test]
+    fn address_settings_and_connection_tracking_reach_the_primary_interface() {
+        let nc = with_spec(serde_json::json!({
+            "associatePublicIPAddress": false, "ipPrefixCount": 2,
+            "connectionTracking": {"tcpEstablishedTimeout": 3600, "udpTimeout": 30}}));
+        let v4 = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        assert_eq!(
+            v4.network_interfaces,
+            vec![NetworkInterface {
+                device_index: 0,
+                associate_public_ip_address: Some(false),
+                ipv4_prefix_count: Some(2),
+                connection_tracking: Some(ConnectionTracking {
+                    tcp_established_timeout: Some(3600),
+                    udp_stream_timeout: None,
+                    udp_timeout: Some(30),
+                }),
+                ..NetworkInterface::default()
+            }]
+        );
+        let v6 = data(&nc, AmiFamily::Al2023, "ami-1", "x", true);
+        let primary = &v6.network_interfaces[0];
+        assert_eq!(primary.ipv4_prefix_count, None);
+        assert_eq!(primary.ipv6_prefix_count, Some(2));
+        assert_eq!(primary.primary_ipv6, Some(true));
+        assert_eq!(primary.ipv6_address_count, Some(1));
+        // Each setting alone makes the interface.
+        for spec in [
+            serde_json::json!({"associatePublicIPAddress": true}),
+            serde_json::json!({"ipPrefixCount": 0}),
+            serde_json::json!({"connectionTracking": {"udpStreamTimeout": 90}}),
+        ] {
+            let d = data(
+                &with_spec(spec.clone()),
+                AmiFamily::Al2023,
+                "ami-1",
+                "x",
+                false,
+            );
+            assert_eq!(d.network_interfaces.len(), 1, "{spec}");
+        }
+    }
+
+    /// `networkInterfaces` are written as listed; an `efa-only` interface carries no address
+    /// settings or connection tracking (EC2 refuses them there), an `interface` one does.
+    #[test]
+    fn network_interfaces_keep_their_card_device_and_type() {
+        let nc = with_spec(serde_json::json!({
+            "associatePublicIPAddress": true, "ipPrefixCount": 1,
+            "connectionTracking": {"udpTimeout": 45},
+            "networkInterfaces": [
+                {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+                {"networkCardIndex": 1, "deviceIndex": 1, "interfaceType": "efa-only"}]}));
+        let d = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        assert_eq!(d.network_interfaces.len(), 2);
+        let (primary, efa) = (&d.network_interfaces[0], &d.network_interfaces[1]);
+        assert_eq!(
+            (primary.network_card_index, primary.device_index),
+            (Some(0), 0)
+        );
+        assert_eq!(primary.interface_type.as_deref(), Some("interface"));
+        assert_eq!(primary.associate_public_ip_address, Some(true));
+        assert_eq!(primary.ipv4_prefix_count, Some(1));
+        assert_eq!(
+            primary
+                .connection_tracking
+                .as_ref()
+                .and_then(|c| c.udp_timeout),
+            Some(45)
+        );
+        assert_eq!(
+            efa,
+            &NetworkInterface {
+                network_card_index: Some(1),
+                device_index: 1,
+                interface_type: Some("efa-only".into()),
+                ..NetworkInterface::default()
+            }
+        );
+    }
+
+    /// A NodeClaim requesting EFA gets one `efa` interface per card of its type (device 0 on
+    /// the first card, 1 on the others) with the address settings; a node class listing its
+    /// own interfaces keeps them.
+    #[test]
+    fn requested_efa_attaches_one_efa_interface_per_card() {
+        let nc = with_spec(serde_json::json!({"ipPrefixCount": 1}));
+        let mut d = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        for_efa(&mut d, &nc.spec, 3, false);
+        let seen: Vec<_> = d
+            .network_interfaces
+            .iter()
+            .map(|n| {
+                (
+                    n.network_card_index,
+                    n.device_index,
+                    n.interface_type.as_deref(),
+                    n.ipv4_prefix_count,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some(0), 0, Some("efa"), Some(1)),
+                (Some(1), 1, Some("efa"), Some(1)),
+                (Some(2), 1, Some("efa"), Some(1)),
+            ]
+        );
+        let mut none = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        let before = none.clone();
+        for_efa(&mut none, &nc.spec, 0, false);
+        assert_eq!(none, before);
+        let listed = with_spec(serde_json::json!({"networkInterfaces": [
+            {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]}));
+        let mut own = data(&listed, AmiFamily::Al2023, "ami-1", "x", false);
+        let before = own.clone();
+        for_efa(&mut own, &listed.spec, 2, false);
+        assert_eq!(own, before, "the node class's own interfaces stay");
+    }
+
+    #[test]
+    fn cpu_options_and_volume_initialization_rate_reach_the_template() {
+        let nc = with_spec(serde_json::json!({
+            "cpuOptions": {"nestedVirtualization": "enabled"},
+            "blockDeviceMappings": [{"deviceName": "/dev/xvda", "rootVolume": true,
+                "ebs": {"snapshotID": "snap-1", "volumeInitializationRate": 200}}]}));
+        let d = data(&nc, AmiFamily::Al2023, "ami-1", "x", false);
+        assert_eq!(d.nested_virtualization.as_deref(), Some("enabled"));
+        assert_eq!(d.block_devices[0].volume_initialization_rate, Some(200));
+        let off =
+            with_spec(serde_json::json!({"cpuOptions": {"nestedVirtualization": "disabled"}}));
+        assert_eq!(
+            data(&off, AmiFamily::Al2023, "ami-1", "x", false)
+                .nested_virtualization
+                .as_deref(),
+            Some("disabled")
+        );
+        // `cpuOptions: {}` asks for nothing.
+        let empty = with_spec(serde_json::json!({"cpuOptions": {}}));
+        assert_eq!(
+            data(&empty, AmiFamily::Al2023, "ami-1", "x", false).nested_virtualization,
+            None
+        );
+    }
+
+    /// A template of a node class that sets none of the network, CPU, volume initialization or
+    /// placement settings serializes as before (its name does not change); each one set makes
+    /// a template of its own.
+    #[test]
+    fn templates_without_the_new_settings_keep_their_content_and_name() {
+        let plain = data(
+            &with_spec(serde_json::json!({})),
+            AmiFamily::Al2023,
+            "ami-1",
+            "x",
+            true,
+        );
+        assert!(plain.network_interfaces.is_empty());
+        let json = serde_json::to_string(&plain).expect("json");
+        for key in [
+            "network_interfaces",
+            "nested_virtualization",
+            "placement",
+            "volume_initialization_rate",
+        ] {
+            assert!(!json.contains(key), "{key} in {json}");
+        }
+        let mut placed = plain.clone();
+        let group = PlacementGroupInfo {
+            id: "pg-0abc".into(),
+            name: "training".into(),
+            strategy: "partition".into(),
+            partition_count: 3,
+            spread_level: None,
+            state: "available".into(),
+        };
+        for_placement(&mut placed, &group, Some(2));
+        assert_eq!(
+            placed.placement,
+            Some(Placement {
+                group_id: "pg-0abc".into(),
+                partition_number: Some(2),
+            })
+        );
+        let mut cluster_group = plain.clone();
+        for_placement(
+            &mut cluster_group,
+            &PlacementGroupInfo {
+                strategy: "cluster".into(),
+                ..group
+            },
+            Some(2),
+        );
+        assert_eq!(
+            cluster_group.placement.as_ref().map(|p| p.partition_number),
+            Some(None),
+            "only partition groups take a partition"
+        );
+        let names: BTreeSet<String> = [
+            plain.clone(),
+            placed,
+            cluster_group,
+            data(
+                &with_spec(serde_json::json!({"ipPrefixCount": 1})),
+                AmiFamily::Al2023,
+                "ami-1",
+                "x",
+                true,
+            ),
+            data(
+                &with_spec(serde_json::json!({"cpuOptions": {"nestedVirtualization": "enabled"}})),
+                AmiFamily::Al2023,
+                "ami-1",
+                "x",
+                true,
+            ),
+        ]
+        .iter()
+        .map(|d| name("demo", d))
+        .collect();
+        assert_eq!(names.len(), 5);
     }
 
     #[test]

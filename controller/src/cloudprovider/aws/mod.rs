@@ -31,6 +31,10 @@
 //!   (`capacity-reservations-only`; `MarketType=capacity-block` for a Capacity Block) and the
 //!   NodeClaim is labelled with the reservation's id and type. An instance in a reservation
 //!   reports `reserved` until EC2 says the reservation ended.
+//! - **Placement groups** ([`placementgroup`]): the node class's `placementGroupSelector` is
+//!   looked up with DescribePlacementGroups (its `PlacementGroupReady` condition); launches go
+//!   into it through the template's `Placement`, and the NodeClaim is labelled with its id.
+//!   The node class's `context` goes to CreateFleet as its `Context`.
 
 pub mod alias;
 #[cfg(test)]
@@ -40,6 +44,7 @@ pub mod launchtemplate;
 pub mod nodeclass;
 #[cfg(test)]
 mod nodeclass_tests;
+pub mod placementgroup;
 pub mod pricing;
 pub mod reservation;
 pub mod sqs;
@@ -55,7 +60,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use ec2api::{
     self as ec2, Ec2, Ec2Error, Filter, FleetConfig, FleetOverride, FleetRequest, InstanceInfo,
-    instance_id, provider_id,
+    PlacementGroupInfo, instance_id, provider_id,
 };
 
 use self::launchtemplate::ClusterInfo;
@@ -133,6 +138,9 @@ struct State {
     service_cidr: Option<String>,
     /// The cluster's IP family once EKS DescribeCluster gave it.
     ip_family: Option<String>,
+    /// Placement groups as last looked up, by the selector that named them
+    /// ([`placementgroup::shown`]), with when.
+    placement_groups: HashMap<String, (Timestamp, PlacementGroupInfo)>,
 }
 
 /// The AWS cloud provider.
@@ -659,20 +667,86 @@ impl AwsCloud {
         Ok(found.into_iter().filter(|i| !i.is_terminated()).collect())
     }
 
+    /// The placement group the node class's `placementGroupSelector` names, `None` without a
+    /// selector: the one looked up within [`placementgroup::PLACEMENT_GROUP_TTL`], else looked
+    /// up now. A failed lookup falls back to the last group found (upstream keeps a day-long
+    /// copy for that).
+    ///
+    /// Errors: no such available group (`NodeClassNotReady`), or the lookup failed and none was
+    /// found before.
+    async fn placement_group(
+        &self,
+        node_class: &EC2NodeClass,
+    ) -> Result<Option<PlacementGroupInfo>, CloudError> {
+        let Some(selector) = &node_class.spec.placement_group_selector else {
+            return Ok(None);
+        };
+        let key = placementgroup::shown(selector);
+        let now = self.clock.now();
+        let cached = self.lock().placement_groups.get(&key).cloned();
+        if let Some((at, group)) = &cached
+            && now.duration_since(*at) < placementgroup::PLACEMENT_GROUP_TTL
+        {
+            return Ok(Some(group.clone()));
+        }
+        let found = placementgroup::describe(self.ec2.as_ref(), selector).await;
+        self.remember_placement_group(&key, &found);
+        match found {
+            Ok(Some(group)) => Ok(Some(group)),
+            Ok(None) => Err(CloudError::NodeClassNotReady(format!(
+                "EC2NodeClass {:?}: placement group {key:?} not found",
+                node_class.metadata.name.clone().unwrap_or_default()
+            ))),
+            Err(e) => cached.map(|(_, g)| Some(g)).ok_or_else(|| other(e)),
+        }
+    }
+
+    /// Keep what a placement group lookup found (forget a group EC2 no longer has; keep the
+    /// last one found through a failed lookup).
+    fn remember_placement_group(
+        &self,
+        key: &str,
+        found: &Result<Option<PlacementGroupInfo>, Ec2Error>,
+    ) {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        match found {
+            Ok(Some(group)) => {
+                state
+                    .placement_groups
+                    .insert(key.to_string(), (now, group.clone()));
+            }
+            Ok(None) => {
+                state.placement_groups.remove(key);
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Make sure a launch template exists; returns its name. With a `reservation`, the
-    /// template launches into that reservation only ([`launchtemplate::for_reservation`]).
+    /// template launches into that reservation only ([`launchtemplate::for_reservation`]); with
+    /// a `placement` (group, partition asked for), into that placement group
+    /// ([`launchtemplate::for_placement`]); with `efa` devices, one EFA interface per card
+    /// ([`launchtemplate::for_efa`]).
     async fn ensure_template(
         &self,
         node_class: &EC2NodeClass,
         image_id: &str,
         user_data: &str,
         reservation: Option<&ReservedCapacity>,
+        placement: Option<(&PlacementGroupInfo, Option<i32>)>,
+        efa: i64,
     ) -> Result<String, CloudError> {
         let family = node_class.ami_family();
-        let mut data = launchtemplate::data(node_class, family, image_id, user_data);
+        let ipv6 = self.cluster().ipv6();
+        let mut data = launchtemplate::data(node_class, family, image_id, user_data, ipv6);
         if let Some(r) = reservation {
             launchtemplate::for_reservation(&mut data, &r.id, &r.reservation_type);
         }
+        if let Some((group, partition)) = placement {
+            launchtemplate::for_placement(&mut data, group, partition);
+        }
+        launchtemplate::for_efa(&mut data, &node_class.spec, efa, ipv6);
         let name = launchtemplate::name(&self.settings.cluster_name, &data);
         if self.lock().templates.contains(&name) {
             return Ok(name);
@@ -859,16 +933,29 @@ impl CloudProvider for AwsCloud {
         node_class: &EC2NodeClass,
     ) -> Result<Launched, CloudError> {
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
+        let partition = placementgroup::partition(claim);
+        // The placement group's labels on what a launch gives the NodeClaim (upstream sets them
+        // in `instanceToNodeClaim`).
+        let placed = |mut launched: Launched, group: Option<&PlacementGroupInfo>| {
+            if let Some(g) = group {
+                launched.labels.extend(placementgroup::labels(g, partition));
+            }
+            launched
+        };
         let existing = self.instances_for_claim(&claim_name).await?;
         if let Some(existing) = existing.first() {
             self.refresh_reservations_of(std::slice::from_ref(existing))
                 .await;
             let reservation = self.reservation_of(node_class, existing);
+            let group = self.placement_group(node_class).await.ok().flatten();
             return self
                 .launched(node_class, existing, vec![], reservation)
-                .await;
+                .await
+                .map(|l| placed(l, group.as_ref()));
         }
         node_class_ready(node_class)?;
+        let group = self.placement_group(node_class).await?;
+        let efa_requested = claim.spec.resources.requests.contains_key(l::RESOURCE_EFA);
         let status = node_class.status.clone().unwrap_or_default();
         let reqs = Requirements::from_api(&claim.spec.requirements);
         let requests = karpenter_core::cloud::launch_requests(claim);
@@ -922,20 +1009,34 @@ impl CloudProvider for AwsCloud {
             }) else {
                 break;
             };
-            // One launch template per image (and reservation); each type boots the newest
-            // image for its arch.
-            let mut configs: BTreeMap<(String, Option<String>), FleetConfig> = BTreeMap::new();
+            // One launch template per image (and reservation, and EFA count); each type boots
+            // the newest image for its arch.
+            let mut configs: BTreeMap<(String, Option<String>, i64), FleetConfig> = BTreeMap::new();
             for (rank, (_, t, zone, ct)) in offers.iter().enumerate() {
                 let Some(image) = compatible_ami(&status.amis, &t.labels) else {
                     continue;
                 };
                 let target = into.get(&(t.name.clone(), zone.clone()));
-                let key = (image.id.clone(), target.map(|r| r.id.clone()));
+                // A NodeClaim asking for EFA gets each type's EFA devices as interfaces
+                // (upstream's `EFACount`): one template per count.
+                let efa = if efa_requested {
+                    t.capacity.get(l::RESOURCE_EFA)
+                } else {
+                    0
+                };
+                let key = (image.id.clone(), target.map(|r| r.id.clone()), efa);
                 let template = match configs.get(&key) {
                     Some(c) => c.launch_template.clone(),
                     None => {
-                        self.ensure_template(node_class, &image.id, &user_data, target)
-                            .await?
+                        self.ensure_template(
+                            node_class,
+                            &image.id,
+                            &user_data,
+                            target,
+                            group.as_ref().map(|g| (g, partition)),
+                            efa,
+                        )
+                        .await?
                     }
                 };
                 let Some(subnet) = subnet_of.get(zone) else {
@@ -970,6 +1071,7 @@ impl CloudProvider for AwsCloud {
                 tags,
                 client_token: client_token(&claim_name, attempt),
                 prioritized,
+                context: node_class.spec.context.clone().filter(|c| !c.is_empty()),
             };
             let result = match self.ec2.create_fleet(&request).await {
                 Ok(r) => r,
@@ -980,7 +1082,8 @@ impl CloudProvider for AwsCloud {
                         let reservation = self.reservation_of(node_class, existing);
                         return self
                             .launched(node_class, existing, warnings, reservation)
-                            .await;
+                            .await
+                            .map(|l| placed(l, group.as_ref()));
                     }
                     return Err(other(e));
                 }
@@ -1039,7 +1142,10 @@ impl CloudProvider for AwsCloud {
                     capacity_type = %capacity_type,
                     capacity_reservation = target.as_ref().map_or("", |r| r.0.as_str()),
                     "launched instance");
-                return self.launched(node_class, &info, warnings, target).await;
+                return self
+                    .launched(node_class, &info, warnings, target)
+                    .await
+                    .map(|l| placed(l, group.as_ref()));
             }
             let all_capacity = !result.errors.is_empty()
                 && result
@@ -1166,7 +1272,10 @@ impl CloudProvider for AwsCloud {
     /// `ReservedCapacity` gate says (the node class controller drops them with the gate off). A
     /// failed DescribeCapacityReservations keeps the reservations found before and, when nothing
     /// else is wrong, makes `CapacityReservationsReady` False with reason
-    /// `CapacityReservationsResolutionFailed` and the error.
+    /// `CapacityReservationsResolutionFailed` and the error. A `placementGroupSelector` is
+    /// looked up too: a group EC2 does not have (or not `available`) makes
+    /// `PlacementGroupReady` False with `PlacementGroupNotFound`, a failed lookup with
+    /// `PlacementGroupResolutionFailed` ([`placementgroup::not_ready`]).
     async fn resolve_node_class(&self, node_class: &EC2NodeClass) -> NodeClassResolution {
         let now = self.clock.now();
         let mut resolution = nodeclass::resolve(
@@ -1194,6 +1303,13 @@ impl CloudProvider for AwsCloud {
                     why,
                 ))
             });
+        }
+        if let Some(selector) = &node_class.spec.placement_group_selector {
+            let found = placementgroup::describe(self.ec2.as_ref(), selector).await;
+            self.remember_placement_group(&placementgroup::shown(selector), &found);
+            if let Some(why) = placementgroup::not_ready(selector, &found) {
+                resolution.not_ready = resolution.not_ready.or(Some(why));
+            }
         }
         let terms = &node_class.spec.capacity_reservation_selector_terms;
         if terms.is_empty() {

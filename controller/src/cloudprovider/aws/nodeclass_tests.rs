@@ -354,7 +354,7 @@ async fn ami_selector_terms_pick_images_by_id_name_owner_ssm_parameter_and_tags(
 async fn security_group_terms_pick_groups_by_id_and_name_and_they_reach_the_launch_template() {
     let ec2 = account();
     let groups = |nc: &EC2NodeClass| -> Vec<String> {
-        let data = launchtemplate::data(nc, AmiFamily::Al2023, "ami-web", "");
+        let data = launchtemplate::data(nc, AmiFamily::Al2023, "ami-web", "", false);
         data.security_group_ids
     };
     let by_id = resolved(
@@ -395,7 +395,7 @@ async fn an_instance_profile_is_used_as_given_and_none_is_created_for_it() {
     assert_eq!(r.status.instance_profile.as_deref(), Some("TeamProfile"));
     assert_eq!(ec2.iam_calls(), Vec::<String>::new(), "no IAM call");
     nc.status = Some(r.status);
-    let data = launchtemplate::data(&nc, AmiFamily::Al2023, "ami-web", "");
+    let data = launchtemplate::data(&nc, AmiFamily::Al2023, "ami-web", "", false);
     assert_eq!(data.instance_profile.as_deref(), Some("TeamProfile"));
     // With a role instead, Karpenter makes (and uses) a profile of its own.
     let with_role = resolved(&ec2, json!({})).await;
