@@ -215,6 +215,13 @@ pub struct LaunchTemplateData {
     /// do not change) leaves EC2's default, `open`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_reservation_id: Option<String>,
+    /// Without a `capacity_reservation_id`: keep launches out of open capacity reservations
+    /// (`CapacityReservationPreference: none`), as upstream does for on-demand and spot
+    /// templates while the `ReservedCapacity` gate is on, so reserved capacity is used only
+    /// where Karpenter targets it and counts it. False (not serialized, so existing template
+    /// names stay) leaves EC2's default, `open`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_open_reservations: bool,
     /// `InstanceMarketOptions.MarketType`: `capacity-block` for a template that launches into a
     /// Capacity Block; `None` (not serialized) for on-demand and spot.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1154,8 +1161,8 @@ impl Ec2 for SdkEc2 {
                     .enabled(data.monitoring)
                     .build(),
             )
-            .set_capacity_reservation_specification(data.capacity_reservation_id.as_ref().map(
-                |id| {
+            .set_capacity_reservation_specification(match &data.capacity_reservation_id {
+                Some(id) => Some(
                     t::LaunchTemplateCapacityReservationSpecificationRequest::builder()
                         .capacity_reservation_preference(
                             t::CapacityReservationPreference::CapacityReservationsOnly,
@@ -1165,9 +1172,15 @@ impl Ec2 for SdkEc2 {
                                 .capacity_reservation_id(id)
                                 .build(),
                         )
-                        .build()
-                },
-            ))
+                        .build(),
+                ),
+                None if data.no_open_reservations => Some(
+                    t::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                        .capacity_reservation_preference(t::CapacityReservationPreference::None)
+                        .build(),
+                ),
+                None => None,
+            })
             .set_instance_market_options(data.market_type.as_deref().map(|m| {
                 t::LaunchTemplateInstanceMarketOptionsRequest::builder()
                     .market_type(t::MarketType::from(m))

@@ -113,8 +113,12 @@ pub async fn run(
     let mut api_server = api_server;
     api_server.kube_dns_ip = kube_dns_ip(&client).await;
     let clock = Arc::new(SystemClock);
+    let mut cloud_options = args.cloud.clone();
+    cloud_options.reserved_capacity = settings
+        .feature_gates
+        .enabled(controller::runtime::options::FeatureGate::ReservedCapacity);
     let cloud = cloud::build(
-        &args.cloud,
+        &cloud_options,
         &settings.cluster_name,
         &api_server,
         &version,

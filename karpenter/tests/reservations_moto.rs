@@ -287,7 +287,9 @@ async fn setup(reservations: Vec<CapacityReservationInfo>) -> Setup {
         aws_settings("https://127.0.0.1:6443".into()),
         Arc::clone(&clock) as Arc<dyn Clock>,
     )
-    .expect("embedded data");
+    .expect("embedded data")
+    // The `ReservedCapacity` gate is on (upstream's default, and `run`'s).
+    .with_reserved_capacity(true);
     Setup {
         moto,
         cloud,
@@ -518,6 +520,33 @@ async fn a_full_reservation_falls_back_to_on_demand_and_a_failed_lookup_keeps_wh
         fleets[0].configs[0].launch_template, fleets[1].configs[0].launch_template,
         "on-demand does not use the reservation's template"
     );
+    // With the gate on, the on-demand template keeps out of open reservations (upstream's
+    // targeted launch mode), so no launch uses reserved capacity Karpenter does not count.
+    let on_demand = template(&s.moto, &fleets[1].configs[0].launch_template).await;
+    assert_eq!(
+        on_demand
+            .capacity_reservation_specification()
+            .and_then(|c| c.capacity_reservation_preference()),
+        Some(&t::CapacityReservationPreference::None)
+    );
+    // With the gate off, templates leave EC2's default (`open`) as before.
+    let gate_off = AwsCloud::new(
+        Arc::clone(&s.ec2) as Arc<dyn Ec2>,
+        aws_settings("https://127.0.0.1:6443".into()),
+        Arc::clone(&s.clock) as Arc<dyn Clock>,
+    )
+    .expect("embedded data");
+    gate_off
+        .create(&claim("default-open", &["on-demand"]), &nc)
+        .await
+        .expect("on-demand launch");
+    let fleets = s.ec2.fleets();
+    let open = template(
+        &s.moto,
+        &fleets[fleets.len() - 1].configs[0].launch_template,
+    )
+    .await;
+    assert_eq!(open.capacity_reservation_specification(), None);
     assert!(s.cloud.is_unavailable("m5.large", "us-east-1a", "reserved"));
     let types = s.cloud.instance_types(&nc).await.expect("types");
     assert_eq!(

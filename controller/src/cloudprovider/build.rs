@@ -75,6 +75,11 @@ pub struct CloudOptions {
     /// own here, and ignored by the AWS provider, which asks EC2.
     #[arg(skip)]
     pub capacity_reservations: Vec<karpenter_core::capacity::reservation::Record>,
+    /// Whether the `ReservedCapacity` feature gate is on (from `FEATURE_GATES`, set by the
+    /// caller): the AWS provider then keeps on-demand and spot launches out of open capacity
+    /// reservations ([`crate::cloudprovider::aws::AwsCloud::with_reserved_capacity`]).
+    #[arg(skip)]
+    pub reserved_capacity: bool,
 }
 
 impl CloudOptions {
@@ -268,7 +273,8 @@ async fn build_aws(
     };
     let mut cloud = AwsCloud::new(ec2, settings, clock)
         .map_err(|e| e.to_string())?
-        .with_capacity_options(opts.capacity_options()?);
+        .with_capacity_options(opts.capacity_options()?)
+        .with_reserved_capacity(opts.reserved_capacity);
     if !opts.interruption_queue.is_empty() {
         let queue =
             aws::sqs::SqsQueue::new(ec2api::sqs::SdkSqs::new(&config, &opts.interruption_queue));

@@ -413,9 +413,15 @@ pub async fn start_cluster(
     cfg: &ClusterConfig,
     manifests: &[Manifest],
 ) -> Result<LocalCluster, SandboxError> {
+    let mut cloud_options = cfg.cloud.clone();
+    cloud_options.reserved_capacity = cfg
+        .settings
+        .feature_gates
+        .enabled(controller::runtime::options::FeatureGate::ReservedCapacity);
+    let cloud_options = &cloud_options;
     start_cluster_with(cfg, manifests, |endpoint, clock| async move {
         cloud::build(
-            &cfg.cloud,
+            cloud_options,
             &cfg.settings.cluster_name,
             &cloud::ApiServer {
                 endpoint,

@@ -730,6 +730,7 @@ pub fn data(
         },
         monitoring: spec.detailed_monitoring.unwrap_or(false),
         capacity_reservation_id: None,
+        no_open_reservations: false,
         market_type: None,
         network_interfaces: network_interfaces(spec, ipv6),
         nested_virtualization: spec

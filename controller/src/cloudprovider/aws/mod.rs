@@ -158,6 +158,9 @@ pub struct AwsCloud {
     fetching_types: tokio::sync::Mutex<()>,
     /// The SQS interruption queue (`--interruption-queue`), if any.
     interruption_queue: Option<Arc<dyn InterruptionQueue>>,
+    /// The `ReservedCapacity` gate: on-demand and spot launch templates then stay out of open
+    /// capacity reservations ([`AwsCloud::with_reserved_capacity`]).
+    reserved_capacity: bool,
 }
 
 impl AwsCloud {
@@ -181,6 +184,7 @@ impl AwsCloud {
             state: Mutex::new(State::default()),
             fetching_types: tokio::sync::Mutex::new(()),
             interruption_queue: None,
+            reserved_capacity: false,
         })
     }
 
@@ -237,6 +241,16 @@ impl AwsCloud {
     /// `--interruption-queue` names, see [`sqs::SqsQueue`]).
     pub fn with_interruption_queue(mut self, queue: Arc<dyn InterruptionQueue>) -> AwsCloud {
         self.interruption_queue = Some(queue);
+        self
+    }
+
+    /// The same provider under the `ReservedCapacity` feature gate (`on`): as upstream's
+    /// targeted launch mode (`aws:pkg/providers/launchtemplate/types.go`), templates that do not
+    /// target a reservation set `CapacityReservationPreference: none`, so an on-demand or spot
+    /// launch never lands in an open reservation Karpenter does not count. Off (the default
+    /// here), they leave EC2's `open`.
+    pub fn with_reserved_capacity(mut self, on: bool) -> AwsCloud {
+        self.reserved_capacity = on;
         self
     }
 
@@ -740,8 +754,9 @@ impl AwsCloud {
         let family = node_class.ami_family();
         let ipv6 = self.cluster().ipv6();
         let mut data = launchtemplate::data(node_class, family, image_id, user_data, ipv6);
-        if let Some(r) = reservation {
-            launchtemplate::for_reservation(&mut data, &r.id, &r.reservation_type);
+        match reservation {
+            Some(r) => launchtemplate::for_reservation(&mut data, &r.id, &r.reservation_type),
+            None => data.no_open_reservations = self.reserved_capacity,
         }
         if let Some((group, partition)) = placement {
             launchtemplate::for_placement(&mut data, group, partition);
