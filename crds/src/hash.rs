@@ -47,14 +47,16 @@ pub const SNAPSHOT_BUDGET: usize = 1024;
 /// Where an elided group keeps its digest inside a snapshot: `{"#sha256": "<16 hex>"}`.
 const DIGEST_KEY: &str = "#sha256";
 
-/// EC2NodeClass spec fields that are not hashed: selectors are checked dynamically (what they
-/// resolve to), as upstream does (`hash:"ignore"` in `aws:pkg/apis/v1/ec2nodeclass.go`).
+/// EC2NodeClass spec fields that are not hashed, as upstream leaves them out (`hash:"ignore"` in
+/// `aws:pkg/apis/v1/ec2nodeclass.go`): the selector terms, checked by what they resolve to, and
+/// `ipPrefixCount`, which only sizes pod addressing. `placementGroupSelector` is hashed, as
+/// upstream's: moving nodes to another placement group replaces them.
 const NODECLASS_UNHASHED: &[&str] = &[
     "subnetSelectorTerms",
     "securityGroupSelectorTerms",
     "amiSelectorTerms",
     "capacityReservationSelectorTerms",
-    "placementGroupSelector",
+    "ipPrefixCount",
 ];
 
 /// The hashed fields of a NodePool template or a node class: top-level groups (e.g.
@@ -95,9 +97,9 @@ pub fn nodepool_fields(pool: &NodePool) -> HashedFields {
     }
 }
 
-/// The hashed fields of an EC2NodeClass: every spec field except the selectors (subnet,
-/// security group, AMI and capacity reservation terms, `placementGroupSelector`: drift checks
-/// what they resolved to instead), one group per field.
+/// The hashed fields of an EC2NodeClass: every spec field except the selector terms (subnet,
+/// security group, AMI and capacity reservation: drift checks what they resolved to instead)
+/// and `ipPrefixCount`, one group per field.
 pub fn nodeclass_fields(class: &EC2NodeClass) -> HashedFields {
     let mut groups = BTreeMap::new();
     if let Value::Object(spec) = to_value(&class.spec) {

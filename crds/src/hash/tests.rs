@@ -149,7 +149,7 @@ fn oversized_groups_are_kept_as_digests_and_still_detected() {
 }
 
 #[test]
-fn nodeclass_hash_ignores_selectors_but_not_user_data() {
+fn nodeclass_hash_ignores_selectors_and_ip_prefixes_but_not_user_data_or_placement() {
     let class = |spec: Value| -> EC2NodeClass {
         serde_json::from_value(json!({
             "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
@@ -167,7 +167,13 @@ fn nodeclass_hash_ignores_selectors_but_not_user_data() {
     let mut pinned = spec.clone();
     pinned["amiSelectorTerms"] = json!([{"alias": "al2023@v20260101"}]);
     pinned["subnetSelectorTerms"] = json!([{"id": "subnet-1"}]);
+    // ipPrefixCount only sizes pod addressing: not hashed, as upstream.
+    pinned["ipPrefixCount"] = json!(4);
     assert_eq!(h, nodeclass_fields(&class(pinned)).hash());
+    // A placement group is where nodes run: hashed, as upstream, so moving it drifts them.
+    let mut placed = spec.clone();
+    placed["placementGroupSelector"] = json!({"name": "training"});
+    assert_ne!(h, nodeclass_fields(&class(placed)).hash());
     let mut user_data = spec;
     user_data["userData"] = json!("echo hi");
     let changed = nodeclass_fields(&class(user_data));
