@@ -54,7 +54,7 @@ const NO: &str = "NodeOverlay";
 /// The proof of the AMI selector term fields other than `alias`.
 const AMI_TERMS: &str = "controller/src/cloudprovider/aws/nodeclass_tests.rs::ami_selector_terms_pick_images_by_id_name_owner_ssm_parameter_and_tags";
 /// The proof of the kubelet settings that reach the kubelet's configuration unchanged.
-const KUBELET_PASS_THROUGH: &str = "controller/src/cloudprovider/aws/launchtemplate.rs::al2023_passes_the_node_class_kubelet_settings_to_the_kubelet_config";
+const KUBELET_PASS_THROUGH: &str = "controller/src/cloudprovider/aws/launchtemplate_tests.rs::al2023_passes_the_node_class_kubelet_settings_to_the_kubelet_config";
 
 /// Every field of the four kinds' `spec`, honoured or reported. Kept in sync with the schemas by
 /// `crds/tests/support.rs`.
@@ -222,7 +222,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.amiFamily",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::the_ami_family_decides_the_bootstrap_format",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::the_ami_family_decides_the_bootstrap_format",
     ),
     honoured(
         EC2,
@@ -267,7 +267,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.kubelet",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::every_family_round_trips_the_kubelet_settings_that_size_the_node",
     ),
     // Passed through to the kubelet by AL2023's NodeConfig; AL2 and Bottlerocket user data do
     // not carry them yet.
@@ -296,7 +296,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.blockDeviceMappings",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
     ),
     honoured(
         EC2,
@@ -311,17 +311,17 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.metadataOptions",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
     ),
     honoured(
         EC2,
         "spec.detailedMonitoring",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::block_devices_metadata_options_and_monitoring_reach_the_template",
     ),
     honoured(
         EC2,
         "spec.userData",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::custom_user_data_is_kept_by_al2023_and_al2",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::custom_user_data_is_kept_by_al2023_and_al2",
     ),
     honoured(
         EC2,
@@ -333,7 +333,7 @@ pub const FIELDS: &[FieldSupport] = &[
     honoured(
         EC2,
         "spec.instanceStorePolicy",
-        "controller/src/cloudprovider/aws/launchtemplate.rs::raid0_assembles_the_instance_store_in_every_familys_user_data",
+        "controller/src/cloudprovider/aws/launchtemplate_tests.rs::raid0_assembles_the_instance_store_in_every_familys_user_data",
     ),
     // Both providers: the simulated cloud (this e2e) and the AWS provider
     // (`karpenter/tests/reservations_moto.rs`, on moto).
