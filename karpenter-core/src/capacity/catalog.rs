@@ -22,8 +22,7 @@ use crate::capacity::prices::PriceTable;
 use crate::capacity::reservation::{RESERVED_PRICE_DIVISOR, ReservedCapacity};
 use crate::capacity::{InstanceType, Offering};
 
-/// The default region: the one [`Catalog::embedded`] describes and the sandbox runs in.
-pub const REGION: &str = "us-east-1";
+pub use super::embedded::{CatalogError, REGION};
 
 const INSTANCE_TYPES_CSV: &str = include_str!("../../data/ec2/ec2-instance-types.csv");
 const ENI_LIMITS_CSV: &str = include_str!("../../data/ec2/ec2-eni-limits.csv");
@@ -76,16 +75,6 @@ pub struct CatalogEntry {
     pub sells: Vec<&'static str>,
     /// Zones the type is offered in.
     pub zones: BTreeSet<String>,
-}
-
-/// Why the embedded data could not be read (a build defect, reported rather than panicking).
-#[derive(Debug, thiserror::Error)]
-#[error("embedded EC2 data {file}: {message}")]
-pub struct CatalogError {
-    /// The embedded CSV (under `data/ec2/`), e.g. `ec2-on-demand-prices.csv`.
-    pub file: &'static str,
-    /// The CSV reader's error (record and field).
-    pub message: String,
 }
 
 /// All instance types the simulated cloud sells in one region.

@@ -6,6 +6,7 @@
 //! on-demand price tables per region.
 
 pub mod catalog;
+pub mod embedded;
 pub mod hardware;
 pub mod index;
 pub mod node_class;

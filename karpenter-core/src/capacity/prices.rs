@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Deserialize;
 
-use crate::capacity::catalog::{CatalogError, REGION};
+use crate::capacity::embedded::{CatalogError, REGION};
 
 const PRICES_CSV: &str = include_str!("../../data/ec2/ec2-on-demand-prices.csv");
 
