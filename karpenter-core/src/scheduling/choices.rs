@@ -74,20 +74,23 @@ pub fn has_min_values(requirements: &Requirements) -> bool {
 pub fn accepted<T: Borrow<InstanceType>>(requirements: &Requirements, options: &[T]) -> Vec<usize> {
     let filter = crate::capacity::OfferingFilter::of(requirements);
     accepted_by(requirements, options, |i| {
-        OfferSummary::of(
-            options[i]
-                .borrow()
-                .offerings
-                .iter()
-                .filter(|o| o.available && filter.admits(o)),
-        )
+        let it = options[i].borrow();
+        OfferSummary {
+            exotic: is_exotic(it),
+            ..OfferSummary::of(
+                it.offerings
+                    .iter()
+                    .filter(|o| o.available && filter.admits(o)),
+            )
+        }
     })
 }
 
-/// What step 2 of [`accepted`] reads of one option's offerings (those that count: available
-/// and compatible with the requirements): its cheapest on-demand and spot prices (USD/hour) and
-/// whether it has a reserved offering. The solver keeps these per type and requirements, so the
-/// offerings are not scanned again for every NodeClaim.
+/// What steps 1 and 2 of [`accepted`] read of one option: whether the type is exotic
+/// ([`is_exotic`]), and of its offerings that count (available and compatible with the
+/// requirements) the cheapest on-demand and spot prices (USD/hour) and whether one is reserved.
+/// The solver keeps these per type and requirements, so neither the labels nor the offerings
+/// are read again for every NodeClaim.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct OfferSummary {
     /// The cheapest on-demand offering's price, if any.
@@ -96,6 +99,8 @@ pub struct OfferSummary {
     pub spot: Option<f64>,
     /// Whether some reserved offering counts.
     pub reserved: bool,
+    /// Whether the type is exotic ([`is_exotic`]); [`OfferSummary::of`] leaves it false.
+    pub exotic: bool,
 }
 
 impl OfferSummary {
@@ -131,7 +136,7 @@ pub fn accepted_by<T: Borrow<InstanceType>>(
         let ordinary: Vec<usize> = kept
             .iter()
             .copied()
-            .filter(|&i| !is_exotic(options[i].borrow()))
+            .filter(|&i| !summary(i).exotic)
             .collect();
         if !ordinary.is_empty() {
             kept = ordinary;

@@ -216,6 +216,25 @@ impl Resources {
                 .all(|(k, v)| *v <= capacity.extended.get(k).copied().unwrap_or(0))
     }
 
+    /// Whether `self + extra` fits in `capacity` ([`Resources::fits_in`] of the sum, without
+    /// building it: the solver asks this of every NodeClaim a pod is tried on).
+    pub fn fits_in_with(&self, extra: &Resources, capacity: &Resources) -> bool {
+        let cap = |k: &str| capacity.extended.get(k).copied().unwrap_or(0);
+        self.cpu + extra.cpu <= capacity.cpu
+            && self.memory + extra.memory <= capacity.memory
+            && self.pods + extra.pods <= capacity.pods
+            && self.ephemeral + extra.ephemeral <= capacity.ephemeral
+            && self
+                .extended
+                .iter()
+                .all(|(k, v)| v + extra.extended.get(k).copied().unwrap_or(0) <= cap(k))
+            && extra
+                .extended
+                .iter()
+                .filter(|(k, _)| !self.extended.contains_key(*k))
+                .all(|(k, v)| *v <= cap(k))
+    }
+
     /// The resources of `self` that exceed `capacity`, for error messages.
     pub fn exceeding(&self, capacity: &Resources) -> Vec<&str> {
         self.iter()
@@ -226,18 +245,42 @@ impl Resources {
 
     /// Component-wise maximum.
     pub fn max(&self, other: &Resources) -> Resources {
-        let mut r = Resources {
-            cpu: self.cpu.max(other.cpu),
-            memory: self.memory.max(other.memory),
-            pods: self.pods.max(other.pods),
-            ephemeral: self.ephemeral.max(other.ephemeral),
-            extended: self.extended.clone(),
-        };
-        for (k, v) in &other.extended {
-            let e = r.extended.entry(k.clone()).or_insert(*v);
-            *e = (*e).max(*v);
-        }
+        let mut r = self.clone();
+        r.max_with(other);
         r
+    }
+
+    /// Lower each amount to at most `other`'s, in place; an extended resource `other` lacks
+    /// (zero) is dropped.
+    pub fn min_with(&mut self, other: &Resources) {
+        self.cpu = self.cpu.min(other.cpu);
+        self.memory = self.memory.min(other.memory);
+        self.pods = self.pods.min(other.pods);
+        self.ephemeral = self.ephemeral.min(other.ephemeral);
+        self.extended.retain(|k, v| match other.extended.get(k) {
+            Some(o) => {
+                *v = (*v).min(*o);
+                *v != 0
+            }
+            None => false,
+        });
+    }
+
+    /// Raise each amount to at least `other`'s, in place ([`Resources::max`] without a copy: the
+    /// solver folds it over hundreds of instance types per NodeClaim).
+    pub fn max_with(&mut self, other: &Resources) {
+        self.cpu = self.cpu.max(other.cpu);
+        self.memory = self.memory.max(other.memory);
+        self.pods = self.pods.max(other.pods);
+        self.ephemeral = self.ephemeral.max(other.ephemeral);
+        for (k, v) in &other.extended {
+            match self.extended.get_mut(k) {
+                Some(e) => *e = (*e).max(*v),
+                None => {
+                    self.extended.insert(k.clone(), *v);
+                }
+            }
+        }
     }
 
     /// As a Kubernetes resource list (`cpu: 1500m`, `memory: 4Gi`, ...), zero entries omitted.

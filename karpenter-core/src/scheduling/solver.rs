@@ -259,6 +259,9 @@ struct OpenClaim {
     options: Vec<usize>,
     /// Component-wise max allocatable over `options` (quick reject).
     max_allocatable: Resources,
+    /// Component-wise min allocatable over `options`: requests within it fit every option, so
+    /// adding a pod that brings no requirement and no volume leaves the options as they are.
+    min_allocatable: Resources,
     /// Indexes into the input pods.
     pods: Vec<usize>,
     host_ports: Vec<HostPort>,
@@ -663,7 +666,9 @@ impl Solver<'_> {
         for &n in &self.order {
             let node = &self.input.existing[n];
             let state = &self.existing[n];
-            if !pod.requests.fits_in(&state.available) || untolerated(&node.taints, tols).is_some()
+            if !pod.requests.fits_in(&state.available)
+                || (involves && self.topology.hostname_blocked(i, relax, &pod_ref(pod), n))
+                || untolerated(&node.taints, tols).is_some()
             {
                 continue;
             }
@@ -738,10 +743,17 @@ impl Solver<'_> {
         let base_id = self.input.existing.len();
         for ci in 0..self.claims.len() {
             let claim = &self.claims[ci];
-            let total = claim.requests.plus(&pod.requests);
-            if !total.fits_in(&claim.max_allocatable) {
+            if !claim
+                .requests
+                .fits_in_with(&pod.requests, &claim.max_allocatable)
+                || (involves
+                    && self
+                        .topology
+                        .hostname_blocked(i, relax, &pod_ref(pod), base_id + ci))
+            {
                 continue;
             }
+            let total = claim.requests.plus(&pod.requests);
             let pool = self.pools[claim.pool].t;
             if untolerated(&pool.taints, tols).is_some()
                 || ports_conflict(&claim.host_ports, &pod.constraints.host_ports)
@@ -790,29 +802,41 @@ impl Solver<'_> {
                 .as_ref()
                 .map(|m| self.compatible_types(pool_index, m));
             let claim = &self.claims[ci];
-            let check = merged.as_ref().unwrap_or(&claim.requirements);
-            let options: Vec<usize> = claim
-                .options
-                .iter()
-                .copied()
-                .filter(|&o| {
-                    let it = &pool.instance_types[o];
-                    total.fits_in(&it.allocatable)
-                        && compat.as_ref().is_none_or(|c| c[o])
-                        && volumes
-                            .as_ref()
-                            .is_none_or(|v| type_exceeded(it, v).is_none())
-                })
-                .collect();
-            if options.is_empty() || !min_values_ok(check, &pool.instance_types, &options) {
-                continue;
-            }
+            // Nothing narrows the options when every one has room and the pod brings no
+            // requirement and no volume (most pods on most NodeClaims).
+            let unchanged =
+                compat.is_none() && volumes.is_none() && total.fits_in(&claim.min_allocatable);
+            let options = if unchanged {
+                None
+            } else {
+                let check = merged.as_ref().unwrap_or(&claim.requirements);
+                let options: Vec<usize> = claim
+                    .options
+                    .iter()
+                    .copied()
+                    .filter(|&o| {
+                        let it = &pool.instance_types[o];
+                        total.fits_in(&it.allocatable)
+                            && compat.as_ref().is_none_or(|c| c[o])
+                            && volumes
+                                .as_ref()
+                                .is_none_or(|v| type_exceeded(it, v).is_none())
+                    })
+                    .collect();
+                if options.is_empty() || !min_values_ok(check, &pool.instance_types, &options) {
+                    continue;
+                }
+                Some(options)
+            };
             let claim = &mut self.claims[ci];
-            // The options only ever shrink: the largest room changes only when some went.
-            if options.len() != claim.options.len() {
+            // The options only ever shrink: the room bounds change only when some went.
+            if let Some(options) = options
+                && options.len() != claim.options.len()
+            {
                 claim.max_allocatable = max_allocatable(pool, &options);
+                claim.min_allocatable = min_allocatable(pool, &options);
+                claim.options = options;
             }
-            claim.options = options;
             claim.requests = total;
             if let Some(m) = merged {
                 claim.requirements = m;
@@ -927,6 +951,7 @@ impl Solver<'_> {
         Ok(OpenClaim {
             pool: pi,
             max_allocatable: max_allocatable(t, &options),
+            min_allocatable: min_allocatable(t, &options),
             requirements,
             requests,
             options,
@@ -1087,7 +1112,8 @@ impl Solver<'_> {
                     })
                 })
                 .collect();
-            classes.push(non_dominated(launchable(candidates, t, reqs)));
+            let exotic = |o: usize| offers.summary[o].exotic;
+            classes.push(non_dominated(launchable(candidates, exotic, reqs)));
         }
         let work = shapes.len() * classes.iter().map(Vec::len).sum::<usize>();
         if work > super::repack::MAX_WORK {
@@ -1176,6 +1202,7 @@ impl Solver<'_> {
             claims.push(OpenClaim {
                 pool: pi,
                 max_allocatable: max_allocatable(t, &options),
+                min_allocatable: min_allocatable(t, &options),
                 requirements,
                 requests,
                 options,
@@ -1243,9 +1270,25 @@ fn reserve(
 }
 
 fn max_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
-    options.iter().fold(Resources::default(), |acc, &i| {
-        acc.max(&pool.instance_types[i].allocatable)
-    })
+    let mut max = Resources::default();
+    for &i in options {
+        max.max_with(&pool.instance_types[i].allocatable);
+    }
+    max
+}
+
+/// Component-wise min allocatable over `options` (an extended resource some option lacks is
+/// zero); all zero when there are none.
+fn min_allocatable(pool: &NodePoolTemplate, options: &[usize]) -> Resources {
+    let mut types = options.iter().map(|&i| &pool.instance_types[i].allocatable);
+    let Some(first) = types.next() else {
+        return Resources::default();
+    };
+    let mut min = first.clone();
+    for a in types {
+        min.min_with(a);
+    }
+    min
 }
 
 /// Per instance type of a pool: the cheapest compatible available offering's price (USD/hour)
@@ -1357,7 +1400,10 @@ impl Prices {
                 .filter(admitted)
                 .any(|o| o.reservation_id.is_none());
             let mut price: Option<f64> = None;
-            let mut summary = choices::OfferSummary::default();
+            let mut summary = choices::OfferSummary {
+                exotic: choices::is_exotic(it),
+                ..choices::OfferSummary::default()
+            };
             let mut bits = 0u64;
             for o in it.offerings.iter().filter(admitted) {
                 if !self.counts(o, unreserved) {
@@ -1426,16 +1472,16 @@ impl Ledger {
 /// Re-pack candidates a claim of these requirements could launch as: without `minValues`, an
 /// exotic type ([`choices::is_exotic`]) goes when an ordinary candidate has at least its room,
 /// since every filling that fits it fits the ordinary one and [`choices::accepted`] would list
-/// that one instead.
+/// that one instead. `is_exotic` answers by index into the pool's instance types.
 fn launchable(
     candidates: Vec<super::repack::Candidate>,
-    pool: &NodePoolTemplate,
+    is_exotic: impl Fn(usize) -> bool,
     reqs: &Requirements,
 ) -> Vec<super::repack::Candidate> {
     if choices::has_min_values(reqs) {
         return candidates;
     }
-    let exotic = |c: &super::repack::Candidate| choices::is_exotic(&pool.instance_types[c.index]);
+    let exotic = |c: &super::repack::Candidate| is_exotic(c.index);
     let ordinary: Vec<&[i64]> = candidates
         .iter()
         .filter(|c| !exotic(c))

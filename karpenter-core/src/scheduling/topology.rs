@@ -74,14 +74,11 @@ impl Target<'_> {
     }
 
     /// The target's domains for a non-hostname key, `None` when unbounded (claim without an
-    /// `In` requirement on the key).
-    fn values(&self, key: &str) -> Option<Vec<String>> {
+    /// `In` requirement on the key). Borrowed: this runs for every NodeClaim a pod is tried on.
+    fn values(&self, key: &str) -> Option<Domains<'_>> {
         match self {
-            Target::Node { labels, .. } => Some(labels.get(key).cloned().into_iter().collect()),
-            Target::Claim { requirements, .. } => match requirements.get(key) {
-                Some(r) => r.values().map(|v| v.iter().cloned().collect()),
-                None => None,
-            },
+            Target::Node { labels, .. } => Some(Domains::Label(labels.get(key))),
+            Target::Claim { requirements, .. } => requirements.get(key)?.values().map(Domains::In),
         }
     }
 
@@ -89,6 +86,31 @@ impl Target<'_> {
         match self {
             Target::Node { labels, .. } => reqs.matches_labels(labels).is_ok(),
             Target::Claim { requirements, .. } => requirements.intersects(reqs).is_ok(),
+        }
+    }
+}
+
+/// A target's domains for one key: a node's label value (none when it lacks the label), or the
+/// values of a NodeClaim's `In` requirement.
+#[derive(Clone, Copy, Debug)]
+enum Domains<'a> {
+    Label(Option<&'a String>),
+    In(&'a BTreeSet<String>),
+}
+
+impl<'a> Domains<'a> {
+    fn iter(self) -> impl Iterator<Item = &'a String> {
+        let (label, set) = match self {
+            Domains::Label(l) => (l, None),
+            Domains::In(s) => (None, Some(s)),
+        };
+        label.into_iter().chain(set.into_iter().flatten())
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Domains::Label(l) => usize::from(l.is_some()),
+            Domains::In(s) => s.len(),
         }
     }
 }
@@ -177,12 +199,15 @@ impl Group {
     }
 
     fn record_value(&mut self, v: &str) {
-        let mut c = self.by_value.get(v).copied().unwrap_or(0);
-        let became = self.bump(&mut c);
-        self.by_value.insert(v.to_string(), c);
-        if became {
-            self.nonzero += 1;
+        if let Some(c) = self.by_value.get_mut(v) {
+            *c += 1;
+            if *c == 1 {
+                self.nonzero += 1;
+            }
+            return;
         }
+        self.by_value.insert(v.to_string(), 1);
+        self.nonzero += 1;
     }
 
     fn record_target(&mut self, id: usize) {
@@ -592,6 +617,43 @@ impl Topology {
             .collect()
     }
 
+    /// Whether a hostname-keyed constraint already rules out the target `target_id` for the pod:
+    /// one of its active anti-affinity terms, or another pod's required anti-affinity against
+    /// it, counts a pod there, or one of its hostname spreads is past its skew without it.
+    /// [`Topology::requirements`] rejects all of these too; this check reads only counts, so the
+    /// solver asks it first of every node and NodeClaim a pod is tried on.
+    pub fn hostname_blocked(
+        &self,
+        pod_index: usize,
+        relaxation: &Relaxation,
+        pod: &PodRef,
+        target_id: usize,
+    ) -> bool {
+        let topo = &self.pods[pod_index];
+        let owned = topo.owned.iter().any(|&(g, source)| {
+            let g = &self.groups[g];
+            if !g.hostname {
+                return false;
+            }
+            let count = g.target_count(target_id);
+            match (g.kind, source) {
+                (Kind::AntiAffinity, Source::AntiAffinity) => count > 0,
+                (Kind::AntiAffinity, Source::PreferredAntiAffinity(i)) => {
+                    i >= relaxation.anti_affinity && count > 0
+                }
+                (Kind::Spread, Source::Spread(i)) => {
+                    relaxation.spread_active(pod.constraints, i) && count > g.max_skew
+                }
+                _ => false,
+            }
+        });
+        owned
+            || topo.inverse_selecting.iter().any(|&g| {
+                let g = &self.inverse[g];
+                g.hostname && g.target_count(target_id) > 0
+            })
+    }
+
     /// The extra requirements the pod's constraints impose on a target (for a NodeClaim, its
     /// domains narrowed to the allowed ones; for a node, nothing or an error).
     ///
@@ -663,13 +725,23 @@ impl Topology {
         }
     }
 
-    /// Candidate values of a target for a key, limited to what the pod allows.
-    fn candidates(&self, g: &Group, pod_reqs: &Requirements, target: &Target) -> Vec<String> {
-        let pod_ok = |v: &str| pod_reqs.get(&g.key).is_none_or(|r| r.has(v));
-        match target.values(&g.key) {
-            Some(vs) => vs.into_iter().filter(|v| pod_ok(v)).collect(),
-            None => g.by_value.keys().filter(|v| pod_ok(v)).cloned().collect(),
-        }
+    /// Candidate values of a target for a key (its domains, or every domain seen when it is
+    /// unbounded), limited to what the pod allows, in value order.
+    fn candidates<'s>(
+        g: &'s Group,
+        pod_reqs: &'s Requirements,
+        target: &'s Target,
+    ) -> impl Iterator<Item = &'s String> + 's {
+        let pod_req = pod_reqs.get(&g.key);
+        let (bounded, open) = match target.values(&g.key) {
+            Some(d) => (Some(d.iter()), None),
+            None => (None, Some(g.by_value.keys())),
+        };
+        bounded
+            .into_iter()
+            .flatten()
+            .chain(open.into_iter().flatten())
+            .filter(move |v| pod_req.is_none_or(|r| r.has(v)))
     }
 
     fn spread(
@@ -690,9 +762,9 @@ impl Topology {
             };
         }
         // Global minimum over the domains the pod could use.
+        let pod_req = pod_reqs.get(&g.key);
         let eligible = |v: &str| {
-            let by_affinity =
-                g.filter_reqs.is_none() || pod_reqs.get(&g.key).is_none_or(|r| r.has(v));
+            let by_affinity = g.filter_reqs.is_none() || pod_req.is_none_or(|r| r.has(v));
             let by_taints = g.filter_tolerations.as_ref().is_none_or(|tols| {
                 self.universe
                     .get(&g.key)
@@ -702,29 +774,28 @@ impl Topology {
             });
             by_affinity && by_taints
         };
-        let domains: Vec<(&String, i32)> = g
-            .by_value
-            .iter()
-            .filter(|(v, _)| eligible(v))
-            .map(|(v, c)| (v, *c))
-            .collect();
-        let mut min = domains.iter().map(|(_, c)| *c).min().unwrap_or(0);
-        if g.min_domains.is_some_and(|m| (domains.len() as i32) < m) {
+        let (mut domains, mut min) = (0i32, None::<i32>);
+        for (v, c) in &g.by_value {
+            if eligible(v) {
+                domains += 1;
+                min = Some(min.map_or(*c, |m| m.min(*c)));
+            }
+        }
+        let mut min = min.unwrap_or(0);
+        if g.min_domains.is_some_and(|m| domains < m) {
             min = 0;
         }
-        let mut best: Option<(i32, String)> = None;
-        for v in self.candidates(g, pod_reqs, target) {
-            let count = g.by_value.get(&v).copied().unwrap_or(0) + own;
+        let mut best: Option<(i32, &String)> = None;
+        for v in Topology::candidates(g, pod_reqs, target) {
+            let count = g.by_value.get(v).copied().unwrap_or(0) + own;
             if count - min <= g.max_skew
-                && best
-                    .as_ref()
-                    .is_none_or(|(c, bv)| count < *c || (count == *c && v < *bv))
+                && best.is_none_or(|(c, bv)| count < c || (count == c && v < bv))
             {
                 best = Some((count, v));
             }
         }
         match best {
-            Some((_, v)) => Ok(Some(Requirement::is_in(&g.key, [v]))),
+            Some((_, v)) => Ok(Some(Requirement::is_in(&g.key, [v.as_str()]))),
             None => Err(Topology::err(g)),
         }
     }
@@ -744,19 +815,17 @@ impl Topology {
                 Err(Topology::err(g))
             };
         }
-        let candidates = self.candidates(g, pod_reqs, target);
-        let with_pods: Vec<String> = candidates
-            .iter()
+        let with_pods: Vec<&str> = Topology::candidates(g, pod_reqs, target)
             .filter(|v| g.by_value.get(*v).is_some_and(|c| *c > 0))
-            .cloned()
+            .map(String::as_str)
             .collect();
         if !with_pods.is_empty() {
             return Ok(Some(Requirement::is_in(&g.key, with_pods)));
         }
         if bootstrap {
             // The first pod of a self-affine group picks a domain; the rest follow it.
-            if let Some(first) = candidates.into_iter().next() {
-                return Ok(Some(Requirement::is_in(&g.key, [first])));
+            if let Some(first) = Topology::candidates(g, pod_reqs, target).next() {
+                return Ok(Some(Requirement::is_in(&g.key, [first.as_str()])));
             }
         }
         Err(Topology::err(g))
@@ -784,20 +853,16 @@ impl Topology {
             // A node without the topology label is in no domain: no pod there can conflict.
             return Ok(None);
         }
-        let free: Vec<String> = self
-            .candidates(g, pod_reqs, target)
-            .into_iter()
-            .filter(|v| g.by_value.get(v).is_none_or(|c| *c == 0))
-            .collect();
-        if free.is_empty() {
+        let mut free = Topology::candidates(g, pod_reqs, target)
+            .filter(|v| g.by_value.get(*v).is_none_or(|c| *c == 0))
+            .map(String::as_str)
+            .peekable();
+        if free.peek().is_none() {
             return Err(Topology::err(g));
         }
         Ok(match target {
             Target::Node { .. } => None,
-            Target::Claim { .. } if pin => free
-                .into_iter()
-                .next()
-                .map(|v| Requirement::is_in(&g.key, [v])),
+            Target::Claim { .. } if pin => free.next().map(|v| Requirement::is_in(&g.key, [v])),
             Target::Claim { .. } => Some(Requirement::is_in(&g.key, free)),
         })
     }
@@ -835,9 +900,9 @@ fn record_group(g: &mut Group, target: &Target, all_domains: bool) {
         return;
     }
     match target.values(&g.key) {
-        Some(vs) if vs.len() == 1 || (all_domains && !vs.is_empty()) => {
-            for v in vs {
-                g.record_value(&v);
+        Some(vs) if vs.len() == 1 || (all_domains && vs.len() > 0) => {
+            for v in vs.iter() {
+                g.record_value(v);
             }
         }
         None if all_domains => {
