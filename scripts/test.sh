@@ -53,3 +53,11 @@ else
   echo "cargo-nextest not found; running the tests with cargo test (one binary at a time)" >&2
   phase tests cargo test --workspace --all-features "$@"
 fi
+
+# The scheduling bench's figures for diverse 5k and the Alibaba trace, in the test profile, so
+# each run's log shows the plan pass's speed and fleet cost next to the last run's: a guard
+# against a silent regression, not a pass/fail timing (BENCHMARKS.md has the release figures).
+# Only on a full run (no runner arguments).
+if [ "$#" = 0 ]; then
+  phase bench-figures env BENCH_SMOKE=1 cargo test -p karpenter --all-features --bench scheduling
+fi
