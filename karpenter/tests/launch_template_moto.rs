@@ -384,6 +384,14 @@ async fn ip_prefix_count_gives_ipv4_prefixes_or_ipv6_prefixes_on_an_ipv6_cluster
     assert_eq!(v6.ipv6_prefix_count(), Some(2));
     assert_eq!(v6.primary_ipv6(), Some(true));
     assert_eq!(v6.ipv6_address_count(), Some(1));
+    // A node class setting no network field: on an IPv6 cluster its nodes still get their
+    // primary IPv6 address (upstream writes the primary interface on every IPv6 template).
+    let nc = s.node_class(&six, "plain-v6", serde_json::json!({})).await;
+    let (_, lt) = s.launch(&six, &nc, "plain-v6-a").await;
+    let plain = primary(&lt, &s.security_groups().await);
+    assert_eq!(plain.primary_ipv6(), Some(true));
+    assert_eq!(plain.ipv6_address_count(), Some(1));
+    assert_eq!(plain.ipv4_prefix_count(), None);
 }
 
 async fn network_interfaces_reach_the_template_as_listed(s: &Setup) {

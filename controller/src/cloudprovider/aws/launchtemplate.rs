@@ -559,10 +559,12 @@ fn toggle_name(t: Toggle) -> String {
 /// on each:
 /// - `spec.networkInterfaces` as listed (card, device, type); an `efa-only` interface gets no
 ///   public address, prefixes, IPv6 address or connection tracking (EC2 refuses them there);
-/// - else, when `associatePublicIPAddress`, `ipPrefixCount` or `connectionTracking` is set, one
-///   primary interface (device 0) carrying them;
-/// - else none: EC2's default primary interface, so templates of node classes that set none of
-///   these keep their content and name (upstream always writes the primary interface).
+/// - else, when `associatePublicIPAddress`, `ipPrefixCount` or `connectionTracking` is set, or
+///   the cluster is IPv6 (`ipv6`), one primary interface (device 0) carrying them: upstream gives
+///   every node of an IPv6 cluster `PrimaryIpv6` and one `Ipv6AddressCount` on it;
+/// - else none: EC2's default primary interface, so templates of IPv4 clusters' node classes
+///   that set none of these keep their content and name (upstream always writes the primary
+///   interface).
 ///
 /// `ipPrefixCount` gives IPv4 prefixes, or IPv6 prefixes on an IPv6 cluster (`ipv6`), where each
 /// interface that carries addresses also gets its primary IPv6 address (`PrimaryIpv6`, one
@@ -589,7 +591,8 @@ pub fn network_interfaces(spec: &EC2NodeClassSpec, ipv6: bool) -> Vec<NetworkInt
             })
             .collect();
     }
-    if spec.associate_public_ip_address.is_some()
+    if ipv6
+        || spec.associate_public_ip_address.is_some()
         || spec.ip_prefix_count.is_some()
         || tracking(spec).is_some()
     {

@@ -471,6 +471,26 @@ fn address_settings_and_connection_tracking_reach_the_primary_interface() {
     }
 }
 
+/// On an IPv6 cluster every template writes its primary interface with the primary IPv6
+/// address, whether or not the node class sets a network field (upstream
+/// `generateNetworkInterfaces`); on an IPv4 cluster a plain node class still writes none.
+#[test]
+fn ipv6_clusters_always_get_a_primary_ipv6_interface() {
+    let plain = with_spec(serde_json::json!({}));
+    let v6 = data(&plain, AmiFamily::Al2023, "ami-1", "x", true);
+    assert_eq!(
+        v6.network_interfaces,
+        vec![NetworkInterface {
+            device_index: 0,
+            primary_ipv6: Some(true),
+            ipv6_address_count: Some(1),
+            ..NetworkInterface::default()
+        }]
+    );
+    let v4 = data(&plain, AmiFamily::Al2023, "ami-1", "x", false);
+    assert!(v4.network_interfaces.is_empty());
+}
+
 /// `networkInterfaces` are written as listed; an `efa-only` interface carries no address
 /// settings or connection tracking (EC2 refuses them there), an `interface` one does.
 #[test]
@@ -583,7 +603,7 @@ fn templates_without_the_new_settings_keep_their_content_and_name() {
         AmiFamily::Al2023,
         "ami-1",
         "x",
-        true,
+        false,
     );
     assert!(plain.network_interfaces.is_empty());
     let json = serde_json::to_string(&plain).expect("json");
