@@ -146,6 +146,44 @@ fn every_family_round_trips_the_kubelet_settings_that_size_the_node() {
         }
     }
     assert_eq!(parse_kubelet("#!/bin/bash\necho hi").0, AmiFamily::Custom);
+    // Windows' `-KubeletExtraArgs` carry the same flags; the year is the image's.
+    let ud = user_data(
+        AmiFamily::Windows2019,
+        &cluster(),
+        &nc,
+        &BTreeMap::new(),
+        &[],
+    );
+    let (seen, k) = parse_kubelet(&ud);
+    assert!(seen.windows_build().is_some(), "{seen:?}: {ud}");
+    assert_eq!(k.max_pods, want.max_pods, "{ud}");
+    assert_eq!(k.kube_reserved, want.kube_reserved, "{ud}");
+    assert_eq!(k.eviction_soft, want.eviction_soft, "{ud}");
+}
+
+/// A Windows image's family is read from the release year in its name.
+#[test]
+fn windows_images_name_their_family() {
+    for (name, family) in [
+        (
+            "Windows_Server-2019-English-Core-EKS_Optimized-1.32-2025.01.15",
+            AmiFamily::Windows2019,
+        ),
+        (
+            "Windows_Server-2022-English-Core-EKS_Optimized-1.32",
+            AmiFamily::Windows2022,
+        ),
+        (
+            "Windows_Server-2025-English-Core-EKS_Optimized-1.33",
+            AmiFamily::Windows2025,
+        ),
+    ] {
+        assert_eq!(windows_family(name), Some(family), "{name}");
+    }
+    assert_eq!(
+        windows_family("amazon-eks-node-al2023-x86_64-standard-1.32"),
+        None
+    );
 }
 
 /// `instanceStorePolicy: RAID0` reaches each family's user data as upstream writes it:
