@@ -189,6 +189,9 @@ pub struct InstanceTypeInfo {
     pub baseline_bandwidth_gbps: Option<f64>,
     /// `on-demand`, `spot`, `capacity-block`.
     pub usage_classes: Vec<String>,
+    /// `PlacementGroupInfo.SupportedStrategies`: the placement group strategies the type can
+    /// launch into (`cluster`, `partition`, `spread`); empty when EC2 does not say.
+    pub placement_group_strategies: Vec<String>,
 }
 
 /// What a launch template holds (`LaunchTemplateData`).
@@ -864,6 +867,15 @@ fn type_info(i: &t::InstanceTypeInfo) -> InstanceTypeInfo {
             .iter()
             .map(|u| u.as_str().to_string())
             .collect(),
+        placement_group_strategies: i
+            .placement_group_info()
+            .map(|p| {
+                p.supported_strategies()
+                    .iter()
+                    .map(|s| s.as_str().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

@@ -724,7 +724,8 @@ async fn a_partition_group_offers_its_partitions_and_labels_the_partition(s: &Se
 
 /// An `InsufficientInstanceCapacity` for m5.large in us-east-1a in a launch into the cluster
 /// group `training` marks that offering out of capacity for launches into `training` only: the
-/// group's node class no longer offers it, a node class without a group still does.
+/// group's node class no longer offers it, a node class without a group still does. A type
+/// that cannot launch into a cluster group is not offered to the group's node class at all.
 async fn capacity_errors_in_a_placement_group_are_scoped_to_it(s: &Setup) {
     let placed = s
         .node_class(
@@ -755,6 +756,10 @@ async fn capacity_errors_in_a_placement_group_are_scoped_to_it(s: &Setup) {
     assert!(offered(&s.cloud, &plain, "m5.large").await);
     // A launch without the group still goes ahead.
     s.launch(&s.cloud, &plain, "iced-plain-a").await;
+    // t3.large cannot launch into a cluster group (its PlacementGroupInfo lists partition and
+    // spread only): the group's node class does not offer it.
+    assert!(offered(&s.cloud, &plain, "t3.large").await);
+    assert!(!offered(&s.cloud, &placed, "t3.large").await);
 }
 
 /// EC2's spread-group limit (7 instances per zone) answered for one type of a launch into the

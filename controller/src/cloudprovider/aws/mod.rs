@@ -124,6 +124,8 @@ struct TypeData {
     prices_generation: u64,
     entries: Vec<CatalogEntry>,
     spot: HashMap<(String, String), f64>,
+    /// Each type's placement group strategies (`PlacementGroupInfo.SupportedStrategies`).
+    strategies: HashMap<String, Vec<String>>,
 }
 
 type OfferingKey = (String, String, String);
@@ -431,6 +433,7 @@ impl AwsCloud {
             zones.entry(t).or_default().insert(z);
         }
         let mut entries = Vec::new();
+        let mut strategies = HashMap::new();
         for info in infos {
             // No price known: upstream leaves such types out too. (The vendored data also gives
             // the ENI, Neuron and EFA figures below.)
@@ -467,6 +470,7 @@ impl AwsCloud {
                 usage_classes: info.usage_classes.join(" "),
                 ..TypeSpec::default()
             };
+            strategies.insert(info.name.clone(), info.placement_group_strategies.clone());
             let type_zones = zones.remove(&info.name).unwrap_or_default();
             if let Some(mut entry) = catalog::entry(&spec, on_demand, None, type_zones) {
                 entry.labels.insert(
@@ -490,6 +494,7 @@ impl AwsCloud {
             prices_generation,
             entries,
             spot,
+            strategies,
         });
         let mut s = self.lock();
         s.types = Some(Arc::clone(&data));
@@ -513,7 +518,9 @@ impl AwsCloud {
     /// [`AwsCloud::types_in`] for a node class launching into `group`: an offering is
     /// unavailable when marked for everyone or for the whole group (upstream's base offering
     /// resolver reads those two scopes; a partition's marks are not read, as upstream), and
-    /// every type carries the group's requirements ([`placementgroup::with_requirements`]).
+    /// every offering of a type that cannot launch into the group's strategy is unavailable
+    /// ([`placementgroup::supports`]); every type carries the group's requirements
+    /// ([`placementgroup::with_requirements`]).
     ///
     /// Errors: DescribeInstanceTypes or the offerings calls failed.
     pub async fn types_for(
@@ -551,6 +558,12 @@ impl AwsCloud {
                     .unwrap_or_else(|| catalog::spot_price(e.on_demand_price, &e.name, zone))
             },
             |t, z, ct| {
+                if let Some(g) = group
+                    && let Some(strategies) = data.strategies.get(t)
+                    && !placementgroup::supports(strategies, g)
+                {
+                    return true;
+                }
                 let offering = (t.to_string(), z.to_string(), ct.to_string());
                 unavailable.contains_key(&(offering.clone(), None))
                     || in_group

@@ -88,6 +88,13 @@ pub fn requirements(group: &PlacementGroupInfo) -> Vec<Requirement> {
     reqs
 }
 
+/// Whether a type whose `PlacementGroupInfo.SupportedStrategies` are `strategies` can launch
+/// into `group` (upstream's placement group compatibility check: a type that cannot has no
+/// available offering for the node class). A type EC2 says nothing about counts as able.
+pub fn supports(strategies: &[String], group: &PlacementGroupInfo) -> bool {
+    strategies.is_empty() || strategies.contains(&group.strategy)
+}
+
 /// `types` with [`requirements`] of `group` in place of whatever they said of those labels.
 pub fn with_requirements(
     types: &[Arc<InstanceType>],
@@ -308,6 +315,14 @@ mod tests {
         assert!(!is_spread_limit(
             "We currently do not have sufficient m5.large capacity"
         ));
+    }
+
+    #[test]
+    fn only_types_supporting_the_groups_strategy_launch_into_it() {
+        let burstable = ["partition".to_string(), "spread".into()];
+        assert!(!supports(&burstable, &group("cluster")));
+        assert!(supports(&burstable, &group(PARTITION)));
+        assert!(supports(&[], &group("cluster")));
     }
 
     #[test]
