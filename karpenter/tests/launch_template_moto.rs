@@ -647,6 +647,24 @@ async fn placement_group_selector_places_and_labels_the_launch(s: &Setup) {
             .is_err()
     );
     assert_eq!(lock(&s.ec2.fleets).len(), fleets_before, "no fleet");
+    // The missing group is not asked for again within the minute (every instance-type listing
+    // asks for the node class's group).
+    let queries_before = lock(&s.ec2.queries).len();
+    s.cloud
+        .instance_types(&missing)
+        .await
+        .expect("instance types");
+    assert!(
+        s.cloud
+            .create(&on_demand("unplaced-b"), &missing)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        lock(&s.ec2.queries).len(),
+        queries_before,
+        "answered from the cache"
+    );
 }
 
 /// A partition group's node class: its instance types require the group's id and offer its

@@ -153,6 +153,9 @@ struct State {
     /// Placement groups as last looked up, by the selector that named them
     /// ([`placementgroup::shown`]), with when.
     placement_groups: HashMap<String, (Timestamp, PlacementGroupInfo)>,
+    /// Selectors EC2 last answered with no available group, with when (upstream caches that
+    /// answer for its TTL too: every instance-type listing asks for the group).
+    placement_groups_missing: HashMap<String, Timestamp>,
 }
 
 /// The AWS cloud provider.
@@ -758,9 +761,9 @@ impl AwsCloud {
     }
 
     /// The placement group the node class's `placementGroupSelector` names, `None` without a
-    /// selector: the one looked up within [`placementgroup::PLACEMENT_GROUP_TTL`], else looked
-    /// up now. A failed lookup falls back to the last group found (upstream keeps a day-long
-    /// copy for that).
+    /// selector: the one looked up within [`placementgroup::PLACEMENT_GROUP_TTL`] (a group
+    /// found missing stays missing that long), else looked up now. A failed lookup falls back to
+    /// the last group found (upstream keeps a day-long copy for that).
     ///
     /// Errors: no such available group (`NodeClassNotReady`), or the lookup failed and none was
     /// found before.
@@ -773,20 +776,33 @@ impl AwsCloud {
         };
         let key = placementgroup::shown(selector);
         let now = self.clock.now();
-        let cached = self.lock().placement_groups.get(&key).cloned();
+        let fresh = |at: &Timestamp| now.duration_since(*at) < placementgroup::PLACEMENT_GROUP_TTL;
+        let not_found = || {
+            CloudError::NodeClassNotReady(format!(
+                "EC2NodeClass {:?}: placement group {key:?} not found",
+                node_class.metadata.name.clone().unwrap_or_default()
+            ))
+        };
+        let (cached, missing) = {
+            let state = self.lock();
+            (
+                state.placement_groups.get(&key).cloned(),
+                state.placement_groups_missing.get(&key).is_some_and(fresh),
+            )
+        };
         if let Some((at, group)) = &cached
-            && now.duration_since(*at) < placementgroup::PLACEMENT_GROUP_TTL
+            && fresh(at)
         {
             return Ok(Some(group.clone()));
+        }
+        if missing {
+            return Err(not_found());
         }
         let found = placementgroup::describe(self.ec2.as_ref(), selector).await;
         self.remember_placement_group(&key, &found);
         match found {
             Ok(Some(group)) => Ok(Some(group)),
-            Ok(None) => Err(CloudError::NodeClassNotReady(format!(
-                "EC2NodeClass {:?}: placement group {key:?} not found",
-                node_class.metadata.name.clone().unwrap_or_default()
-            ))),
+            Ok(None) => Err(not_found()),
             Err(e) => cached.map(|(_, g)| Some(g)).ok_or_else(|| other(e)),
         }
     }
@@ -805,9 +821,11 @@ impl AwsCloud {
                 state
                     .placement_groups
                     .insert(key.to_string(), (now, group.clone()));
+                state.placement_groups_missing.remove(key);
             }
             Ok(None) => {
                 state.placement_groups.remove(key);
+                state.placement_groups_missing.insert(key.to_string(), now);
             }
             Err(_) => {}
         }
