@@ -343,7 +343,11 @@ pub const FIELDS: &[FieldSupport] = &[
         "tests/tests/capacity_reservations.rs::reserved_capacity_is_used_first_and_again_when_freed",
     ),
     // The launch settings below reach the launch template (or CreateFleet, `context`) on the
-    // AWS provider, each shown on moto.
+    // AWS provider, each shown on moto. The placement group's partitions, partition labels and
+    // group-scoped capacity errors are shown in the same file
+    // (`a_partition_group_offers_its_partitions_and_labels_the_partition`,
+    // `capacity_errors_in_a_placement_group_are_scoped_to_it`,
+    // `a_spread_groups_zone_limit_closes_the_zone_for_that_group`).
     honoured(
         EC2,
         "spec.placementGroupSelector",

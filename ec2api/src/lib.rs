@@ -189,6 +189,9 @@ pub struct InstanceTypeInfo {
     pub baseline_bandwidth_gbps: Option<f64>,
     /// `on-demand`, `spot`, `capacity-block`.
     pub usage_classes: Vec<String>,
+    /// `PlacementGroupInfo.SupportedStrategies`: the placement group strategies the type can
+    /// launch into (`cluster`, `partition`, `spread`); empty when EC2 does not say.
+    pub placement_group_strategies: Vec<String>,
 }
 
 /// What a launch template holds (`LaunchTemplateData`).
@@ -484,6 +487,9 @@ pub struct InstanceInfo {
     /// `capacity-reservations-only` (launched into a named reservation); `None` when EC2 (or an
     /// emulator) does not say.
     pub capacity_reservation_preference: Option<String>,
+    /// `Placement.PartitionNumber`: the partition (1-based) of a partition placement group the
+    /// instance runs in; `None` outside one (or while EC2 does not report it yet).
+    pub partition_number: Option<i32>,
 }
 
 impl InstanceInfo {
@@ -757,6 +763,7 @@ fn instance_info(i: &t::Instance) -> InstanceInfo {
             .capacity_reservation_specification()
             .and_then(|c| c.capacity_reservation_preference())
             .map(|p| p.as_str().to_string()),
+        partition_number: i.placement().and_then(|p| p.partition_number()),
     }
 }
 
@@ -860,6 +867,15 @@ fn type_info(i: &t::InstanceTypeInfo) -> InstanceTypeInfo {
             .iter()
             .map(|u| u.as_str().to_string())
             .collect(),
+        placement_group_strategies: i
+            .placement_group_info()
+            .map(|p| {
+                p.supported_strategies()
+                    .iter()
+                    .map(|s| s.as_str().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -1579,6 +1595,17 @@ mod tests {
         assert_eq!(info.security_group_ids, ["sg-1", "sg-2"]);
         assert_eq!(info.capacity_reservation_id, None);
         assert_eq!(info.capacity_reservation_preference, None);
+        assert_eq!(info.partition_number, None);
+        let partitioned = t::Instance::builder()
+            .placement(
+                t::Placement::builder()
+                    .availability_zone("us-east-1a")
+                    .group_id("pg-0abc")
+                    .partition_number(3)
+                    .build(),
+            )
+            .build();
+        assert_eq!(instance_info(&partitioned).partition_number, Some(3));
     }
 
     #[test]

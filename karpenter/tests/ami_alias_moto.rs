@@ -13,7 +13,9 @@ use crds::EC2NodeClass;
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, OS_LABEL, WINDOWS_BUILD_LABEL};
 use crds::{NodeClaim, Operator};
 use ec2api::{Ec2, SdkEc2, instance_id};
+use karpenter::sandbox::ec2_kubelets::Ec2Kubelets;
 use karpenter_core::clock::SystemClock;
+use sandbox::actors::InstanceSource;
 use testutil::{ec2nodeclass, nodeclaim};
 
 use crate::moto_cloud::{CLUSTER, Moto, amazon_image, aws_settings};
@@ -284,5 +286,20 @@ async fn windows2022_latest_resolves_the_eks_optimized_core_image_for_windows_no
             && user_data.contains("& $EKSBootstrapScriptFile -EKSClusterName 'moto-demo'")
             && user_data.contains("karpenter.sh/nodepool=default"),
         "{user_data}"
+    );
+    // The sandbox's kubelet on that instance registers a Windows node of the image's build.
+    let kubelets = Ec2Kubelets::new(Arc::new(cloud));
+    let booted = kubelets.running().await.expect("DescribeInstances");
+    let node = booted
+        .iter()
+        .find(|b| b.provider_id == launched.provider_id)
+        .expect("the launched instance boots a kubelet");
+    assert_eq!(
+        node.labels.get(OS_LABEL).map(String::as_str),
+        Some("windows")
+    );
+    assert_eq!(
+        node.labels.get(WINDOWS_BUILD_LABEL).map(String::as_str),
+        Some("10.0.20348")
     );
 }

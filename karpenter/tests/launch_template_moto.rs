@@ -4,7 +4,10 @@
 //! which moto 5.2.1 accepts but neither keeps nor reports (DescribeFleets has none), is read from
 //! moto's request recording. moto 5.2.1 has no placement groups (no CreatePlacementGroup nor
 //! DescribePlacementGroups), so [`Placing`] answers DescribePlacementGroups from a fixture at
-//! the `Ec2` seam; the template's `Placement` is moto's.
+//! the `Ec2` seam; the template's `Placement` is moto's. moto neither reports an instance's
+//! `Placement.PartitionNumber` nor runs out of capacity, so [`Placing`] also stands in for EC2
+//! there when a check asks it to: it reports the partition EC2 would have picked, and answers
+//! one CreateFleet with given capacity errors.
 //!
 //! One moto server serves all fields (each start costs seconds): the test
 //! [`every_launch_setting_reaches_moto`] runs one check per field, each on its own node class.
@@ -15,12 +18,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use aws_sdk_ec2::types as t;
 use controller::cloudprovider::CloudProvider;
+use controller::cloudprovider::aws::placementgroup::Scope;
 use controller::cloudprovider::aws::{AwsCloud, AwsSettings};
-use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
+use crds::labels::{
+    CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, PLACEMENT_GROUP_ID_LABEL,
+    PLACEMENT_GROUP_PARTITION_LABEL, TOPOLOGY_ZONE_LABEL,
+};
 use crds::{EC2NodeClass, NodeClaim, Operator};
 use ec2api::{
-    Ec2, Ec2Error, Filter, FleetRequest, FleetResult, ImageInfo, ImageQuery, InstanceInfo,
-    InstanceTypeInfo, LaunchTemplateData, LaunchTemplateInfo, PlacementGroupInfo,
+    Ec2, Ec2Error, Filter, FleetError, FleetRequest, FleetResult, ImageInfo, ImageQuery,
+    InstanceInfo, InstanceTypeInfo, LaunchTemplateData, LaunchTemplateInfo, PlacementGroupInfo,
     PlacementGroupQuery, SdkEc2, SecurityGroupInfo, SubnetInfo,
 };
 use karpenter_core::cloud::Launched;
@@ -30,6 +37,10 @@ use crate::moto_cloud::{CLUSTER, Moto, aws_settings};
 
 /// The placement group the fixture holds.
 const GROUP_ID: &str = "pg-0training0000001";
+/// The fixture's partition placement group (3 partitions).
+const SHARDS_ID: &str = "pg-0shards000000001";
+/// The fixture's spread placement group.
+const SPREAD_ID: &str = "pg-0spread000000001";
 
 /// moto's EC2 with placement groups from a fixture (see the module docs), recording the fleet
 /// requests and placement group queries it forwards.
@@ -38,6 +49,10 @@ struct Placing {
     groups: Vec<PlacementGroupInfo>,
     queries: Mutex<Vec<PlacementGroupQuery>>,
     fleets: Mutex<Vec<FleetRequest>>,
+    /// The partition DescribeInstances reports instances in (EC2's pick), when set.
+    placed_partition: Mutex<Option<i32>>,
+    /// Capacity errors the next CreateFleet answers with, launching nothing, when set.
+    capacity_errors: Mutex<Option<Vec<FleetError>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -80,6 +95,12 @@ impl Ec2 for Placing {
 
     async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetResult, Ec2Error> {
         lock(&self.fleets).push(request.clone());
+        if let Some(errors) = lock(&self.capacity_errors).take() {
+            return Ok(FleetResult {
+                instance_ids: vec![],
+                errors,
+            });
+        }
         self.inner.create_fleet(request).await
     }
 
@@ -132,7 +153,13 @@ impl Ec2 for Placing {
         ids: &[String],
         filters: Vec<Filter>,
     ) -> Result<Vec<InstanceInfo>, Ec2Error> {
-        self.inner.describe_instances(ids, filters).await
+        let mut found = self.inner.describe_instances(ids, filters).await?;
+        if let Some(p) = *lock(&self.placed_partition) {
+            for i in &mut found {
+                i.partition_number = Some(p);
+            }
+        }
+        Ok(found)
     }
     async fn terminate_instances(&self, ids: &[String]) -> Result<(), Ec2Error> {
         self.inner.terminate_instances(ids).await
@@ -286,16 +313,36 @@ async fn every_launch_setting_reaches_moto() {
     moto.seed_network(CLUSTER).await;
     let ec2 = Arc::new(Placing {
         inner: Arc::new(SdkEc2::new(&moto.config().await)),
-        groups: vec![PlacementGroupInfo {
-            id: GROUP_ID.into(),
-            name: "training".into(),
-            strategy: "cluster".into(),
-            partition_count: 0,
-            spread_level: None,
-            state: "available".into(),
-        }],
+        groups: vec![
+            PlacementGroupInfo {
+                id: GROUP_ID.into(),
+                name: "training".into(),
+                strategy: "cluster".into(),
+                partition_count: 0,
+                spread_level: None,
+                state: "available".into(),
+            },
+            PlacementGroupInfo {
+                id: SHARDS_ID.into(),
+                name: "shards".into(),
+                strategy: "partition".into(),
+                partition_count: 3,
+                spread_level: None,
+                state: "available".into(),
+            },
+            PlacementGroupInfo {
+                id: SPREAD_ID.into(),
+                name: "spread".into(),
+                strategy: "spread".into(),
+                partition_count: 0,
+                spread_level: Some("rack".into()),
+                state: "available".into(),
+            },
+        ],
         queries: Mutex::default(),
         fleets: Mutex::default(),
+        placed_partition: Mutex::default(),
+        capacity_errors: Mutex::default(),
     });
     let cloud = AwsCloud::new(
         Arc::clone(&ec2) as Arc<dyn Ec2>,
@@ -313,6 +360,9 @@ async fn every_launch_setting_reaches_moto() {
     cpu_options_reach_the_template(&s).await;
     volume_initialization_rate_reaches_the_template(&s).await;
     placement_group_selector_places_and_labels_the_launch(&s).await;
+    a_partition_group_offers_its_partitions_and_labels_the_partition(&s).await;
+    capacity_errors_in_a_placement_group_are_scoped_to_it(&s).await;
+    a_spread_groups_zone_limit_closes_the_zone_for_that_group(&s).await;
     context_reaches_create_fleet(&s).await;
 }
 
@@ -384,6 +434,14 @@ async fn ip_prefix_count_gives_ipv4_prefixes_or_ipv6_prefixes_on_an_ipv6_cluster
     assert_eq!(v6.ipv6_prefix_count(), Some(2));
     assert_eq!(v6.primary_ipv6(), Some(true));
     assert_eq!(v6.ipv6_address_count(), Some(1));
+    // A node class setting no network field: on an IPv6 cluster its nodes still get their
+    // primary IPv6 address (upstream writes the primary interface on every IPv6 template).
+    let nc = s.node_class(&six, "plain-v6", serde_json::json!({})).await;
+    let (_, lt) = s.launch(&six, &nc, "plain-v6-a").await;
+    let plain = primary(&lt, &s.security_groups().await);
+    assert_eq!(plain.primary_ipv6(), Some(true));
+    assert_eq!(plain.ipv6_address_count(), Some(1));
+    assert_eq!(plain.ipv4_prefix_count(), None);
 }
 
 async fn network_interfaces_reach_the_template_as_listed(s: &Setup) {
@@ -589,6 +647,200 @@ async fn placement_group_selector_places_and_labels_the_launch(s: &Setup) {
             .is_err()
     );
     assert_eq!(lock(&s.ec2.fleets).len(), fleets_before, "no fleet");
+    // The missing group is not asked for again within the minute (every instance-type listing
+    // asks for the node class's group).
+    let queries_before = lock(&s.ec2.queries).len();
+    s.cloud
+        .instance_types(&missing)
+        .await
+        .expect("instance types");
+    assert!(
+        s.cloud
+            .create(&on_demand("unplaced-b"), &missing)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        lock(&s.ec2.queries).len(),
+        queries_before,
+        "answered from the cache"
+    );
+}
+
+/// A partition group's node class: its instance types require the group's id and offer its
+/// partitions 1..3 to the scheduler; a NodeClaim asking for partition 2 launches into it and
+/// is labelled 2; one asking for none is labelled with the partition EC2 placed it in.
+async fn a_partition_group_offers_its_partitions_and_labels_the_partition(s: &Setup) {
+    let nc = s
+        .node_class(
+            &s.cloud,
+            "sharded",
+            serde_json::json!({"placementGroupSelector": {"name": "shards"}}),
+        )
+        .await;
+    let types = s.cloud.instance_types(&nc).await.expect("instance types");
+    let m5 = types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large");
+    let values = |key: &str| {
+        m5.requirements
+            .get(key)
+            .and_then(|r| r.values().cloned())
+            .map(|v| v.into_iter().collect::<Vec<_>>())
+    };
+    assert_eq!(
+        values(PLACEMENT_GROUP_ID_LABEL),
+        Some(vec![SHARDS_ID.to_string()])
+    );
+    assert_eq!(
+        values(PLACEMENT_GROUP_PARTITION_LABEL),
+        Some(vec!["1".to_string(), "2".into(), "3".into()])
+    );
+    // Asked for partition 2: the template places there and the NodeClaim says so.
+    let claim = nodeclaim("sharded-a")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large"])
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand"])
+        .requirement(TOPOLOGY_ZONE_LABEL, Operator::In, ["us-east-1a"])
+        .requirement(PLACEMENT_GROUP_PARTITION_LABEL, Operator::In, ["2"])
+        .request("cpu", "1")
+        .request("memory", "1Gi")
+        .build();
+    let launched = s.cloud.create(&claim, &nc).await.expect("launches");
+    let fleet = lock(&s.ec2.fleets).last().cloned().expect("a fleet");
+    let lt = s.template(&fleet.configs[0].launch_template).await;
+    assert_eq!(lt.placement().and_then(|p| p.group_id()), Some(SHARDS_ID));
+    assert_eq!(lt.placement().and_then(|p| p.partition_number()), Some(2));
+    assert_eq!(
+        launched
+            .labels
+            .get(PLACEMENT_GROUP_PARTITION_LABEL)
+            .map(String::as_str),
+        Some("2")
+    );
+    // Asked for none: EC2 picks (here partition 3) and the label follows the instance.
+    *lock(&s.ec2.placed_partition) = Some(3);
+    let (launched, lt) = s.launch(&s.cloud, &nc, "sharded-b").await;
+    *lock(&s.ec2.placed_partition) = None;
+    assert_eq!(lt.placement().and_then(|p| p.partition_number()), None);
+    assert_eq!(
+        launched
+            .labels
+            .get(PLACEMENT_GROUP_ID_LABEL)
+            .map(String::as_str),
+        Some(SHARDS_ID)
+    );
+    assert_eq!(
+        launched
+            .labels
+            .get(PLACEMENT_GROUP_PARTITION_LABEL)
+            .map(String::as_str),
+        Some("3")
+    );
+}
+
+/// An `InsufficientInstanceCapacity` for m5.large in us-east-1a in a launch into the cluster
+/// group `training` marks that offering out of capacity for launches into `training` only: the
+/// group's node class no longer offers it, a node class without a group still does. A type
+/// that cannot launch into a cluster group is not offered to the group's node class at all.
+async fn capacity_errors_in_a_placement_group_are_scoped_to_it(s: &Setup) {
+    let placed = s
+        .node_class(
+            &s.cloud,
+            "iced",
+            serde_json::json!({"placementGroupSelector": {"name": "training"}}),
+        )
+        .await;
+    let plain = s
+        .node_class(&s.cloud, "iced-plain", serde_json::json!({}))
+        .await;
+    *lock(&s.ec2.capacity_errors) = Some(vec![capacity_error(
+        "m5.large",
+        "We currently do not have sufficient m5.large capacity in the Availability Zone you requested.",
+    )]);
+    let failed = s.cloud.create(&on_demand("iced-a"), &placed).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let in_group = Scope::group(GROUP_ID);
+    assert!(
+        s.cloud
+            .is_unavailable_in("m5.large", "us-east-1a", "on-demand", Some(&in_group))
+    );
+    assert!(
+        !s.cloud
+            .is_unavailable("m5.large", "us-east-1a", "on-demand")
+    );
+    assert!(!offered(&s.cloud, &placed, "m5.large").await);
+    assert!(offered(&s.cloud, &plain, "m5.large").await);
+    // A launch without the group still goes ahead.
+    s.launch(&s.cloud, &plain, "iced-plain-a").await;
+    // t3.large cannot launch into a cluster group (its PlacementGroupInfo lists partition and
+    // spread only): the group's node class does not offer it.
+    assert!(offered(&s.cloud, &plain, "t3.large").await);
+    assert!(!offered(&s.cloud, &placed, "t3.large").await);
+}
+
+/// EC2's spread-group limit (7 instances per zone) answered for one type of a launch into the
+/// spread group closes us-east-1a to every type of that launch, for that group only.
+async fn a_spread_groups_zone_limit_closes_the_zone_for_that_group(s: &Setup) {
+    let nc = s
+        .node_class(
+            &s.cloud,
+            "spread",
+            serde_json::json!({"placementGroupSelector": {"name": "spread"}}),
+        )
+        .await;
+    *lock(&s.ec2.capacity_errors) = Some(vec![capacity_error(
+        "m5.large",
+        "You've reached the limit of instances in this spread placement group. A spread \
+         placement group can have up to seven instances per Availability Zone.",
+    )]);
+    let claim = nodeclaim("spread-a")
+        .nodepool("default")
+        .requirement(INSTANCE_TYPE_LABEL, Operator::In, ["m5.large", "m5.xlarge"])
+        .requirement(CAPACITY_TYPE_LABEL, Operator::In, ["on-demand"])
+        .requirement(TOPOLOGY_ZONE_LABEL, Operator::In, ["us-east-1a"])
+        .request("cpu", "1")
+        .request("memory", "1Gi")
+        .build();
+    let failed = s.cloud.create(&claim, &nc).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let in_group = Scope::group(SPREAD_ID);
+    for t in ["m5.large", "m5.xlarge"] {
+        assert!(
+            s.cloud
+                .is_unavailable_in(t, "us-east-1a", "on-demand", Some(&in_group)),
+            "{t}"
+        );
+        assert!(!s.cloud.is_unavailable(t, "us-east-1a", "on-demand"), "{t}");
+    }
+    assert!(!offered(&s.cloud, &nc, "m5.xlarge").await);
+}
+
+/// An `InsufficientInstanceCapacity` fleet error for `instance_type` in us-east-1a.
+fn capacity_error(instance_type: &str, message: &str) -> FleetError {
+    FleetError {
+        code: "InsufficientInstanceCapacity".into(),
+        message: message.into(),
+        instance_type: Some(instance_type.into()),
+        zone: Some("us-east-1a".into()),
+        subnet_id: None,
+    }
+}
+
+/// Whether `nc`'s instance types offer `instance_type` on-demand in us-east-1a as available.
+async fn offered(cloud: &AwsCloud, nc: &EC2NodeClass, instance_type: &str) -> bool {
+    cloud
+        .instance_types(nc)
+        .await
+        .expect("instance types")
+        .iter()
+        .find(|t| t.name == instance_type)
+        .is_some_and(|t| {
+            t.offerings
+                .iter()
+                .any(|o| o.zone == "us-east-1a" && o.capacity_type == "on-demand" && o.available)
+        })
 }
 
 async fn context_reaches_create_fleet(s: &Setup) {

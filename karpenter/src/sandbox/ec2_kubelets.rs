@@ -1,7 +1,8 @@
 //! What the sandbox's simulated kubelets see of EC2 when the sandbox runs on the AWS provider:
 //! each running instance tagged for the cluster boots a kubelet that registers with the labels
 //! and taints its user data names (parsed as the real bootstrap does), the instance's own
-//! well-known labels, and the capacity of its instance type.
+//! well-known labels (a Windows image's nodes `kubernetes.io/os=windows` with their
+//! `node.kubernetes.io/windows-build`), and the capacity of its instance type.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,8 @@ use crds::labels as l;
 use sandbox::actors::{BootRecord, InstanceSource};
 
 use controller::cloudprovider::aws::{AwsCloud, launchtemplate};
-use ec2api::{Filter, instance_id, provider_id};
+use crds::ec2nodeclass::AmiFamily;
+use ec2api::{Filter, ImageQuery, instance_id, provider_id};
 use karpenter_core::capacity::node_class::CapacityConfig;
 
 /// An [`InstanceSource`] over EC2, caching each instance's boot record (its user data is read
@@ -27,6 +29,28 @@ impl Ec2Kubelets {
         Ec2Kubelets {
             cloud,
             booted: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Ec2Kubelets {
+    /// The Windows family of the image `image_id` by its name's release year
+    /// ([`launchtemplate::windows_family`]); `None` when DescribeImages fails or the name says
+    /// none (the kubelet then reports the Windows2022 build).
+    async fn windows_family(&self, image_id: &str) -> Option<AmiFamily> {
+        let query = ImageQuery {
+            ids: vec![image_id.to_string()],
+            ..ImageQuery::default()
+        };
+        match self.cloud.ec2().describe_images(query).await {
+            Ok(images) => images
+                .iter()
+                .find_map(|image| launchtemplate::windows_family(&image.name)),
+            Err(e) => {
+                tracing::warn!(image = %image_id, error = %e,
+                    "sandbox kubelet: describing a Windows image failed; reporting Windows 2022");
+                None
+            }
         }
     }
 }
@@ -70,7 +94,12 @@ impl InstanceSource for Ec2Kubelets {
             let (mut labels, taints) = launchtemplate::parse_registration(&user_data);
             // The kubelet sizes its Node from its own configuration in user data and its
             // family's default volumes (the instance's block devices are not read back).
-            let (family, kubelet) = launchtemplate::parse_kubelet(&user_data);
+            let (mut family, kubelet) = launchtemplate::parse_kubelet(&user_data);
+            if family.windows_build().is_some()
+                && let Some(windows) = self.windows_family(&i.image_id).await
+            {
+                family = windows;
+            }
             let config = match CapacityConfig::from_kubelet(
                 family,
                 Some(&kubelet),
@@ -110,7 +139,17 @@ impl InstanceSource for Ec2Kubelets {
                 self.cloud.settings().region.clone(),
             );
             labels.insert(l::ARCH_LABEL.into(), arch.clone());
-            labels.insert(l::OS_LABEL.into(), l::OS_LINUX.into());
+            // The OS (and a Windows node's build) as the family's instance types give it: a
+            // Windows kubelet reports `kubernetes.io/os=windows` and its
+            // `node.kubernetes.io/windows-build`.
+            let os = it
+                .labels
+                .get(l::OS_LABEL)
+                .map_or(l::OS_LINUX, String::as_str);
+            labels.insert(l::OS_LABEL.into(), os.into());
+            if let Some(build) = it.labels.get(l::WINDOWS_BUILD_LABEL) {
+                labels.insert(l::WINDOWS_BUILD_LABEL.into(), build.clone());
+            }
             labels.insert(l::HOSTNAME_LABEL.into(), hostname.clone());
             let capacity_type = if i.spot {
                 l::CAPACITY_TYPE_SPOT

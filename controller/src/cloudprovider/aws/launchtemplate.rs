@@ -446,6 +446,7 @@ pub fn parse_registration(user_data: &str) -> (BTreeMap<String, String>, Vec<Tai
 
 /// The kubelet's view of its own configuration in user data written by [`user_data`]: the AMI
 /// family the format belongs to (nodeadm `NodeConfig`: AL2023; `bootstrap.sh`: AL2;
+/// `Start-EKSBootstrap.ps1`: Windows2022, the year being the image's, see [`windows_family`];
 /// Bottlerocket TOML; anything else: Custom) and the settings that size the node (`maxPods`,
 /// `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`, `evictionSoft`). The
 /// sandbox's simulated kubelets on the AWS provider size their Node from it, as a real kubelet
@@ -466,7 +467,8 @@ pub fn parse_kubelet(user_data: &str) -> (AmiFamily, KubeletConfiguration) {
         }
         return (AmiFamily::Al2023, kubelet);
     }
-    if user_data.contains("/etc/eks/bootstrap.sh") {
+    let windows = user_data.contains("Start-EKSBootstrap.ps1");
+    if windows || user_data.contains("/etc/eks/bootstrap.sh") {
         for token in user_data.split([' ', '\'', '"', '\n']) {
             let Some((flag, value)) = token.split_once('=') else {
                 continue;
@@ -488,7 +490,14 @@ pub fn parse_kubelet(user_data: &str) -> (AmiFamily, KubeletConfiguration) {
                 _ => {}
             }
         }
-        return (AmiFamily::Al2, kubelet);
+        // Windows user data names no release year: the caller that knows the image refines it
+        // ([`windows_family`]).
+        let family = if windows {
+            AmiFamily::Windows2022
+        } else {
+            AmiFamily::Al2
+        };
+        return (family, kubelet);
     }
     if user_data.contains("[settings.kubernetes]") {
         let unquote = |s: &str| s.trim().trim_matches('"').to_string();
@@ -517,6 +526,22 @@ pub fn parse_kubelet(user_data: &str) -> (AmiFamily, KubeletConfiguration) {
         return (AmiFamily::Bottlerocket, kubelet);
     }
     (AmiFamily::Custom, kubelet)
+}
+
+/// The Windows family an image of `image_name` belongs to, by the release year in its name
+/// (the EKS-optimized images are named `Windows_Server-<year>-English-Core-EKS_Optimized-<k8s>`,
+/// see [`crate::cloudprovider::aws::alias`]); `None` for a name without a known year.
+pub fn windows_family(image_name: &str) -> Option<AmiFamily> {
+    [
+        AmiFamily::Windows2019,
+        AmiFamily::Windows2022,
+        AmiFamily::Windows2025,
+    ]
+    .into_iter()
+    .find(|f| {
+        f.windows_year()
+            .is_some_and(|year| image_name.contains(&format!("Windows_Server-{year}-")))
+    })
 }
 
 /// Default block devices when the node class lists none: a 20 GiB gp3 root volume on
@@ -559,10 +584,12 @@ fn toggle_name(t: Toggle) -> String {
 /// on each:
 /// - `spec.networkInterfaces` as listed (card, device, type); an `efa-only` interface gets no
 ///   public address, prefixes, IPv6 address or connection tracking (EC2 refuses them there);
-/// - else, when `associatePublicIPAddress`, `ipPrefixCount` or `connectionTracking` is set, one
-///   primary interface (device 0) carrying them;
-/// - else none: EC2's default primary interface, so templates of node classes that set none of
-///   these keep their content and name (upstream always writes the primary interface).
+/// - else, when `associatePublicIPAddress`, `ipPrefixCount` or `connectionTracking` is set, or
+///   the cluster is IPv6 (`ipv6`), one primary interface (device 0) carrying them: upstream gives
+///   every node of an IPv6 cluster `PrimaryIpv6` and one `Ipv6AddressCount` on it;
+/// - else none: EC2's default primary interface, so templates of IPv4 clusters' node classes
+///   that set none of these keep their content and name (upstream always writes the primary
+///   interface).
 ///
 /// `ipPrefixCount` gives IPv4 prefixes, or IPv6 prefixes on an IPv6 cluster (`ipv6`), where each
 /// interface that carries addresses also gets its primary IPv6 address (`PrimaryIpv6`, one
@@ -589,7 +616,8 @@ pub fn network_interfaces(spec: &EC2NodeClassSpec, ipv6: bool) -> Vec<NetworkInt
             })
             .collect();
     }
-    if spec.associate_public_ip_address.is_some()
+    if ipv6
+        || spec.associate_public_ip_address.is_some()
         || spec.ip_prefix_count.is_some()
         || tracking(spec).is_some()
     {

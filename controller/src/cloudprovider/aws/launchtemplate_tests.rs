@@ -146,6 +146,44 @@ fn every_family_round_trips_the_kubelet_settings_that_size_the_node() {
         }
     }
     assert_eq!(parse_kubelet("#!/bin/bash\necho hi").0, AmiFamily::Custom);
+    // Windows' `-KubeletExtraArgs` carry the same flags; the year is the image's.
+    let ud = user_data(
+        AmiFamily::Windows2019,
+        &cluster(),
+        &nc,
+        &BTreeMap::new(),
+        &[],
+    );
+    let (seen, k) = parse_kubelet(&ud);
+    assert!(seen.windows_build().is_some(), "{seen:?}: {ud}");
+    assert_eq!(k.max_pods, want.max_pods, "{ud}");
+    assert_eq!(k.kube_reserved, want.kube_reserved, "{ud}");
+    assert_eq!(k.eviction_soft, want.eviction_soft, "{ud}");
+}
+
+/// A Windows image's family is read from the release year in its name.
+#[test]
+fn windows_images_name_their_family() {
+    for (name, family) in [
+        (
+            "Windows_Server-2019-English-Core-EKS_Optimized-1.32-2025.01.15",
+            AmiFamily::Windows2019,
+        ),
+        (
+            "Windows_Server-2022-English-Core-EKS_Optimized-1.32",
+            AmiFamily::Windows2022,
+        ),
+        (
+            "Windows_Server-2025-English-Core-EKS_Optimized-1.33",
+            AmiFamily::Windows2025,
+        ),
+    ] {
+        assert_eq!(windows_family(name), Some(family), "{name}");
+    }
+    assert_eq!(
+        windows_family("amazon-eks-node-al2023-x86_64-standard-1.32"),
+        None
+    );
 }
 
 /// `instanceStorePolicy: RAID0` reaches each family's user data as upstream writes it:
@@ -471,6 +509,26 @@ fn address_settings_and_connection_tracking_reach_the_primary_interface() {
     }
 }
 
+/// On an IPv6 cluster every template writes its primary interface with the primary IPv6
+/// address, whether or not the node class sets a network field (upstream
+/// `generateNetworkInterfaces`); on an IPv4 cluster a plain node class still writes none.
+#[test]
+fn ipv6_clusters_always_get_a_primary_ipv6_interface() {
+    let plain = with_spec(serde_json::json!({}));
+    let v6 = data(&plain, AmiFamily::Al2023, "ami-1", "x", true);
+    assert_eq!(
+        v6.network_interfaces,
+        vec![NetworkInterface {
+            device_index: 0,
+            primary_ipv6: Some(true),
+            ipv6_address_count: Some(1),
+            ..NetworkInterface::default()
+        }]
+    );
+    let v4 = data(&plain, AmiFamily::Al2023, "ami-1", "x", false);
+    assert!(v4.network_interfaces.is_empty());
+}
+
 /// `networkInterfaces` are written as listed; an `efa-only` interface carries no address
 /// settings or connection tracking (EC2 refuses them there), an `interface` one does.
 #[test]
@@ -583,7 +641,7 @@ fn templates_without_the_new_settings_keep_their_content_and_name() {
         AmiFamily::Al2023,
         "ami-1",
         "x",
-        true,
+        false,
     );
     assert!(plain.network_interfaces.is_empty());
     let json = serde_json::to_string(&plain).expect("json");

@@ -13,7 +13,10 @@
 //!   image (see [`launchtemplate`]). The NodeClaim's name is the idempotency token, and an
 //!   instance already tagged for the NodeClaim is returned instead of launching another.
 //! - **Capacity errors** in the fleet's answer mark the offering (type, zone, capacity type)
-//!   unavailable for [`INSUFFICIENT_CAPACITY_TTL`]; the launch then tries the offerings left,
+//!   unavailable for [`INSUFFICIENT_CAPACITY_TTL`] (for a launch into a placement group, for
+//!   launches into that group, and partition, only: [`placementgroup::Scope`]; a spread group's
+//!   7-per-zone limit marks every type of the launch in that zone for the group); the launch
+//!   then tries the offerings left,
 //!   up to [`MAX_LAUNCH_ATTEMPTS`] requests. Errors next to a launched instance are returned as
 //!   [`Launched::warnings`].
 //! - **Get / list / delete** by providerID and by the cluster's tags, in batches of at most
@@ -32,8 +35,10 @@
 //!   NodeClaim is labelled with the reservation's id and type. An instance in a reservation
 //!   reports `reserved` until EC2 says the reservation ended.
 //! - **Placement groups** ([`placementgroup`]): the node class's `placementGroupSelector` is
-//!   looked up with DescribePlacementGroups (its `PlacementGroupReady` condition); launches go
-//!   into it through the template's `Placement`, and the NodeClaim is labelled with its id.
+//!   looked up with DescribePlacementGroups (its `PlacementGroupReady` condition); the node
+//!   class's instance types require its id (and a partition group's partitions), launches go
+//!   into it through the template's `Placement`, and the NodeClaim is labelled with its id and,
+//!   in a partition group, its partition (asked for, else the instance's).
 //!   The node class's `context` goes to CreateFleet as its `Context`.
 
 pub mod alias;
@@ -119,17 +124,24 @@ struct TypeData {
     prices_generation: u64,
     entries: Vec<CatalogEntry>,
     spot: HashMap<(String, String), f64>,
+    /// Each type's placement group strategies (`PlacementGroupInfo.SupportedStrategies`).
+    strategies: HashMap<String, Vec<String>>,
 }
 
 type OfferingKey = (String, String, String);
 
-/// Instance types are listed per zone set and node class capacity settings.
-type TypeCacheKey = (BTreeSet<String>, CapacityConfig);
+/// An insufficient-capacity mark: the offering, and the placement group (and partition) the
+/// failed launch went into, `None` for a launch into none (which marks it for everyone).
+type UnavailableKey = (OfferingKey, Option<placementgroup::Scope>);
+
+/// Instance types are listed per zone set, node class capacity settings and placement group
+/// (its id and partition count).
+type TypeCacheKey = (BTreeSet<String>, CapacityConfig, Option<(String, i32)>);
 
 #[derive(Default)]
 struct State {
     types: Option<Arc<TypeData>>,
-    unavailable: HashMap<OfferingKey, Timestamp>,
+    unavailable: HashMap<UnavailableKey, Timestamp>,
     by_zones: HashMap<TypeCacheKey, Arc<Vec<Arc<InstanceType>>>>,
     templates: BTreeSet<String>,
     /// Capacity reservations as last described, by id.
@@ -141,6 +153,9 @@ struct State {
     /// Placement groups as last looked up, by the selector that named them
     /// ([`placementgroup::shown`]), with when.
     placement_groups: HashMap<String, (Timestamp, PlacementGroupInfo)>,
+    /// Selectors EC2 last answered with no available group, with when (upstream caches that
+    /// answer for its TTL too: every instance-type listing asks for the group).
+    placement_groups_missing: HashMap<String, Timestamp>,
 }
 
 /// The AWS cloud provider.
@@ -301,21 +316,41 @@ impl AwsCloud {
         )
     }
 
-    /// Whether an offering is marked out of capacity now.
+    /// Whether an offering is marked out of capacity now for everyone (a launch into no
+    /// placement group failed on it).
     pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+        self.is_unavailable_in(instance_type, zone, capacity_type, None)
+    }
+
+    /// Whether an offering is marked out of capacity now exactly in `scope` (a placement
+    /// group, and partition), or for everyone with `None`.
+    pub fn is_unavailable_in(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: &str,
+        scope: Option<&placementgroup::Scope>,
+    ) -> bool {
         let now = self.clock.now();
+        let key = (
+            (instance_type.into(), zone.into(), capacity_type.into()),
+            scope.cloned(),
+        );
         self.lock()
             .unavailable
-            .get(&(instance_type.into(), zone.into(), capacity_type.into()))
+            .get(&key)
             .is_some_and(|until| *until > now)
     }
 
-    fn mark_unavailable(&self, keys: impl IntoIterator<Item = OfferingKey>) {
+    fn mark_unavailable(&self, keys: impl IntoIterator<Item = UnavailableKey>) {
         let until = self.clock.now() + INSUFFICIENT_CAPACITY_TTL;
         let mut s = self.lock();
         let mut changed = false;
         for key in keys {
-            tracing::info!(instance_type = %key.0, zone = %key.1, capacity_type = %key.2,
+            let ((instance_type, zone, capacity_type), scope) = &key;
+            tracing::info!(%instance_type, %zone, %capacity_type,
+                placement_group = scope.as_ref().map_or("", |s| s.group_id.as_str()),
+                placement_group_partition = scope.as_ref().and_then(|s| s.partition.as_deref()).unwrap_or(""),
                 "offering out of capacity; skipping it for 3m");
             s.unavailable.insert(key, until);
             changed = true;
@@ -401,6 +436,7 @@ impl AwsCloud {
             zones.entry(t).or_default().insert(z);
         }
         let mut entries = Vec::new();
+        let mut strategies = HashMap::new();
         for info in infos {
             // No price known: upstream leaves such types out too. (The vendored data also gives
             // the ENI, Neuron and EFA figures below.)
@@ -437,6 +473,7 @@ impl AwsCloud {
                 usage_classes: info.usage_classes.join(" "),
                 ..TypeSpec::default()
             };
+            strategies.insert(info.name.clone(), info.placement_group_strategies.clone());
             let type_zones = zones.remove(&info.name).unwrap_or_default();
             if let Some(mut entry) = catalog::entry(&spec, on_demand, None, type_zones) {
                 entry.labels.insert(
@@ -460,6 +497,7 @@ impl AwsCloud {
             prices_generation,
             entries,
             spot,
+            strategies,
         });
         let mut s = self.lock();
         s.types = Some(Arc::clone(&data));
@@ -469,13 +507,30 @@ impl AwsCloud {
 
     /// The instance types offered in `zones`, sized by a node class's `config` (cached per
     /// zone set and config), as [`CloudProvider::instance_types`] lists them for a node class
-    /// in those zones.
+    /// in those zones that names no placement group.
     ///
     /// Errors: DescribeInstanceTypes or the offerings calls failed.
     pub async fn types_in(
         &self,
         zones: &BTreeSet<String>,
         config: &CapacityConfig,
+    ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
+        self.types_for(zones, config, None).await
+    }
+
+    /// [`AwsCloud::types_in`] for a node class launching into `group`: an offering is
+    /// unavailable when marked for everyone or for the whole group (upstream's base offering
+    /// resolver reads those two scopes; a partition's marks are not read, as upstream), and
+    /// every offering of a type that cannot launch into the group's strategy is unavailable
+    /// ([`placementgroup::supports`]); every type carries the group's requirements
+    /// ([`placementgroup::with_requirements`]).
+    ///
+    /// Errors: DescribeInstanceTypes or the offerings calls failed.
+    pub async fn types_for(
+        &self,
+        zones: &BTreeSet<String>,
+        config: &CapacityConfig,
+        group: Option<&PlacementGroupInfo>,
     ) -> Result<Arc<Vec<Arc<InstanceType>>>, CloudError> {
         let data = self.type_data().await?;
         let now = self.clock.now();
@@ -485,11 +540,16 @@ impl AwsCloud {
         if s.unavailable.len() != before {
             s.by_zones.clear();
         }
-        let key = (zones.clone(), config.clone());
+        let key = (
+            zones.clone(),
+            config.clone(),
+            group.map(|g| (g.id.clone(), g.partition_count)),
+        );
         if let Some(cached) = s.by_zones.get(&key) {
             return Ok(Arc::clone(cached));
         }
         let unavailable = &s.unavailable;
+        let in_group = group.map(|g| placementgroup::Scope::group(&g.id));
         let types = catalog::instance_types(
             &data.entries,
             zones,
@@ -500,8 +560,24 @@ impl AwsCloud {
                     .copied()
                     .unwrap_or_else(|| catalog::spot_price(e.on_demand_price, &e.name, zone))
             },
-            |t, z, ct| unavailable.contains_key(&(t.to_string(), z.to_string(), ct.to_string())),
+            |t, z, ct| {
+                if let Some(g) = group
+                    && let Some(strategies) = data.strategies.get(t)
+                    && !placementgroup::supports(strategies, g)
+                {
+                    return true;
+                }
+                let offering = (t.to_string(), z.to_string(), ct.to_string());
+                unavailable.contains_key(&(offering.clone(), None))
+                    || in_group
+                        .as_ref()
+                        .is_some_and(|g| unavailable.contains_key(&(offering, Some(g.clone()))))
+            },
         );
+        let types = match group {
+            Some(g) => placementgroup::with_requirements(&types, g),
+            None => types,
+        };
         let types = Arc::new(types);
         s.by_zones.insert(key, Arc::clone(&types));
         Ok(types)
@@ -527,9 +603,12 @@ impl AwsCloud {
         );
         for r in &mut reserved {
             let key = (
-                r.instance_type.clone(),
-                r.zone.clone(),
-                l::CAPACITY_TYPE_RESERVED.to_string(),
+                (
+                    r.instance_type.clone(),
+                    r.zone.clone(),
+                    l::CAPACITY_TYPE_RESERVED.to_string(),
+                ),
+                None,
             );
             if s.unavailable.get(&key).is_some_and(|until| *until > now) {
                 r.available = 0;
@@ -682,9 +761,9 @@ impl AwsCloud {
     }
 
     /// The placement group the node class's `placementGroupSelector` names, `None` without a
-    /// selector: the one looked up within [`placementgroup::PLACEMENT_GROUP_TTL`], else looked
-    /// up now. A failed lookup falls back to the last group found (upstream keeps a day-long
-    /// copy for that).
+    /// selector: the one looked up within [`placementgroup::PLACEMENT_GROUP_TTL`] (a group
+    /// found missing stays missing that long), else looked up now. A failed lookup falls back to
+    /// the last group found (upstream keeps a day-long copy for that).
     ///
     /// Errors: no such available group (`NodeClassNotReady`), or the lookup failed and none was
     /// found before.
@@ -697,20 +776,33 @@ impl AwsCloud {
         };
         let key = placementgroup::shown(selector);
         let now = self.clock.now();
-        let cached = self.lock().placement_groups.get(&key).cloned();
+        let fresh = |at: &Timestamp| now.duration_since(*at) < placementgroup::PLACEMENT_GROUP_TTL;
+        let not_found = || {
+            CloudError::NodeClassNotReady(format!(
+                "EC2NodeClass {:?}: placement group {key:?} not found",
+                node_class.metadata.name.clone().unwrap_or_default()
+            ))
+        };
+        let (cached, missing) = {
+            let state = self.lock();
+            (
+                state.placement_groups.get(&key).cloned(),
+                state.placement_groups_missing.get(&key).is_some_and(fresh),
+            )
+        };
         if let Some((at, group)) = &cached
-            && now.duration_since(*at) < placementgroup::PLACEMENT_GROUP_TTL
+            && fresh(at)
         {
             return Ok(Some(group.clone()));
+        }
+        if missing {
+            return Err(not_found());
         }
         let found = placementgroup::describe(self.ec2.as_ref(), selector).await;
         self.remember_placement_group(&key, &found);
         match found {
             Ok(Some(group)) => Ok(Some(group)),
-            Ok(None) => Err(CloudError::NodeClassNotReady(format!(
-                "EC2NodeClass {:?}: placement group {key:?} not found",
-                node_class.metadata.name.clone().unwrap_or_default()
-            ))),
+            Ok(None) => Err(not_found()),
             Err(e) => cached.map(|(_, g)| Some(g)).ok_or_else(|| other(e)),
         }
     }
@@ -729,9 +821,11 @@ impl AwsCloud {
                 state
                     .placement_groups
                     .insert(key.to_string(), (now, group.clone()));
+                state.placement_groups_missing.remove(key);
             }
             Ok(None) => {
                 state.placement_groups.remove(key);
+                state.placement_groups_missing.insert(key.to_string(), now);
             }
             Err(_) => {}
         }
@@ -936,9 +1030,12 @@ impl CloudProvider for AwsCloud {
 
     fn mark_offering_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
         self.mark_unavailable([(
-            instance_type.to_string(),
-            zone.to_string(),
-            capacity_type.to_string(),
+            (
+                instance_type.to_string(),
+                zone.to_string(),
+                capacity_type.to_string(),
+            ),
+            None,
         )]);
     }
 
@@ -950,10 +1047,14 @@ impl CloudProvider for AwsCloud {
         let claim_name = claim.metadata.name.clone().unwrap_or_default();
         let partition = placementgroup::partition(claim);
         // The placement group's labels on what a launch gives the NodeClaim (upstream sets them
-        // in `instanceToNodeClaim`).
-        let placed = |mut launched: Launched, group: Option<&PlacementGroupInfo>| {
+        // in `instanceToNodeClaim`, its registration hook the partition EC2 picked).
+        let placed = |mut launched: Launched,
+                      group: Option<&PlacementGroupInfo>,
+                      info: &InstanceInfo| {
             if let Some(g) = group {
-                launched.labels.extend(placementgroup::labels(g, partition));
+                launched
+                    .labels
+                    .extend(placementgroup::labels(g, partition, info.partition_number));
             }
             launched
         };
@@ -966,10 +1067,11 @@ impl CloudProvider for AwsCloud {
             return self
                 .launched(node_class, existing, vec![], reservation)
                 .await
-                .map(|l| placed(l, group.as_ref()));
+                .map(|l| placed(l, group.as_ref(), existing));
         }
         node_class_ready(node_class)?;
         let group = self.placement_group(node_class).await?;
+        let scope = group.as_ref().map(|g| placementgroup::scope(g, claim));
         let efa_requested = claim.spec.resources.requests.contains_key(l::RESOURCE_EFA);
         let status = node_class.status.clone().unwrap_or_default();
         let reqs = Requirements::from_api(&claim.spec.requirements);
@@ -990,8 +1092,11 @@ impl CloudProvider for AwsCloud {
         let config = self.capacity_config(node_class)?;
         for attempt in 0..MAX_LAUNCH_ATTEMPTS {
             let reserved = self.reserved_for(node_class);
-            let types =
-                self.with_reserved(self.types_in(&zones, &config).await?, &zones, &reserved);
+            let types = self.with_reserved(
+                self.types_for(&zones, &config, group.as_ref()).await?,
+                &zones,
+                &reserved,
+            );
             let by_name: HashMap<&str, &Arc<InstanceType>> =
                 types.iter().map(|t| (t.name.as_str(), t)).collect();
             let candidates: Vec<&Arc<InstanceType>> = ordered_type_names(claim)
@@ -1098,7 +1203,7 @@ impl CloudProvider for AwsCloud {
                         return self
                             .launched(node_class, existing, warnings, reservation)
                             .await
-                            .map(|l| placed(l, group.as_ref()));
+                            .map(|l| placed(l, group.as_ref(), existing));
                     }
                     return Err(other(e));
                 }
@@ -1131,7 +1236,28 @@ impl CloudProvider for AwsCloud {
                 if ec2::is_capacity_error(&e.code)
                     && let Some(t) = &e.instance_type
                 {
-                    exhausted.push((t.clone(), zone, capacity_type.clone()));
+                    let spread_limit = placementgroup::is_spread_limit(&e.message);
+                    if capacity_type == l::CAPACITY_TYPE_RESERVED {
+                        // A reservation's room is not the group's (upstream skips the spread
+                        // limit here and marks other errors for everyone).
+                        if !spread_limit {
+                            exhausted.push(((t.clone(), zone, capacity_type.clone()), None));
+                        }
+                    } else if spread_limit && let Some(g) = &group {
+                        // The group holds its 7 instances in the zone: no type launches there
+                        // into it (upstream marks every type of the launch for the group).
+                        tracing::info!(placement_group = %g.id, %zone,
+                            "spread placement group's zone limit reached");
+                        let in_group = placementgroup::Scope::group(&g.id);
+                        exhausted.extend(candidates.iter().map(|c| {
+                            (
+                                (c.name.clone(), zone.clone(), capacity_type.clone()),
+                                Some(in_group.clone()),
+                            )
+                        }));
+                    } else {
+                        exhausted.push(((t.clone(), zone, capacity_type.clone()), scope.clone()));
+                    }
                 }
                 warnings.push(what.clone());
                 last_errors.push(what);
@@ -1160,7 +1286,7 @@ impl CloudProvider for AwsCloud {
                 return self
                     .launched(node_class, &info, warnings, target)
                     .await
-                    .map(|l| placed(l, group.as_ref()));
+                    .map(|l| placed(l, group.as_ref(), &info));
             }
             let all_capacity = !result.errors.is_empty()
                 && result
@@ -1269,7 +1395,10 @@ impl CloudProvider for AwsCloud {
             .map(|s| s.subnets.iter().map(|s| s.zone.clone()).collect())
             .unwrap_or_default();
         let config = self.capacity_config(node_class)?;
-        let types = self.types_in(&zones, &config).await?;
+        // As upstream, a placement group that cannot be looked up adds nothing here (the node
+        // class's PlacementGroupReady condition reports it; launches refuse it).
+        let group = self.placement_group(node_class).await.ok().flatten();
+        let types = self.types_for(&zones, &config, group.as_ref()).await?;
         Ok(self.with_reserved(types, &zones, &self.reserved_for(node_class)))
     }
 

@@ -179,6 +179,7 @@ impl Ec2 for Account {
             max_network_interfaces: 3,
             ipv4_per_interface: 10,
             usage_classes: vec!["on-demand".into(), "spot".into()],
+            placement_group_strategies: vec![],
             ..InstanceTypeInfo::default()
         }])
     }
