@@ -191,3 +191,25 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
     }
     Ok(Action::requeue(requeue))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::concurrency;
+    use crate::runtime::options::Settings;
+
+    #[test]
+    fn launches_and_creates_at_once_scale_with_cpu_requests() {
+        let at = |cpu_requests| {
+            concurrency(&Settings {
+                cpu_requests,
+                ..Settings::default()
+            })
+        };
+        // Upstream's lifecycle controller: 1000 at one core or less, 5000 from 60 cores on.
+        assert_eq!(at(Settings::default().cpu_requests), 1000);
+        assert_eq!(at(250), 1000);
+        assert_eq!(at(8000), 1474);
+        assert_eq!(at(60_000), 5000);
+        assert_eq!(at(u32::MAX), 5000);
+    }
+}
