@@ -474,6 +474,10 @@ pub const SETTINGS: &[SettingSupport] = &[
         "tests/tests/provisioning.rs::a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too",
     ),
     setting(
+        "CPU_REQUESTS",
+        "controller/src/nodeclaim/lifecycle.rs::launches_and_creates_at_once_scale_with_cpu_requests",
+    ),
+    setting(
         "NOMINATE_PLANNED_PODS",
         "tests/tests/provisioning.rs::a_planned_gpu_node_gets_its_gpu_pod_although_cpu_pods_were_pending_too",
     ),

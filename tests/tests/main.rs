@@ -23,6 +23,7 @@ mod metrics;
 mod min_values_policy;
 mod node_overlay;
 mod orphans;
+mod parallel_creates;
 mod provisioning;
 mod repair;
 mod static_capacity;

@@ -11,7 +11,7 @@ use crds::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::labels::TERMINATION_FINALIZER;
 use crds::{NodeClaim, StatusConditions};
 use kube::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -20,12 +20,24 @@ use super::{initialization, launch, registration, termination};
 use crate::runtime::Context;
 use crate::runtime::events::{EventType, reason};
 use crate::runtime::metrics::reason as metrics_reason;
-use crate::runtime::reconcile::{ReconcileError, affected_by_key, drive};
+use crate::runtime::reconcile::{ReconcileError, affected_by_key, drive, linear_scale_reconciles};
 use crds::duration::format_go_duration;
 use crds::history;
 use k8s_openapi::api::core::v1::Node;
 use karpenter_core::lifecycle::{expiration, liveness, registration_health};
 use karpenter_core::snapshot::nodepool_of;
+
+/// Concurrent lifecycle reconciles (launches among them) at 1 core of CPU requests, and at 60
+/// cores: upstream's `minReconciles` and `maxReconciles` for this controller.
+const RECONCILES: (usize, usize) = (1000, 5000);
+
+/// How many NodeClaims are reconciled at once, launches included: upstream's
+/// `LinearScaleReconciles(CPUCount, 1000, 5000)`, 1000 at the default `CPU_REQUESTS` of one
+/// core. A NodeClaim is never reconciled twice at once (kube-runtime's guarantee, as
+/// controller-runtime's), so each launch still runs once per NodeClaim.
+pub fn concurrency(settings: &crate::runtime::options::Settings) -> usize {
+    linear_scale_reconciles(settings.cpu_requests, RECONCILES.0, RECONCILES.1)
+}
 
 /// Run the controller until the task is aborted.
 pub async fn run(ctx: Arc<Context>) {
@@ -35,7 +47,9 @@ pub async fn run(ctx: Arc<Context>) {
         return;
     }
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let controller = Controller::new(claims, watcher::Config::default());
+    let reconciles = u16::try_from(concurrency(&ctx.settings)).unwrap_or(u16::MAX);
+    let controller = Controller::new(claims, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(reconciles));
     // A node maps to the NodeClaim with its providerID. Triggered by the node cache that
     // registration and initialization read, so they see the node that triggered them.
     let node_triggers = affected_by_key(
@@ -176,4 +190,26 @@ async fn reconcile(obj: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action, Rec
         requeue = requeue.min(Duration::from_secs(10));
     }
     Ok(Action::requeue(requeue))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::concurrency;
+    use crate::runtime::options::Settings;
+
+    #[test]
+    fn launches_and_creates_at_once_scale_with_cpu_requests() {
+        let at = |cpu_requests| {
+            concurrency(&Settings {
+                cpu_requests,
+                ..Settings::default()
+            })
+        };
+        // Upstream's lifecycle controller: 1000 at one core or less, 5000 from 60 cores on.
+        assert_eq!(at(Settings::default().cpu_requests), 1000);
+        assert_eq!(at(250), 1000);
+        assert_eq!(at(8000), 1474);
+        assert_eq!(at(60_000), 5000);
+        assert_eq!(at(u32::MAX), 5000);
+    }
 }

@@ -5,7 +5,7 @@
 //! just before each create, and tells each pod where it will go (upstream
 //! `provisioning/provisioner.go`, `batcher.go`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,11 +31,17 @@ pub mod nomination;
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
-/// NodeClaim creates in flight at once (for NodePools without limits). One: measured on the
-/// 6,282-pod trace (release build, idle machine), 16 at once created all 1,866 NodeClaims in 5 s
-/// and then the sandbox launched and registered them more slowly than when they arrive one at a
-/// time (not settled in 480 s, against 217 s); upstream creates in parallel.
-const CREATE_CONCURRENCY: usize = 1;
+/// NodeClaim creates in flight at once (for NodePools without limits), as many as the
+/// lifecycle controller launches at once ([`crate::nodeclaim::lifecycle::concurrency`]: 1000 at
+/// the default one core of `CPU_REQUESTS`). Upstream creates all of a pass's NodeClaims at once
+/// (`workqueue.ParallelizeUntil` with one worker per NodeClaim); the client's rate limit
+/// (`KUBE_CLIENT_QPS` 200, `KUBE_CLIENT_BURST` 300) paces what reaches the API server. History:
+/// this was 1 for a while because, on the 6,282-pod trace, 16 at once created all 1,866
+/// NodeClaims in 5 s and the sandbox's kube-scheduler and kubelets then fell behind (not
+/// settled in 480 s, against 217 s one at a time); the sandbox is what had to get faster.
+fn create_concurrency(ctx: &Context) -> usize {
+    crate::nodeclaim::lifecycle::concurrency(&ctx.settings)
+}
 /// How long the provisioner waits for its own NodeClaims to reach the cache.
 const OWN_WRITES_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -201,9 +207,10 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
         }
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let mut taken = taken_names(ctx);
     let mut created_usage: BTreeMap<String, (Resources, i64)> = BTreeMap::new();
     // A NodePool with limits has its NodeClaims created one at a time, each limit re-check
-    // counting the ones before it; the others up to `CREATE_CONCURRENCY` at a time.
+    // counting the ones before it; the others up to `create_concurrency` at a time.
     let (limited, unlimited): (Vec<&PlannedNodeClaim>, Vec<&PlannedNodeClaim>) = planned
         .nodeclaims
         .iter()
@@ -214,7 +221,7 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
             fail_pods(ctx, &pods, &claim.decision.pods, &why);
             continue;
         }
-        let nodeclaim = named(claim);
+        let nodeclaim = named(claim, &mut taken);
         let outcome = create_named(&api, &nodeclaim).await;
         record_create(
             ctx,
@@ -229,7 +236,7 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
     let jobs: Vec<(usize, NodeClaim)> = unlimited
         .iter()
         .enumerate()
-        .map(|(i, c)| (i, named(c)))
+        .map(|(i, c)| (i, named(c, &mut taken)))
         .collect();
     // Each create is accounted for as it completes, not after the whole batch: its plan record
     // must exist before its node registers (seconds later), or registration has nothing to
@@ -242,7 +249,7 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
                 (i, nodeclaim, outcome)
             }
         })
-        .buffer_unordered(CREATE_CONCURRENCY);
+        .buffer_unordered(create_concurrency(ctx));
     while let Some((i, nodeclaim, outcome)) = outcomes.next().await {
         record_create(
             ctx,
@@ -314,12 +321,34 @@ pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResul
 
 /// The planned NodeClaim under a name chosen now (`<nodepool>-<5 letters>`) instead of
 /// `generateName`, so a create whose answer is lost can be told apart from one that never
-/// happened ([`create_named`]).
-fn named(claim: &PlannedNodeClaim) -> NodeClaim {
+/// happened ([`create_named`]). The name is drawn again while `taken` holds it, and then added
+/// to it: two NodeClaims of one pass with the same spec must not share a name, or the second
+/// create's `AlreadyExists` would read back the first as its own and its pods would get no
+/// capacity (one pass of 200 alike NodeClaims draws a name twice about once in 700).
+fn named(claim: &PlannedNodeClaim, taken: &mut HashSet<String>) -> NodeClaim {
+    let mut name = generated_name(&claim.decision.nodepool);
+    while taken.contains(&name) {
+        name = generated_name(&claim.decision.nodepool);
+    }
+    taken.insert(name.clone());
     let mut nodeclaim = claim.nodeclaim.clone();
-    nodeclaim.metadata.name = Some(generated_name(&claim.decision.nodepool));
+    nodeclaim.metadata.name = Some(name);
     nodeclaim.metadata.generate_name = None;
     nodeclaim
+}
+
+/// Names a new NodeClaim must not take: those of the NodeClaim cache and of this controller's
+/// creates the cache has not shown yet.
+fn taken_names(ctx: &Context) -> HashSet<String> {
+    let mut taken: HashSet<String> = ctx
+        .state
+        .nodeclaims
+        .state()
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    taken.extend(ctx.state.own_creates().keys().cloned());
+    taken
 }
 
 /// After this long unseen by the cache, an own create is read back by name

@@ -94,6 +94,12 @@ pub struct ControllerOptions {
     /// Log level filter (`error`, `warn`, `info`, `debug`, or a tracing filter).
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+    /// CPU requests of the controller's container, in millicores: controllers scale their
+    /// concurrent reconciles with it as upstream does (`LinearScaleReconciles`: the minimum at 1
+    /// core, the maximum at 60).
+    #[arg(long, env = "CPU_REQUESTS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub cpu_requests: u32,
 }
 
 /// Parse `MIN_VALUES_POLICY` (`Strict` or `BestEffort`, case-sensitive as upstream's).
@@ -146,6 +152,10 @@ pub struct Settings {
     /// `karpenter run` sets the leader Lease's namespace ([`RunSettings::namespace`]); default
     /// `kube-system`. Not a flag of its own.
     pub system_namespace: String,
+    /// The controller container's CPU requests in millicores (`CPU_REQUESTS`, default 1000):
+    /// the concurrency of launches and NodeClaim creates scales with it
+    /// ([`crate::runtime::reconcile::linear_scale_reconciles`]).
+    pub cpu_requests: u32,
 }
 
 impl Settings {
@@ -179,6 +189,7 @@ impl Default for Settings {
             min_values_policy: MinValuesPolicy::Strict,
             nominate_planned_pods: true,
             system_namespace: "kube-system".into(),
+            cpu_requests: 1000,
         }
     }
 }
@@ -315,6 +326,7 @@ impl ControllerOptions {
             cost_repack: self.cost_repack,
             min_values_policy: self.min_values_policy,
             nominate_planned_pods: self.nominate_planned_pods,
+            cpu_requests: self.cpu_requests,
             ..Settings::default()
         })
     }
@@ -582,6 +594,7 @@ mod tests {
             "DISABLE_LEADER_ELECTION",
             "LEADER_ELECTION_NAME",
             "LEADER_ELECTION_NAMESPACE",
+            "CPU_REQUESTS",
         ] {
             assert!(envs.iter().any(|e| e == name), "no flag reads {name}");
         }
@@ -596,6 +609,7 @@ mod tests {
         assert_eq!(s.batch_idle, Duration::from_secs(1));
         assert_eq!(s.batch_max, Duration::from_secs(10));
         assert_eq!(s.feature_gates, FeatureGates::default());
+        assert_eq!(s.cpu_requests, 1000);
         let r = cli
             .run
             .settings_with("me".into(), None)

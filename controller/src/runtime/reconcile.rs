@@ -21,6 +21,16 @@ pub const ERROR_REQUEUE: Duration = Duration::from_secs(5);
 /// How long a reconcile that hit a write conflict waits before it is retried.
 pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(200);
 
+/// Concurrent reconciles for a controller whose process requests `cpu_millicores` of CPU:
+/// upstream's `LinearScaleReconciles` (`pkg/utils/controller`), `min` at 1 core (or less),
+/// `max` at 60 cores, linear in between over whole cores (requests rounded up), truncated.
+pub fn linear_scale_reconciles(cpu_millicores: u32, min: usize, max: usize) -> usize {
+    let cores = cpu_millicores.div_ceil(1000).max(1);
+    let slope = max.saturating_sub(min) as f64 / 59.0;
+    let scaled = (slope * f64::from(cores - 1)) as usize + min;
+    scaled.clamp(min, max.max(min))
+}
+
 /// A reconcile failure; every kind is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -138,4 +148,31 @@ where
         .run(reconcile, error_policy::<K>, ctx)
         .for_each(|_| async {})
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::linear_scale_reconciles;
+
+    #[test]
+    fn reconciles_scale_linearly_from_one_core_to_sixty_as_upstream() {
+        // (millicores, min, max, expected): upstream's table for the NodeClaim lifecycle
+        // controller (1000..5000) and the provisioning triggers (10..1000).
+        for (cpu, min, max, want) in [
+            (1000, 1000, 5000, 1000),
+            (500, 1000, 5000, 1000),
+            (1001, 1000, 5000, 1067),
+            (2000, 1000, 5000, 1067),
+            (30_000, 1000, 5000, 2966),
+            (60_000, 1000, 5000, 5000),
+            (120_000, 1000, 5000, 5000),
+            (4000, 10, 1000, 60),
+        ] {
+            assert_eq!(
+                linear_scale_reconciles(cpu, min, max),
+                want,
+                "{cpu}m, {min}..{max}"
+            );
+        }
+    }
 }
