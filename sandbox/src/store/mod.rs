@@ -262,8 +262,10 @@ pub struct PageRequest<'a> {
 /// One page of a list (`limit`/`continue`, see [`Store::list_page`]).
 #[derive(Clone, Debug)]
 pub struct Page {
-    /// Matching objects of this page, sorted by namespace and name.
-    pub items: Vec<Arc<Value>>,
+    /// Matching objects of this page as the JSON the store keeps (shared, not copied), sorted
+    /// by namespace and name: a list answer splices these bytes into its body without decoding
+    /// them ([`Page::decoded`] for readers that need values).
+    pub items: Vec<Bytes>,
     /// The store's resourceVersion when the list's first page was read.
     pub resource_version: u64,
     /// Matching objects after this page.
@@ -271,6 +273,13 @@ pub struct Page {
     /// Namespace and name of this page's last object, when more follow: where the next page
     /// starts (exclusive).
     pub next: Option<(String, String)>,
+}
+
+impl Page {
+    /// This page's objects, decoded (a Table renders from values).
+    pub fn decoded(&self) -> Vec<Arc<Value>> {
+        self.items.iter().map(decode).collect()
+    }
 }
 
 /// A watch starting point: the backlog to replay, then the live receiver.
@@ -590,10 +599,14 @@ impl Store {
             let uncounted = if unfiltered { in_namespace.count() } else { 0 };
             (resource_version, candidates, uncounted)
         };
-        let mut matching = candidates
-            .into_iter()
-            .map(|(k, o)| (k, decode(&o)))
-            .filter(|(_, o)| unfiltered || (labels_match(labels, o) && fields.matches(o)));
+        // Without selectors nothing is decoded: the page is the stored bytes. With them, each
+        // candidate is decoded only to be matched, and the page still carries its bytes.
+        let mut matching = candidates.into_iter().filter(|(_, o)| {
+            unfiltered || {
+                let decoded = decode(o);
+                labels_match(labels, &decoded) && fields.matches(&decoded)
+            }
+        });
         let mut items = Vec::new();
         let mut last = None;
         for (k, o) in matching.by_ref().take(limit) {

@@ -410,7 +410,7 @@ fn lists_page_in_key_order_and_a_stale_continuation_expires() {
     let all = Selector::default();
     let fields = parse_field_selector("").expect("empty");
     let names = |page: &Page| -> Vec<String> {
-        page.items
+        page.decoded()
             .iter()
             .map(|o| {
                 format!("{}/{}", o["metadata"]["namespace"], o["metadata"]["name"]).replace('"', "")
