@@ -192,13 +192,19 @@ impl Default for HistoryLimits {
     }
 }
 
-/// A change's type and resourceVersion, without the object ([`Store::subscribe_changes`]).
+/// A change's type, object and resourceVersion, without the object's JSON
+/// ([`Store::subscribe_changes`]): what an actor needs to know which objects to look at again
+/// (its dirty set, `actors::Dirty`), as an informer's event handler queues a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Changed {
     /// The resource type of the object changed.
     pub key: TypeKey,
     /// The resourceVersion of the change.
     pub rv: u64,
+    /// Namespace of the object changed (empty for cluster-scoped types).
+    pub namespace: String,
+    /// Name of the object changed.
+    pub name: String,
 }
 
 /// The live channels every change is sent on: whole events to watch streams, and what changed
@@ -209,11 +215,14 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// Send a change on both channels (having no receivers is fine: nobody is watching).
-    fn send(&self, event: Arc<WatchEvent>) {
+    /// Send a change to the object `name` on both channels (having no receivers is fine:
+    /// nobody is watching).
+    fn send(&self, event: Arc<WatchEvent>, name: &str) {
         let _ = self.changes.send(Changed {
             key: event.key.clone(),
             rv: event.rv,
+            namespace: event.namespace.clone(),
+            name: name.to_owned(),
         });
         let _ = self.events.send(event);
     }
@@ -823,6 +832,20 @@ impl Store {
             .table(key)
             .map(|t| t.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// One current object as the encoded JSON the store keeps (the bytes
+    /// [`Store::snapshot_encoded`] returns for it), or `None` when there is no such object: how
+    /// an actor reads again only the objects it was told changed.
+    pub fn encoded(&self, key: &TypeKey, namespace: &str, name: &str) -> Option<Bytes> {
+        let inner = self.lock();
+        inner
+            .table(key)?
+            .get(&ObjectKey {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+            .cloned()
     }
 
     /// The served type of every resource that has stored objects now.

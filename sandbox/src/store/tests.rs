@@ -312,6 +312,11 @@ fn every_change_is_announced_without_its_object_in_order() {
         .map(|e| Changed {
             key: e.key.clone(),
             rv: e.rv,
+            namespace: e.namespace.clone(),
+            name: e.decoded()["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
         })
         .collect();
     assert_eq!(announced.len(), 3);
