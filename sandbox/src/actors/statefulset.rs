@@ -433,7 +433,7 @@ impl Controller {
             let uid = set.metadata.uid.clone().unwrap_or_default();
             let ns = set.metadata.namespace.clone().unwrap_or_default();
             let p = plan(
-                &set,
+                set,
                 by_owner.get(&uid).map(Vec::as_slice).unwrap_or(&[]),
                 claims.get(&ns).unwrap_or(&none),
                 revisions_by_owner
@@ -441,7 +441,7 @@ impl Controller {
                     .map(Vec::as_slice)
                     .unwrap_or(&[]),
             );
-            execute(store, &set, p);
+            execute(store, set, p);
         }
     }
 }
