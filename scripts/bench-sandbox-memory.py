@@ -3,7 +3,9 @@
 
 Starts `karpenter sandbox --scale 1700` (12 Deployments of 1 replica each, so 20,400 pods),
 waits until every pod is bound and Running (the API server's own count, read with
-`kubectl get pods -A --chunk-size=500`), then runs `kubectl get pods -A -o json` five times.
+`kubectl get pods -A --chunk-size=500`), then runs `kubectl get pods -A -o json` five times and
+`kubectl get --raw /api/v1/pods` twice (the API server's part of a list: one unpaged request,
+received but neither decoded nor printed).
 Prints, from /proc: the peak RSS (VmHWM) when settled and after the five lists, the RSS (VmRSS)
 at the end, the wall time to settle and of each list, and the RSS over time (sampled every
 half second). Asserts nothing (issue 20's target:
@@ -112,6 +114,17 @@ def main():
                 if out.returncode != 0:
                     sys.exit(f"kubectl get pods failed: {out.stderr.decode()}")
                 lists.append((time.monotonic() - t, len(out.stdout)))
+            # The API server's part alone: one unpaged list, received but not decoded or printed.
+            raws = []
+            for _ in range(2):
+                t = time.monotonic()
+                out = subprocess.run(
+                    ["kubectl", "--kubeconfig", kubeconfig, "get", "--raw", "/api/v1/pods"],
+                    capture_output=True,
+                )
+                if out.returncode != 0:
+                    sys.exit(f"kubectl get --raw failed: {out.stderr.decode()}")
+                raws.append((time.monotonic() - t, len(out.stdout)))
             hwm = status_kib(proc.pid, "VmHWM")
             rss = status_kib(proc.pid, "VmRSS")
             sampler.done = True
@@ -124,6 +137,8 @@ def main():
     print(f"RSS at the end: {mib(rss)}")
     for i, (secs, size) in enumerate(lists, 1):
         print(f"list {i}: {secs:.2f} s, {size / 1e6:.1f} MB")
+    for i, (secs, size) in enumerate(raws, 1):
+        print(f"server list {i} (kubectl get --raw /api/v1/pods, unpaged): {secs:.2f} s, {size / 1e6:.1f} MB")
     print("RSS over time (highest in each 10 s):")
     for t, kib in sampler.timeline():
         print(f"  {t:4.0f} s  {mib(kib)}")

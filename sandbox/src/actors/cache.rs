@@ -87,6 +87,32 @@ impl<T: DeserializeOwned + Send + Sync + 'static> TypedCache<T> {
         *cache = fresh;
         out.into_iter().flatten().collect()
     }
+
+    /// One object of the type now, typed, or `None` when there is none (or it fails to
+    /// deserialize, with a warning): decoded only if no reader of the type has decoded its
+    /// current version yet, and then kept for them, so an actor that reads only the objects
+    /// that changed shares the typed copies of those that read every object.
+    pub fn get(&self, store: &Store, namespace: &str, name: &str) -> Option<Arc<T>> {
+        let json = store.encoded(&self.key, namespace, name)?;
+        let at = (json.as_ptr() as usize, json.len());
+        let shared = store.shared::<ByJson<T>>(&self.key);
+        let mut cache = shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, typed)) = cache.get(&at) {
+            return Some(Arc::clone(typed));
+        }
+        match serde_json::from_slice::<T>(&json) {
+            Ok(mut t) => {
+                compact(&mut t);
+                let typed = Arc::new(t);
+                cache.insert(at, (json, Arc::clone(&typed)));
+                Some(typed)
+            }
+            Err(e) => {
+                tracing::warn!(kind = %self.key.plural, name = %name, error = %e, "skipping malformed object");
+                None
+            }
+        }
+    }
 }
 
 /// Make a freshly decoded object smaller before it is cached. Only pods, the type there are

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tokio::sync::broadcast::error::TryRecvError;
 
 use super::cache::TypedCache;
 use crate::registry::ResourceType;
@@ -93,14 +94,32 @@ pub fn pass(store: &Store) -> usize {
     deleted
 }
 
-/// Collect garbage every second until the task is aborted. A pass reads every stored object,
-/// which takes a while in a cluster of thousands of pods and Events, so it runs on the blocking
-/// pool rather than holding up an API server worker; the next tick waits for it.
+/// Collect garbage every second until the task is aborted, in the seconds after something was
+/// written: a pass over a store nothing has changed in since the last pass deletes nothing
+/// more, so a settled cluster costs no pass at all (the garbage collector of
+/// kube-controller-manager likewise acts on its informers' events, not on a timer). A pass
+/// reads every stored object, which takes a while in a cluster of thousands of pods and Events,
+/// so it runs on the blocking pool rather than holding up an API server worker; the next tick
+/// waits for it.
 pub async fn run(store: Arc<Store>) {
+    let mut changes = store.subscribe_changes();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut due = true;
     loop {
         tick.tick().await;
+        // Changes missed (a lag) count as changes.
+        loop {
+            match changes.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => due = true,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => return,
+            }
+        }
+        if !due {
+            continue;
+        }
+        due = false;
         let s = Arc::clone(&store);
         if tokio::task::spawn_blocking(move || pass(&s)).await.is_err() {
             tracing::error!("garbage collection pass panicked");

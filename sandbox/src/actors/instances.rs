@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{ActorConfig, BootRecord, InstanceSource, key, wait_for_change};
+use super::{ActorConfig, BootRecord, InstanceSource, TypedCache, key, wait_for_change};
 use crate::error::Reason;
 use crate::registry::str_ref_at as str_at;
 use crate::store::{DeleteOptions, Store, Subresource};
@@ -246,7 +246,8 @@ async fn pass(store: &Store, source: &dyn InstanceSource) {
             return;
         }
     };
-    let objects = store.objects(&key(GROUP, PLURAL));
+    // Decoded only when changed since the last pass (the shared cache keeps each version).
+    let objects = TypedCache::<Value>::new(key(GROUP, PLURAL)).refresh(store);
     let plan = plan(&running, &objects);
     for (name, provider_id) in &plan.terminate {
         match source.terminate(provider_id).await {

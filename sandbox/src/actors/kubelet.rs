@@ -5,20 +5,30 @@
 //! to a Ready node once their claims are bound and their CSI volumes attached to the node (until
 //! then a pod stays `Pending`, as in `ContainerCreating`). Nodes whose instance is gone are
 //! deleted.
+//!
+//! Pods are worked from what changed, as a kubelet's pod workers are fed by its watch: each pass
+//! looks at the pods that changed since the last one and the bound pods still waiting to start
+//! (their node not Ready, their volumes not attached), not at every pod. Every [`RESYNC`] (the
+//! kubelet's `syncFrequency`), and whenever changes were missed, it reads every pod again.
 
 pub mod conditions;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use serde_json::{Value, json};
 
 use super::csi::{ClaimVolume, Claims, DRIVER, attachment_name};
-use super::{ActorConfig, BootRecord, InstanceSource, TypedCache, key, wait_for_change};
+use super::{ActorConfig, BootRecord, Dirty, InstanceSource, TypedCache, key, wait_for_changes};
 use crate::pods::set_pod_condition;
 use crate::store::{DeleteOptions, Store, Subresource, rfc3339};
+
+/// How often the kubelets read every pod again, besides the ones that changed: the kubelet's
+/// `syncFrequency` default (1 minute).
+pub const RESYNC: Duration = Duration::from_secs(60);
 
 /// Kubelet version the simulated nodes report.
 pub const KUBELET_VERSION: &str = "v1.32.0-eks-sandbox";
@@ -80,6 +90,13 @@ struct Kubelets {
     attachments: TypedCache<VolumeAttachment>,
     /// Pod IPs handed out per node.
     next_ip: HashMap<String, u32>,
+    /// Pods that changed since the last pass (filled while waiting for changes).
+    dirty: Dirty,
+    /// Pending pods bound to a node that did not start at their last look (node not Ready,
+    /// volumes not ready, or the write failed), by namespace and name.
+    waiting: BTreeSet<(String, String)>,
+    /// When every pod was last read.
+    resynced: Instant,
 }
 
 impl Kubelets {
@@ -201,22 +218,20 @@ impl Kubelets {
             .filter(|a| a.metadata.deletion_timestamp.is_none())
             .filter_map(|a| a.metadata.name.clone())
             .collect();
-        for pod in self.pods.refresh(store) {
+        for pod in self.candidates(store, pods_rt) {
             let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
                 continue;
             };
-            if !volumes_ready(&pod, &node, &claims, &attached) {
-                continue;
-            }
             let phase = pod
                 .status
                 .as_ref()
                 .and_then(|s| s.phase.as_deref())
                 .unwrap_or("Pending");
-            if phase != "Pending"
-                || !live.contains(&node)
-                || pod.metadata.deletion_timestamp.is_some()
-            {
+            if phase != "Pending" || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            if !live.contains(&node) || !volumes_ready(&pod, &node, &claims, &attached) {
+                self.wait(&pod);
                 continue;
             }
             let host_ip = node_ips.get(&node).cloned().unwrap_or_default();
@@ -264,8 +279,38 @@ impl Kubelets {
             });
             if let Err(e) = result {
                 tracing::debug!(pod = %name, error = %e, "kubelet could not start pod");
+                self.wait(&pod);
             }
         }
+    }
+
+    /// The pods this pass looks at, sorted by namespace and name: every pod on a resync (the
+    /// first pass, every [`RESYNC`], after missed changes); otherwise the ones waiting to start
+    /// and the ones that changed since the last pass, read again from the store.
+    fn candidates(
+        &mut self,
+        store: &Store,
+        pods_rt: &crate::registry::ResourceType,
+    ) -> Vec<Arc<Pod>> {
+        let key = pods_rt.key();
+        if self.dirty.resync || self.resynced.elapsed() >= RESYNC {
+            self.dirty.clear();
+            self.waiting.clear();
+            self.resynced = Instant::now();
+            return self.pods.refresh(store);
+        }
+        let mut keys = std::mem::take(&mut self.waiting);
+        keys.extend(self.dirty.take(&key));
+        keys.iter()
+            .filter_map(|(ns, name)| self.pods.get(store, ns, name))
+            .collect()
+    }
+
+    /// Keep a bound pod that did not start for the next pass.
+    fn wait(&mut self, pod: &Pod) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.waiting.insert((ns, name));
     }
 }
 
@@ -308,6 +353,9 @@ pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn Instanc
         volumes: TypedCache::new(key("", "persistentvolumes")),
         attachments: TypedCache::new(key("storage.k8s.io", "volumeattachments")),
         next_ip: HashMap::new(),
+        dirty: Dirty::tracking(vec![key("", "pods")]),
+        waiting: BTreeSet::new(),
+        resynced: Instant::now(),
     };
     let interest = [
         key("", "pods"),
@@ -317,11 +365,12 @@ pub async fn run(store: Arc<Store>, config: ActorConfig, source: Arc<dyn Instanc
     ];
     loop {
         kubelets.pass(&store).await;
-        if !wait_for_change(
+        if !wait_for_changes(
             &mut rx,
             &interest,
             poll,
-            std::time::Duration::from_millis(50),
+            Duration::from_millis(50),
+            &mut kubelets.dirty,
         )
         .await
         {

@@ -15,7 +15,7 @@ pub mod scheduler;
 pub mod statefulset;
 pub mod workloads;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use crate::registry::TypeKey;
-use crate::store::Store;
+use crate::store::{Changed, Store};
 
 pub use cache::TypedCache;
 
@@ -219,10 +219,23 @@ pub(crate) async fn run_passes<T: Send + 'static>(
 /// Wait until a change to one of `interest` arrives or `tick` passes, then let changes settle
 /// for `settle` so a burst is handled in one pass. Returns false when the store is gone.
 pub(crate) async fn wait_for_change(
-    rx: &mut tokio::sync::broadcast::Receiver<crate::store::Changed>,
+    rx: &mut tokio::sync::broadcast::Receiver<Changed>,
     interest: &[TypeKey],
     tick: Duration,
     settle: Duration,
+) -> bool {
+    wait_for_changes(rx, interest, tick, settle, &mut Dirty::default()).await
+}
+
+/// [`wait_for_change`], noting in `dirty` every object of its tracked types that changed
+/// meanwhile (and that it must read everything again if the receiver lagged), so the pass
+/// about to run looks at those objects only.
+pub(crate) async fn wait_for_changes(
+    rx: &mut tokio::sync::broadcast::Receiver<Changed>,
+    interest: &[TypeKey],
+    tick: Duration,
+    settle: Duration,
+    dirty: &mut Dirty,
 ) -> bool {
     let deadline = tokio::time::sleep(tick);
     tokio::pin!(deadline);
@@ -230,9 +243,17 @@ pub(crate) async fn wait_for_change(
         tokio::select! {
             _ = &mut deadline => break,
             ev = rx.recv() => match ev {
-                Ok(e) if interest.contains(&e.key) => break,
-                Ok(_) => continue,
-                Err(RecvError::Lagged(_)) => break,
+                Ok(e) => {
+                    let wake = interest.contains(&e.key);
+                    dirty.note(e);
+                    if wake {
+                        break;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    dirty.resync = true;
+                    break;
+                }
                 Err(RecvError::Closed) => return false,
             },
         }
@@ -241,9 +262,148 @@ pub(crate) async fn wait_for_change(
     // Everything that arrived meanwhile is covered by the pass about to run.
     loop {
         match rx.try_recv() {
-            Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => continue,
+            Ok(e) => dirty.note(e),
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => dirty.resync = true,
             Err(tokio::sync::broadcast::error::TryRecvError::Closed) => return false,
             Err(tokio::sync::broadcast::error::TryRecvError::Empty) => return true,
         }
+    }
+}
+
+/// Which objects of the types an actor tracks changed since its last pass, as an informer's
+/// work queue holds keys: filled by [`wait_for_changes`], drained by the pass. When changes
+/// were missed (the actor's receiver lagged behind the store) or nothing was read yet,
+/// `resync` says to read every object again instead.
+#[derive(Debug, Default)]
+pub struct Dirty {
+    /// The types whose changed objects are noted; changes to others only wake the actor.
+    tracked: Vec<TypeKey>,
+    /// Changed objects: (type, namespace, name), namespace empty for cluster-scoped types.
+    keys: BTreeSet<(TypeKey, String, String)>,
+    /// Read everything on the next pass: set at the start and after a missed change.
+    pub resync: bool,
+}
+
+impl Dirty {
+    /// A set noting changes to `tracked`, starting with a resync (nothing was read yet).
+    pub fn tracking(tracked: Vec<TypeKey>) -> Dirty {
+        Dirty {
+            tracked,
+            keys: BTreeSet::new(),
+            resync: true,
+        }
+    }
+
+    /// Note a change, if its type is tracked (and no resync is due, which covers it anyway).
+    pub fn note(&mut self, change: Changed) {
+        if !self.resync && self.tracked.contains(&change.key) {
+            self.keys
+                .insert((change.key, change.namespace, change.name));
+        }
+    }
+
+    /// The changed objects of type `key` as (namespace, name), sorted, removed from the set.
+    pub fn take(&mut self, key: &TypeKey) -> Vec<(String, String)> {
+        let (taken, kept) = std::mem::take(&mut self.keys)
+            .into_iter()
+            .partition(|(k, _, _)| k == key);
+        self.keys = kept;
+        taken.into_iter().map(|(_, ns, name)| (ns, name)).collect()
+    }
+
+    /// Forget every noted change (after a pass that read everything).
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.resync = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str) -> serde_json::Value {
+        json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    }
+
+    /// Changes to tracked types are noted by namespace and name while the actor waits; other
+    /// types only wake it. A fresh set asks for a resync and notes nothing until cleared.
+    #[tokio::test]
+    async fn waiting_notes_which_tracked_objects_changed() {
+        let store = Store::new();
+        let pods = store.resource("", "v1", "pods").expect("pods");
+        let cms = store.resource("", "v1", "configmaps").expect("configmaps");
+        let mut rx = store.subscribe_changes();
+        let mut dirty = Dirty::tracking(vec![pods.key()]);
+        assert!(dirty.resync, "nothing read yet");
+        dirty.clear();
+        store.create(&pods, "default", pod("b")).expect("pod");
+        store.create(&pods, "kube-system", pod("a")).expect("pod");
+        store.create(&pods, "default", pod("a")).expect("pod");
+        store
+            .create(&cms, "default", json!({"metadata": {"name": "c"}}))
+            .expect("configmap");
+        let tick = Duration::from_millis(10);
+        assert!(wait_for_changes(&mut rx, &[pods.key()], tick, tick, &mut dirty).await);
+        assert!(!dirty.resync);
+        assert!(
+            dirty.take(&cms.key()).is_empty(),
+            "configmaps are not tracked"
+        );
+        let taken = dirty.take(&pods.key());
+        let names: Vec<String> = taken.iter().map(|(ns, n)| format!("{ns}/{n}")).collect();
+        assert_eq!(names, ["default/a", "default/b", "kube-system/a"]);
+        assert!(dirty.take(&pods.key()).is_empty(), "taken once");
+    }
+
+    /// A receiver that fell behind the live channel missed changes: the set asks for a resync.
+    #[tokio::test]
+    async fn a_lagging_receiver_asks_for_a_resync() {
+        let store = Store::new();
+        let cms = store.resource("", "v1", "configmaps").expect("configmaps");
+        let mut rx = store.subscribe_changes();
+        let mut dirty = Dirty::tracking(vec![cms.key()]);
+        dirty.clear();
+        for i in 0..=crate::store::LIVE_BUFFER {
+            store
+                .create(
+                    &cms,
+                    "default",
+                    json!({"metadata": {"name": format!("c{i}")}}),
+                )
+                .expect("configmap");
+        }
+        let tick = Duration::from_millis(10);
+        assert!(wait_for_changes(&mut rx, &[cms.key()], tick, tick, &mut dirty).await);
+        assert!(dirty.resync);
+    }
+
+    /// Reading one object shares the typed copy a full refresh decoded, and reads a changed
+    /// object's new version.
+    #[test]
+    fn one_object_is_read_from_the_shared_typed_cache() {
+        let store = Store::new();
+        let rt = store.resource("", "v1", "pods").expect("pods");
+        store.create(&rt, "default", pod("a")).expect("pod");
+        let mut cache = TypedCache::<Pod>::new(rt.key());
+        let all = cache.refresh(&store);
+        let one = cache.get(&store, "default", "a").expect("pod a");
+        assert!(Arc::ptr_eq(&all[0], &one), "the same typed copy");
+        store
+            .modify(&rt, "default", "a", crate::store::Subresource::Main, |p| {
+                p["metadata"]["labels"] = json!({"x": "y"});
+                Ok(())
+            })
+            .expect("labelled");
+        let changed = cache.get(&store, "default", "a").expect("pod a");
+        assert!(
+            changed
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l["x"] == "y")
+        );
+        assert!(cache.get(&store, "default", "b").is_none());
     }
 }

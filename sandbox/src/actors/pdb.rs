@@ -2,6 +2,7 @@
 //! desired pod counts and how many disruptions it allows now, as `kubectl get pdb` shows them.
 //! (The eviction subresource computes the same numbers live, so evictions never race this.)
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{key, wait_for_change};
 use crate::pods::budget_state;
+use crate::selector::FieldSelector;
 use crate::store::{Store, Subresource};
 
 fn pass(store: &Store) {
@@ -22,8 +24,9 @@ fn pass(store: &Store) {
     if pdbs.is_empty() {
         return;
     }
-    // Decoded once per pass for every budget (the store keeps pods encoded).
-    let all_pods = store.objects(&pods_rt.key());
+    // The pods of each namespace with a budget, decoded once per pass (the store keeps pods
+    // encoded): not every pod in the cluster, most of which no budget covers.
+    let mut by_namespace: HashMap<String, Vec<Arc<Value>>> = HashMap::new();
     for pdb in pdbs {
         let ns = pdb
             .pointer("/metadata/namespace")
@@ -33,12 +36,13 @@ fn pass(store: &Store) {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let pods: Vec<Arc<Value>> = all_pods
-            .iter()
-            .filter(|p| p.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
-            .cloned()
-            .collect();
-        let s = budget_state(&pdb, &pods);
+        let pods = by_namespace.entry(ns.to_owned()).or_insert_with(|| {
+            let everything = kube::core::Selector::default();
+            store
+                .list(&pods_rt, Some(ns), &everything, &FieldSelector::default())
+                .items
+        });
+        let s = budget_state(&pdb, pods);
         let allowed = s.disruptions_allowed > 0;
         let old = &pdb["status"];
         let unchanged = old["disruptionsAllowed"] == json!(s.disruptions_allowed)

@@ -388,11 +388,21 @@ impl Default for Controller {
 }
 
 impl Controller {
-    /// One pass over every StatefulSet.
+    /// One pass over every StatefulSet. Without StatefulSets it reads nothing else; with them,
+    /// it indexes only the pods and revisions they own (not the tens of thousands of pods
+    /// other controllers own).
     pub fn pass(&mut self, store: &Store) {
+        let sets = self.sets.refresh(store);
+        if sets.is_empty() {
+            return;
+        }
+        let uids: HashSet<&str> = sets
+            .iter()
+            .filter_map(|s| s.metadata.uid.as_deref())
+            .collect();
         let mut by_owner: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
         for p in self.pods.refresh(store) {
-            if let Some(uid) = controller_uid(&p.metadata) {
+            if let Some(uid) = controller_uid(&p.metadata).filter(|u| uids.contains(u)) {
                 by_owner
                     .entry(uid.to_string())
                     .or_default()
@@ -401,7 +411,7 @@ impl Controller {
         }
         let mut revisions_by_owner: HashMap<String, Vec<Arc<ControllerRevision>>> = HashMap::new();
         for r in self.revisions.refresh(store) {
-            if let Some(uid) = controller_uid(&r.metadata) {
+            if let Some(uid) = controller_uid(&r.metadata).filter(|u| uids.contains(u)) {
                 revisions_by_owner
                     .entry(uid.to_string())
                     .or_default()
@@ -419,11 +429,11 @@ impl Controller {
             }
         }
         let none = HashMap::new();
-        for set in self.sets.refresh(store) {
+        for set in &sets {
             let uid = set.metadata.uid.clone().unwrap_or_default();
             let ns = set.metadata.namespace.clone().unwrap_or_default();
             let p = plan(
-                &set,
+                set,
                 by_owner.get(&uid).map(Vec::as_slice).unwrap_or(&[]),
                 claims.get(&ns).unwrap_or(&none),
                 revisions_by_owner
@@ -431,7 +441,7 @@ impl Controller {
                     .map(Vec::as_slice)
                     .unwrap_or(&[]),
             );
-            execute(store, &set, p);
+            execute(store, set, p);
         }
     }
 }

@@ -219,7 +219,7 @@ async fn list(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Respon
         ));
     }
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some((ns, name)) = page.next {
+    if let Some((ns, name)) = page.next.clone() {
         meta["continue"] = json!(Continue { rv, ns, name }.encode());
         // kube-apiserver counts the rest only when no selector filters it.
         if req.param("labelSelector").unwrap_or("").is_empty()
@@ -229,24 +229,42 @@ async fn list(store: &Arc<Store>, t: &Target, req: &Request) -> ApiResult<Respon
         }
     }
     if req.wants_table() {
-        return table(&t.rt, &page.items, req, meta, store.now());
+        return table(&t.rt, &page.decoded(), req, meta, store.now());
     }
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ListBody<'a> {
-        kind: String,
-        api_version: String,
-        metadata: Value,
-        items: Vec<&'a Value>,
+    Ok(super::bytes_response(
+        StatusCode::OK,
+        spliced_list(&t.rt, &meta, &page.items),
+    ))
+}
+
+/// A `<Kind>List` body with `items` spliced in as the store keeps them (each object's JSON as
+/// encoded when it was written, `metadata.resourceVersion` included): the same bytes
+/// serializing the decoded objects would give, without decoding or re-encoding them. At 20,400
+/// pods (157 MB) decoding and re-encoding took most of a full list's time on the server.
+fn spliced_list(rt: &ResourceType, meta: &Value, items: &[bytes::Bytes]) -> Vec<u8> {
+    let head = json!({
+        "kind": format!("{}List", rt.kind),
+        "apiVersion": rt.api_version(),
+        "metadata": meta,
+    });
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    let size: usize = items.iter().map(|o| o.len() + 1).sum();
+    let mut body = Vec::with_capacity(head.len() + size + 16);
+    // `{...,"metadata":{...}}` becomes `{...,"metadata":{...},"items":[...]}`.
+    body.extend_from_slice(head.strip_suffix(b"}").unwrap_or(b"{"));
+    body.extend_from_slice(if head.len() > 2 {
+        b",\"items\":["
+    } else {
+        b"\"items\":["
+    });
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(o);
     }
-    let body = ListBody {
-        kind: format!("{}List", t.rt.kind),
-        api_version: t.rt.api_version(),
-        metadata: meta,
-        items: page.items.iter().map(|o| o.as_ref()).collect(),
-    };
-    let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    Ok(super::bytes_response(StatusCode::OK, bytes))
+    body.extend_from_slice(b"]}");
+    body
 }
 
 /// A `<Kind>List` body.
@@ -328,4 +346,32 @@ fn deleted_body(rt: &ResourceType, last: &Value) -> Value {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
         "details": {"name": last["metadata"]["name"], "group": rt.group, "kind": rt.plural, "uid": last["metadata"]["uid"]},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registry;
+
+    /// The spliced list is the JSON of the list with the decoded objects in it: same kind,
+    /// apiVersion, metadata and items, in order; an empty list has `items: []`.
+    #[test]
+    fn a_spliced_list_is_the_list_of_its_objects() {
+        let registry = Registry::default();
+        let rt = registry.get("", "v1", "pods").expect("pods").clone();
+        let objects = [
+            json!({"metadata": {"name": "a", "resourceVersion": "7"}, "spec": {"x": [1, 2.5]}}),
+            json!({"metadata": {"name": "b", "resourceVersion": "9"}}),
+        ];
+        let encoded: Vec<bytes::Bytes> = objects.iter().map(crate::store::encode).collect();
+        let meta = json!({"resourceVersion": "9", "continue": "tok"});
+        let body: Value =
+            serde_json::from_slice(&spliced_list(&rt, &meta, &encoded)).expect("JSON");
+        assert_eq!(
+            body,
+            json!({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": objects})
+        );
+        let empty: Value = serde_json::from_slice(&spliced_list(&rt, &meta, &[])).expect("JSON");
+        assert_eq!(empty["items"], json!([]));
+    }
 }

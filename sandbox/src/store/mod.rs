@@ -192,13 +192,19 @@ impl Default for HistoryLimits {
     }
 }
 
-/// A change's type and resourceVersion, without the object ([`Store::subscribe_changes`]).
+/// A change's type, object and resourceVersion, without the object's JSON
+/// ([`Store::subscribe_changes`]): what an actor needs to know which objects to look at again
+/// (its dirty set, `actors::Dirty`), as an informer's event handler queues a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Changed {
     /// The resource type of the object changed.
     pub key: TypeKey,
     /// The resourceVersion of the change.
     pub rv: u64,
+    /// Namespace of the object changed (empty for cluster-scoped types).
+    pub namespace: String,
+    /// Name of the object changed.
+    pub name: String,
 }
 
 /// The live channels every change is sent on: whole events to watch streams, and what changed
@@ -209,11 +215,14 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// Send a change on both channels (having no receivers is fine: nobody is watching).
-    fn send(&self, event: Arc<WatchEvent>) {
+    /// Send a change to the object `name` on both channels (having no receivers is fine:
+    /// nobody is watching).
+    fn send(&self, event: Arc<WatchEvent>, name: &str) {
         let _ = self.changes.send(Changed {
             key: event.key.clone(),
             rv: event.rv,
+            namespace: event.namespace.clone(),
+            name: name.to_owned(),
         });
         let _ = self.events.send(event);
     }
@@ -262,8 +271,10 @@ pub struct PageRequest<'a> {
 /// One page of a list (`limit`/`continue`, see [`Store::list_page`]).
 #[derive(Clone, Debug)]
 pub struct Page {
-    /// Matching objects of this page, sorted by namespace and name.
-    pub items: Vec<Arc<Value>>,
+    /// Matching objects of this page as the JSON the store keeps (shared, not copied), sorted
+    /// by namespace and name: a list answer splices these bytes into its body without decoding
+    /// them ([`Page::decoded`] for readers that need values).
+    pub items: Vec<Bytes>,
     /// The store's resourceVersion when the list's first page was read.
     pub resource_version: u64,
     /// Matching objects after this page.
@@ -271,6 +282,13 @@ pub struct Page {
     /// Namespace and name of this page's last object, when more follow: where the next page
     /// starts (exclusive).
     pub next: Option<(String, String)>,
+}
+
+impl Page {
+    /// This page's objects, decoded (a Table renders from values).
+    pub fn decoded(&self) -> Vec<Arc<Value>> {
+        self.items.iter().map(decode).collect()
+    }
 }
 
 /// A watch starting point: the backlog to replay, then the live receiver.
@@ -590,10 +608,14 @@ impl Store {
             let uncounted = if unfiltered { in_namespace.count() } else { 0 };
             (resource_version, candidates, uncounted)
         };
-        let mut matching = candidates
-            .into_iter()
-            .map(|(k, o)| (k, decode(&o)))
-            .filter(|(_, o)| unfiltered || (labels_match(labels, o) && fields.matches(o)));
+        // Without selectors nothing is decoded: the page is the stored bytes. With them, each
+        // candidate is decoded only to be matched, and the page still carries its bytes.
+        let mut matching = candidates.into_iter().filter(|(_, o)| {
+            unfiltered || {
+                let decoded = decode(o);
+                labels_match(labels, &decoded) && fields.matches(&decoded)
+            }
+        });
         let mut items = Vec::new();
         let mut last = None;
         for (k, o) in matching.by_ref().take(limit) {
@@ -810,6 +832,20 @@ impl Store {
             .table(key)
             .map(|t| t.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// One current object as the encoded JSON the store keeps (the bytes
+    /// [`Store::snapshot_encoded`] returns for it), or `None` when there is no such object: how
+    /// an actor reads again only the objects it was told changed.
+    pub fn encoded(&self, key: &TypeKey, namespace: &str, name: &str) -> Option<Bytes> {
+        let inner = self.lock();
+        inner
+            .table(key)?
+            .get(&ObjectKey {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+            .cloned()
     }
 
     /// The served type of every resource that has stored objects now.

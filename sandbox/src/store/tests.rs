@@ -312,6 +312,11 @@ fn every_change_is_announced_without_its_object_in_order() {
         .map(|e| Changed {
             key: e.key.clone(),
             rv: e.rv,
+            namespace: e.namespace.clone(),
+            name: e.decoded()["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
         })
         .collect();
     assert_eq!(announced.len(), 3);
@@ -410,7 +415,7 @@ fn lists_page_in_key_order_and_a_stale_continuation_expires() {
     let all = Selector::default();
     let fields = parse_field_selector("").expect("empty");
     let names = |page: &Page| -> Vec<String> {
-        page.items
+        page.decoded()
             .iter()
             .map(|o| {
                 format!("{}/{}", o["metadata"]["namespace"], o["metadata"]["name"]).replace('"', "")

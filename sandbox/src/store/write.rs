@@ -483,7 +483,7 @@ impl Inner {
             .entry(key)
             .or_insert_with_key(|key| TypeHistory::new(key.clone()))
             .push(Arc::clone(&ev), &limits);
-        tx.send(ev);
+        tx.send(ev, &object_key.name);
     }
 }
 
