@@ -287,7 +287,7 @@ impl SchedulingQueue {
         e.timestamp = now;
         if rejectors.is_empty() {
             e.rejectors.clear();
-            self.to_backoff_or_active(key, now);
+            self.enqueue_after_backoff(key, now);
             return;
         }
         for p in &rejectors {
@@ -308,7 +308,7 @@ impl SchedulingQueue {
         }
         e.consecutive_errors += 1;
         e.timestamp = now;
-        self.to_backoff_or_active(key, now);
+        self.enqueue_after_backoff(key, now);
     }
 
     /// A cluster event (`MoveAllToActiveOrBackoffQueue`): each pod in the unschedulable pool
@@ -367,7 +367,7 @@ impl SchedulingQueue {
         }
         let rejectors = e.rejectors.clone();
         self.leave_pool(key, &rejectors);
-        self.to_backoff_or_active(key, now);
+        self.enqueue_after_backoff(key, now);
     }
 
     fn leave_pool(&mut self, key: &str, rejectors: &BTreeSet<Plugin>) {
@@ -379,7 +379,7 @@ impl SchedulingQueue {
         self.pool_len = self.pool_len.saturating_sub(1);
     }
 
-    fn to_backoff_or_active(&mut self, key: &str, now: Timestamp) {
+    fn enqueue_after_backoff(&mut self, key: &str, now: Timestamp) {
         let Some(e) = self.pods.get(key) else {
             return;
         };
