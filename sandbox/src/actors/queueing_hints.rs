@@ -53,6 +53,48 @@ pub enum ClusterEvent<'a> {
     VolumeAttachmentDelete,
 }
 
+/// Whether `plugin` registers `event`'s kind at all (its `EventsToRegister`): the queue looks
+/// at a plugin's rejected pods only for events it registers, so an event most pods ignore (a
+/// pod bound elsewhere) costs nothing per pod.
+pub fn registers(plugin: Plugin, event: &ClusterEvent) -> bool {
+    use ClusterEvent as E;
+    match plugin {
+        Plugin::NodeResourcesFit => matches!(
+            event,
+            E::NodeAdd(_) | E::NodeUpdate { .. } | E::AssignedPodDelete(_)
+        ),
+        Plugin::NodeAffinity | Plugin::TaintToleration | Plugin::NodeUnschedulable => {
+            matches!(event, E::NodeAdd(_) | E::NodeUpdate { .. })
+        }
+        Plugin::NodePorts => matches!(event, E::NodeAdd(_) | E::AssignedPodDelete(_)),
+        Plugin::NodeVolumeLimits => matches!(
+            event,
+            E::NodeAdd(_)
+                | E::CsiNodeChange
+                | E::AssignedPodDelete(_)
+                | E::PvcChange(_)
+                | E::VolumeAttachmentDelete
+        ),
+        Plugin::PodTopologySpread | Plugin::InterPodAffinity => matches!(
+            event,
+            E::NodeAdd(_)
+                | E::NodeUpdate { .. }
+                | E::AssignedPodAdd(_)
+                | E::AssignedPodUpdate { .. }
+                | E::AssignedPodDelete(_)
+        ),
+        Plugin::VolumeBinding => matches!(
+            event,
+            E::PvcChange(_)
+                | E::PvChange
+                | E::StorageClassChange
+                | E::CsiNodeChange
+                | E::NodeAdd(_)
+                | E::NodeUpdate { .. }
+        ),
+    }
+}
+
 /// Whether `event` may make `pod`, rejected by `plugin`, schedulable (upstream
 /// `QueueingHint`: `true` is `Queue`, `false` is `QueueSkip`); events the plugin does not
 /// register are `QueueSkip`.

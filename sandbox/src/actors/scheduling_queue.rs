@@ -12,7 +12,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 
-use super::queueing_hints::{ClusterEvent, pod_changed, queue};
+use super::queueing_hints::{ClusterEvent, pod_changed, queue, registers};
 use super::unschedulable::Plugin;
 
 /// A pod's queue key: `namespace/name`.
@@ -318,6 +318,9 @@ impl SchedulingQueue {
     pub fn on_event(&mut self, event: &ClusterEvent, now: Timestamp) -> usize {
         let mut moving: BTreeSet<PodKey> = BTreeSet::new();
         for (plugin, keys) in &self.pool {
+            if !registers(*plugin, event) {
+                continue;
+            }
             for key in keys {
                 if moving.contains(key) {
                     continue;

@@ -321,3 +321,50 @@ fn nominated_and_deleted_pods() {
     assert_eq!(q.lengths(), (1, 0, 0));
     assert_eq!(q.state("default/a"), None);
 }
+
+/// Every hint that can say `Queue` is for an event its plugin registers: the queue skips a
+/// plugin's pods for events it does not register, which must never hide a `Queue`.
+#[test]
+fn hints_only_queue_events_their_plugin_registers() {
+    use super::queueing_hints::{queue, registers};
+    let p = pod("a");
+    let n = node("n");
+    let bound = testutil::pod("b").on_node("n").build();
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim =
+        serde_json::from_value(json!({"metadata": {"name": "c", "namespace": "default"}}))
+            .expect("a claim");
+    let events = [
+        ClusterEvent::NodeAdd(&n),
+        ClusterEvent::NodeUpdate { old: &n, new: &n },
+        ClusterEvent::AssignedPodAdd(&bound),
+        ClusterEvent::AssignedPodUpdate {
+            old: &bound,
+            new: &bound,
+        },
+        ClusterEvent::AssignedPodDelete(&bound),
+        ClusterEvent::PvcChange(&claim),
+        ClusterEvent::PvChange,
+        ClusterEvent::StorageClassChange,
+        ClusterEvent::CsiNodeChange,
+        ClusterEvent::VolumeAttachmentDelete,
+    ];
+    use Plugin as P;
+    for plugin in [
+        P::NodeUnschedulable,
+        P::TaintToleration,
+        P::NodeAffinity,
+        P::NodePorts,
+        P::NodeResourcesFit,
+        P::NodeVolumeLimits,
+        P::PodTopologySpread,
+        P::InterPodAffinity,
+        P::VolumeBinding,
+    ] {
+        for e in &events {
+            assert!(
+                registers(plugin, e) || !queue(plugin, &p, e),
+                "{plugin:?} queues on {e:?} without registering it"
+            );
+        }
+    }
+}
