@@ -23,7 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use sandbox::actors::{ClusterView, PodPlacer};
+use std::borrow::Cow;
+
+use sandbox::actors::{ClusterView, Plugin, PodPlacer, Unschedulable};
 
 use karpenter_core::scheduling::constraints::{HostPort, Relaxation};
 use karpenter_core::scheduling::pod::PodInfo;
@@ -301,14 +303,29 @@ fn pod_ref(p: &PodInfo) -> PodRef<'_> {
     }
 }
 
-fn reason(e: &TopologyError) -> String {
+/// A failing node's reason: the plugin and kube-scheduler's words for it.
+type Rejection = (Plugin, Cow<'static, str>);
+
+fn reason(e: &TopologyError) -> Rejection {
     if e.inverse {
-        return "node(s) didn't satisfy existing pods anti-affinity rules".into();
+        return (
+            Plugin::InterPodAffinity,
+            "node(s) didn't satisfy existing pods anti-affinity rules".into(),
+        );
     }
     match e.kind {
-        "topology spread" => "node(s) didn't match pod topology spread constraints".into(),
-        "pod affinity" => "node(s) didn't match pod affinity rules".into(),
-        _ => "node(s) didn't match pod anti-affinity rules".into(),
+        "topology spread" => (
+            Plugin::PodTopologySpread,
+            "node(s) didn't match pod topology spread constraints".into(),
+        ),
+        "pod affinity" => (
+            Plugin::InterPodAffinity,
+            "node(s) didn't match pod affinity rules".into(),
+        ),
+        _ => (
+            Plugin::InterPodAffinity,
+            "node(s) didn't match pod anti-affinity rules".into(),
+        ),
     }
 }
 
@@ -407,32 +424,37 @@ impl KubeScheduler {
         pod: &CompiledPod,
         node: &NodeState,
         held: &(std::borrow::Cow<'_, Resources>, Vec<HostPort>),
-    ) -> Result<Requirements, Vec<String>> {
+    ) -> Result<Requirements, Vec<Rejection>> {
         let tolerations = &pod.info.tolerations;
         if node.unschedulable {
             let unschedulable = taint("node.kubernetes.io/unschedulable", None, "NoSchedule");
             if untolerated(std::slice::from_ref(&unschedulable), tolerations).is_some() {
-                return Err(vec!["node(s) were unschedulable".into()]);
+                return Err(vec![(
+                    Plugin::NodeUnschedulable,
+                    "node(s) were unschedulable".into(),
+                )]);
             }
         }
         if let Some(names) = &pod.prefilter
             && !names.contains(&node.name)
         {
-            return Err(vec![
+            return Err(vec![(
+                Plugin::NodeAffinity,
                 "node(s) didn't satisfy plugin(s) [NodeAffinity]".into(),
-            ]);
+            )]);
         }
         if let Some(t) = untolerated(&node.taints, tolerations) {
             let value = t.value.clone().unwrap_or_default();
-            return Err(vec![format!(
-                "node(s) had untolerated taint {{{}: {value}}}",
-                t.key
+            return Err(vec![(
+                Plugin::TaintToleration,
+                format!("node(s) had untolerated taint {{{}: {value}}}", t.key).into(),
             )]);
         }
         let Some(term) = pod.matching_term(&node.name, &node.labels) else {
-            return Err(vec![
+            return Err(vec![(
+                Plugin::NodeAffinity,
                 "node(s) didn't match Pod's node affinity/selector".into(),
-            ]);
+            )]);
         };
         if pod
             .info
@@ -441,19 +463,23 @@ impl KubeScheduler {
             .iter()
             .any(|p| node.ports.iter().chain(&held.1).any(|u| u.conflicts(p)))
         {
-            return Err(vec![
+            return Err(vec![(
+                Plugin::NodePorts,
                 "node(s) didn't have free ports for the requested pod ports".into(),
-            ]);
+            )]);
         }
-        let short: Vec<String> =
+        let short: Vec<Rejection> =
             short_of(&node.allocatable, [&node.used, &held.0, &pod.info.requests])
                 .into_iter()
                 .map(|r| {
-                    if r == "pods" {
-                        "Too many pods".to_string()
-                    } else {
-                        format!("Insufficient {r}")
-                    }
+                    let text: Cow<'static, str> = match r {
+                        "pods" => "Too many pods".into(),
+                        "cpu" => "Insufficient cpu".into(),
+                        "memory" => "Insufficient memory".into(),
+                        "ephemeral-storage" => "Insufficient ephemeral-storage".into(),
+                        other => format!("Insufficient {other}").into(),
+                    };
+                    (Plugin::NodeResourcesFit, text)
                 })
                 .collect();
         if short.is_empty() {
@@ -545,7 +571,7 @@ impl KubeScheduler {
 }
 
 impl PodPlacer for KubeScheduler {
-    fn place(&self, view: &ClusterView) -> Vec<Result<String, String>> {
+    fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>> {
         let mut states: Vec<NodeState> = view
             .nodes
             .iter()
@@ -577,17 +603,18 @@ impl PodPlacer for KubeScheduler {
         let mut limits = VolumeLimits::new(view);
         let pod_volumes = pending_volumes(&limits, view.pending);
         let binding = VolumeBinding::new(view.pvcs, view.storage_classes);
-        let compiled: Vec<Result<Arc<CompiledPod>, String>> = view
+        let compiled: Vec<Result<Arc<CompiledPod>, Unschedulable>> = view
             .pending
             .iter()
             .map(|p| {
                 if let Some(why) = binding.blocker(p) {
-                    let n = states.len();
-                    return Err(format!(
-                        "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+                    return Err(Unschedulable::pre_filter(
+                        Plugin::VolumeBinding,
+                        states.len(),
+                        why,
                     ));
                 }
-                let c = self.compile(p)?;
+                let c = self.compile(p).map_err(Unschedulable::invalid)?;
                 let alternatives = volumes.requirements(p);
                 if alternatives.is_empty() {
                     return Ok(c);
@@ -612,10 +639,22 @@ impl PodPlacer for KubeScheduler {
             .filter_map(|c| c.as_ref().ok().cloned())
             .collect();
         let mut topology = KubeScheduler::topology(view, &states, &ok, &bound);
+        // Pods waiting in the queue hold their nominated room too; they are not placed.
+        let waiting: Vec<Option<Arc<CompiledPod>>> = view
+            .nominated
+            .iter()
+            .map(|p| self.compile(p).ok())
+            .collect();
+        let compiled_ok: Vec<Option<&Arc<CompiledPod>>> = compiled
+            .iter()
+            .map(|c| c.as_ref().ok())
+            .chain(waiting.iter().map(Option::as_ref))
+            .collect();
         let mut nominator = Nominator {
             node_of: view
                 .pending
                 .iter()
+                .chain(view.nominated)
                 .map(|p| {
                     let nominated = p.status.as_ref()?.nominated_node_name.as_deref()?;
                     index.get(nominated).copied()
@@ -624,21 +663,17 @@ impl PodPlacer for KubeScheduler {
             priority: view
                 .pending
                 .iter()
+                .chain(view.nominated)
                 .map(|p| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0))
                 .collect(),
-            requests: compiled
+            requests: compiled_ok
                 .iter()
-                .map(|c| {
-                    c.as_ref()
-                        .map(|c| c.info.requests.clone())
-                        .unwrap_or_default()
-                })
+                .map(|c| c.map(|c| c.info.requests.clone()).unwrap_or_default())
                 .collect(),
-            ports: compiled
+            ports: compiled_ok
                 .iter()
                 .map(|c| {
-                    c.as_ref()
-                        .map(|c| c.info.constraints.host_ports.clone())
+                    c.map(|c| c.info.constraints.host_ports.clone())
                         .unwrap_or_default()
                 })
                 .collect(),
@@ -647,8 +682,8 @@ impl PodPlacer for KubeScheduler {
             totals: HashMap::new(),
         };
         for (k, node) in nominator.node_of.clone().into_iter().enumerate() {
-            match (node, &compiled[k]) {
-                (Some(i), Ok(_)) => {
+            match (node, compiled_ok[k]) {
+                (Some(i), Some(_)) => {
                     nominator.by_node[i].push(k);
                     if !nominator.ports[k].is_empty() {
                         nominator.with_ports[i].push(k);
@@ -671,7 +706,7 @@ impl PodPlacer for KubeScheduler {
             let ti = topo_index;
             topo_index += 1;
             if total == 0 {
-                out.push(Err("no nodes available to schedule pods".to_string()));
+                out.push(Err(Unschedulable::no_nodes()));
                 continue;
             }
             let relax = required_only(&compiled.info.constraints);
@@ -681,7 +716,7 @@ impl PodPlacer for KubeScheduler {
                 let held = nominator.held(i, k);
                 KubeScheduler::filter(&compiled, node, &held).and_then(|term| {
                     if !limits.fits(&node.name, &pod_volumes[k]) {
-                        return Err(vec![MAX_VOLUME_COUNT.to_string()]);
+                        return Err(vec![(Plugin::NodeVolumeLimits, MAX_VOLUME_COUNT.into())]);
                     }
                     if !involves {
                         return Ok(());
@@ -707,7 +742,7 @@ impl PodPlacer for KubeScheduler {
             // evaluateNominatedNode: a nominated node that passes the filters is taken as the
             // only feasible node, without scoring.
             let nominated = nominator.node_of[k].filter(|&i| check(i, &mut nominator).is_ok());
-            let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+            let mut why = Unschedulable::filters(total);
             let mut best: Option<(f64, usize)> = nominated.map(|i| (0.0, i));
             if nominated.is_none() {
                 let mut feasible = 0;
@@ -724,8 +759,8 @@ impl PodPlacer for KubeScheduler {
                             }
                         }
                         Err(rs) => {
-                            for r in rs {
-                                *reasons.entry(r).or_default() += 1;
+                            for (plugin, r) in rs {
+                                why.reject(plugin, r);
                             }
                         }
                     }
@@ -747,14 +782,7 @@ impl PodPlacer for KubeScheduler {
                     limits.add(&states[i].name, pod_volumes[k].clone());
                     out.push(Ok(states[i].name.clone()));
                 }
-                None => {
-                    let why: Vec<String> =
-                        reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-                    out.push(Err(format!(
-                        "0/{total} nodes are available: {}. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.",
-                        why.join(", ")
-                    )));
-                }
+                None => out.push(Err(why)),
             }
         }
         out

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use sandbox::actors::{ClusterView, PodPlacer};
+use sandbox::actors::{ClusterView, PodPlacer, Unschedulable};
 use serde_json::{Value, json};
 
 use super::kube_scheduler::KubeScheduler;
@@ -179,6 +179,7 @@ fn feasible(c: &Case) -> Result<Vec<String>, String> {
             .collect();
         let view = ClusterView {
             pending: &pending,
+            nominated: &[],
             nodes: &nodes,
             bound: &bound,
             namespaces: &namespaces,
@@ -1465,6 +1466,14 @@ fn asking(name: &str, cpu: &str, priority: i32, nominated: Option<&str>) -> Pod 
     p
 }
 
+/// Each result with a failure rendered as its message.
+fn messages(results: Vec<Result<String, Unschedulable>>) -> Vec<Result<String, String>> {
+    results
+        .into_iter()
+        .map(|r| r.map_err(|u| u.message()))
+        .collect()
+}
+
 /// One pass of `place` over `pending`, in that (queue) order.
 fn pass(nodes: Vec<Node>, bound: Vec<Pod>, pending: Vec<Pod>) -> Vec<Result<String, String>> {
     let nodes: Vec<Arc<Node>> = nodes.into_iter().map(Arc::new).collect();
@@ -1473,6 +1482,7 @@ fn pass(nodes: Vec<Node>, bound: Vec<Pod>, pending: Vec<Pod>) -> Vec<Result<Stri
     let namespaces = namespaces();
     let view = ClusterView {
         pending: &pending,
+        nominated: &[],
         nodes: &nodes,
         bound: &bound,
         namespaces: &namespaces,
@@ -1482,7 +1492,7 @@ fn pass(nodes: Vec<Node>, bound: Vec<Pod>, pending: Vec<Pod>) -> Vec<Result<Stri
         csinodes: &[],
         volume_attachments: &[],
     };
-    KubeScheduler::new().place(&view)
+    messages(KubeScheduler::new().place(&view))
 }
 
 /// kube-scheduler `schedule_one.go` `findNodesThatFitPod`: a pod's nominated node is evaluated
@@ -1584,4 +1594,79 @@ fn a_nomination_to_an_absent_node_schedules_normally() {
         ],
     );
     assert_eq!(out, vec![Ok("b".to_string()), Ok("b".to_string())]);
+}
+
+/// `place` over `pending` with `waiting` nominated pods still in the queue, failures as they
+/// come (plugins and reasons).
+fn place_with_waiting(
+    nodes: Vec<Node>,
+    pending: Vec<Pod>,
+    waiting: Vec<Pod>,
+) -> Vec<Result<String, Unschedulable>> {
+    let nodes: Vec<Arc<Node>> = nodes.into_iter().map(Arc::new).collect();
+    let pending: Vec<Arc<Pod>> = pending.into_iter().map(Arc::new).collect();
+    let waiting: Vec<Arc<Pod>> = waiting.into_iter().map(Arc::new).collect();
+    let namespaces = namespaces();
+    let view = ClusterView {
+        pending: &pending,
+        nominated: &waiting,
+        nodes: &nodes,
+        bound: &[],
+        namespaces: &namespaces,
+        pvcs: &[],
+        pvs: &[],
+        storage_classes: &[],
+        csinodes: &[],
+        volume_attachments: &[],
+    };
+    KubeScheduler::new().place(&view)
+}
+
+/// kube-scheduler's nominator (`backend/queue/nominator.go`) holds every nominated pod,
+/// wherever it waits in the queue: a nominated pod in the unschedulable pool still keeps its
+/// room from an equal-priority pod popped before it (`RunFilterPluginsWithNominatedPods`).
+#[test]
+fn nominated_pods_waiting_in_the_queue_hold_their_room() {
+    let out = place_with_waiting(
+        vec![sized("gpu", "4")],
+        vec![
+            asking("cpu-only", "3", 0, None),
+            asking("small", "1", 0, None),
+        ],
+        vec![asking("gpu-pod", "3", 0, Some("gpu"))],
+    );
+    assert!(out[0].is_err(), "{:?}", out[0]);
+    assert_eq!(out[1], Ok("gpu".to_string()));
+    assert_eq!(out.len(), 2, "waiting pods are not placed");
+}
+
+/// The failure names the plugins that rejected the pod (upstream `Diagnosis.UnschedulablePlugins`,
+/// `schedule_one.go` `findNodesThatFitPod`), which decide the events that requeue it.
+#[test]
+fn a_failure_names_the_rejecting_plugins() {
+    use sandbox::actors::Plugin;
+    let out = place_with_waiting(
+        vec![
+            sized("small", "1"),
+            tainted(
+                sized("tainted", "16"),
+                json!([{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+            ),
+        ],
+        vec![asking("big", "3", 0, None)],
+        vec![],
+    );
+    let Err(why) = &out[0] else {
+        panic!("big fits nowhere: {out:?}")
+    };
+    assert_eq!(
+        why.plugins.iter().copied().collect::<Vec<_>>(),
+        vec![Plugin::TaintToleration, Plugin::NodeResourcesFit]
+    );
+    assert_eq!(
+        why.message(),
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {k: v}. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    );
+    let none = place_with_waiting(vec![], vec![asking("any", "1", 0, None)], vec![]);
+    assert!(matches!(&none[0], Err(u) if u.plugins.is_empty()));
 }

@@ -123,6 +123,7 @@ fn place(c: Case) -> Vec<Result<String, String>> {
     let (pvcs, pvs, nodes) = (pvcs(), pvs(), vec![node()]);
     let view = ClusterView {
         pending: &c.pending,
+        nominated: &[],
         nodes: &nodes,
         bound: &c.bound,
         namespaces: &BTreeMap::new(),
@@ -132,7 +133,11 @@ fn place(c: Case) -> Vec<Result<String, String>> {
         csinodes: &csinodes,
         volume_attachments: &attachments,
     };
-    KubeScheduler::new().place(&view)
+    KubeScheduler::new()
+        .place(&view)
+        .into_iter()
+        .map(|r| r.map_err(|u| u.message()))
+        .collect()
 }
 
 fn one(

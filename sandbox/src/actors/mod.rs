@@ -11,8 +11,14 @@ pub mod gc;
 pub mod instances;
 pub mod kubelet;
 pub mod pdb;
+pub mod queueing_hints;
 pub mod scheduler;
+pub mod scheduler_informer;
+pub mod scheduling_queue;
+#[cfg(test)]
+mod scheduling_queue_tests;
 pub mod statefulset;
+pub mod unschedulable;
 pub mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +37,7 @@ use crate::registry::TypeKey;
 use crate::store::{Changed, Store};
 
 pub use cache::TypedCache;
+pub use unschedulable::{Plugin, Unschedulable};
 
 /// What a kubelet boots with, as the cloud knows it: the instance and the configuration its
 /// user data passes to the kubelet.
@@ -89,6 +96,10 @@ pub trait InstanceSource: Send + Sync {
 pub struct ClusterView<'a> {
     /// Pods to schedule, in queue order.
     pub pending: &'a [Arc<Pod>],
+    /// Pods still waiting in the queue (not in `pending`) with `status.nominatedNodeName`:
+    /// they are not placed, but hold their room on the nominated node as kube-scheduler's
+    /// nominator does for every nominated pod.
+    pub nominated: &'a [Arc<Pod>],
     /// Every Node: the candidates the placer filters for each pending pod.
     pub nodes: &'a [Arc<Node>],
     /// Active pods bound to nodes.
@@ -111,9 +122,10 @@ pub struct ClusterView<'a> {
 /// core the controller simulates with.
 pub trait PodPlacer: Send + Sync {
     /// One scheduling pass: for each pending pod, in the given order, the node it binds to, or
-    /// the reason none fits (kube-scheduler's `0/N nodes are available: ...` message). Earlier
-    /// placements in the pass count against later pods.
-    fn place(&self, view: &ClusterView) -> Vec<Result<String, String>>;
+    /// why none fits (the rejecting plugins, and the reasons that render as kube-scheduler's
+    /// `0/N nodes are available: ...` message). Earlier placements in the pass count against
+    /// later pods.
+    fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>>;
 
     /// Whether a DaemonSet pod could run on the node, ignoring resources (node selector,
     /// affinity and taints), as the DaemonSet controller decides where to create pods.

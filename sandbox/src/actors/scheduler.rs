@@ -1,8 +1,9 @@
-//! The simulated kube-scheduler: binds pending pods (schedulerName `default-scheduler`) to nodes
-//! through `pods/binding`, in kube-scheduler's queue order (priority, then age), and marks the
-//! rest `PodScheduled=False` with reason `Unschedulable` and a `0/N nodes are available` message
-//! — the signal Karpenter provisions for — recording kube-scheduler's `Scheduled` and
-//! `FailedScheduling` Events.
+//! The simulated kube-scheduler: pops pending pods (schedulerName `default-scheduler`) from its
+//! scheduling queue (activeQ order: priority, then age; failed pods back off or wait in the
+//! unschedulable pool for an event that may help, `scheduling_queue`), binds the placed ones
+//! through `pods/binding`, and marks the rest `PodScheduled=False` with reason `Unschedulable`
+//! and a `0/N nodes are available` message — the signal Karpenter provisions for — recording
+//! kube-scheduler's `Scheduled` and `FailedScheduling` Events.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,8 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use serde_json::Value;
 
 use super::csi::SELECTED_NODE;
+use super::scheduler_informer::{Seen, is_active_bound};
+use super::scheduling_queue::{QueueConfig, SchedulingQueue, pod_key};
 use super::{ClusterView, PodPlacer, TypedCache, key, wait_for_change};
 use crate::events;
 use crate::pods::{bind, set_pod_condition};
@@ -22,46 +25,13 @@ use crate::store::{Store, Subresource};
 /// The component the scheduler's Events come from, as kube-scheduler names itself.
 const SCHEDULER: &str = "default-scheduler";
 
-/// Longest wait between passes when nothing changes (kube-scheduler retries unschedulable pods
-/// periodically too).
+/// Longest wait between passes when nothing changes; a pass without events only flushes the
+/// queue's timers (backoffs, the unschedulable pool's leftovers).
 const RESYNC: Duration = Duration::from_secs(5);
 /// How long a burst of changes may settle before a pass.
 const SETTLE: Duration = Duration::from_millis(100);
 
-/// Whether this scheduler is responsible for the pod and it still needs a node.
-fn is_pending(pod: &Pod) -> bool {
-    let spec = pod.spec.as_ref();
-    let unbound = spec
-        .and_then(|s| s.node_name.as_deref())
-        .is_none_or(str::is_empty);
-    let ours = spec
-        .and_then(|s| s.scheduler_name.as_deref())
-        .is_none_or(|n| n == "default-scheduler");
-    let gated = spec
-        .and_then(|s| s.scheduling_gates.as_ref())
-        .is_some_and(|g| !g.is_empty());
-    let phase = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
-    unbound && ours && !gated && pod.metadata.deletion_timestamp.is_none() && phase == "Pending"
-}
-
-fn is_active_bound(pod: &Pod) -> bool {
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty());
-    let phase = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
-    bound && phase != "Succeeded" && phase != "Failed"
-}
-
+/// The message of the pod's `PodScheduled=False` condition, if it has one.
 fn unschedulable_message(pod: &Pod) -> Option<&str> {
     pod.status
         .as_ref()?
@@ -73,7 +43,7 @@ fn unschedulable_message(pod: &Pod) -> Option<&str> {
 }
 
 /// The scheduler's informer caches.
-pub struct Caches {
+struct Caches {
     pods: TypedCache<Pod>,
     nodes: TypedCache<Node>,
     namespaces: TypedCache<Namespace>,
@@ -99,27 +69,63 @@ impl Default for Caches {
     }
 }
 
-/// Run one pass: returns how many pods were bound.
-pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize {
-    let all_pods = caches.pods.refresh(store);
-    let all_nodes = caches.nodes.refresh(store);
-    let mut pending: Vec<Arc<Pod>> = all_pods.iter().filter(|p| is_pending(p)).cloned().collect();
+/// The scheduler between passes: its informer caches, what it saw last, and its queue.
+pub struct Scheduler {
+    caches: Caches,
+    seen: Seen,
+    queue: SchedulingQueue,
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler::new(QueueConfig::default())
+    }
+}
+
+impl Scheduler {
+    /// A scheduler that has seen nothing yet, whose queue runs on `config`'s timing.
+    pub fn new(config: QueueConfig) -> Scheduler {
+        Scheduler {
+            caches: Caches::default(),
+            seen: Seen::default(),
+            queue: SchedulingQueue::new(config),
+        }
+    }
+
+    /// The scheduling queue (tests look where a pod waits).
+    pub fn queue(&self) -> &SchedulingQueue {
+        &self.queue
+    }
+}
+
+/// Run one pass: feed what changed since the last pass to the queue, pop the pods ready for a
+/// cycle, place them in queue order, bind the placed ones and report the others. Returns how
+/// many pods were bound.
+pub fn pass(store: &Store, placer: &dyn PodPlacer, state: &mut Scheduler) -> usize {
+    let now = store.now();
+    let caches = &mut state.caches;
+    let seen = Seen {
+        pods: caches.pods.refresh(store),
+        nodes: caches.nodes.refresh(store),
+        pvcs: caches.pvcs.refresh(store),
+        pvs: caches.pvs.refresh(store),
+        storage_classes: caches.storage_classes.refresh(store),
+        csinodes: caches.csinodes.refresh(store),
+        volume_attachments: caches.volume_attachments.refresh(store),
+    };
+    state.seen.observe(seen, &mut state.queue, now);
+    let pending = state.queue.pop_all(now);
     if pending.is_empty() {
         return 0;
     }
-    let bound: Vec<Arc<Pod>> = all_pods
+    let nominated = state.queue.nominated();
+    let seen = &state.seen;
+    let bound: Vec<Arc<Pod>> = seen
+        .pods
         .iter()
         .filter(|p| is_active_bound(p))
         .cloned()
         .collect();
-    pending.sort_by(|a, b| {
-        let prio = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
-        let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        prio(b)
-            .cmp(&prio(a))
-            .then(created(a).cmp(&created(b)))
-            .then(a.metadata.name.cmp(&b.metadata.name))
-    });
     let namespaces: BTreeMap<String, BTreeMap<String, String>> = caches
         .namespaces
         .refresh(store)
@@ -131,39 +137,34 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
             ))
         })
         .collect();
-    let (pvcs, pvs, storage_classes) = (
-        caches.pvcs.refresh(store),
-        caches.pvs.refresh(store),
-        caches.storage_classes.refresh(store),
-    );
-    let (csinodes, volume_attachments) = (
-        caches.csinodes.refresh(store),
-        caches.volume_attachments.refresh(store),
-    );
     let view = ClusterView {
         pending: &pending,
-        nodes: &all_nodes,
+        nominated: &nominated,
+        nodes: &seen.nodes,
         bound: &bound,
         namespaces: &namespaces,
-        pvcs: &pvcs,
-        pvs: &pvs,
-        storage_classes: &storage_classes,
-        csinodes: &csinodes,
-        volume_attachments: &volume_attachments,
+        pvcs: &seen.pvcs,
+        pvs: &seen.pvs,
+        storage_classes: &seen.storage_classes,
+        csinodes: &seen.csinodes,
+        volume_attachments: &seen.volume_attachments,
     };
     let results = placer.place(&view);
     let Some(rt) = store.resource("", "v1", "pods") else {
         return 0;
     };
+    let queue = &mut state.queue;
     let mut bound_count = 0;
     for (pod, result) in pending.iter().zip(results) {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
+        let key = pod_key(pod);
         match result {
-            Ok(node) => match select_node(store, pod, &node, &pvcs, &storage_classes)
+            Ok(node) => match select_node(store, pod, &node, &seen.pvcs, &seen.storage_classes)
                 .and_then(|()| bind(store, ns, name, &node))
             {
                 Ok(bound) => {
+                    queue.done(&key);
                     bound_count += 1;
                     events::record(
                         store,
@@ -174,9 +175,15 @@ pub fn pass(store: &Store, placer: &dyn PodPlacer, caches: &mut Caches) -> usize
                         &format!("Successfully assigned {ns}/{name} to {node}"),
                     );
                 }
-                Err(e) => tracing::debug!(pod = name, error = %e, "binding failed"),
+                Err(e) => {
+                    queue.error(&key, now);
+                    tracing::debug!(pod = name, error = %e, "binding failed");
+                }
             },
-            Err(message) => {
+            Err(why) => {
+                queue.unschedulable(&key, why.plugins.clone(), now);
+                // The message is built here, once per failed attempt, not per node.
+                let message = why.message();
                 if unschedulable_message(pod) == Some(message.as_str()) {
                     continue;
                 }
@@ -271,31 +278,38 @@ fn select_node(
 /// Schedule until the store goes away.
 pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
     let mut rx = store.subscribe_changes();
-    let mut caches = Caches::default();
+    let mut state = Scheduler::default();
     // Claims and volumes too: a pod waits for its claim to exist or its volume to be bound.
     let interest = [
         key("", "pods"),
         key("", "nodes"),
         key("", "persistentvolumeclaims"),
         key("", "persistentvolumes"),
+        key("storage.k8s.io", "storageclasses"),
         key("storage.k8s.io", "csinodes"),
         key("storage.k8s.io", "volumeattachments"),
     ];
     loop {
         let (s, p) = (Arc::clone(&store), Arc::clone(&placer));
         let result = tokio::task::spawn_blocking(move || {
-            let n = pass(&s, p.as_ref(), &mut caches);
-            (n, caches)
+            let n = pass(&s, p.as_ref(), &mut state);
+            (n, state)
         })
         .await;
         match result {
-            Ok((_, c)) => caches = c,
+            Ok((_, st)) => state = st,
             Err(e) => {
                 tracing::error!(error = %e, "scheduler pass panicked");
                 return;
             }
         }
-        if !wait_for_change(&mut rx, &interest, RESYNC, SETTLE).await {
+        // Wake for the queue's next backoff end or flush, on the store's clock.
+        let tick = state
+            .queue
+            .next_wakeup()
+            .and_then(|t| Duration::try_from(t.duration_since(store.now())).ok())
+            .map_or(RESYNC, |d| d.min(RESYNC));
+        if !wait_for_change(&mut rx, &interest, tick, SETTLE).await {
             return;
         }
     }
@@ -305,6 +319,7 @@ pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
 mod tests {
     use serde_json::json;
 
+    use super::super::Unschedulable;
     use super::super::csi::fixtures::{claim, cluster, object, pod};
     use super::*;
 
@@ -312,7 +327,7 @@ mod tests {
     struct OnN1;
 
     impl PodPlacer for OnN1 {
-        fn place(&self, view: &ClusterView) -> Vec<Result<String, String>> {
+        fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>> {
             view.pending.iter().map(|_| Ok("n1".to_string())).collect()
         }
 
@@ -328,7 +343,7 @@ mod tests {
         claim(&store, "now", Some("now"), "1Gi");
         pod(&store, "a", "later", None);
         pod(&store, "b", "now", None);
-        assert_eq!(pass(&store, &OnN1, &mut Caches::default()), 2);
+        assert_eq!(pass(&store, &OnN1, &mut Scheduler::default()), 2);
         let later = object(&store, "", "persistentvolumeclaims", "default", "later");
         assert_eq!(later["metadata"]["annotations"][SELECTED_NODE], "n1");
         let now = object(&store, "", "persistentvolumeclaims", "default", "now");
@@ -341,5 +356,94 @@ mod tests {
             object(&store, "", "pods", "default", "a")["spec"]["nodeName"],
             "n1"
         );
+    }
+
+    /// Places every pod on node `big` once it exists; otherwise NodeResourcesFit rejects each
+    /// node. Counts the pods it was asked to place (scheduling attempts).
+    #[derive(Default)]
+    struct OnBig(std::sync::atomic::AtomicUsize);
+
+    impl PodPlacer for OnBig {
+        fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>> {
+            use std::sync::atomic::Ordering;
+            self.0.fetch_add(view.pending.len(), Ordering::SeqCst);
+            let big = view
+                .nodes
+                .iter()
+                .any(|n| n.metadata.name.as_deref() == Some("big"));
+            view.pending
+                .iter()
+                .map(|_| {
+                    if big {
+                        return Ok("big".to_string());
+                    }
+                    let mut why = Unschedulable::filters(view.nodes.len());
+                    for _ in view.nodes {
+                        why.reject(
+                            super::super::Plugin::NodeResourcesFit,
+                            "Insufficient cpu".into(),
+                        );
+                    }
+                    Err(why)
+                })
+                .collect()
+        }
+
+        fn eligible(&self, _: &Pod, _: &Node) -> bool {
+            true
+        }
+    }
+
+    /// The actor end to end over the queue (`scheduling_queue.go` `MoveAllToActiveOrBackoffQueue`
+    /// fed by `eventhandlers.go`): a rejected pod is marked Unschedulable once, is not tried
+    /// again on an unrelated change (a pod bound elsewhere, which NodeResourcesFit does not
+    /// register), and is tried and bound on the Node/Add event that lets it fit.
+    #[test]
+    fn a_rejected_pod_is_retried_on_a_node_add_and_not_on_an_unrelated_change() {
+        use std::sync::atomic::Ordering;
+        let store = cluster();
+        pod(&store, "a", "none", None);
+        let placer = OnBig::default();
+        let no_backoff = QueueConfig {
+            initial_backoff: jiff::SignedDuration::ZERO,
+            max_backoff: jiff::SignedDuration::ZERO,
+            ..QueueConfig::default()
+        };
+        let mut state = Scheduler::new(no_backoff);
+        assert_eq!(pass(&store, &placer, &mut state), 0);
+        assert_eq!(placer.0.load(Ordering::SeqCst), 1);
+        let a = object(&store, "", "pods", "default", "a");
+        assert_eq!(a["status"]["conditions"][0]["reason"], "Unschedulable");
+        assert_eq!(
+            a["status"]["conditions"][0]["message"],
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        );
+        pod(&store, "b", "none", Some("n1"));
+        assert_eq!(pass(&store, &placer, &mut state), 0);
+        assert_eq!(pass(&store, &placer, &mut state), 0);
+        assert_eq!(
+            placer.0.load(Ordering::SeqCst),
+            1,
+            "no retry without a hinted event"
+        );
+        assert_eq!(
+            state.queue().state("default/a"),
+            Some(super::super::scheduling_queue::QueueState::Unschedulable)
+        );
+        let nodes = store.resource("", "v1", "nodes").expect("served");
+        store
+            .create(
+                &nodes,
+                "",
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "big"}}),
+            )
+            .expect("node");
+        assert_eq!(pass(&store, &placer, &mut state), 1);
+        assert_eq!(placer.0.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            object(&store, "", "pods", "default", "a")["spec"]["nodeName"],
+            "big"
+        );
+        assert_eq!(state.queue().state("default/a"), None);
     }
 }
