@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use sandbox::actors::{ClusterView, PodPlacer};
 
+use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::constraints::{HostPort, Relaxation};
 use karpenter_core::scheduling::pod::PodInfo;
 use karpenter_core::scheduling::requirements::Requirements;
@@ -348,7 +349,7 @@ impl KubeScheduler {
                 term.match_fields = None;
             }
         }
-        let info = PodInfo::from_pod(&stripped).map_err(|e| e.to_string())?;
+        let info = PodInfo::from_pod(&PodView::from(&stripped)).map_err(|e| e.to_string())?;
         if info.requirement_terms.len() != names.len() {
             return Err("node affinity terms did not compile one to one".into());
         }
@@ -588,7 +589,17 @@ impl PodPlacer for KubeScheduler {
                     ));
                 }
                 let c = self.compile(p)?;
-                let alternatives = volumes.requirements(p);
+                // Only a pod with volumes has volume topology (the view is made only then).
+                let has_volumes = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.volumes.as_ref())
+                    .is_some_and(|v| !v.is_empty());
+                let alternatives = if has_volumes {
+                    volumes.requirements(&PodView::from(&**p))
+                } else {
+                    Vec::new()
+                };
                 if alternatives.is_empty() {
                     return Ok(c);
                 }
