@@ -64,7 +64,6 @@ fn instance(reservation: Option<&str>, preference: Option<&str>) -> InstanceInfo
         tags: BTreeMap::new(),
         capacity_reservation_id: reservation.map(str::to_string),
         capacity_reservation_preference: preference.map(str::to_string),
-        partition_number: None,
     }
 }
 
