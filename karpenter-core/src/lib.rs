@@ -14,6 +14,7 @@
 //! - [`disruption`]: budgets and the serial upgrade planner.
 //! - [`interruption`]: EC2 and AWS Health interruption messages and what each asks for.
 //! - [`clock`]: time as an injected dependency.
+//! - [`pod_view`]: the pod as decisions read it (what the controller caches and snapshots hold).
 
 pub mod capacity;
 pub mod clock;
@@ -21,6 +22,7 @@ pub mod cloud;
 pub mod disruption;
 pub mod interruption;
 pub mod lifecycle;
+pub mod pod_view;
 pub mod provisioning;
 pub mod scheduling;
 pub mod snapshot;

@@ -8,11 +8,11 @@ use crds::conditions::{self, INITIALIZED, LAUNCHED};
 use crds::labels::{NODEPOOL_LABEL, is_known_ephemeral_taint};
 use crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint,
-};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+
+use crate::pod_view::PodView;
 
 use crate::capacity::InstanceType;
 use crate::capacity::index::TypeIndex;
@@ -28,7 +28,7 @@ use crate::scheduling::volumes::VolumeIndex;
 pub struct Snapshot {
     /// Every pod in every namespace, in any phase: pending ones are provisioned for, bound
     /// active ones fill their node's capacity.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<PodView>>,
     /// Every Node, Karpenter's or not: capacity the solver fills before launching (except a
     /// Karpenter node whose NodeClaim is gone).
     pub nodes: Vec<Arc<Node>>,
@@ -73,7 +73,7 @@ pub struct Snapshot {
 #[derive(Clone, Debug)]
 pub struct Reservation {
     /// The waiting pod.
-    pub pod: Arc<Pod>,
+    pub pod: Arc<PodView>,
     /// Where its room is held, named as [`Snapshot::existing_capacity`] names capacity: the
     /// node's name (a nominated node, or the registered node of the planned NodeClaim), else
     /// the NodeClaim's name.
@@ -81,7 +81,7 @@ pub struct Reservation {
 }
 
 /// The node a pod is nominated to (`status.nominatedNodeName`), if set and not empty.
-pub fn nominated_node(pod: &Pod) -> Option<&str> {
+pub fn nominated_node(pod: &PodView) -> Option<&str> {
     pod.status
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
@@ -130,7 +130,7 @@ impl Snapshot {
     /// Pods Karpenter should provision for: provisionable ([`is_provisionable`]; a nominated
     /// pod is not) and not already planned onto a live in-flight NodeClaim
     /// ([`planned`](Self::planned)).
-    pub fn provisionable_pods(&self) -> Vec<Arc<Pod>> {
+    pub fn provisionable_pods(&self) -> Vec<Arc<PodView>> {
         let live = self.live_claims();
         self.pods
             .iter()
@@ -405,7 +405,7 @@ impl Snapshot {
     /// the waiting pods reserved there ([`Snapshot::reservations`]).
     fn volumes_by_target(&self) -> HashMap<String, Volumes> {
         let mut out: HashMap<String, Volumes> = HashMap::new();
-        let uses_volumes = |p: &Pod| {
+        let uses_volumes = |p: &PodView| {
             p.spec
                 .iter()
                 .flat_map(|s| s.volumes.iter().flatten())

@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
 use crds::{NodeClaim, NodePool};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use karpenter_core::pod_view::PodView;
 use kube::api::{Api, ListParams};
 
 use crate::completion_scope;
@@ -180,7 +181,7 @@ pub fn claim_and_node_names(claims: &[NodeClaim]) -> Vec<Named> {
 /// The names of the pods that are pending (not bound, not finished, not being deleted).
 pub fn pending_pod_names(pods: &[Pod]) -> Vec<Named> {
     pods.iter()
-        .filter(|p| is_pending(p))
+        .filter(|p| is_pending(&PodView::from(*p)))
         .filter_map(|p| p.metadata.name.as_deref())
         .map(Named::plain)
         .collect()

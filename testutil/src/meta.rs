@@ -118,6 +118,33 @@ pub(crate) fn taint(spec: &str) -> Value {
 /// wraps its object's JSON in field `.0`; `$what` names the kind in panic messages.
 macro_rules! builder_common {
     ($builder:ident, $kind:ty, $what:literal) => {
+        builder_common!($builder, $kind, $what, @common);
+        impl $builder {
+            /// The typed object in an `Arc`, as cluster snapshots and caches hold them.
+            pub fn arc(self) -> std::sync::Arc<$kind> {
+                std::sync::Arc::new(self.build())
+            }
+        }
+    };
+    // A kind that snapshots hold as a view of their own (pods: `karpenter_core`'s `PodView`):
+    // `arc` decodes the JSON into whatever the caller wants, the kind or a view of it.
+    ($builder:ident, $kind:ty, $what:literal, decoded_arc) => {
+        builder_common!($builder, $kind, $what, @common);
+        impl $builder {
+            /// The object decoded as `T` (the kind itself or a view of it that decodes from the
+            /// same JSON) in an `Arc`, as cluster snapshots and caches hold them.
+            pub fn arc<T: serde::de::DeserializeOwned>(self) -> std::sync::Arc<T> {
+                std::sync::Arc::new(self.decode())
+            }
+
+            /// The object decoded as `T`: the kind itself or a view of it that decodes from the
+            /// same JSON. Panics if the JSON is not a valid one (a test's mistake).
+            pub fn decode<T: serde::de::DeserializeOwned>(self) -> T {
+                serde_json::from_value(self.0).expect(concat!("testutil: a valid ", $what))
+            }
+        }
+    };
+    ($builder:ident, $kind:ty, $what:literal, @common) => {
         impl $builder {
             /// Adds the label `key` = `value` to `metadata.labels`.
             pub fn label(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
@@ -236,10 +263,6 @@ macro_rules! builder_common {
                 serde_json::from_value(self.0).expect(concat!("testutil: a valid ", $what))
             }
 
-            /// The typed object in an `Arc`, as cluster snapshots and caches hold them.
-            pub fn arc(self) -> std::sync::Arc<$kind> {
-                std::sync::Arc::new(self.build())
-            }
         }
     };
 }

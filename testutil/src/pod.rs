@@ -19,7 +19,7 @@ pub fn pod(name: impl AsRef<str>) -> PodBuilder {
 #[derive(Clone, Debug)]
 pub struct PodBuilder(Value);
 
-builder_common!(PodBuilder, Pod, "Pod");
+builder_common!(PodBuilder, Pod, "Pod", decoded_arc);
 
 impl PodBuilder {
     /// Sets `metadata.namespace` (`default` unless told).

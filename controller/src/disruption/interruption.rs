@@ -24,11 +24,12 @@ use crds::labels::{
     CAPACITY_TYPE_LABEL, CAPACITY_TYPE_SPOT, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL,
 };
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use karpenter_core::disruption::candidates::is_reschedulable;
 use karpenter_core::disruption::consolidation::Settings;
 use karpenter_core::disruption::interruption::{self as decide, InterruptedOffering};
 use karpenter_core::interruption::{Kind, Message};
+use karpenter_core::pod_view::PodView;
 use karpenter_core::snapshot::{Snapshot, annotation};
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
@@ -234,7 +235,7 @@ async fn plan_replacement(
     kind: Kind,
 ) -> Option<karpenter_core::provisioning::plan::PlannedNodeClaim> {
     let node = node?.name_any();
-    let pods: Vec<Arc<Pod>> = snap
+    let pods: Vec<Arc<PodView>> = snap
         .pods
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))

@@ -21,6 +21,7 @@ use crds::{NodeClaim, StatusConditions};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
+use karpenter_core::pod_view::PodView;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -161,7 +162,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Reconci
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let now = ctx.clock.now();
-    let pods: Vec<Arc<Pod>> = ctx
+    let pods: Vec<Arc<PodView>> = ctx
         .state
         .pods
         .state()

@@ -12,8 +12,9 @@ use crds::conditions::reason::{AWAITING_VOLUME_DETACHMENT, TERMINATION_GRACE_PER
 use crds::conditions::{self, VOLUMES_DETACHED};
 use crds::{NodeClaim, StatusConditions};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use karpenter_core::lifecycle::volume_detachment::{Detachment, detachment};
+use karpenter_core::pod_view::PodView;
 use kube::runtime::controller::Action;
 
 use crate::nodeclaim::writes::set_condition;
@@ -38,7 +39,7 @@ pub async fn hold(
     ctx: &Context,
     node: &Node,
     claim: &NodeClaim,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<PodView>],
     now: Timestamp,
     termination_time: Option<Timestamp>,
 ) -> Result<Option<Action>, ReconcileError> {

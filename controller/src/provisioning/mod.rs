@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crds::NodeClaim;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use karpenter_core::pod_view::PodView;
 use karpenter_core::provisioning::NOMINATION_PREFIX;
 use karpenter_core::provisioning::plan::{self, Listing, Plan, PlannedNodeClaim, Target};
 use karpenter_core::provisioning::template::{self, SkipReason};
@@ -182,7 +182,8 @@ pub async fn provision(ctx: &Context) -> Result<PassResult, ProvisionError> {
 /// the pods that fit nowhere. Waits until the cache holds the NodeClaims created, so the next
 /// pass counts them as in-flight capacity.
 pub async fn execute(ctx: &Context, snap: &Snapshot, planned: Plan) -> PassResult {
-    let pods: HashMap<PodKey, &Arc<Pod>> = snap.pods.iter().map(|p| (PodKey::of(p), p)).collect();
+    let pods: HashMap<PodKey, &Arc<PodView>> =
+        snap.pods.iter().map(|p| (PodKey::of(p), p)).collect();
     let mut result = PassResult {
         pods: planned.pods,
         failed: planned.failures.len(),
@@ -401,7 +402,7 @@ async fn confirm_own_creates(ctx: &Context) {
 /// `FailedScheduling` Event for each of its pods.
 fn record_create(
     ctx: &Context,
-    pods: &HashMap<PodKey, &Arc<Pod>>,
+    pods: &HashMap<PodKey, &Arc<PodView>>,
     claim: &PlannedNodeClaim,
     sent: NodeClaim,
     outcome: CreateOutcome,
@@ -506,7 +507,7 @@ fn recheck_limits(
 
 fn pod_event(
     ctx: &Context,
-    pods: &HashMap<PodKey, &Arc<Pod>>,
+    pods: &HashMap<PodKey, &Arc<PodView>>,
     key: &PodKey,
     type_: EventType,
     reason: &'static str,
@@ -530,7 +531,7 @@ fn pod_event(
 }
 
 /// Tell pods why they were not provisioned for (`FailedScheduling`).
-fn fail_pods(ctx: &Context, pods: &HashMap<PodKey, &Arc<Pod>>, keys: &[PodKey], why: &str) {
+fn fail_pods(ctx: &Context, pods: &HashMap<PodKey, &Arc<PodView>>, keys: &[PodKey], why: &str) {
     for key in keys {
         pod_event(
             ctx,

@@ -26,8 +26,9 @@ use crds::labels::{
     NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL,
 };
 use crds::{ConsolidationPolicy, NodeClaim, NodePool};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use karpenter_core::pod_view::PodView;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -222,7 +223,7 @@ struct ConditionKey {
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
     /// Pods in every namespace.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<PodView>>,
     /// Every Node: `karpenter_nodes_allocatable`, the `karpenter_nodes_total_*_requests`
     /// gauges, `karpenter_cluster_state_node_count` and the node labels of `karpenter_pods_state`.
     pub nodes: Vec<Arc<Node>>,

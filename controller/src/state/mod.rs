@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crds::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use kube::runtime::reflector::{self, Store, reflector};
@@ -23,6 +23,7 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use std::collections::HashMap;
 
 use karpenter_core::lifecycle::registration_health;
+use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::snapshot::Snapshot;
 
@@ -34,8 +35,12 @@ use karpenter_core::scheduling::pod::is_provisionable;
 /// Read handles of every cache.
 #[derive(Clone)]
 pub struct ClusterState {
-    /// Pods in every namespace.
-    pub pods: Store<Pod>,
+    /// Pods in every namespace, each as the [`PodView`] decisions read: the watch decodes the
+    /// API's JSON straight into views, so no full `Pod` is ever held (a typed `Pod` of Online
+    /// Boutique took about 14 KB; see `karpenter_core::pod_view`). The controller never writes
+    /// a cached pod back (its writes to pods are evictions and patches), so nothing left out
+    /// is lost.
+    pub pods: Store<PodView>,
     /// Every Node, Karpenter's or not; changes are announced on
     /// [`node_changes`](Self::node_changes).
     pub nodes: Store<Node>,
@@ -266,68 +271,6 @@ where
     (reader, task)
 }
 
-/// Drop from a cached pod what no decision reads, as an informer's transform does: managed
-/// fields, the last-applied annotation kubectl writes, and of each container its image,
-/// command, environment, probes, lifecycle hooks, mounts and security context, plus the
-/// container statuses. Scheduling reads resources, ports, volumes, affinity, tolerations,
-/// spread constraints and priority; disruption reads owners, annotations, phase and
-/// conditions; all of those stay. A typed pod of Online Boutique takes about 14 KB, and the
-/// cache holds every pod of the cluster. The controller never writes a cached pod back (its
-/// writes to pods are evictions and patches), so nothing dropped here is lost.
-pub fn trim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    if let Some(annotations) = pod.metadata.annotations.as_mut() {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-    if let Some(spec) = pod.spec.as_mut() {
-        let containers = spec
-            .containers
-            .iter_mut()
-            .chain(spec.init_containers.iter_mut().flatten());
-        for c in containers {
-            c.image = None;
-            c.command = None;
-            c.args = None;
-            c.env = None;
-            c.env_from = None;
-            c.liveness_probe = None;
-            c.readiness_probe = None;
-            c.startup_probe = None;
-            c.lifecycle = None;
-            c.volume_mounts = None;
-            c.volume_devices = None;
-            c.security_context = None;
-            c.termination_message_path = None;
-            c.termination_message_policy = None;
-            c.working_dir = None;
-        }
-        spec.ephemeral_containers = None;
-    }
-    if let Some(status) = pod.status.as_mut() {
-        status.container_statuses = None;
-        status.init_container_statuses = None;
-        status.ephemeral_container_statuses = None;
-        // serde decodes a list into room for four: give the spare room back.
-        if let Some(v) = status.conditions.as_mut() {
-            v.shrink_to_fit();
-        }
-    }
-    if let Some(v) = pod.metadata.owner_references.as_mut() {
-        v.shrink_to_fit();
-    }
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.containers.shrink_to_fit();
-        for c in spec.containers.iter_mut() {
-            if let Some(v) = c.ports.as_mut() {
-                v.shrink_to_fit();
-            }
-        }
-        if let Some(v) = spec.tolerations.as_mut() {
-            v.shrink_to_fit();
-        }
-    }
-}
-
 impl ClusterState {
     /// Start every watch; NodeOverlays only with `node_overlays` (the `NodeOverlay` feature
     /// gate: upstream neither watches them nor applies them with it off). The returned handles
@@ -339,8 +282,8 @@ impl ClusterState {
         let pod_events = PodEvents::default();
         let events = pod_events.clone();
         let (pods, t1) = reflect_with_deletes(
-            Api::<Pod>::all(client.clone()),
-            trim_pod,
+            Api::<PodView>::all(client.clone()),
+            PodView::trim,
             move |p, deleted| {
                 events.observe(p, deleted);
                 if is_provisionable(p) {

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use k8s_openapi::api::core::v1::Pod;
 use karpenter_core::disruption::candidates::is_reschedulable;
+use karpenter_core::pod_view::PodView;
 
 /// How many pod events each node has had since this controller started (shared by the pod
 /// cache, which records them, and consolidation, which reads them). Cheap to clone.
@@ -32,7 +32,7 @@ impl PodEvents {
 
     /// Record the pod cache applying `pod` (`deleted`: the pod is gone from the cache): a pod
     /// event for the node it arrived on and the node it left, if its binding changed.
-    pub fn observe(&self, pod: &Pod, deleted: bool) {
+    pub fn observe(&self, pod: &PodView, deleted: bool) {
         let key = pod.metadata.uid.clone().unwrap_or_else(|| {
             format!(
                 "{}/{}",
@@ -77,11 +77,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(node: Option<&str>, extra: serde_json::Value) -> Pod {
+    fn pod(node: Option<&str>, extra: serde_json::Value) -> PodView {
         testutil::pod("web-1")
             .merge(json!({"metadata": {"uid": "u1"}, "spec": {"nodeName": node}}))
             .merge(extra)
-            .build()
+            .decode()
     }
 
     #[test]

@@ -311,7 +311,7 @@ async fn drain(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Result<(), Re
     let node = old.status.as_ref().and_then(|s| s.node_name.clone());
     let all_pods = ctx.state.pods.state();
     let by_node = plan::pods_by_node(&all_pods);
-    let pods: Vec<&Arc<k8s_openapi::api::core::v1::Pod>> = node
+    let pods: Vec<&Arc<karpenter_core::pod_view::PodView>> = node
         .as_deref()
         .and_then(|n| by_node.get(n))
         .map(|p| p.iter().collect())
@@ -520,7 +520,7 @@ async fn start(
 async fn solver_replacement(ctx: &Context, pool: &NodePool, old: &NodeClaim) -> Option<NodeClaim> {
     let snap = Arc::new(ctx.state.snapshot());
     let node = old.status.as_ref().and_then(|s| s.node_name.clone())?;
-    let pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>> = snap
+    let pods: Vec<Arc<karpenter_core::pod_view::PodView>> = snap
         .pods
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))

@@ -7,9 +7,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::labels::DO_NOT_DISRUPT_ANNOTATION;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 
@@ -81,7 +81,7 @@ impl fmt::Display for Blocker {
     }
 }
 
-fn key(pod: &Pod) -> String {
+fn key(pod: &PodView) -> String {
     format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
@@ -96,7 +96,7 @@ pub fn opts_out(annotations: Option<&std::collections::BTreeMap<String, String>>
 /// The PodDisruptionBudgets whose selector matches `pod` in its namespace (a PDB without a
 /// selector matches nothing, as in Kubernetes' policy/v1).
 pub fn pdbs_of<'a>(
-    pod: &Pod,
+    pod: &PodView,
     pdbs: &'a [Arc<PodDisruptionBudget>],
 ) -> Vec<&'a Arc<PodDisruptionBudget>> {
     let ns = pod.namespace().unwrap_or_default();
@@ -114,7 +114,7 @@ pub fn pdbs_of<'a>(
 /// duration counts until it runs out at `now`), a covering PodDisruptionBudget with no
 /// disruption allowed, or (with `several_pdbs_block`) more than one covering PDB.
 pub fn pod_blocker(
-    pod: &Pod,
+    pod: &PodView,
     pdbs: &[Arc<PodDisruptionBudget>],
     now: Timestamp,
     several_pdbs_block: bool,
@@ -166,7 +166,7 @@ mod tests {
     use testutil::T0;
 
     /// The pod shop/web-1 with `annotations` and `labels`, created and started at [`T0`].
-    fn pod(annotations: serde_json::Value, labels: serde_json::Value) -> Pod {
+    fn pod(annotations: serde_json::Value, labels: serde_json::Value) -> PodView {
         testutil::pod("web-1")
             .namespace("shop")
             .created(T0)
@@ -174,7 +174,7 @@ mod tests {
                 json!({"metadata": {"annotations": annotations, "labels": labels},
                 "status": {"startTime": T0}}),
             )
-            .build()
+            .decode()
     }
 
     /// The PodDisruptionBudget `name` in `shop` over the pods of app `web`, allowing `allowed`

@@ -18,7 +18,9 @@ use crds::labels::{
 use crds::upgrade::{REPLACEMENT_ANNOTATION, REPLACES_ANNOTATION};
 use crds::{ConsolidationPolicy, NodeClaim, NodePool, StatusConditions};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::pod_view::PodView;
 use kube::ResourceExt;
 
 use super::blockers::{Blocker, opts_out, pod_blocker};
@@ -45,7 +47,7 @@ pub struct Candidate {
     /// listed (it can then be deleted, never replaced: nothing proves a replacement cheaper).
     pub price: Option<f64>,
     /// The pods that must move elsewhere (active, not DaemonSet pods, not static pods).
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<PodView>>,
     /// Upstream's disruption cost: per pod 1 + deletion cost / 2^27 + priority / 2^25 (clamped
     /// to ±10), times the fraction of the NodeClaim's `expireAfter` still ahead. Cheaper first.
     pub disruption_cost: f64,
@@ -189,7 +191,7 @@ pub fn consolidatable_at(claim: &NodeClaim, pool: &NodePool) -> Option<Timestamp
 
 /// Whether a pod bound to a node would have to move if the node went away (upstream
 /// `IsReschedulable`): active, not a DaemonSet pod, not a static (node-owned) pod.
-pub fn is_reschedulable(pod: &Pod) -> bool {
+pub fn is_reschedulable(pod: &PodView) -> bool {
     !is_terminal(pod)
         && pod.metadata.deletion_timestamp.is_none()
         && !is_owned_by(pod, "DaemonSet")
@@ -199,7 +201,7 @@ pub fn is_reschedulable(pod: &Pod) -> bool {
 /// Upstream's eviction cost of one pod (`disruptionutils.EvictionCost`): 1, plus its
 /// `controller.kubernetes.io/pod-deletion-cost` / 2^27, plus its priority / 2^25, clamped to
 /// [-10, 10].
-pub fn eviction_cost(pod: &Pod) -> f64 {
+pub fn eviction_cost(pod: &PodView) -> f64 {
     let deletion_cost = pod
         .metadata
         .annotations
@@ -344,7 +346,7 @@ pub fn verdicts(snap: &Snapshot, types: &TypeIndex, now: Timestamp) -> Vec<Verdi
         .iter()
         .filter_map(|n| Some((n.spec.as_ref()?.provider_id.as_deref()?, n)))
         .collect();
-    let mut pods_by_node: BTreeMap<&str, Vec<&Arc<Pod>>> = BTreeMap::new();
+    let mut pods_by_node: BTreeMap<&str, Vec<&Arc<PodView>>> = BTreeMap::new();
     for pod in &snap.pods {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
             pods_by_node.entry(node).or_default().push(pod);
@@ -425,7 +427,7 @@ fn judge(
     claim: &Arc<NodeClaim>,
     node: Option<&Arc<Node>>,
     pool: Option<&Arc<NodePool>>,
-    bound: &[&Arc<Pod>],
+    bound: &[&Arc<PodView>],
     snap: &Snapshot,
     types: &TypeIndex,
     now: Timestamp,
@@ -468,7 +470,7 @@ fn judge(
     if at > now {
         return Err(NotCandidate::ConsolidateAfter { at });
     }
-    let pods: Vec<Arc<Pod>> = bound
+    let pods: Vec<Arc<PodView>> = bound
         .iter()
         .filter(|p| is_reschedulable(p))
         .map(|p| Arc::clone(p))
@@ -492,7 +494,7 @@ fn build(
     claim: &Arc<NodeClaim>,
     node: &Arc<Node>,
     pool: &Arc<NodePool>,
-    pods: Vec<Arc<Pod>>,
+    pods: Vec<Arc<PodView>>,
     types: &TypeIndex,
     now: Timestamp,
 ) -> Candidate {

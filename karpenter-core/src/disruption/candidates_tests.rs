@@ -4,13 +4,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::labels::{
     CAPACITY_TYPE_LABEL, DO_NOT_DISRUPT_ANNOTATION, HOSTNAME_LABEL, INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL,
 };
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use testutil::{T0, node, nodeclaim, nodepool, pdb, pod};
 
 use super::*;
@@ -60,7 +61,7 @@ pub(crate) fn karpenter_node(
 }
 
 /// A running pod of a ReplicaSet on `node` asking `cpu`.
-pub(crate) fn running(name: &str, node: &str, cpu: &str) -> Arc<Pod> {
+pub(crate) fn running(name: &str, node: &str, cpu: &str) -> Arc<PodView> {
     pod(name)
         .cpu(cpu)
         .memory("256Mi")
@@ -213,7 +214,7 @@ fn every_reason_to_leave_a_node_alone_is_named() {
 #[test]
 fn consolidate_after_and_the_policy_decide_when_and_what() {
     let (claim, n) = karpenter_node("a", "gp.xlarge", "on-demand");
-    let with = |disruption: serde_json::Value, pods: Vec<Arc<Pod>>| Snapshot {
+    let with = |disruption: serde_json::Value, pods: Vec<Arc<PodView>>| Snapshot {
         nodeclaims: vec![Arc::clone(&claim)],
         nodes: vec![Arc::clone(&n)],
         nodepools: vec![pool(disruption)],
@@ -294,7 +295,7 @@ fn a_node_pending_pods_wait_for_is_not_a_candidate() {
         nodepools: vec![pool(serde_json::json!({}))],
         pods: vec![nominated, planned],
         planned: HashMap::from([(
-            crate::scheduling::pod::PodKey::of(&pod("planned").build()),
+            crate::scheduling::pod::PodKey::of(&pod("planned").decode()),
             "default-b".to_string(),
         )]),
         ..Snapshot::default()

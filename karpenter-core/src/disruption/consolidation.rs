@@ -407,7 +407,7 @@ impl<'a> Simulator<'a> {
     /// Errors: a pod does not schedule on any NodePool, or needs more than one new NodeClaim.
     pub fn replacement_for(
         &mut self,
-        pods: &[Arc<k8s_openapi::api::core::v1::Pod>],
+        pods: &[Arc<crate::pod_view::PodView>],
     ) -> Result<Option<PlannedNodeClaim>, Unconsolidatable> {
         let mut infos = Vec::new();
         for pod in pods {

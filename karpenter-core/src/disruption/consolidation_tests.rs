@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::DisruptionReason;
 use crds::labels::TOPOLOGY_ZONE_LABEL;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use testutil::ec2nodeclass;
 
 use super::*;
@@ -38,7 +39,7 @@ fn listings() -> HashMap<String, Listing> {
 /// A cluster of Karpenter nodes `(name, instance type, capacity type)` and pods.
 fn cluster(
     nodes: &[(&str, &str, &str)],
-    pods: Vec<Arc<Pod>>,
+    pods: Vec<Arc<PodView>>,
     disruption: serde_json::Value,
 ) -> Snapshot {
     let (claims, nodes): (Vec<_>, Vec<Arc<Node>>) = nodes

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::pod_view::PodView;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 
 use super::consolidation::{Settings, Simulator, Unconsolidatable};
 use crate::capacity::{InstanceType, Offering};
@@ -119,7 +119,7 @@ pub fn replacement(
     snap: &Snapshot,
     listings: &HashMap<String, Listing>,
     settings: &Settings,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<PodView>],
     interrupted: Option<&InterruptedOffering>,
 ) -> Result<Option<PlannedNodeClaim>, Unconsolidatable> {
     if pods.is_empty() {

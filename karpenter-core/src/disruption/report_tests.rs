@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::labels::DO_NOT_DISRUPT_ANNOTATION;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use testutil::{ec2nodeclass, pdb};
 
@@ -30,7 +31,11 @@ fn listings() -> HashMap<String, Listing> {
 
 /// Karpenter nodes `(name, instance type)` (on-demand) with `pods`, one NodePool with
 /// `disruption`.
-fn cluster(nodes: &[(&str, &str)], pods: Vec<Arc<Pod>>, disruption: serde_json::Value) -> Snapshot {
+fn cluster(
+    nodes: &[(&str, &str)],
+    pods: Vec<Arc<PodView>>,
+    disruption: serde_json::Value,
+) -> Snapshot {
     let (nodeclaims, nodes): (Vec<_>, Vec<Arc<Node>>) = nodes
         .iter()
         .map(|(n, t)| karpenter_node(n, t, "on-demand"))
@@ -45,7 +50,7 @@ fn cluster(nodes: &[(&str, &str)], pods: Vec<Arc<Pod>>, disruption: serde_json::
     }
 }
 
-fn pinned(name: &str, node: &str) -> Arc<Pod> {
+fn pinned(name: &str, node: &str) -> Arc<PodView> {
     let mut pod = (*running(name, node, "100m")).clone();
     pod.metadata
         .annotations

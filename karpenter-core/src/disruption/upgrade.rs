@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::pod_view::PodView;
 use crds::conditions::{self, DRAINED, DRIFTED, INITIALIZED, REGISTERED};
 use crds::disruption::{COMMAND_ANNOTATION, REPLACES_ANNOTATION as CONSOLIDATION_REPLACES};
 use crds::upgrade::{
@@ -15,7 +16,6 @@ use crds::upgrade::{
 };
 use crds::{Budget, DisruptionReason, NodeClaim, NodePool, StatusConditions};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::blockers::{Blocker, opts_out, pod_blocker};
@@ -31,7 +31,7 @@ pub struct View<'a> {
     /// Its NodeClaims (deleting ones included).
     pub claims: &'a [Arc<NodeClaim>],
     /// Every pod (only those bound to the pool's nodes matter).
-    pub pods: &'a [Arc<Pod>],
+    pub pods: &'a [Arc<PodView>],
     /// Every PodDisruptionBudget; one that selects a pod of a drifted node and allows no
     /// disruption (`status.disruptionsAllowed` < 1) skips that NodeClaim.
     pub pdbs: &'a [Arc<PodDisruptionBudget>],
@@ -147,7 +147,7 @@ pub fn plan(view: &View<'_>) -> Plan {
         if deleting {
             disrupting += 1;
         }
-        let pods: Vec<&Arc<Pod>> = node
+        let pods: Vec<&Arc<PodView>> = node
             .as_deref()
             .and_then(|n| by_node.get(n))
             .map(|p| p.iter().filter(|p| !is_owned_by(p, "DaemonSet")).collect())
@@ -244,7 +244,7 @@ pub fn plan(view: &View<'_>) -> Plan {
 /// NodeClaim's own `terminationGracePeriod` (the termination finalizer applies it), else the sum
 /// of its pods' `terminationGracePeriodSeconds` (30s each when unset; the node-upgrade design's
 /// rule), saturating.
-pub fn drain_timeout(claim: &NodeClaim, pods: &[&Arc<Pod>]) -> Duration {
+pub fn drain_timeout(claim: &NodeClaim, pods: &[&Arc<PodView>]) -> Duration {
     if let Some(grace) = &claim.spec.termination_grace_period {
         return grace.duration();
     }
@@ -317,7 +317,7 @@ fn consolidation_command(claim: &NodeClaim) -> Option<Option<&str>> {
 
 /// Why a drifted NodeClaim cannot be replaced now: the NodeClaim or one of its pods opts out of
 /// disruption, or a PodDisruptionBudget covering one of its pods allows no disruption.
-fn blocked(claim: &NodeClaim, pods: &[&Arc<Pod>], view: &View<'_>) -> Option<String> {
+fn blocked(claim: &NodeClaim, pods: &[&Arc<PodView>], view: &View<'_>) -> Option<String> {
     if opts_out(claim.metadata.annotations.as_ref()) {
         return Some(
             Blocker::NodeOptsOut {
@@ -332,8 +332,8 @@ fn blocked(claim: &NodeClaim, pods: &[&Arc<Pod>], view: &View<'_>) -> Option<Str
 }
 
 /// Running pods by node name (finished pods hold nothing).
-pub fn pods_by_node(pods: &[Arc<Pod>]) -> BTreeMap<String, Vec<Arc<Pod>>> {
-    let mut out: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+pub fn pods_by_node(pods: &[Arc<PodView>]) -> BTreeMap<String, Vec<Arc<PodView>>> {
+    let mut out: BTreeMap<String, Vec<Arc<PodView>>> = BTreeMap::new();
     for pod in pods {
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         if matches!(phase, Some("Succeeded" | "Failed")) {

@@ -3,9 +3,9 @@
 //! termination time is near, and which wait. Pure decisions over a snapshot; the executor
 //! (`controller::node::termination`) evicts and deletes.
 
+use crate::pod_view::PodView;
 use crds::labels::{DO_NOT_DISRUPT_ANNOTATION, disrupted_no_schedule_taint};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 use std::sync::Arc;
 
 use crate::scheduling::pod::{is_owned_by, is_terminal};
@@ -54,7 +54,7 @@ pub enum Blocker {
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     /// Pods that still hold the node, each with what to do now.
-    pub pods: Vec<(Arc<Pod>, Step)>,
+    pub pods: Vec<(Arc<PodView>, Step)>,
 }
 
 impl Plan {
@@ -77,7 +77,7 @@ pub enum DoNotDisrupt {
 /// What the pod's `karpenter.sh/do-not-disrupt` annotation says, if it says anything upstream
 /// understands (other values, and a duration on a pod with no start or creation time, are
 /// ignored). Whether a window is still running is [`do_not_disrupt`]'s question.
-pub fn do_not_disrupt_annotation(pod: &Pod) -> Option<DoNotDisrupt> {
+pub fn do_not_disrupt_annotation(pod: &PodView) -> Option<DoNotDisrupt> {
     let value = pod
         .metadata
         .annotations
@@ -102,7 +102,7 @@ pub fn do_not_disrupt_annotation(pod: &Pod) -> Option<DoNotDisrupt> {
 /// Whether the pod opts out of voluntary disruption now: `karpenter.sh/do-not-disrupt: "true"`,
 /// or a Go duration (e.g. `2h`) that has not elapsed since the pod started. Other values are
 /// ignored, as upstream ignores them.
-pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
+pub fn do_not_disrupt(pod: &PodView, now: Timestamp) -> bool {
     match do_not_disrupt_annotation(pod) {
         Some(DoNotDisrupt::Always) => true,
         Some(DoNotDisrupt::Until(end)) => end > now,
@@ -112,14 +112,14 @@ pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
 
 /// Whether the pod holds its node's drain: active (not finished) and drainable
 /// ([`is_drainable`]; upstream `IsWaitingEviction`).
-pub fn holds_node(pod: &Pod, now: Timestamp) -> bool {
+pub fn holds_node(pod: &PodView, now: Timestamp) -> bool {
     !is_terminal(pod) && is_drainable(pod, now)
 }
 
 /// Whether a drain moves the pod off its node (upstream `IsDrainable`): not stuck terminating,
 /// not tolerating `karpenter.sh/disrupted:NoSchedule` (it would come straight back), and not a
 /// static pod owned by the node. Finished pods count as drainable.
-pub fn is_drainable(pod: &Pod, now: Timestamp) -> bool {
+pub fn is_drainable(pod: &PodView, now: Timestamp) -> bool {
     let disrupted = disrupted_no_schedule_taint();
     let tolerates_disrupted = pod
         .spec
@@ -137,7 +137,7 @@ pub fn is_drainable(pod: &Pod, now: Timestamp) -> bool {
 /// The eviction group, 1..=4 (upstream's order): non-critical pods, non-critical DaemonSet pods,
 /// critical pods, critical DaemonSet pods. A group is evicted only once every earlier one is
 /// gone, so DaemonSets (logging, networking) outlive the workloads that use them.
-pub fn group(pod: &Pod) -> u8 {
+pub fn group(pod: &PodView) -> u8 {
     let critical = pod
         .spec
         .as_ref()
@@ -150,8 +150,8 @@ pub fn group(pod: &Pod) -> u8 {
 /// Plan the drain of the pods bound to a node. `termination_time` is the NodeClaim's
 /// `karpenter.sh/nodeclaim-termination-timestamp` (deletion + `terminationGracePeriod`); without
 /// it the drain waits as long as PDBs and do-not-disrupt pods make it.
-pub fn plan(pods: &[Arc<Pod>], now: Timestamp, termination_time: Option<Timestamp>) -> Plan {
-    let holding: Vec<&Arc<Pod>> = pods.iter().filter(|p| holds_node(p, now)).collect();
+pub fn plan(pods: &[Arc<PodView>], now: Timestamp, termination_time: Option<Timestamp>) -> Plan {
+    let holding: Vec<&Arc<PodView>> = pods.iter().filter(|p| holds_node(p, now)).collect();
     let first_group = holding.iter().map(|p| group(p)).min().unwrap_or(0);
     let pods = holding
         .into_iter()
@@ -180,7 +180,7 @@ pub fn plan(pods: &[Arc<Pod>], now: Timestamp, termination_time: Option<Timestam
 
 /// The grace period to delete a pod with when the node must be gone at `end`: once `now` is past
 /// `end` minus the pod's own grace period, the seconds left until `end` (at least 1).
-fn force_delete_grace(pod: &Pod, now: Timestamp, end: Timestamp) -> Option<i64> {
+fn force_delete_grace(pod: &PodView, now: Timestamp, end: Timestamp) -> Option<i64> {
     let pod_grace = pod
         .spec
         .as_ref()

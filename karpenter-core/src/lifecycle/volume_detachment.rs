@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+use crate::pod_view::PodView;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 
 use super::drain::is_drainable;
@@ -38,7 +40,7 @@ pub enum Detachment {
 pub fn detachment(
     node: &str,
     attachments: &[Arc<VolumeAttachment>],
-    pods: &[Arc<Pod>],
+    pods: &[Arc<PodView>],
     claims: &[Arc<PersistentVolumeClaim>],
     now: Timestamp,
     termination_time: Option<Timestamp>,
@@ -66,7 +68,7 @@ pub fn detachment(
 /// claims (persistent, or the claim Kubernetes creates for a generic ephemeral volume,
 /// `<pod>-<volume>`).
 fn volumes_of_undrained(
-    pods: &[Arc<Pod>],
+    pods: &[Arc<PodView>],
     claims: &[Arc<PersistentVolumeClaim>],
     now: Timestamp,
 ) -> BTreeSet<String> {

@@ -19,7 +19,9 @@ use crds::StatusConditions;
 use crds::conditions::{self, INITIALIZED};
 use crds::labels::{DISRUPTED_TAINT_KEY, NODE_INITIALIZED_LABEL, NODEPOOL_LABEL};
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+
+use crate::pod_view::PodView;
 
 use crate::scheduling::pod::{PodKey, pod_requests};
 use crate::scheduling::resources::Resources;
@@ -186,7 +188,7 @@ fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
-fn priority(pod: &Pod) -> i32 {
+fn priority(pod: &PodView) -> i32 {
     pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
 }
 
@@ -217,7 +219,7 @@ pub fn stale(snap: &Snapshot, now: Timestamp) -> Vec<Stale> {
             .is_some_and(|at| window_passed(*at, now))
     };
     let mut out = Vec::new();
-    let mut by_node: BTreeMap<&str, Vec<&Arc<Pod>>> = BTreeMap::new();
+    let mut by_node: BTreeMap<&str, Vec<&Arc<PodView>>> = BTreeMap::new();
     for pod in snap.pods.iter().filter(|p| is_waiting(p)) {
         let Some(name) = nominated_node(pod) else {
             continue;
@@ -265,7 +267,7 @@ pub fn stale(snap: &Snapshot, now: Timestamp) -> Vec<Stale> {
             let allocatable = node_allocatable(node);
             let mut total = used.remove(name).unwrap_or_default();
             pods.sort_by(|a, b| {
-                let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                let created = |p: &PodView| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
                 priority(b)
                     .cmp(&priority(a))
                     .then(created(a).cmp(&created(b)))

@@ -103,7 +103,7 @@ fn limits_nodes_caps_replicas_counting_deleting_nodeclaims_and_says_so() {
 
 #[test]
 fn scale_down_removes_unlaunched_then_empty_then_cheapest_to_disrupt() {
-    let busy_pod = |name: &str, node: &str| Arc::new(pod(name).cpu("100m").on_node(node).build());
+    let busy_pod = |name: &str, node: &str| pod(name).cpu("100m").on_node(node).arc();
     let mut s = snap(vec![
         claim("busy")
             .provider_id("aws:///a/i-1")

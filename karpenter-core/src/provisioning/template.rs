@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::pod_view::{PodView, PodViewSpec};
 use crds::conditions::{self, READY};
 use crds::labels::{INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, WELL_KNOWN_LABELS, node_class_label_key};
 use crds::nodeclaim::ResourceRequirements;
@@ -14,7 +15,6 @@ use crds::{
     EC2NodeClass, NodeClaim, NodeClaimSpec, NodePool, NodeSelectorRequirementWithMinValues,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::capacity::InstanceType;
@@ -269,9 +269,9 @@ pub fn daemon_overhead(
         .collect();
     let mut total = Resources::default();
     for ds in daemonsets {
-        let pod = Pod {
+        let pod = PodView {
             metadata: ObjectMeta::default(),
-            spec: ds.spec.template.spec.clone(),
+            spec: ds.spec.template.spec.as_ref().map(PodViewSpec::from),
             status: None,
         };
         let Ok(info) = PodInfo::from_pod(&pod) else {

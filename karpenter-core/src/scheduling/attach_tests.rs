@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use crate::pod_view::PodView;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde_json::json;
 
@@ -58,7 +59,7 @@ fn csinode(node: &str, count: i32) -> Arc<CSINode> {
 }
 
 /// A pod in `db` asking 100m, mounting `claims`; running on `node` when given.
-fn db_pod(name: &str, claims: &[&str], node: Option<&str>) -> Arc<Pod> {
+fn db_pod(name: &str, claims: &[&str], node: Option<&str>) -> Arc<PodView> {
     let volumes: Vec<_> = claims
         .iter()
         .enumerate()
@@ -87,7 +88,7 @@ fn node(name: &str) -> Arc<k8s_openapi::api::core::v1::Node> {
 }
 
 /// The pod compiled as the provisioner compiles it, with its volumes.
-fn compiled(snap: &Snapshot, pod: &Pod) -> PodInfo {
+fn compiled(snap: &Snapshot, pod: &PodView) -> PodInfo {
     let index = VolumeIndex::new(&snap.pvcs, &snap.pvs, &snap.storage_classes);
     let mut info = PodInfo::from_pod(pod).expect("pod compiles");
     info.volumes = index.attachments(pod);
@@ -96,7 +97,7 @@ fn compiled(snap: &Snapshot, pod: &Pod) -> PodInfo {
 
 /// Where the solver puts each pod against the snapshot's existing capacity alone (no
 /// NodePool): `Some(node)` or `None` for a pod that fits nowhere.
-fn placed(snap: &Snapshot, pending: &[Arc<Pod>]) -> BTreeMap<String, Option<String>> {
+fn placed(snap: &Snapshot, pending: &[Arc<PodView>]) -> BTreeMap<String, Option<String>> {
     let existing = snap.existing_capacity(&HashMap::new(), &TypeIndex::default());
     let names = existing.iter().map(|e| e.name.clone()).collect();
     let input = Input {
@@ -135,7 +136,7 @@ fn an_existing_node_takes_new_volumes_only_below_its_csinode_limit() {
         (None, &["a", "b"], &["c"], true),
     ];
     for (i, (count, running, wanted, fits)) in table.iter().enumerate() {
-        let mut pods: Vec<Arc<Pod>> = running
+        let mut pods: Vec<Arc<PodView>> = running
             .iter()
             .enumerate()
             .map(|(k, c)| db_pod(&format!("run-{k}"), &[c], Some("n1")))
@@ -163,7 +164,7 @@ fn an_existing_node_takes_new_volumes_only_below_its_csinode_limit() {
 
 #[test]
 fn pods_placed_in_one_pass_count_against_the_limit_together() {
-    let pending: Vec<Arc<Pod>> = ["a", "b", "c"]
+    let pending: Vec<Arc<PodView>> = ["a", "b", "c"]
         .iter()
         .map(|c| db_pod(&format!("p-{c}"), &[c], None))
         .collect();

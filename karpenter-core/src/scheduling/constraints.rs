@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{PodAffinityTerm, TopologySpreadConstraint};
+
+use crate::pod_view::PodView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector, SelectorExt};
 
@@ -234,7 +236,7 @@ fn spread_constraint(
 /// Compile a pod's constraints.
 ///
 /// Errors: a preferred node-affinity term with a malformed requirement.
-pub fn compile(pod: &Pod) -> Result<PodConstraints, RequirementError> {
+pub fn compile(pod: &PodView) -> Result<PodConstraints, RequirementError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let Some(spec) = pod.spec.as_ref() else {
@@ -424,7 +426,7 @@ mod tests {
                 "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}],
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {"weight": 1, "podAffinityTerm": {"topologyKey": "z", "labelSelector": {}}},
-                    {"weight": 50, "podAffinityTerm": {"topologyKey": "heavy", "labelSelector": {}, "namespaces": ["a", "b"]}}]}}})).build();
+                    {"weight": 50, "podAffinityTerm": {"topologyKey": "heavy", "labelSelector": {}, "namespaces": ["a", "b"]}}]}}})).decode::<PodView>();
         let c = compile(&p).expect("compiles");
         assert_eq!(c.spread.len(), 2);
         assert!(c.spread[0].hard && !c.spread[1].hard);
@@ -471,7 +473,7 @@ mod tests {
             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "k", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}],
             "affinity": {
                 "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {"topologyKey": "k", "labelSelector": {}}}]},
-                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}}]}}})).build();
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}}]}}})).decode::<PodView>();
         let c = compile(&p).expect("compiles");
         let mut r = Relaxation::default();
         let mut steps = Vec::new();

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
+
+use crate::pod_view::PodView;
 
 use super::attach::Volumes;
 use super::constraints::{self, PodConstraints};
@@ -23,7 +25,7 @@ pub struct PodKey {
 
 impl PodKey {
     /// The key of `pod` (empty strings for a missing namespace or name).
-    pub fn of(pod: &Pod) -> PodKey {
+    pub fn of(pod: &PodView) -> PodKey {
         PodKey {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name: pod.metadata.name.clone().unwrap_or_default(),
@@ -92,7 +94,7 @@ impl PodInfo {
     /// Compile a pod.
     ///
     /// Errors: malformed quantities or requirements, or `matchFields` terms.
-    pub fn from_pod(pod: &Pod) -> Result<PodInfo, PodError> {
+    pub fn from_pod(pod: &PodView) -> Result<PodInfo, PodError> {
         let meta = &pod.metadata;
         let spec = pod.spec.as_ref();
         Ok(PodInfo {
@@ -151,7 +153,7 @@ impl PodInfo {
 ///
 /// Errors: [`PodError::Quantity`] naming the container (`<pod>` for pod-level resources,
 /// `<overhead>` for `spec.overhead`) whose request does not parse.
-pub fn pod_requests(pod: &Pod) -> Result<Resources, PodError> {
+pub fn pod_requests(pod: &PodView) -> Result<Resources, PodError> {
     let mut requests = Resources::default();
     let Some(spec) = pod.spec.as_ref() else {
         requests.set(PODS, 1);
@@ -209,7 +211,7 @@ fn container_requests(
     })
 }
 
-fn requirement_terms(pod: &Pod) -> Result<Vec<Requirements>, PodError> {
+fn requirement_terms(pod: &PodView) -> Result<Vec<Requirements>, PodError> {
     let spec = pod.spec.as_ref();
     let mut base = Requirements::new();
     for (k, v) in spec
@@ -248,7 +250,7 @@ fn requirement_terms(pod: &Pod) -> Result<Vec<Requirements>, PodError> {
 /// Whether Karpenter should provision for this pod: kube-scheduler marked it
 /// `PodScheduled=False/Unschedulable`, it is not bound, not nominated, not terminal or deleting,
 /// and not owned by a DaemonSet or a Node (static pod).
-pub fn is_provisionable(pod: &Pod) -> bool {
+pub fn is_provisionable(pod: &PodView) -> bool {
     let unschedulable = pod
         .status
         .as_ref()
@@ -273,7 +275,7 @@ pub fn is_provisionable(pod: &Pod) -> bool {
 }
 
 /// Whether a pod still waits for a node: not bound, not finished and not being deleted.
-pub fn is_waiting(pod: &Pod) -> bool {
+pub fn is_waiting(pod: &PodView) -> bool {
     let bound = pod
         .spec
         .as_ref()
@@ -283,7 +285,7 @@ pub fn is_waiting(pod: &Pod) -> bool {
 }
 
 /// Whether the pod finished (phase Succeeded or Failed).
-pub fn is_terminal(pod: &Pod) -> bool {
+pub fn is_terminal(pod: &PodView) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
@@ -291,7 +293,7 @@ pub fn is_terminal(pod: &Pod) -> bool {
 }
 
 /// Whether a controller owner reference of this kind exists.
-pub fn is_owned_by(pod: &Pod, kind: &str) -> bool {
+pub fn is_owned_by(pod: &PodView, kind: &str) -> bool {
     pod.metadata
         .owner_references
         .iter()
@@ -323,7 +325,7 @@ mod tests {
                 {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
                 {"name": "b", "resources": {"requests": {"cpu": "250m", "nvidia.com/gpu": "1"}}}],
             "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2", "memory": "1Mi"}}}],
-        })).build();
+        })).decode::<PodView>();
         let info = PodInfo::from_pod(&p).expect("compiles");
         assert_eq!(info.requests.cpu, 2000);
         assert_eq!(info.requests.memory, 64 << 20);
@@ -343,7 +345,7 @@ mod tests {
             "overhead": {"cpu": "10m", "memory": "1Mi"},
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}},
-        })).build();
+        })).decode::<PodView>();
         assert_eq!(PodInfo::from_pod(&p).err(), Some(PodError::MatchFields));
         let r = pod_requests(&p).expect("requests parse");
         // cpu: max(100m + 50m sidecar, 120m init + the 50m sidecar started before it) + 10m
@@ -360,7 +362,7 @@ mod tests {
                 {"name": "first", "resources": {"requests": {"cpu": "500m"}}},
                 {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
                 {"name": "last", "resources": {"requests": {"cpu": "250m"}}}],
-        })).build();
+        })).decode::<PodView>();
         // max(100m + 200m, 500m, 250m + 200m) = 500m.
         assert_eq!(pod_requests(&p).expect("parses").cpu, 500);
     }
@@ -378,14 +380,14 @@ mod tests {
                     {"name": "b"}],
                 "overhead": {"cpu": "100m"},
             }))
-            .build();
+            .decode();
         let r = pod_requests(&p).expect("parses");
         assert_eq!((r.cpu, r.memory, r.ephemeral), (2600, 1 << 30, 1 << 30));
         let bad = pod("q")
             .uid("u")
             .spec(json!({
             "resources": {"requests": {"cpu": "lots"}}, "containers": []}))
-            .build();
+            .decode();
         assert!(matches!(
             pod_requests(&bad),
             Err(PodError::Quantity { container, .. }) if container == "<pod>"
@@ -400,7 +402,7 @@ mod tests {
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
                 {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}]}}},
-        })).build();
+        })).decode::<PodView>();
         let info = PodInfo::from_pod(&p).expect("compiles");
         assert_eq!(info.requirement_terms.len(), 2);
         for t in &info.requirement_terms {
@@ -415,13 +417,13 @@ mod tests {
             .spec(
                 json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}),
             )
-            .build();
+            .decode();
         assert!(matches!(
             PodInfo::from_pod(&bad_q),
             Err(PodError::Quantity { .. })
         ));
         let fields = pod("p").uid("u").spec(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}})).build();
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}}})).decode::<PodView>();
         assert_eq!(
             PodInfo::from_pod(&fields).err(),
             Some(PodError::MatchFields)
@@ -430,7 +432,10 @@ mod tests {
 
     #[test]
     fn provisionable_needs_unschedulable_condition() {
-        let mut p = pod("p").uid("u").spec(json!({"containers": []})).build();
+        let mut p = pod("p")
+            .uid("u")
+            .spec(json!({"containers": []}))
+            .decode::<PodView>();
         assert!(!is_provisionable(&p));
         p.status = serde_json::from_value(json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})).ok();
         assert!(is_provisionable(&p));

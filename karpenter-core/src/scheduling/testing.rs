@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod_view::PodView;
 use serde_json::json;
 
 use super::pod::PodInfo;
@@ -33,7 +33,7 @@ pub fn pod(name: &str, cpu_milli: i64, memory_mib: i64, extra: serde_json::Value
             s.insert(k.clone(), v.clone());
         }
     }
-    let p: Pod = serde_json::from_value(json!({
+    let p: PodView = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
         "spec": spec,
     }))

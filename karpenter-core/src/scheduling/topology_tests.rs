@@ -45,7 +45,7 @@ fn pod_in(namespace: &str, name: &str, cpu_milli: i64, labels: Value, spec: Valu
         .uid(format!("uid-{name}"))
         .requests(requests)
         .merge(json!({"metadata": {"labels": labels}, "spec": spec}))
-        .build();
+        .decode::<crate::pod_view::PodView>();
     PodInfo::from_pod(&p).expect("test pod compiles")
 }
 

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim};
+
+use crate::pod_view::PodView;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::attach::Volumes;
@@ -118,7 +120,7 @@ impl VolumeIndex {
     /// as the claim Kubernetes creates for it (`namespace/<pod>-<volume>`). The driver is the
     /// bound PersistentVolume's `spec.csi.driver`, else the claim's StorageClass
     /// `provisioner`; a volume with neither (not CSI, or not known yet) is not counted.
-    pub fn attachments(&self, pod: &Pod) -> Volumes {
+    pub fn attachments(&self, pod: &PodView) -> Volumes {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
         let mut out = Volumes::default();
@@ -150,7 +152,7 @@ impl VolumeIndex {
     }
 
     /// Requirement alternatives the pod's volumes impose (empty when they impose none).
-    pub fn requirements(&self, pod: &Pod) -> Vec<Requirements> {
+    pub fn requirements(&self, pod: &PodView) -> Vec<Requirements> {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let mut alternatives: Vec<Requirements> = vec![Requirements::new()];
         let mut constrained = false;
@@ -234,11 +236,11 @@ mod tests {
             .expect("sc"),
         )];
         let index = VolumeIndex::new(&claims, &volumes, &classes);
-        let pod = |claim: &str| -> Pod {
+        let pod = |claim: &str| -> PodView {
             testutil::pod("p")
                 .spec(json!({"containers": [],
                     "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}))
-                .build()
+                .decode()
         };
         let bound = index.requirements(&pod("bound"));
         assert_eq!(bound.len(), 1);
@@ -294,7 +296,7 @@ mod tests {
                 {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}},
                 {"name": "tmp", "emptyDir": {}}
             ]}))
-            .build();
+            .decode();
         let v = index.attachments(&pod);
         assert_eq!(
             v.count("ebs.csi.aws.com"),

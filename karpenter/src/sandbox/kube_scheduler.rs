@@ -27,6 +27,7 @@ use std::borrow::Cow;
 
 use sandbox::actors::{ClusterView, Plugin, PodPlacer, Unschedulable};
 
+use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::constraints::{HostPort, Relaxation};
 use karpenter_core::scheduling::pod::PodInfo;
 use karpenter_core::scheduling::requirements::Requirements;
@@ -365,7 +366,7 @@ impl KubeScheduler {
                 term.match_fields = None;
             }
         }
-        let info = PodInfo::from_pod(&stripped).map_err(|e| e.to_string())?;
+        let info = PodInfo::from_pod(&PodView::from(&stripped)).map_err(|e| e.to_string())?;
         if info.requirement_terms.len() != names.len() {
             return Err("node affinity terms did not compile one to one".into());
         }
@@ -615,7 +616,17 @@ impl PodPlacer for KubeScheduler {
                     ));
                 }
                 let c = self.compile(p).map_err(Unschedulable::invalid)?;
-                let alternatives = volumes.requirements(p);
+                // Only a pod with volumes has volume topology (the view is made only then).
+                let has_volumes = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.volumes.as_ref())
+                    .is_some_and(|v| !v.is_empty());
+                let alternatives = if has_volumes {
+                    volumes.requirements(&PodView::from(&**p))
+                } else {
+                    Vec::new()
+                };
                 if alternatives.is_empty() {
                     return Ok(c);
                 }

@@ -34,6 +34,7 @@ use controller::runtime::options::{
 use karpenter_core::capacity::catalog::{Catalog, REGION};
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
 use karpenter_core::capacity::reservation::{self, Record, ReservedCapacity};
+use karpenter_core::pod_view::PodView;
 use karpenter_core::provisioning::listing;
 use karpenter_core::provisioning::plan::{self, Listing, Settings};
 use karpenter_core::provisioning::template;
@@ -407,7 +408,11 @@ pub fn prepare(
     // Collected into a buffer of its own: an in-place collect would keep the `Vec<Pod>`'s
     // allocation (about 2.5 KB a pod, 49 MB for 20,000) alive behind the 8-byte `Arc`s.
     let mut pods = Vec::with_capacity(x.pods.len());
-    pods.extend(x.pods.into_iter().map(|p| Arc::new(unschedulable(p))));
+    pods.extend(
+        x.pods
+            .into_iter()
+            .map(|p| Arc::new(PodView::from(unschedulable(p)))),
+    );
     let snapshot = Snapshot {
         pods,
         nodepools: pools,

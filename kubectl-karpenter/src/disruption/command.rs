@@ -10,11 +10,12 @@ use std::sync::Arc;
 use crds::{EC2NodeClass, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_core::disruption::consolidation::Settings;
 use karpenter_core::disruption::report::{self, Report};
+use karpenter_core::pod_view::PodView;
 use karpenter_core::provisioning::plan::Listing;
 use karpenter_core::snapshot::Snapshot;
 use kube::api::ListParams;
@@ -38,7 +39,7 @@ async fn read_snapshot(conn: &Connection) -> Result<Snapshot, Error> {
         .map(Arc::new)
         .collect();
     Ok(Snapshot {
-        pods: conn.list_shared::<Pod>("Pods").await?,
+        pods: conn.list_shared::<PodView>("Pods").await?,
         nodes: conn.list_shared::<Node>("Nodes").await?,
         nodeclaims,
         nodepools: conn.list_shared::<NodePool>("NodePools").await?,

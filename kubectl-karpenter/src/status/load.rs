@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_core::disruption::candidates::is_reschedulable;
 use karpenter_core::lifecycle::repair::{Unhealthy, aws_policies, unhealthy};
+use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::pod::{is_terminal, pod_requests};
 use karpenter_core::scheduling::resources::{CPU, MEMORY, PODS, parse_milli, parse_units};
 use serde::Serialize;
@@ -69,6 +70,7 @@ pub struct PodLoad {
 pub fn loads_by_node(pods: &[Pod]) -> HashMap<String, PodLoad> {
     let mut loads: HashMap<String, PodLoad> = HashMap::new();
     for pod in pods {
+        let pod = &PodView::from(pod);
         let Some(node) = pod
             .spec
             .as_ref()

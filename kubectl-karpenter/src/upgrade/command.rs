@@ -12,8 +12,8 @@ use crds::conditions::{self, DRIFTED};
 use crds::history::Record;
 use crds::{NodePool, StatusConditions};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_core::pod_view::PodView;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::Value;
 
@@ -138,12 +138,12 @@ async fn read_status(
         .any(|c| conditions::is_true(c.status_conditions(), DRIFTED));
     let (mut pods, mut pdbs) = (Vec::new(), Vec::new());
     if drifted {
-        pods = conn.list_all::<Pod>("Pods").await?;
+        pods = conn.list_all::<PodView>("Pods").await?;
         pdbs = conn
             .list_all::<PodDisruptionBudget>("PodDisruptionBudgets")
             .await?;
     }
-    let pods: Vec<Arc<Pod>> = pods.into_iter().map(Arc::new).collect();
+    let pods: Vec<Arc<PodView>> = pods.into_iter().map(Arc::new).collect();
     let pdbs: Vec<Arc<PodDisruptionBudget>> = pdbs.into_iter().map(Arc::new).collect();
     Ok(report::statuses(
         pools,

@@ -10,8 +10,8 @@ use crds::upgrade::{
 };
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use karpenter_core::pod_view::PodView;
 use serde_json::json;
 use testutil::{PodBuilder, condition, nodeclaim, nodepool, pdb};
 
@@ -205,7 +205,7 @@ pub struct Objects {
     /// The NodePool's NodeClaims.
     pub claims: Vec<Arc<NodeClaim>>,
     /// Every pod.
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<PodView>>,
     /// Every PodDisruptionBudget.
     pub pdbs: Vec<Arc<PodDisruptionBudget>>,
 }

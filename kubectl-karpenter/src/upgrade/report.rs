@@ -8,9 +8,9 @@ use crds::history::{Record, upgrade_steps};
 use crds::upgrade::{Outcome, StepRecord};
 use crds::{NodeClaim, NodePool};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_core::disruption::upgrade::{Plan, View, plan};
+use karpenter_core::pod_view::PodView;
 use karpenter_core::snapshot::nodepool_of;
 use serde::Serialize;
 
@@ -173,7 +173,7 @@ impl PoolStatus {
     pub fn of(
         pool: &NodePool,
         claims: &[Arc<NodeClaim>],
-        pods: &[Arc<Pod>],
+        pods: &[Arc<PodView>],
         pdbs: &[Arc<PodDisruptionBudget>],
         records: &[Record],
         now: Timestamp,
@@ -216,7 +216,7 @@ impl PoolStatus {
 pub fn statuses(
     pools: &[NodePool],
     claims: &[NodeClaim],
-    pods: &[Arc<Pod>],
+    pods: &[Arc<PodView>],
     pdbs: &[Arc<PodDisruptionBudget>],
     records: &[Record],
     now: Timestamp,

@@ -16,6 +16,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_core::capacity::InstanceType;
 use karpenter_core::capacity::catalog::Catalog;
 use karpenter_core::capacity::node_class::{CapacityConfig, CapacityOptions};
+use karpenter_core::pod_view::PodView;
 use karpenter_core::snapshot::Snapshot;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::NamespaceResourceScope;
@@ -82,7 +83,7 @@ async fn read_world(
     };
     if !pods
         .iter()
-        .any(|p| pod_name.is_some() || report::is_pending(p))
+        .any(|p| pod_name.is_some() || report::is_pending(&PodView::from(p)))
     {
         return Ok(Read {
             world: World {
@@ -106,7 +107,7 @@ async fn read_world(
         .map(Arc::new)
         .collect();
     let all_pods = match ns {
-        None if pod_name.is_none() => pods.iter().cloned().map(Arc::new).collect(),
+        None if pod_name.is_none() => pods.iter().map(|p| Arc::new(PodView::from(p))).collect(),
         _ => {
             let all = conn
                 .list_decoded::<Pod>(None, &ListParams::default(), "Pods")
@@ -116,7 +117,10 @@ async fn read_world(
                     skipped.push(pod);
                 }
             }
-            all.items.into_iter().map(Arc::new).collect()
+            all.items
+                .iter()
+                .map(|p| Arc::new(PodView::from(p)))
+                .collect()
         }
     };
     let snapshot = Snapshot {

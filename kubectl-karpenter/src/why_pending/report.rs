@@ -9,6 +9,7 @@ use crds::conditions::{self, VALIDATION_SUCCEEDED};
 use crds::{EC2NodeClass, NodeOverlay, StatusConditions};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use karpenter_core::capacity::InstanceType;
+use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::explain::{self, PoolCandidate, PoolVerdict, Verdict};
 use karpenter_core::scheduling::pod::{PodInfo, is_owned_by, is_provisionable};
 use karpenter_core::scheduling::volumes::VolumeIndex;
@@ -136,7 +137,7 @@ pub fn build(
     let mut pods: Vec<&Pod> = world
         .pods
         .iter()
-        .filter(|p| named || is_pending(p))
+        .filter(|p| named || is_pending(&PodView::from(*p)))
         .collect();
     pods.sort_by_key(|p| (p.metadata.namespace.clone(), p.metadata.name.clone()));
     let snap = &world.snapshot;
@@ -144,7 +145,8 @@ pub fn build(
     let volumes = VolumeIndex::new(&snap.pvcs, &snap.pvs, &snap.storage_classes);
     let namespaces = snap.namespace_labels();
     pods.into_iter()
-        .map(|pod| {
+        .map(|full| {
+            let pod = &PodView::from(full);
             let mut report = PodReport {
                 namespace: pod.metadata.namespace.clone().unwrap_or_default(),
                 name: pod.metadata.name.clone().unwrap_or_default(),
@@ -157,7 +159,7 @@ pub fn build(
             if waiting(pod, world, &mut report) || not_considered(pod, &mut report) {
                 return report;
             }
-            if let Some(conflicts) = conflicts::unsatisfiable(pod) {
+            if let Some(conflicts) = conflicts::unsatisfiable(full) {
                 report.state = PodState::ConflictingRequirements;
                 report.message = conflicts::message(&conflicts);
                 return report;
@@ -185,7 +187,7 @@ pub fn build(
 }
 
 /// Fills in bound, ignored and waiting pods; false when the NodePools must be asked.
-fn waiting(pod: &Pod, world: &World, report: &mut PodReport) -> bool {
+fn waiting(pod: &PodView, world: &World, report: &mut PodReport) -> bool {
     if let Some(node) = pod
         .spec
         .as_ref()
@@ -258,7 +260,7 @@ pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 /// Fills in a pending pod Karpenter does not consider (see
 /// [`is_provisionable`]): gated, for another
 /// scheduler, or not yet marked unschedulable; false when Karpenter considers it.
-fn not_considered(pod: &Pod, report: &mut PodReport) -> bool {
+fn not_considered(pod: &PodView, report: &mut PodReport) -> bool {
     if is_provisionable(pod) {
         return false;
     }
@@ -356,7 +358,7 @@ fn fits_existing(report: &mut PodReport, snap: &Snapshot, target: String) {
 
 /// The target of the newest `Nominated` Event about the pod (matched by UID when both have
 /// one, else by namespace and name).
-fn latest_nomination<'a>(pod: &Pod, events: &'a [Event]) -> Option<(&'a str, &'a str)> {
+fn latest_nomination<'a>(pod: &PodView, events: &'a [Event]) -> Option<(&'a str, &'a str)> {
     let uid = pod.metadata.uid.as_deref();
     events
         .iter()

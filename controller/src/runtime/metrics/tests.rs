@@ -8,7 +8,8 @@ use crds::labels::{
     ARCH_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, TOPOLOGY_ZONE_LABEL,
 };
 use crds::{EC2NodeClass, NodeClaim};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use karpenter_core::pod_view::PodView;
 use testutil::{NodeClaimBuilder, NodePoolBuilder, ec2nodeclass, nodeclaim, nodepool};
 
 use super::*;
@@ -50,7 +51,7 @@ fn node(name: &str, pool: &str, ready: &str) -> Node {
 
 /// A pod of the `owner_kind` `web-1` asking `cpu` and 1Gi: pending, or running (and Ready) on
 /// `node`.
-fn pod(name: &str, node: Option<&str>, owner_kind: &str, cpu: &str) -> Pod {
+fn pod(name: &str, node: Option<&str>, owner_kind: &str, cpu: &str) -> PodView {
     let p = testutil::pod(name)
         .owner("apps/v1", owner_kind, "web-1", "u")
         .cpu(cpu)
@@ -59,7 +60,7 @@ fn pod(name: &str, node: Option<&str>, owner_kind: &str, cpu: &str) -> Pod {
         Some(node) => p.on_node(node).phase("Running").condition("Ready", "True"),
         None => p.phase("Pending"),
     }
-    .build()
+    .decode()
 }
 
 /// The value of the one sample named `name` whose labels include every pair of `labels`.

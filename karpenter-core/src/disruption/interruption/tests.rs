@@ -79,7 +79,7 @@ fn without_offering_takes_away_exactly_the_interrupted_offering() {
     );
 }
 
-fn snapshot(pods: Vec<Arc<k8s_openapi::api::core::v1::Pod>>) -> Snapshot {
+fn snapshot(pods: Vec<Arc<crate::pod_view::PodView>>) -> Snapshot {
     let (claim, node) = karpenter_node("spot-1", "gp.large", "spot");
     Snapshot {
         nodeclaims: vec![claim],
@@ -101,7 +101,7 @@ fn settings() -> Settings {
 }
 
 /// A pod on the interrupted node that must stay in test-zone-a on spot.
-fn pinned(name: &str, cpu: &str) -> Arc<k8s_openapi::api::core::v1::Pod> {
+fn pinned(name: &str, cpu: &str) -> Arc<crate::pod_view::PodView> {
     testutil::pod(name)
         .cpu(cpu)
         .memory("256Mi")

@@ -49,7 +49,7 @@ fn pdb(app: &str, allowed: i32) -> Arc<PodDisruptionBudget> {
 fn run(
     pool: &NodePool,
     claims: &[Arc<NodeClaim>],
-    pods: &[Arc<Pod>],
+    pods: &[Arc<PodView>],
     pdbs: &[Arc<PodDisruptionBudget>],
 ) -> Plan {
     plan(&View {

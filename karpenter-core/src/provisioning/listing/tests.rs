@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::labels::{CAPACITY_OVERLAY_APPLIED_ANNOTATION, PRICE_OVERLAY_APPLIED_ANNOTATION};
 use crds::{EC2NodeClass, NodeOverlay};
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use testutil::{ec2nodeclass, nodepool, pod};
 
@@ -41,7 +41,7 @@ fn on_type(name: &str) -> serde_json::Value {
 }
 
 /// Ready NodePools named `pools` on the default node class, the pods, and the overlays.
-fn snapshot(pools: &[&str], pods: Vec<Arc<Pod>>, overlays: Vec<Arc<NodeOverlay>>) -> Snapshot {
+fn snapshot(pools: &[&str], pods: Vec<Arc<PodView>>, overlays: Vec<Arc<NodeOverlay>>) -> Snapshot {
     Snapshot {
         pods,
         nodepools: pools
@@ -54,7 +54,7 @@ fn snapshot(pools: &[&str], pods: Vec<Arc<Pod>>, overlays: Vec<Arc<NodeOverlay>>
     }
 }
 
-fn pending(name: &str) -> Arc<Pod> {
+fn pending(name: &str) -> Arc<PodView> {
     pod(name)
         .uid(name)
         .cpu("500m")

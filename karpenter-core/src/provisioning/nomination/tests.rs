@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::NodeClaim;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use testutil::{node, nodeclaim, pod};
 
@@ -14,11 +15,11 @@ use crate::capacity::index::TypeIndex;
 
 use super::*;
 
-fn waiting(name: &str, cpu: &str) -> Arc<Pod> {
+fn waiting(name: &str, cpu: &str) -> Arc<PodView> {
     pod(name).uid(name).cpu(cpu).unschedulable().arc()
 }
 
-fn nominated(name: &str, cpu: &str, node: &str) -> Arc<Pod> {
+fn nominated(name: &str, cpu: &str, node: &str) -> Arc<PodView> {
     pod(name)
         .uid(name)
         .cpu(cpu)

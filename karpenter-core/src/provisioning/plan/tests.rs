@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::pod_view::PodView;
 use crds::labels::INSTANCE_TYPE_LABEL;
 use crds::{EC2NodeClass, NodeClaim, Operator};
-use k8s_openapi::api::core::v1::Pod;
 use testutil::{NodePoolBuilder, ec2nodeclass, node, nodeclaim, nodepool, pod};
 
 use super::*;
@@ -27,7 +27,7 @@ fn nodeclass() -> Arc<EC2NodeClass> {
 }
 
 /// A pod kube-scheduler marked unschedulable, asking `cpu` and `memory`.
-fn pending(name: &str, cpu: &str, memory: &str) -> Arc<Pod> {
+fn pending(name: &str, cpu: &str, memory: &str) -> Arc<PodView> {
     pod(name)
         .uid(name)
         .cpu(cpu)
@@ -40,7 +40,7 @@ fn listings() -> HashMap<String, Listing> {
     HashMap::from([("default".to_string(), Ok(Arc::new(small_medium_large())))])
 }
 
-fn snapshot(pods: Vec<Arc<Pod>>) -> Snapshot {
+fn snapshot(pods: Vec<Arc<PodView>>) -> Snapshot {
     Snapshot {
         pods,
         nodepools: vec![nodepool_ready("True").arc()],
