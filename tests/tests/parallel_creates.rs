@@ -1,5 +1,6 @@
-//! Parallel creation and launch (issue 36): one provisioning pass creates 200 NodeClaims
-//! concurrently and the lifecycle controller launches them concurrently while 30% of the
+//! Creation and launch at scale (issue 36): one provisioning pass creates 200 NodeClaims (one
+//! at a time for now: `provisioning::create_concurrency` says why) and the lifecycle controller
+//! launches them concurrently while 30% of the
 //! controller's writes take effect but answer 504 (a lost response). Every pod must get exactly
 //! one NodeClaim (a create retried blindly, or a lost create counted as never made, would add
 //! one), every NodeClaim one instance and no instance be left without a NodeClaim, and each
@@ -92,7 +93,7 @@ fn settled(tc: &TestCluster) -> Result<(), String> {
 }
 
 #[tokio::test]
-async fn two_hundred_concurrent_creates_under_lost_responses_make_no_duplicate_and_leak_nothing() {
+async fn two_hundred_creates_of_one_pass_under_lost_responses_make_no_duplicate_and_leak_nothing() {
     let yaml = format!(
         "{NODEPOOL}---\n{}",
         deployment("app", PODS as u32, "1100m", "256Mi")
