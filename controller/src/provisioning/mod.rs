@@ -341,15 +341,19 @@ fn named(claim: &PlannedNodeClaim, taken: &mut HashSet<String>) -> NodeClaim {
 /// Names a new NodeClaim must not take: those of the NodeClaim cache and of this controller's
 /// creates the cache has not shown yet.
 fn taken_names(ctx: &Context) -> HashSet<String> {
-    let mut taken: HashSet<String> = ctx
-        .state
+    let mut taken = cached_names(ctx);
+    taken.extend(ctx.state.own_creates().keys().cloned());
+    taken
+}
+
+/// Names of the NodeClaims in the cache.
+fn cached_names(ctx: &Context) -> HashSet<String> {
+    ctx.state
         .nodeclaims
         .state()
         .iter()
         .filter_map(|c| c.metadata.name.clone())
-        .collect();
-    taken.extend(ctx.state.own_creates().keys().cloned());
-    taken
+        .collect()
 }
 
 /// After this long unseen by the cache, an own create is read back by name
@@ -551,13 +555,7 @@ async fn wait_for_own_writes(ctx: &Context, names: &[String]) {
     }
     let deadline = Instant::now() + OWN_WRITES_TIMEOUT;
     loop {
-        let cached: std::collections::HashSet<String> = ctx
-            .state
-            .nodeclaims
-            .state()
-            .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
+        let cached = cached_names(ctx);
         if names.iter().all(|n| cached.contains(n)) || Instant::now() > deadline {
             return;
         }

@@ -138,15 +138,8 @@ pub fn queue(plugin: Plugin, pod: &Pod, event: &ClusterEvent) -> bool {
             _ => false,
         },
         // nodevolumelimits/csi.go: CSINode Add|Update, Pod Delete, PVC Add, VolumeAttachment
-        // Delete, Node Add.
-        Plugin::NodeVolumeLimits => matches!(
-            event,
-            E::NodeAdd(_)
-                | E::CsiNodeChange
-                | E::AssignedPodDelete(_)
-                | E::PvcChange(_)
-                | E::VolumeAttachmentDelete
-        ),
+        // Delete, Node Add; every event it registers queues.
+        Plugin::NodeVolumeLimits => registers(plugin, event),
         // podtopologyspread/plugin.go: a pod the constraints count came or went (same
         // namespace, matching selector), or a node carrying the constraints' keys came or
         // changed its labels or taints.
