@@ -31,16 +31,12 @@ pub mod nomination;
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
-/// NodeClaim creates in flight at once (for NodePools without limits): one, for now. Upstream
-/// creates all of a pass's NodeClaims at once (`workqueue.ParallelizeUntil` with one worker per
-/// NodeClaim), paced by the client's rate limit, and launches are concurrent here as there
-/// ([`crate::nodeclaim::lifecycle::concurrency`]). With creates as concurrent as launches (1000),
-/// `faults::the_heavy_fault_profile_makes_one_nodeclaim_per_pod_whatever_the_seed` made 81
-/// live NodeClaims for 80 pods with seed 6, in both of two runs (and passed with one at a
-/// time): under lost responses, a concurrent pass can still leave a pod planned twice. Until
-/// that duplicate is found, creates stay sequential.
-fn create_concurrency(_ctx: &Context) -> usize {
-    1
+/// NodeClaim creates in flight at once (for NodePools without limits): as many as launches
+/// ([`crate::nodeclaim::lifecycle::concurrency`], 1000 at one core). Upstream creates all of a
+/// pass's NodeClaims at once (`workqueue.ParallelizeUntil` with one worker per NodeClaim, in
+/// `provisioner.go`), paced by the client's rate limit.
+fn create_concurrency(ctx: &Context) -> usize {
+    crate::nodeclaim::lifecycle::concurrency(&ctx.settings)
 }
 /// How long the provisioner waits for its own NodeClaims to reach the cache.
 const OWN_WRITES_TIMEOUT: Duration = Duration::from_secs(10);

@@ -440,11 +440,17 @@ impl ClusterState {
     }
 
     /// A consistent-enough copy of every cache for one decision.
+    ///
+    /// The plan records are read first and the NodeClaims after them, so every NodeClaim a
+    /// plan record names is in the copy unless it was deleted: a create records its NodeClaim
+    /// (in [`own_creates`](Self::own_creates)) before its plan records.
     pub fn snapshot(&self) -> Snapshot {
+        let planned = self.planned().clone();
+        let nodeclaims = self.nodeclaims_with_own_creates();
         Snapshot {
             pods: self.pods.state(),
             nodes: self.nodes.state(),
-            nodeclaims: self.nodeclaims_with_own_creates(),
+            nodeclaims,
             nodepools: self.nodepools.state(),
             nodeclasses: self.nodeclasses.state(),
             nodeoverlays: self
@@ -459,15 +465,24 @@ impl ClusterState {
             storage_classes: self.storage_classes.state(),
             csinodes: self.csinodes.state(),
             pdbs: self.pdbs.state(),
-            planned: self.planned().clone(),
+            planned,
         }
     }
 
     /// Every cached NodeClaim, plus this controller's creates the cache has not applied yet
     /// ([`OwnCreate`]).
+    ///
+    /// The own creates are read before the cache: the cache's watch forgets an own create only
+    /// after the cache holds it, so a NodeClaim created before this call is in one of the two
+    /// reads. Read the other way round, a NodeClaim the cache applied between the reads would
+    /// be in neither, and its pods' plan records would be dropped as settled.
     fn nodeclaims_with_own_creates(&self) -> Vec<Arc<NodeClaim>> {
+        let own: Vec<(String, Arc<NodeClaim>)> = self
+            .own_creates()
+            .iter()
+            .map(|(name, o)| (name.clone(), Arc::clone(&o.claim)))
+            .collect();
         let mut claims = self.nodeclaims.state();
-        let own = self.own_creates();
         if own.is_empty() {
             return claims;
         }
@@ -476,9 +491,9 @@ impl ClusterState {
             .filter_map(|c| c.metadata.name.as_deref())
             .collect();
         let pending: Vec<Arc<NodeClaim>> = own
-            .iter()
+            .into_iter()
             .filter(|(name, _)| !cached.contains(name.as_str()))
-            .map(|(_, o)| Arc::clone(&o.claim))
+            .map(|(_, claim)| claim)
             .collect();
         claims.extend(pending);
         claims
