@@ -244,7 +244,8 @@ impl Snapshot {
 
     /// Active pods bound to one of `nodes` (names of nodes or in-flight NodeClaims, as
     /// [`Snapshot::existing_capacity`] names them), and the waiting pods reserved there
-    /// ([`Snapshot::reservations`]), compiled (pods that do not compile are skipped).
+    /// ([`Snapshot::reservations`]), compiled ([`PodInfo::from_bound_pod`]: a DaemonSet pod
+    /// counts; pods that do not compile are skipped).
     pub fn bound_pods(&self, nodes: &HashSet<String>) -> Vec<crate::scheduling::solver::BoundPod> {
         let reserved = self
             .reservations()
@@ -267,7 +268,7 @@ impl Snapshot {
                     .clone()
                     .filter(|n| nodes.contains(n))?;
                 Some(crate::scheduling::solver::BoundPod {
-                    pod: PodInfo::from_pod(p).ok()?,
+                    pod: PodInfo::from_bound_pod(p).ok()?,
                     node,
                 })
             })
@@ -593,5 +594,14 @@ mod tests {
         let used = snap.requests_by_node();
         assert_eq!(used["n1"].get("cpu"), 750);
         assert_eq!(used["n1"].pods, 2);
+        // And the solver sees it there: its labels (for affinity and spread) and host ports.
+        let held = snap.bound_pods(&HashSet::from(["n1".to_string()]));
+        let agent = held
+            .iter()
+            .find(|b| b.pod.key.name == "agent-x")
+            .expect("the DaemonSet pod is a bound pod of n1");
+        assert_eq!(agent.node, "n1");
+        assert_eq!(agent.pod.requests.cpu, 500);
+        assert_eq!(held.len(), 2);
     }
 }

@@ -74,21 +74,33 @@ fn alibaba_trace_settles_and_lists_only_pods_nothing_can_hold() {
         "json",
     ]);
     let r = report(&out);
-    assert_eq!(r["settled"], true);
+    // Everything but the pod list, and the first unbound pods, for a failure's message.
+    let mut summary = r.clone();
+    if let Some(list) = summary["pods"]["unschedulable"].as_array_mut() {
+        list.truncate(5);
+    }
+    assert_eq!(r["settled"], true, "{summary:#}");
     // 8,152 tasks of which 1,870 failed.
-    assert_eq!(r["pods"]["total"], 6282);
+    assert_eq!(r["pods"]["total"], 6282, "{summary:#}");
     let unschedulable = r["pods"]["unschedulable"].as_array().expect("list");
     assert_eq!(
         r["pods"]["bound"].as_u64().expect("bound") as usize + unschedulable.len(),
-        6282
+        6282,
+        "{summary:#}"
     );
-    for p in unschedulable {
-        let reason = p["reason"].as_str().expect("reason");
-        assert!(
-            reason.contains("no instance type"),
-            "only pods no instance type can hold are listed: {p}"
-        );
-    }
+    let misreported: Vec<&Value> = unschedulable
+        .iter()
+        .filter(|p| {
+            !p["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("no instance type"))
+        })
+        .collect();
+    assert!(
+        misreported.is_empty(),
+        "only pods no instance type can hold are listed; {} others: {misreported:#?}",
+        misreported.len()
+    );
 }
 
 #[test]

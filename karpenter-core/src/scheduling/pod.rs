@@ -95,13 +95,36 @@ impl PodInfo {
     ///
     /// Errors: malformed quantities or requirements, or `matchFields` terms.
     pub fn from_pod(pod: &PodView) -> Result<PodInfo, PodError> {
+        PodInfo::with_terms(pod, requirement_terms(pod)?)
+    }
+
+    /// [`PodInfo::from_pod`] for a pod already bound to a node, which the solver reads for what
+    /// it holds on that node (requests, host ports, labels for other pods' affinity and
+    /// topology spread, its own anti-affinity), never to place it: node affinity with
+    /// `matchFields` (a DaemonSet pod's, pinned to its node by name) is read as its
+    /// `nodeSelector` alone instead of refusing the pod. Upstream's cluster state counts every
+    /// bound pod, DaemonSet pods included (`state.Cluster`'s pod tracking).
+    ///
+    /// Errors: as [`PodInfo::from_pod`], but never [`PodError::MatchFields`].
+    pub fn from_bound_pod(pod: &PodView) -> Result<PodInfo, PodError> {
+        let terms = match requirement_terms(pod) {
+            Err(PodError::MatchFields) => vec![node_selector(pod)],
+            terms => terms?,
+        };
+        PodInfo::with_terms(pod, terms)
+    }
+
+    fn with_terms(
+        pod: &PodView,
+        requirement_terms: Vec<Requirements>,
+    ) -> Result<PodInfo, PodError> {
         let meta = &pod.metadata;
         let spec = pod.spec.as_ref();
         Ok(PodInfo {
             key: PodKey::of(pod),
             uid: meta.uid.clone().unwrap_or_default(),
             requests: pod_requests(pod)?,
-            requirement_terms: requirement_terms(pod)?,
+            requirement_terms,
             tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
             priority: spec.and_then(|s| s.priority).unwrap_or(0),
             created: meta
@@ -211,16 +234,24 @@ fn container_requests(
     })
 }
 
-fn requirement_terms(pod: &PodView) -> Result<Vec<Requirements>, PodError> {
-    let spec = pod.spec.as_ref();
+/// The pod's `nodeSelector` as requirements (`In` one value per key).
+fn node_selector(pod: &PodView) -> Requirements {
     let mut base = Requirements::new();
-    for (k, v) in spec
+    for (k, v) in pod
+        .spec
+        .as_ref()
         .and_then(|s| s.node_selector.as_ref())
         .into_iter()
         .flatten()
     {
         base.add(Requirement::is_in(k, [v.clone()]));
     }
+    base
+}
+
+fn requirement_terms(pod: &PodView) -> Result<Vec<Requirements>, PodError> {
+    let spec = pod.spec.as_ref();
+    let base = node_selector(pod);
     let terms = spec
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
@@ -347,6 +378,10 @@ mod tests {
                 "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}}},
         })).decode::<PodView>();
         assert_eq!(PodInfo::from_pod(&p).err(), Some(PodError::MatchFields));
+        // Bound, it is read for what it holds on its node, its pinning ignored.
+        let bound = PodInfo::from_bound_pod(&p).expect("a bound DaemonSet pod is read");
+        assert_eq!(bound.requirement_terms.len(), 1);
+        assert!(bound.requirement_terms[0].is_empty());
         let r = pod_requests(&p).expect("requests parse");
         // cpu: max(100m + 50m sidecar, 120m init + the 50m sidecar started before it) + 10m
         // overhead; memory: the init container's 1Gi beats 128Mi, plus 1Mi overhead.
