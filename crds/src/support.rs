@@ -14,7 +14,8 @@ use serde_json::Value;
 /// Why a reported field is not honoured yet, and when it counts as set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Report {
-    /// Only this value counts (e.g. `Balanced` of `consolidationPolicy`); `None`: any value.
+    /// Only this value counts (one value of an enum field that is not honoured while the
+    /// others are); `None`: any value.
     pub value: Option<&'static str>,
     /// What is not done, for the Event, e.g. `capacity reservations are not launched into yet`.
     pub why: &'static str,
@@ -85,17 +86,11 @@ pub const FIELDS: &[FieldSupport] = &[
         "spec.disruption.consolidateAfter",
         "tests/tests/consolidation.rs::consolidate_after_delays_disruption_since_the_last_pod_event",
     ),
-    FieldSupport {
-        kind: NP,
-        path: "spec.disruption.consolidationPolicy",
-        proof: Some(
-            "tests/tests/consolidation.rs::consolidate_after_never_disables_it_and_when_empty_waits_for_empty_nodes",
-        ),
-        reported: Some(Report {
-            value: Some("Balanced"),
-            why: "consolidationPolicy Balanced is treated as WhenEmptyOrUnderutilized for now",
-        }),
-    },
+    honoured(
+        NP,
+        "spec.disruption.consolidationPolicy",
+        "tests/tests/consolidation.rs::balanced_keeps_a_node_whose_move_saves_too_little_where_the_default_policy_moves_it",
+    ),
     honoured(
         NP,
         "spec.limits",
@@ -686,8 +681,8 @@ pub fn covering(kind: &str, leaf: &str) -> Option<&'static FieldSupport> {
         .max_by_key(|f| f.path.len())
 }
 
-/// The message of an `UnsupportedField` Event: `spec.disruption.consolidationPolicy:
-/// consolidationPolicy Balanced is treated as WhenEmptyOrUnderutilized for now; ...`.
+/// The message of an `UnsupportedField` Event: `<path>: <why>; <path>: <why>`, one pair per
+/// field set and not honoured.
 pub fn message(fields: &[(&str, &str)]) -> String {
     fields
         .iter()
@@ -703,17 +698,16 @@ mod tests {
 
     #[test]
     fn a_value_counts_only_when_set_and_matching() {
+        let path = ["spec", "disruption", "consolidationPolicy"];
+        let object =
+            |policy: &str| json!({"spec": {"disruption": {"consolidationPolicy": policy}}});
+        assert!(set_at(&object("Balanced"), &path, Some("Balanced")));
+        assert!(!set_at(&object("WhenEmpty"), &path, Some("Balanced")));
+        assert!(set_at(&object("WhenEmpty"), &path, None));
+        assert!(!set_at(&json!({"spec": {}}), &path, Some("Balanced")));
+        // Every policy is honoured now: none is reported.
         let spec = json!({"disruption": {"consolidationPolicy": "Balanced"}});
-        assert_eq!(
-            unsupported(NP, &spec),
-            vec![(
-                "spec.disruption.consolidationPolicy",
-                "consolidationPolicy Balanced is treated as WhenEmptyOrUnderutilized for now"
-            )]
-        );
-        let spec = json!({"disruption": {"consolidationPolicy": "WhenEmpty"}});
         assert!(unsupported(NP, &spec).is_empty());
-        assert!(unsupported(NP, &json!({})).is_empty());
     }
 
     #[test]

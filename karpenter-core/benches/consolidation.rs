@@ -158,7 +158,13 @@ fn main() {
             }
             let single = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let multi = consolidation::multi_node(&mut sim, &cands, &budgets, &mut || true);
+            let multi = consolidation::multi_node(
+                &mut sim,
+                &Default::default(),
+                &cands,
+                &budgets,
+                &mut || true,
+            );
             let multi_s = t.elapsed().as_secs_f64();
             assert!(multi.is_some(), "half-full nodes consolidate");
             let total = judge + prepare + single + multi_s;

@@ -946,3 +946,129 @@ async fn five_minutes_of_consolidate_after_pass_in_seconds_on_the_cluster_clock(
         );
     }
 }
+
+/// Requirements of on-demand m5.large (1930 millicores allocatable, $0.096/h) and m5.xlarge
+/// (3860, $0.192/h).
+const M5_LARGE_XLARGE: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}\n";
+
+/// Build the Balanced scenario under `policy` and return the cluster once its fleet is an
+/// m5.xlarge holding ten 150m pods (1.5 CPU, half of it idle) beside an m5.large held by one
+/// 1800m pod, the fleet as it stood before anything could be consolidated:
+/// - "small" (10 x 150m) and "filler" (1 x 2000m) together need an m5.xlarge;
+/// - "big" (1 x 1800m) then needs an m5.large of its own;
+/// - "filler" goes, and the m5.xlarge could be replaced by an m5.large.
+///
+/// "big" keeps away from "small" (pod anti-affinity), so the m5.large stays as it is.
+/// Replacing the m5.xlarge saves $0.096/h, a third of the pool's $0.288/h, and disrupts 11 of
+/// the pool's 13 disruption cost (85%): a score of 0.39, below Balanced's 0.5.
+async fn balanced_scenario(policy: &str) -> TestCluster {
+    let c = cluster_with(
+        &nodepool_with(
+            &format!("{{consolidationPolicy: {policy}, consolidateAfter: 0s, budgets: [{{nodes: \"100%\"}}]}}"),
+            M5_LARGE_XLARGE,
+        ),
+        &format!(
+            "{}---\n{}",
+            deployment("small", 10, "150m", "64Mi"),
+            deployment("filler", 1, "2000m", "64Mi")
+        ),
+        fast(),
+    )
+    .await;
+    settled(&c, "small and filler on one m5.xlarge").await;
+    let types: Vec<String> = live(&c)
+        .iter()
+        .filter_map(|x| {
+            x["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(types, ["m5.xlarge"], "the first layout");
+    // Never beside a "small" pod: it cannot move onto the m5.xlarge once "filler" is gone,
+    // nor the two nodes fold into one.
+    let big = deployment("big", 1, "1800m", "64Mi").replace(
+        "    spec:\n      containers:",
+        "    spec:\n      affinity:\n        podAntiAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n          - labelSelector: {matchLabels: {app: small}}\n            topologyKey: kubernetes.io/hostname\n      containers:",
+    );
+    assert!(big.contains("podAntiAffinity"));
+    let applied = c.kubectl(&["apply", "-f", "-"], Some(&big)).await;
+    assert!(applied.status.success(), "{applied:?}");
+    c.eventually("big running on a node of its own", SETTLE, |c| {
+        running(c, "big") == 1 && live(c).len() == 2
+    })
+    .await;
+    c.kubectl_ok(&["delete", "deployment", "filler"]).await;
+    c.eventually("filler gone", SETTLE, |c| {
+        c.objects("", "pods")
+            .iter()
+            .all(|p| p["metadata"]["labels"]["app"] != "filler")
+    })
+    .await;
+    c
+}
+
+/// `kubectl karpenter disruption explain NODE` against `c`: its stdout and stderr.
+async fn disruption_explain(c: &TestCluster, node: &str) -> String {
+    let mut cmd = std::process::Command::new(tests::workspace_binary("kubectl-karpenter"));
+    cmd.args(["disruption", "explain", node, "--kubeconfig"])
+        .arg(c.kubeconfig())
+        .env("NO_COLOR", "1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("plugin runs"))
+        .await
+        .expect("plugin thread");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn balanced_keeps_a_node_whose_move_saves_too_little_where_the_default_policy_moves_it() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let c = balanced_scenario("Balanced").await;
+    let xlarge = live(&c)
+        .into_iter()
+        .find(|x| x["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m5.xlarge")
+        .expect("the m5.xlarge");
+    let node = xlarge["status"]["nodeName"]
+        .as_str()
+        .expect("registered")
+        .to_string();
+    // The orchestrator scores the move and rejects it, pass after pass: the counter says so.
+    let rejected = |c: &TestCluster| {
+        let ctx = &c.cluster.ctx;
+        ctx.metrics.encode(&ctx.state, true).lines().any(|l| {
+            l.starts_with("karpenter_consolidation_moves_total{")
+                && l.contains("decision=\"rejected\"")
+                && l.contains("policy=\"Balanced\"")
+        })
+    };
+    c.eventually("a Balanced rejection counted", SETTLE, rejected)
+        .await;
+    let before = live(&c).len();
+    hold(&c, Duration::from_secs(6), |c| {
+        assert_eq!(live(c).len(), before, "Balanced keeps both nodes");
+        assert!(
+            c.nodeclaims()
+                .iter()
+                .all(|x| x["metadata"]["deletionTimestamp"].is_null()),
+            "nothing is disrupted"
+        );
+    })
+    .await;
+    let explain = disruption_explain(&c, &node).await;
+    assert!(
+        explain.contains("Balanced Score:") && explain.contains("< threshold 0.50"),
+        "{explain}"
+    );
+    assert!(
+        explain.contains("is Balanced and the move saves too little"),
+        "{explain}"
+    );
+
+    // The same cluster under WhenEmptyOrUnderutilized: the m5.xlarge is replaced by an
+    // m5.large, and the fleet comes down to $0.192/h.
+    let c = balanced_scenario("WhenEmptyOrUnderutilized").await;
+    c.eventually("the default policy consolidates", SETTLE, |c| {
+        (fleet_cost(c) - 0.192).abs() < 1e-6 && all_running(c, "small") && all_running(c, "big")
+    })
+    .await;
+}

@@ -22,12 +22,13 @@ use crds::disruption::{
     STARTED_ANNOTATION,
 };
 use crds::history::{CANDIDATES_ANNOTATION, reason::ROLLED_BACK};
-use crds::{DisruptionReason, NodeClaim, StatusConditions, conditions};
+use crds::{ConsolidationPolicy, DisruptionReason, NodeClaim, StatusConditions, conditions};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use karpenter_core::disruption::balanced::Scorer;
 use karpenter_core::disruption::candidates::{self, Candidate, NotCandidate, consolidatable_at};
 use karpenter_core::disruption::consolidation::{
-    self as decide, Action, Budgets, Command, Method, Settings, Simulator,
+    self as decide, Action, Budgets, Command, Method, Settings, Simulator, Unconsolidatable,
 };
 use karpenter_core::provisioning::plan::Listing;
 use karpenter_core::snapshot::{Snapshot, annotation, nodepool_of};
@@ -101,6 +102,9 @@ struct Decision {
     eligible: BTreeMap<&'static str, usize>,
     allowed: Vec<(String, DisruptionReason, usize)>,
     timed_out: Vec<&'static str>,
+    /// Consolidation moves judged by their NodePool's policy: NodePool, policy, approved, and
+    /// the Balanced score when it was scored.
+    moves: Vec<(String, ConsolidationPolicy, bool, Option<f64>)>,
 }
 
 impl Consolidation {
@@ -194,6 +198,45 @@ impl Consolidation {
         }
         for method in &d.timed_out {
             ctx.metrics.consolidation_timed_out(method);
+        }
+        for (pool, policy, approved, score) in &d.moves {
+            ctx.metrics
+                .consolidation_move(pool, *policy, *approved, *score);
+        }
+        // Approvals of Balanced moves are Events, on the node and NodeClaim of a single-node
+        // move and on the NodePool of a multi-node one (upstream `ConsolidationApproved`);
+        // rejections are metrics only, as upstream keeps them (they are many).
+        if let Some(command) = &d.command {
+            for scored in &command.scores {
+                let message = scored.score.to_string();
+                let mut regarding = Vec::new();
+                match command.method {
+                    Method::Single => {
+                        for c in &command.candidates {
+                            regarding.push(reference(c.nodeclaim.as_ref()));
+                            regarding.push(reference(c.node.as_ref()));
+                        }
+                    }
+                    _ => {
+                        if let Some(pool) = snap
+                            .nodepools
+                            .iter()
+                            .find(|p| p.metadata.name.as_deref() == Some(scored.nodepool.as_str()))
+                        {
+                            regarding.push(reference(pool.as_ref()));
+                        }
+                    }
+                }
+                for object in regarding {
+                    ctx.recorder.publish(EventSpec {
+                        regarding: object,
+                        type_: EventType::Normal,
+                        reason: reason::CONSOLIDATION_APPROVED,
+                        message: message.clone(),
+                        dedupe: UNCONSOLIDATABLE_DEDUPE,
+                    });
+                }
+            }
         }
         for (name, event, why) in &d.rejected {
             if let Some(claim) = snap.nodeclaims.iter().find(|c| c.name_any() == *name) {
@@ -326,6 +369,7 @@ fn decide_pass(
     let types = karpenter_core::provisioning::listing::pool_types(snap, listings).index;
     let verdicts = candidates::verdicts(snap, &types, settings.now);
     let disrupting = candidates::disrupting_by_pool(&verdicts);
+    let scorer = Scorer::new(snap, &types);
     let mut cands: Vec<Candidate> = Vec::new();
     let mut rejected = Vec::new();
     for v in verdicts {
@@ -356,34 +400,64 @@ fn decide_pass(
         })
         .collect();
     let mut timed_out = Vec::new();
+    let mut moves = Vec::new();
     let command = decide::emptiness(&cands, &budgets).or_else(|| {
         let mut sim = Simulator::new(snap, listings, settings);
         let deadline = Instant::now() + MULTI_NODE_TIMEOUT;
         let mut in_time = || Instant::now() < deadline;
-        let multi = decide::multi_node(&mut sim, &cands, &budgets, &mut in_time);
+        let multi = decide::multi_node(&mut sim, &scorer, &cands, &budgets, &mut in_time);
         if Instant::now() >= deadline {
             timed_out.push(Method::Multi.as_str());
         }
         multi.or_else(|| {
             let deadline = Instant::now() + SINGLE_NODE_TIMEOUT;
             let mut in_time = || Instant::now() < deadline;
-            let (single, why) = decide::single_node(&mut sim, &cands, &budgets, &mut in_time);
+            let (single, why) =
+                decide::single_node(&mut sim, &scorer, &cands, &budgets, &mut in_time);
             if Instant::now() >= deadline {
                 timed_out.push(Method::Single.as_str());
             }
-            rejected.extend(
-                why.into_iter()
-                    .map(|(n, w)| (n, reason::UNCONSOLIDATABLE, w.to_string())),
-            );
+            for (name, why) in why {
+                match why {
+                    Unconsolidatable::BelowBalancedThreshold { nodepool, score } => moves.push((
+                        nodepool,
+                        ConsolidationPolicy::Balanced,
+                        false,
+                        Some(score.value()),
+                    )),
+                    why => rejected.push((name, reason::UNCONSOLIDATABLE, why.to_string())),
+                }
+            }
             single
         })
     });
+    if let Some(c) = command.as_ref().filter(|c| c.method != Method::Empty) {
+        let pools: BTreeMap<&str, ConsolidationPolicy> = c
+            .candidates
+            .iter()
+            .map(|c| {
+                (
+                    c.nodepool_name(),
+                    c.nodepool.spec.disruption.consolidation_policy,
+                )
+            })
+            .collect();
+        for (pool, policy) in pools {
+            let score = c
+                .scores
+                .iter()
+                .find(|s| s.nodepool == pool)
+                .map(|s| s.score.value());
+            moves.push((pool.to_string(), policy, true, score));
+        }
+    }
     Decision {
         command,
         rejected,
         eligible,
         allowed,
         timed_out,
+        moves,
     }
 }
 

@@ -85,6 +85,9 @@ pub mod reason {
     /// Consolidation looked at a node and left it; the message says why (its pods would not
     /// fit elsewhere, a replacement would not be cheaper, ...).
     pub const UNCONSOLIDATABLE: &str = "Unconsolidatable";
+    /// A `Balanced` NodePool approved a consolidation move; the message gives its score, the
+    /// threshold and the savings and disruption fractions (upstream `ConsolidationApproved`).
+    pub const CONSOLIDATION_APPROVED: &str = "ConsolidationApproved";
     /// A disruption command launched a replacement for its nodes.
     pub const DISRUPTION_LAUNCHING: &str = "DisruptionLaunching";
     /// A disruption command waits for its replacement to initialize before draining.

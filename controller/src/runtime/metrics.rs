@@ -87,6 +87,21 @@ fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
+/// Buckets of `karpenter_consolidation_score` (upstream `disruption/metrics.go`); 0.5 is the
+/// Balanced threshold at k = 2.
+const SCORE_BUCKETS: [f64; 8] = [0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0];
+
+fn score_histogram() -> Histogram {
+    Histogram::new(SCORE_BUCKETS)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MoveLabels {
+    decision: String,
+    nodepool: String,
+    policy: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CreatedLabels {
     reason: String,
@@ -275,6 +290,8 @@ pub struct Metrics {
     disruption_eligible: Family<ReasonLabels, FloatGauge>,
     allowed_disruptions: Family<PoolReasonLabels, FloatGauge>,
     consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
+    consolidation_score: Histograms<MoveLabels>,
+    consolidation_moves: Family<MoveLabels, Counter>,
     interruption_received: Family<MessageTypeLabels, Counter>,
     interruption_deleted: Counter,
     interruption_queue_duration: Histogram,
@@ -314,6 +331,8 @@ impl Metrics {
             disruption_eligible: Family::default(),
             allowed_disruptions: Family::default(),
             consolidation_timeouts: Family::default(),
+            consolidation_score: Family::new_with_constructor(score_histogram),
+            consolidation_moves: Family::default(),
             interruption_received: Family::default(),
             interruption_deleted: Counter::default(),
             interruption_queue_duration: duration_histogram(),
@@ -358,6 +377,16 @@ impl Metrics {
             "karpenter_voluntary_disruption_consolidation_timeouts",
             "Number of times the consolidation algorithm has reached a timeout. Labeled by consolidation type.",
             self.consolidation_timeouts.clone(),
+        );
+        r.register(
+            "karpenter_consolidation_score",
+            "Scores of consolidation moves of Balanced NodePools (savings fraction over disruption fraction). Labeled by decision, NodePool and consolidation policy.",
+            self.consolidation_score.clone(),
+        );
+        r.register(
+            "karpenter_consolidation_moves",
+            "Consolidation moves approved or rejected by their NodePool's consolidation policy. Labeled by decision, NodePool and consolidation policy.",
+            self.consolidation_moves.clone(),
         );
         r.register(
             "karpenter_interruption_received_messages",
@@ -497,6 +526,29 @@ impl Metrics {
                 reason: reason.into(),
             })
             .set(allowed.min(u32::MAX as usize) as f64);
+    }
+
+    /// Count a consolidation move of `nodepool` (whose `consolidationPolicy` is `policy`)
+    /// approved or rejected, and observe its Balanced score when it was scored (upstream's
+    /// `karpenter_consolidation_moves_total` and `karpenter_consolidation_score`).
+    pub fn consolidation_move(
+        &self,
+        nodepool: &str,
+        policy: ConsolidationPolicy,
+        approved: bool,
+        score: Option<f64>,
+    ) {
+        let labels = MoveLabels {
+            decision: if approved { "approved" } else { "rejected" }.into(),
+            nodepool: nodepool.into(),
+            policy: policy.as_str().into(),
+        };
+        self.consolidation_moves.get_or_create(&labels).inc();
+        if let Some(score) = score {
+            self.consolidation_score
+                .get_or_create(&labels)
+                .observe(score);
+        }
     }
 
     /// Count a consolidation search that ran out of time (`multi` or `single`).

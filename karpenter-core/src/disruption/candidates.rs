@@ -51,6 +51,10 @@ pub struct Candidate {
     /// Upstream's disruption cost: per pod 1 + deletion cost / 2^27 + priority / 2^25 (clamped
     /// to ±10), times the fraction of the NodeClaim's `expireAfter` still ahead. Cheaper first.
     pub disruption_cost: f64,
+    /// The Balanced policy's cost of moving its pods
+    /// ([`reschedule_cost`](super::balanced::reschedule_cost)): 1 plus each pod's positive
+    /// eviction cost, with no lifetime factor.
+    pub reschedule_cost: f64,
 }
 
 impl Candidate {
@@ -529,6 +533,7 @@ fn build(
         instance_type,
         capacity_type,
         zone,
+        reschedule_cost: super::balanced::reschedule_cost(&pods),
         pods,
         disruption_cost,
     }

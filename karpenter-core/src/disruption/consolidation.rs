@@ -19,6 +19,7 @@ use crds::labels::{
 use crds::{DisruptionReason, NodePool};
 use jiff::Timestamp;
 
+use super::balanced::{PoolScore, Score, Scorer};
 use super::budgets::budget_active;
 use super::candidates::Candidate;
 use crate::capacity::InstanceType;
@@ -126,6 +127,15 @@ pub enum Unconsolidatable {
         /// How many cheaper types there are.
         options: usize,
     },
+    /// The NodePool's `consolidationPolicy` is `Balanced` and the move saves too little for
+    /// what it disrupts ([`super::balanced`]).
+    BelowBalancedThreshold {
+        /// The NodePool whose score falls short.
+        nodepool: String,
+        /// Its score.
+        #[serde(flatten)]
+        score: Score,
+    },
     /// Filtering the options to cheaper ones broke a requirement's `minValues`.
     MinValues {
         /// The requirement's key.
@@ -168,6 +178,10 @@ impl fmt::Display for Unconsolidatable {
                 f,
                 "spot-to-spot needs at least {SPOT_TO_SPOT_MIN_OPTIONS} cheaper instance types, found {options}"
             ),
+            Unconsolidatable::BelowBalancedThreshold { nodepool, score } => write!(
+                f,
+                "NodePool {nodepool} is Balanced and the move saves too little for what it disrupts: {score}"
+            ),
             Unconsolidatable::MinValues { key, needed, left } => write!(
                 f,
                 "the cheaper options leave {left} values of {key}, minValues is {needed}"
@@ -187,6 +201,9 @@ pub struct Command {
     pub candidates: Vec<Candidate>,
     /// Delete or replace.
     pub action: Action,
+    /// The score of each `Balanced` NodePool among the candidates, all approved (empty when
+    /// none is Balanced, and for emptiness, which is never scored).
+    pub scores: Vec<PoolScore>,
 }
 
 impl Command {
@@ -708,6 +725,7 @@ pub fn emptiness(candidates: &[Candidate], budgets: &Budgets) -> Option<Command>
         reason: DisruptionReason::Empty,
         candidates: chosen,
         action: Action::Delete,
+        scores: Vec::new(),
     })
 }
 
@@ -732,10 +750,13 @@ fn underutilized<'c>(candidates: &'c [Candidate], budgets: &Budgets) -> Vec<&'c 
 
 /// Multi-node consolidation: the longest prefix (at least two, at most
 /// [`MAX_MULTI_NODE_CANDIDATES`]) of the usable candidates that can be deleted or replaced by one
-/// cheaper NodeClaim, found by binary search. `keep_going` is asked before each simulation (a
-/// time budget: upstream gives up after a minute and keeps the best found).
+/// cheaper NodeClaim, found by binary search; a prefix a `Balanced` NodePool does not approve
+/// ([`Scorer::approve`]) counts as one that cannot go, as upstream's
+/// `firstNConsolidationOption` counts it. `keep_going` is asked before each simulation (a time
+/// budget: upstream gives up after a minute and keeps the best found).
 pub fn multi_node(
     sim: &mut Simulator<'_>,
+    scorer: &Scorer,
     candidates: &[Candidate],
     budgets: &Budgets,
     keep_going: &mut dyn FnMut() -> bool,
@@ -746,32 +767,41 @@ pub fn multi_node(
         return None;
     }
     let (mut lo, mut hi) = (2, usable.len());
-    let mut best: Option<(usize, Action)> = None;
+    let mut best: Option<Command> = None;
     while lo <= hi {
         if !keep_going() {
             break;
         }
         let mid = (lo + hi) / 2;
-        match sim.simulate(&usable[..mid]) {
-            Ok(action) => {
-                best = Some((mid, action));
+        let approved = sim.simulate(&usable[..mid]).ok().and_then(|action| {
+            let mut command = Command {
+                method: Method::Multi,
+                reason: DisruptionReason::Underutilized,
+                candidates: usable[..mid].iter().map(|c| (*c).clone()).collect(),
+                action,
+                scores: Vec::new(),
+            };
+            command.scores = scorer.approve(&command).ok()?;
+            Some(command)
+        });
+        match approved {
+            Some(command) => {
+                best = Some(command);
                 lo = mid + 1;
             }
-            Err(_) => hi = mid - 1,
+            None => hi = mid - 1,
         }
     }
-    best.map(|(n, action)| Command {
-        method: Method::Multi,
-        reason: DisruptionReason::Underutilized,
-        candidates: usable[..n].iter().map(|c| (*c).clone()).collect(),
-        action,
-    })
+    best
 }
 
 /// Single-node consolidation: the first usable candidate that can be deleted or replaced by a
-/// cheaper NodeClaim; every candidate tried before it is returned with why it could not go.
+/// cheaper NodeClaim, and that its NodePool approves if it is `Balanced` ([`Scorer`]: a
+/// candidate whose outright deletion would not be approved is not simulated); every candidate
+/// tried before it is returned with why it could not go.
 pub fn single_node(
     sim: &mut Simulator<'_>,
+    scorer: &Scorer,
     candidates: &[Candidate],
     budgets: &Budgets,
     keep_going: &mut dyn FnMut() -> bool,
@@ -781,15 +811,35 @@ pub fn single_node(
         if !keep_going() {
             break;
         }
+        if let Some(Err(score)) = scorer.upper_bound(c) {
+            rejected.push((
+                c.name().to_string(),
+                Unconsolidatable::BelowBalancedThreshold {
+                    nodepool: c.nodepool_name().to_string(),
+                    score,
+                },
+            ));
+            continue;
+        }
         match sim.simulate(&[c]) {
             Ok(action) => {
-                let command = Command {
+                let mut command = Command {
                     method: Method::Single,
                     reason: DisruptionReason::Underutilized,
                     candidates: vec![c.clone()],
                     action,
+                    scores: Vec::new(),
                 };
-                return (Some(command), rejected);
+                match scorer.approve(&command) {
+                    Ok(scores) => {
+                        command.scores = scores;
+                        return (Some(command), rejected);
+                    }
+                    Err(PoolScore { nodepool, score }) => rejected.push((
+                        c.name().to_string(),
+                        Unconsolidatable::BelowBalancedThreshold { nodepool, score },
+                    )),
+                }
             }
             Err(why) => rejected.push((c.name().to_string(), why)),
         }

@@ -95,7 +95,13 @@ fn a_node_whose_pods_fit_elsewhere_is_deleted() {
     let cands = candidates(&snap);
     let s = settings(false);
     let mut sim = Simulator::new(&snap, &listings(), &s);
-    let (cmd, rejected) = single_node(&mut sim, &cands, &budgets(&snap), &mut || true);
+    let (cmd, rejected) = single_node(
+        &mut sim,
+        &Scorer::default(),
+        &cands,
+        &budgets(&snap),
+        &mut || true,
+    );
     let cmd = cmd.expect("a command");
     assert_eq!(cmd.method, Method::Single);
     assert_eq!(cmd.reason, DisruptionReason::Underutilized);
@@ -255,7 +261,13 @@ fn a_pod_that_fits_nowhere_keeps_its_node() {
     let cands = candidates(&snap);
     let s = settings(false);
     let mut sim = Simulator::new(&snap, &listings(), &s);
-    let (cmd, rejected) = single_node(&mut sim, &cands, &budgets(&snap), &mut || true);
+    let (cmd, rejected) = single_node(
+        &mut sim,
+        &Scorer::default(),
+        &cands,
+        &budgets(&snap),
+        &mut || true,
+    );
     assert!(cmd.is_none());
     assert_eq!(rejected.len(), 2);
     assert!(
@@ -263,7 +275,16 @@ fn a_pod_that_fits_nowhere_keeps_its_node() {
         "{:?}",
         rejected[0].1
     );
-    assert!(multi_node(&mut sim, &cands, &budgets(&snap), &mut || true).is_none());
+    assert!(
+        multi_node(
+            &mut sim,
+            &Scorer::default(),
+            &cands,
+            &budgets(&snap),
+            &mut || true
+        )
+        .is_none()
+    );
 }
 
 #[test]
@@ -284,7 +305,14 @@ fn multi_node_folds_several_nodes_into_one_cheaper_node() {
     let cands = candidates(&snap);
     let s = settings(false);
     let mut sim = Simulator::new(&snap, &listings(), &s);
-    let cmd = multi_node(&mut sim, &cands, &budgets(&snap), &mut || true).expect("a command");
+    let cmd = multi_node(
+        &mut sim,
+        &Scorer::default(),
+        &cands,
+        &budgets(&snap),
+        &mut || true,
+    )
+    .expect("a command");
     assert_eq!(cmd.method, Method::Multi);
     assert_eq!(cmd.candidates.len(), 3);
     assert_eq!(replacement_types(&cmd.action), ["gp.large", "gp.xlarge"]);
@@ -301,9 +329,13 @@ fn multi_node_folds_several_nodes_into_one_cheaper_node() {
     );
     let mut sim = Simulator::new(&tight, &listings(), &s);
     assert!(
-        multi_node(&mut sim, &candidates(&tight), &budgets(&tight), &mut || {
-            true
-        })
+        multi_node(
+            &mut sim,
+            &Scorer::default(),
+            &candidates(&tight),
+            &budgets(&tight),
+            &mut || { true }
+        )
         .is_none()
     );
 }
@@ -438,4 +470,100 @@ fn a_drift_replacement_is_sized_and_placed_by_the_solver_from_the_pods() {
             .expect("nothing to place")
             .is_none()
     );
+}
+
+/// Three full gp.4xlarge nodes (one pod each) and `extra`, in a NodePool of `policy`.
+fn balanced_cluster(policy: &str, extra: (&str, &str), pods: Vec<Arc<PodView>>) -> Snapshot {
+    let mut all = vec![
+        running("f1", "full1", "15000m"),
+        running("f2", "full2", "15000m"),
+        running("f3", "full3", "15000m"),
+    ];
+    all.extend(pods);
+    cluster(
+        &[
+            ("full1", "gp.4xlarge", "on-demand"),
+            ("full2", "gp.4xlarge", "on-demand"),
+            ("full3", "gp.4xlarge", "on-demand"),
+            (extra.0, extra.1, "on-demand"),
+        ],
+        all,
+        serde_json::json!({"consolidationPolicy": policy, "budgets": [{"nodes": "100%"}]}),
+    )
+}
+
+#[test]
+fn balanced_keeps_a_busy_node_whose_move_saves_little_and_the_default_policy_moves_it() {
+    // A gp.xlarge ($0.20/h) with ten pods in a $2.60/h pool: moving it saves at most 7.7% of
+    // the pool's cost and disrupts 11 of its 17 disruption cost (65%), a score under 0.12.
+    let pods: Vec<Arc<PodView>> = (0..10)
+        .map(|i| running(&format!("w{i}"), "busy", "150m"))
+        .collect();
+    let snap = balanced_cluster("Balanced", ("busy", "gp.xlarge"), pods.clone());
+    let cands = candidates(&snap);
+    let scorer = Scorer::new(&snap, &types());
+    let totals = scorer
+        .totals("default")
+        .expect("a Balanced pool has totals");
+    assert!((totals.cost - 2.6).abs() < 1e-9, "{totals:?}");
+    assert_eq!(totals.disruption_cost, 17.0);
+    let s = settings(false);
+    let mut sim = Simulator::new(&snap, &listings(), &s);
+    let (cmd, rejected) = single_node(&mut sim, &scorer, &cands, &budgets(&snap), &mut || true);
+    assert!(
+        cmd.is_none(),
+        "{:?}",
+        cmd.map(|c| c.candidates[0].name().to_string())
+    );
+    let (_, why) = rejected
+        .iter()
+        .find(|(n, _)| n == "default-busy")
+        .expect("the busy node was judged");
+    let Unconsolidatable::BelowBalancedThreshold { nodepool, score } = why else {
+        panic!("{why:?}");
+    };
+    assert_eq!(nodepool, "default");
+    assert!(score.value() < 0.12 && !score.approved(), "{score}");
+    assert!(
+        why.to_string()
+            .starts_with("NodePool default is Balanced and the move saves too little"),
+        "{why}"
+    );
+    assert!(multi_node(&mut sim, &scorer, &cands, &budgets(&snap), &mut || true).is_none());
+
+    // The same cluster under WhenEmptyOrUnderutilized moves it.
+    let snap = balanced_cluster("WhenEmptyOrUnderutilized", ("busy", "gp.xlarge"), pods);
+    let cands = candidates(&snap);
+    let scorer = Scorer::new(&snap, &types());
+    assert!(
+        scorer.totals("default").is_none(),
+        "only Balanced pools are scored"
+    );
+    let mut sim = Simulator::new(&snap, &listings(), &s);
+    let (cmd, _) = single_node(&mut sim, &scorer, &cands, &budgets(&snap), &mut || true);
+    let cmd = cmd.expect("consolidated without scoring");
+    assert_eq!(cmd.candidates[0].name(), "default-busy");
+    assert!(cmd.scores.is_empty());
+}
+
+#[test]
+fn balanced_approves_a_move_worth_its_disruption_and_says_its_score() {
+    // A gp.4xlarge ($0.80/h) with one small pod: whichever gp.4xlarge goes (the idle one, or
+    // a full one whose pod moves onto it), the move saves 25% of the pool's cost for 25% of
+    // its disruption (2 of 8).
+    let snap = balanced_cluster(
+        "Balanced",
+        ("idle", "gp.4xlarge"),
+        vec![running("w", "idle", "100m")],
+    );
+    let cands = candidates(&snap);
+    let scorer = Scorer::new(&snap, &types());
+    let s = settings(false);
+    let mut sim = Simulator::new(&snap, &listings(), &s);
+    let (cmd, _) = single_node(&mut sim, &scorer, &cands, &budgets(&snap), &mut || true);
+    let cmd = cmd.expect("approved");
+    assert_eq!(cmd.scores.len(), 1);
+    let score = cmd.scores[0].score;
+    assert!(score.approved() && score.value() >= 0.75, "{score}");
+    assert_eq!(score.disruption_fraction, 0.25);
 }

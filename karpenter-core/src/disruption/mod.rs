@@ -3,6 +3,7 @@
 //! ([`upgrade`]), and the per-node [`report`] people read. The controller that executes the
 //! decisions is `controller::disruption` (one orchestrator).
 
+pub mod balanced;
 pub mod blockers;
 pub mod budgets;
 pub mod candidates;

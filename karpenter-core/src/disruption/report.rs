@@ -15,6 +15,7 @@ use crds::{DisruptionReason, NodePool};
 use jiff::Timestamp;
 use serde::Serialize;
 
+use super::balanced::{Score, Scorer};
 use super::blockers::Blocker;
 use super::budgets::{budget_active, window_end};
 use super::candidates::{self, Candidate, NotCandidate, Verdict, blockers_of, what_if};
@@ -122,6 +123,10 @@ pub struct NodeVerdict {
     /// For a blocked node: what blocks it, as data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<Cause>,
+    /// For a node of a `Balanced` NodePool that was scored: the score of removing it
+    /// ([`super::balanced`]); below the threshold, the node stays.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balanced: Option<Score>,
 }
 
 /// The kind of a [`NodeVerdict`].
@@ -220,6 +225,9 @@ pub struct WhatIf {
     pub action: Option<ActionReport>,
     /// Why it cannot go even if nothing blocked it, when it cannot.
     pub why_not: Option<Unconsolidatable>,
+    /// For a node of a `Balanced` NodePool whose removal was simulated: its score and the
+    /// threshold ([`super::balanced`]).
+    pub balanced: Option<Score>,
     /// The simulation's result for people, e.g. `delete: its 3 pod(s) fit elsewhere`.
     pub message: String,
     /// Where each of its pods would go.
@@ -260,10 +268,11 @@ pub fn report(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &S
     let verdicts = candidates::verdicts(snap, &types, settings.now);
     let disrupting = candidates::disrupting_by_pool(&verdicts);
     let budgets = Budgets::new(snap, &disrupting, settings.now);
+    let scorer = Scorer::new(snap, &types);
     let mut sim = Simulator::new(snap, listings, settings);
     let nodes = verdicts
         .into_iter()
-        .map(|v| judge(v, &budgets, snap, &types, &mut sim, settings.now))
+        .map(|v| judge(v, &budgets, &scorer, snap, &types, &mut sim, settings.now))
         .collect();
     Report {
         time: settings.now,
@@ -297,12 +306,21 @@ pub fn explain(
     let verdicts = candidates::verdicts(snap, &types, now);
     let disrupting = candidates::disrupting_by_pool(&verdicts);
     let budgets = Budgets::new(snap, &disrupting, now);
+    let scorer = Scorer::new(snap, &types);
     let mut sim = Simulator::new(snap, listings, settings);
     let verdict = verdicts
         .into_iter()
         .find(|v| v.nodeclaim == candidate.name())
         .expect("what_if found a NodeClaim of the snapshot");
-    let node = judge(verdict.clone(), &budgets, snap, &types, &mut sim, now);
+    let node = judge(
+        verdict.clone(),
+        &budgets,
+        &scorer,
+        snap,
+        &types,
+        &mut sim,
+        now,
+    );
 
     let mut blockers: Vec<String> = blockers_of(&candidate, snap, now)
         .iter()
@@ -317,6 +335,20 @@ pub fn explain(
     }
 
     let (outcome, placements) = sim.simulate_placed(&[&candidate]);
+    // An empty node is never scored: emptiness deletes it under any policy.
+    let balanced = match &outcome {
+        Ok(action) if !candidate.is_empty() => scorer.score_one(&candidate, action),
+        _ => None,
+    };
+    let outcome = match (outcome, balanced) {
+        (Ok(_), Some(score)) if !score.approved() => {
+            Err(Unconsolidatable::BelowBalancedThreshold {
+                nodepool: candidate.nodepool_name().to_string(),
+                score,
+            })
+        }
+        (outcome, _) => outcome,
+    };
     let outcome = outcome.map(|a| action_report(&candidate, &a));
     let cost_change = match &outcome {
         Ok(ActionReport::Replace { price, .. }) => candidate.price.map(|p| price - p),
@@ -335,6 +367,7 @@ pub fn explain(
         blockers,
         action,
         why_not,
+        balanced,
         message,
         placements,
         cost_change,
@@ -385,6 +418,7 @@ fn action_report(c: &Candidate, action: &Action) -> ActionReport {
 fn judge(
     v: Verdict,
     budgets: &Budgets,
+    scorer: &Scorer,
     snap: &Snapshot,
     types: &TypeIndex,
     sim: &mut Simulator<'_>,
@@ -422,6 +456,7 @@ fn judge(
             action: None,
             savings: None,
             cause: None,
+            balanced: None,
         },
     };
     report.price = candidates::offering_price(
@@ -463,10 +498,31 @@ fn judge(
         report.verdict.cause = Some(Cause::Budget(b));
         return report;
     }
+    // As single-node consolidation judges it: a Balanced pool's candidate whose outright
+    // deletion would not be approved is not simulated; one whose move is not approved stays.
     let outcome = if c.is_empty() {
         Ok(Action::Delete)
+    } else if let Some(Err(score)) = scorer.upper_bound(&c) {
+        report.verdict.balanced = Some(score);
+        Err(Unconsolidatable::BelowBalancedThreshold {
+            nodepool: c.nodepool_name().to_string(),
+            score,
+        })
     } else {
-        sim.simulate(&[&c])
+        sim.simulate(&[&c]).and_then(|action| {
+            let Some(score) = scorer.score_one(&c, &action) else {
+                return Ok(action);
+            };
+            report.verdict.balanced = Some(score);
+            if score.approved() {
+                Ok(action)
+            } else {
+                Err(Unconsolidatable::BelowBalancedThreshold {
+                    nodepool: c.nodepool_name().to_string(),
+                    score,
+                })
+            }
+        })
     };
     match outcome {
         Ok(action) => {
@@ -476,6 +532,9 @@ fn judge(
             };
             let a = action_report(&c, &action);
             report.verdict.message = action_message(&c, &a, savings);
+            if let Some(score) = report.verdict.balanced {
+                report.verdict.message += &format!("; Balanced: {score}");
+            }
             report.verdict.status = Status::Consolidatable;
             report.verdict.action = Some(a);
             report.verdict.savings = Some(savings);

@@ -201,6 +201,9 @@ pub fn write_explain(out: &mut impl Write, w: &WhatIf, color: bool) -> io::Resul
     }
     field(out, "If Removed Now", &w.message)?;
     field(out, "Cost Change", &cost_change(w.cost_change))?;
+    if let Some(score) = &w.balanced {
+        field(out, "Balanced Score", &score.to_string())?;
+    }
     if w.placements.is_empty() {
         return field(out, "Placements", NONE);
     }

@@ -35,6 +35,7 @@ fn node(name: &str, status: Status, message: &str, savings: Option<f64>) -> Node
             action: None,
             savings,
             cause: None,
+            balanced: None,
         },
     }
 }
@@ -140,6 +141,11 @@ fn explain_is_a_describe_block_with_blockers_and_placements() {
             price: 0.096,
         }),
         why_not: None,
+        balanced: Some(karpenter_core::disruption::balanced::Score {
+            savings_fraction: 0.5,
+            disruption_fraction: 0.25,
+            k: 2,
+        }),
         message: "replace with m5.large ($0.0960/h, 12 option(s)), saving $0.0960/h".into(),
         placements: vec![
             Placement {
@@ -176,6 +182,7 @@ Blockers:
   PodDisruptionBudget shop/web allows no disruption (pod shop/web-2)
 If Removed Now:  replace with m5.large ($0.0960/h, 12 option(s)), saving $0.0960/h
 Cost Change:     -$0.0960/h
+Balanced Score:  score 2.00 >= threshold 0.50 (k 2, savings 50.0%, disruption 25.0%)
 Placements:
   POD          DESTINATION
   shop/web-1   ip-a
