@@ -1072,3 +1072,60 @@ async fn balanced_keeps_a_node_whose_move_saves_too_little_where_the_default_pol
     })
     .await;
 }
+
+/// Requirements of on-demand c5 instances of 2 to 8 vCPUs ($0.085/h per 2 vCPUs, Linux).
+const C5: &str = "      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n      - {key: node.kubernetes.io/instance-type, operator: In, values: [c5.large, c5.xlarge, c5.2xlarge]}\n";
+
+/// Load oscillating every `consolidateAfter` under `policy`: "base" (4 pods of 3.5 CPUs) stays,
+/// "web" (pods of 100m) goes from 40 to 20 replicas and back, `cycles` times, 8 s at each
+/// level (consolidateAfter 5 s). Returns the nodes consolidation moved pods off
+/// (`Underutilized` records in the disruption history) and the NodeClaims created in all.
+async fn churn(policy: &str, cycles: usize) -> (usize, usize) {
+    let c = cluster_with(
+        &nodepool_with(
+            &format!("{{consolidationPolicy: {policy}, consolidateAfter: 5s, budgets: [{{nodes: \"100%\"}}]}}"),
+            C5,
+        ),
+        &format!(
+            "{}---\n{}",
+            deployment("base", 4, "3500m", "256Mi"),
+            deployment("web", 40, "100m", "64Mi")
+        ),
+        fast(),
+    )
+    .await;
+    settled(&c, "base and web provisioned").await;
+    for _ in 0..cycles {
+        scale(&c, "web", 20).await;
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        scale(&c, "web", 40).await;
+        tokio::time::sleep(Duration::from_secs(8)).await;
+    }
+    settled(&c, "the last scale-up provisioned").await;
+    let moved = c
+        .disruption_history()
+        .iter()
+        .filter(|r| r["reason"] == "Underutilized")
+        .count();
+    (moved, c.nodeclaims().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_oscillating_load_balanced_moves_fewer_nodes_than_the_default_policy() {
+    let _one_at_a_time = SERIAL.lock().await;
+    // Both at once, on the same machine and clock: neither gets an easier run.
+    let ((balanced, balanced_claims), (default, default_claims)) =
+        tokio::join!(churn("Balanced", 3), churn("WhenEmptyOrUnderutilized", 3));
+    println!(
+        "churn, 3 cycles of web 40 -> 20 -> 40: Balanced moved {balanced} node(s) ({balanced_claims} NodeClaims in all), \
+         WhenEmptyOrUnderutilized moved {default} ({default_claims} NodeClaims in all)"
+    );
+    assert!(
+        default > 0,
+        "the default policy consolidates the scale-downs"
+    );
+    assert!(
+        balanced < default,
+        "Balanced moved {balanced} node(s), WhenEmptyOrUnderutilized {default}"
+    );
+}
