@@ -27,6 +27,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use karpenter_core::disruption::balanced::Scorer;
 use karpenter_core::disruption::candidates::{self, Candidate, NotCandidate, consolidatable_at};
+use karpenter_core::disruption::command::{self, Step};
 use karpenter_core::disruption::consolidation::{
     self as decide, Action, Budgets, Command, Method, Settings, Simulator, Unconsolidatable,
 };
@@ -798,48 +799,31 @@ async fn advance(
             }
         }
     }
-    if replacement_name.is_empty() {
-        for c in &waiting {
-            terminate(
-                ctx,
-                snap,
-                &c.name_any(),
-                reason,
-                &format!("Disrupting NodeClaim: {} (command {id})", reason.as_str()),
-            )
-            .await?;
-        }
-        return Ok(true);
-    }
     let started = annotation(first, STARTED_ANNOTATION)
         .and_then(|s| s.parse::<Timestamp>().ok())
         .unwrap_or(now);
-    let elapsed = now
-        .duration_since(started)
-        .max(jiff::SignedDuration::ZERO)
-        .unsigned_abs();
-    let timeout = ctx.settings.upgrade_initialization_timeout;
-    match replacement {
-        Some(r)
-            if r.metadata.deletion_timestamp.is_none()
-                && conditions::is_true(r.status_conditions(), INITIALIZED) =>
-        {
-            for c in &waiting {
-                terminate(
-                    ctx,
-                    snap,
-                    &c.name_any(),
-                    reason,
-                    &format!(
-                        "Disrupting NodeClaim: {}, replaced by {replacement_name} (command {id})",
-                        reason.as_str()
-                    ),
+    let state = command::Replacement::of(replacement_name, replacement.as_ref());
+    let deadline = command::Deadline::RollBackAfter {
+        started,
+        timeout: ctx.settings.upgrade_initialization_timeout,
+    };
+    match command::next_step(waiting.len(), state, replacement_name, deadline, now) {
+        Step::Done => Ok(false),
+        Step::Terminate => {
+            let message = if replacement_name.is_empty() {
+                format!("Disrupting NodeClaim: {} (command {id})", reason.as_str())
+            } else {
+                format!(
+                    "Disrupting NodeClaim: {}, replaced by {replacement_name} (command {id})",
+                    reason.as_str()
                 )
-                .await?;
+            };
+            for c in &waiting {
+                terminate(ctx, snap, &c.name_any(), reason, &message).await?;
             }
             Ok(true)
         }
-        Some(r) if r.metadata.deletion_timestamp.is_none() && elapsed <= timeout => {
+        Step::Wait => {
             for c in &waiting {
                 ctx.recorder.publish(EventSpec {
                     regarding: reference(c.as_ref()),
@@ -853,20 +837,10 @@ async fn advance(
             }
             Ok(true)
         }
-        other => {
-            let why = match &other {
-                Some(r) if r.metadata.deletion_timestamp.is_some() => {
-                    format!("replacement {replacement_name} was deleted")
-                }
-                Some(_) => format!(
-                    "replacement {replacement_name} did not initialize within {}s",
-                    timeout.as_secs()
-                ),
-                None => format!("replacement {replacement_name} is gone"),
-            };
+        Step::RollBack(why) => {
             tracing::warn!(command = %id, why = %why, "consolidation command rolled back");
             let rolled_back = format!("{why}; rolled back");
-            if other.is_some() {
+            if replacement.is_some() {
                 disrupt_by_name(ctx, replacement_name, ROLLED_BACK, &rolled_back).await?;
             }
             for c in &waiting {
@@ -875,7 +849,7 @@ async fn advance(
                     c,
                     reason.as_str(),
                     replacement_name,
-                    other.as_ref(),
+                    replacement.as_ref(),
                     &rolled_back,
                 );
                 if let Err(e) = history::append(ctx, record).await {

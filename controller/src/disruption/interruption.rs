@@ -26,6 +26,7 @@ use crds::labels::{
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use karpenter_core::disruption::candidates::is_reschedulable;
+use karpenter_core::disruption::command;
 use karpenter_core::disruption::consolidation::Settings;
 use karpenter_core::disruption::interruption::{self as decide, InterruptedOffering};
 use karpenter_core::interruption::{Kind, Message};
@@ -385,18 +386,10 @@ pub async fn advance(
                     .await?
             }
         };
-        let ready = replacement.as_ref().is_some_and(|r| {
-            r.metadata.deletion_timestamp.is_none()
-                && crds::conditions::is_true(
-                    crds::StatusConditions::status_conditions(r),
-                    crds::conditions::INITIALIZED,
-                )
-        });
-        let gone = replacement
-            .as_ref()
-            .is_none_or(|r| r.metadata.deletion_timestamp.is_some());
-        if ready || gone || now >= drain_by {
-            tracing::info!(command = %id, nodeclaim = %c.name_any(), ready, replacement_gone = gone,
+        let state = command::Replacement::of(name, replacement.as_ref());
+        let step = command::next_step(1, state, name, command::Deadline::DrainBy(drain_by), now);
+        if step == command::Step::Terminate {
+            tracing::info!(command = %id, nodeclaim = %c.name_any(), replacement = ?state,
                 deadline = now >= drain_by, "interrupted node draining");
             terminate(ctx, snap, c, kind).await?;
         } else {

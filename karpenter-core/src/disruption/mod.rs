@@ -7,6 +7,7 @@ pub mod balanced;
 pub mod blockers;
 pub mod budgets;
 pub mod candidates;
+pub mod command;
 pub mod consolidation;
 pub mod interruption;
 pub mod report;
