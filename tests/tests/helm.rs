@@ -3,7 +3,7 @@
 //! `deploy/` (RBAC rules, the Deployment's container), every value set renders what it should
 //! (IRSA, replicas and the PDB, feature gates, the ServiceMonitor), every environment variable
 //! the chart can render is one the controller reads, and the rendered objects apply to the
-//! sandbox with real kubectl.
+//! sandbox with real kubectl (and pass `helm upgrade --install --dry-run=server` against it).
 //!
 //! `helm` is `$HELM` or `helm` on PATH; `scripts/test.sh` installs it, and these tests fail
 //! (never skip) without it.
@@ -662,6 +662,32 @@ async fn the_rendered_chart_applies_to_the_sandbox() {
     )
     .await;
     let path = chart("karpenter");
+    // Helm itself talks to the sandbox: discovery, the release history (a Secret list) and a
+    // server-side dry run of every object. A real install stops at storing the release (see
+    // the module's documentation).
+    let kubeconfig = c.kubeconfig().to_str().expect("UTF-8").to_string();
+    // (helm blocks this worker thread; the cluster serves from the others.)
+    let dry_run = tokio::task::block_in_place(|| {
+        helm(&[
+            "upgrade",
+            "--install",
+            "karpenter",
+            path.to_str().expect("UTF-8"),
+            "--kubeconfig",
+            &kubeconfig,
+            "--namespace",
+            "default",
+            "--dry-run=server",
+            "--set",
+            "settings.clusterName=sandbox",
+        ])
+    });
+    assert!(
+        dry_run.status.success(),
+        "helm --dry-run=server: {}",
+        String::from_utf8_lossy(&dry_run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&dry_run.stdout).contains("kind: Deployment"));
     let out = helm(&[
         "template",
         "karpenter",
