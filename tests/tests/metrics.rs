@@ -333,6 +333,46 @@ async fn metrics_report_provisioning_termination_pods_and_nodepool_usage() {
         ),
         1.0
     );
+    // The node's termination took some time since its deletion, in the summary the
+    // performance dashboard reads (quantiles 0 to 1, by NodePool).
+    assert_eq!(
+        sum(
+            &s,
+            "karpenter_nodes_termination_duration_seconds_count",
+            &[pool[0]]
+        ),
+        1.0
+    );
+    for q in ["0", "0.5", "0.9", "0.99", "1"] {
+        let v = sum(
+            &s,
+            "karpenter_nodes_termination_duration_seconds",
+            &[pool[0], ("quantile", q)],
+        );
+        assert!(v >= 0.0 && v.is_finite(), "quantile {q}: {v}");
+    }
+    // Every web pod waited for a node and became ready: each counted once in the startup
+    // summary (the evicted one's replacement too).
+    assert!(
+        sum(&s, "karpenter_pods_startup_duration_seconds_count", &[]) >= REPLICAS as f64,
+        "{:?}",
+        matching(&s, "karpenter_pods_startup_duration_seconds_count", &[])
+    );
+    // Reconciles are timed and counted per controller, as controller-runtime's are.
+    assert!(
+        sum(
+            &s,
+            "controller_runtime_reconcile_total",
+            &[("controller", "nodeclaim.lifecycle"), ("result", "success")]
+        ) >= 1.0
+    );
+    assert!(
+        sum(
+            &s,
+            "controller_runtime_reconcile_time_seconds_count",
+            &[("controller", "nodeclaim.lifecycle")]
+        ) >= 1.0
+    );
     // A user's delete is not a Karpenter disruption.
     assert_eq!(sum(&s, "karpenter_nodeclaims_disrupted_total", &[]), 0.0);
     assert!(

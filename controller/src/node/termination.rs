@@ -460,7 +460,7 @@ async fn release(
         )
         .await
     {
-        Ok(_) => ctx.metrics.node_terminated(node),
+        Ok(_) => ctx.metrics.node_terminated(node, ctx.clock.now()),
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => return Err(e.into()),
     }

@@ -36,6 +36,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::runtime::summary::{self, Summary};
 use crate::state::ClusterState;
 use karpenter_core::scheduling::pod::{PodInfo, is_owned_by};
 use karpenter_core::scheduling::resources::parse_milli;
@@ -93,6 +94,17 @@ const SCORE_BUCKETS: [f64; 8] = [0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0];
 
 fn score_histogram() -> Histogram {
     Histogram::new(SCORE_BUCKETS)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileResultLabels {
+    controller: String,
+    result: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -291,6 +303,10 @@ pub struct Metrics {
     allowed_disruptions: Family<PoolReasonLabels, FloatGauge>,
     consolidation_timeouts: Family<ConsolidationTypeLabels, Counter>,
     consolidation_score: Histograms<MoveLabels>,
+    reconcile_time: Histograms<ReconcileLabels>,
+    reconcile_total: Family<ReconcileResultLabels, Counter>,
+    nodes_termination_duration: Summary,
+    pods_startup_duration: Summary,
     consolidation_moves: Family<MoveLabels, Counter>,
     interruption_received: Family<MessageTypeLabels, Counter>,
     interruption_deleted: Counter,
@@ -332,6 +348,18 @@ impl Metrics {
             allowed_disruptions: Family::default(),
             consolidation_timeouts: Family::default(),
             consolidation_score: Family::new_with_constructor(score_histogram),
+            reconcile_time: Family::new_with_constructor(duration_histogram),
+            reconcile_total: Family::default(),
+            nodes_termination_duration: Summary::new(
+                "karpenter_nodes_termination_duration_seconds",
+                "The time taken between a node's deletion request and the removal of its finalizer. Labeled by NodePool.",
+                &["nodepool"],
+            ),
+            pods_startup_duration: Summary::new(
+                "karpenter_pods_startup_duration_seconds",
+                "The time from pod creation until the pod is ready, for pods that waited to be scheduled.",
+                &[],
+            ),
             consolidation_moves: Family::default(),
             interruption_received: Family::default(),
             interruption_deleted: Counter::default(),
@@ -377,6 +405,16 @@ impl Metrics {
             "karpenter_voluntary_disruption_consolidation_timeouts",
             "Number of times the consolidation algorithm has reached a timeout. Labeled by consolidation type.",
             self.consolidation_timeouts.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller.",
+            self.reconcile_time.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller, by result (success or error).",
+            self.reconcile_total.clone(),
         );
         r.register(
             "karpenter_consolidation_score",
@@ -551,6 +589,22 @@ impl Metrics {
         }
     }
 
+    /// Time and count one reconcile of `controller` (a kube-runtime controller driven by
+    /// [`crate::runtime::reconcile::drive`]): `ok` is its result (`success`, else `error`).
+    pub fn reconciled(&self, controller: &str, ok: bool, took: Duration) {
+        self.reconcile_time
+            .get_or_create(&ReconcileLabels {
+                controller: controller.into(),
+            })
+            .observe(took.as_secs_f64());
+        self.reconcile_total
+            .get_or_create(&ReconcileResultLabels {
+                controller: controller.into(),
+                result: if ok { "success" } else { "error" }.into(),
+            })
+            .inc();
+    }
+
     /// Count a consolidation search that ran out of time (`multi` or `single`).
     pub fn consolidation_timed_out(&self, consolidation_type: &str) {
         self.consolidation_timeouts
@@ -612,10 +666,25 @@ impl Metrics {
         self.nodes_created.get_or_create(&labels).inc();
     }
 
-    /// Count a node whose termination finished (its finalizer was released).
-    pub fn node_terminated(&self, node: &Node) {
+    /// Count a node whose termination finished (its finalizer was released) at `now`, and
+    /// observe how long that took since its deletion (`karpenter_nodes_termination_duration_seconds`,
+    /// by NodePool).
+    pub fn node_terminated(&self, node: &Node, now: jiff::Timestamp) {
         let labels = node_count(node.metadata.labels.as_ref());
+        if let Some(deleted) = node.metadata.deletion_timestamp.as_ref() {
+            let seconds = now.duration_since(deleted.0).as_secs_f64().max(0.0);
+            self.nodes_termination_duration
+                .observe(&[labels.nodepool.as_str()], seconds);
+        }
         self.nodes_terminated.get_or_create(&labels).inc();
+    }
+
+    /// Observe pods' startup durations (seconds from creation until Ready), as the pod cache
+    /// saw them ([`crate::state::pod_startup::PodStartup`]).
+    pub fn pods_started(&self, seconds: impl IntoIterator<Item = f64>) {
+        for s in seconds {
+            self.pods_startup_duration.observe(&[], s);
+        }
     }
 
     /// Count one request to the eviction API by its HTTP status code (`200` when it was
@@ -695,6 +764,7 @@ impl Metrics {
     /// `leading`, the gauges derived from the cluster caches (`state`) are refreshed first; on
     /// a standby they are emptied instead (see [`Metrics::encode_standby`]).
     pub fn encode(&self, state: &ClusterState, leading: bool) -> String {
+        self.pods_started(state.pod_startup.drain());
         if leading {
             self.encode_observed(&Observed::from_state(state))
         } else {
@@ -713,7 +783,15 @@ impl Metrics {
         let mut out = String::new();
         // Encoding into a String cannot fail (fmt::Write on String is infallible).
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        self.with_summaries(out)
+    }
+
+    /// `exposition` with the summaries (which the registry cannot hold) added before `# EOF`.
+    fn with_summaries(&self, exposition: String) -> String {
+        let mut extra = String::new();
+        self.nodes_termination_duration.encode(&mut extra);
+        self.pods_startup_duration.encode(&mut extra);
+        summary::splice(exposition, &extra)
     }
 
     fn clear_state(&self) {
@@ -735,7 +813,7 @@ impl Metrics {
         let mut out = String::new();
         // Encoding into a String cannot fail (fmt::Write on String is infallible).
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        self.with_summaries(out)
     }
 
     fn refresh(&self, o: &Observed) {

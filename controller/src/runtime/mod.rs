@@ -15,6 +15,7 @@ pub mod metered;
 pub mod metrics;
 pub mod options;
 pub mod reconcile;
+pub mod summary;
 pub mod unsupported;
 
 use std::sync::Arc;

@@ -140,8 +140,18 @@ where
     // Reconciles run outside this task: carry the controller name (cloud call metrics) along.
     let name = crate::runtime::metered::current_controller();
     let mut reconcile = reconcile;
-    let reconcile =
-        move |obj, ctx| crate::runtime::metered::in_controller(name, reconcile(obj, ctx));
+    // Each reconcile is timed and counted by outcome (controller-runtime's
+    // `controller_runtime_reconcile_time_seconds` and `controller_runtime_reconcile_total`).
+    let reconcile = move |obj, ctx: Arc<Context>| {
+        let metrics = Arc::clone(&ctx.metrics);
+        let run = reconcile(obj, ctx);
+        crate::runtime::metered::in_controller(name, async move {
+            let started = std::time::Instant::now();
+            let result = run.await;
+            metrics.reconciled(name, result.is_ok(), started.elapsed());
+            result
+        })
+    };
     let jumps = ctx.clock_jumped();
     controller
         .reconcile_all_on(jumps)

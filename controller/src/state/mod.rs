@@ -28,6 +28,7 @@ use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::snapshot::Snapshot;
 
 mod pod_events;
+pub mod pod_startup;
 pub use pod_events::PodEvents;
 
 use karpenter_core::scheduling::pod::is_provisionable;
@@ -78,6 +79,8 @@ pub struct ClusterState {
     /// Pod events per node as the pod cache applies them (consolidation's `consolidateAfter`
     /// counts from the last one).
     pub pod_events: PodEvents,
+    /// Pods' startup durations waiting for the metrics ([`pod_startup::PodStartup`]).
+    pub pod_startup: pod_startup::PodStartup,
     /// Notified whenever a provisionable pod, a NodePool, a node class or a NodeOverlay
     /// appears or changes.
     pub pod_trigger: Arc<Notify>,
@@ -281,11 +284,14 @@ impl ClusterState {
         let trigger = Arc::clone(&pod_trigger);
         let pod_events = PodEvents::default();
         let events = pod_events.clone();
+        let pod_startup = pod_startup::PodStartup::default();
+        let startup = pod_startup.clone();
         let (pods, t1) = reflect_with_deletes(
             Api::<PodView>::all(client.clone()),
             PodView::trim,
             move |p, deleted| {
                 events.observe(p, deleted);
+                startup.observe(p, deleted);
                 if is_provisionable(p) {
                     trigger.notify_one();
                 }
@@ -379,6 +385,7 @@ impl ClusterState {
             },
             pods,
             pod_events,
+            pod_startup,
             nodes,
             nodeclaims,
             nodepools,
