@@ -7,6 +7,7 @@ mod authn;
 mod conn;
 mod discovery;
 mod params;
+mod protobuf;
 mod resources;
 pub(crate) mod schemas;
 mod subresources;
@@ -75,10 +76,14 @@ impl Request {
         self.accept.contains("as=Table")
     }
 
-    /// The body as JSON (YAML is accepted too, as for server-side apply).
+    /// The body as JSON (YAML is accepted too, as for server-side apply, and Kubernetes'
+    /// protobuf for the kinds [`protobuf::decode`] reads).
     pub fn json_body(&self) -> ApiResult<Value> {
         if self.body.is_empty() {
             return Ok(Value::Null);
+        }
+        if protobuf::is_protobuf(&self.content_type) {
+            return protobuf::decode(&self.body);
         }
         match serde_json::from_slice(&self.body) {
             Ok(v) => Ok(v),
