@@ -12,12 +12,10 @@ use k8s_openapi::api::core::v1::Node;
 use testutil::ec2nodeclass;
 
 use super::*;
-use crate::disruption::balanced::Scorer;
 use crate::disruption::candidates::tests::{karpenter_node, pool, running, types};
 use crate::disruption::candidates::verdicts;
 use crate::provisioning::plan::Listing;
 use crate::scheduling::testing::small_medium_large;
-use crate::snapshot::Snapshot;
 
 const NOW: &str = "2026-01-01T01:00:00Z";
 
