@@ -16,7 +16,7 @@ pub mod cloudprovider;
 pub mod controllers;
 pub mod disruption;
 pub mod drift;
-pub mod interruption;
+pub mod interruption_queue;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;

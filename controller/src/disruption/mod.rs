@@ -5,7 +5,7 @@
 //! consolidation ([`consolidation`]):
 //! pod events and the `Consolidatable` condition, the commands in progress, and a new command
 //! (emptiness, then multi-node, then single-node); interruption commands ([`interruption`],
-//! started by `crate::interruption` at the warning) advance with consolidation's. All read
+//! started by `crate::interruption_queue` at the warning) advance with consolidation's. All read
 //! one in-progress set from the
 //! cluster (a node being replaced for one reason is never a candidate for another) and one
 //! budget accounting per NodePool and reason.
