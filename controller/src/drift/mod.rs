@@ -2,7 +2,7 @@
 //! `karpenter_core::lifecycle::drift` on each NodeClaim when it, its NodePool or its node class
 //! changes (and every [`DRIFT_POLL`] for what only the cloud sees) and writes the `Drifted`
 //! condition; and the drift hash stamps on NodePools, EC2NodeClasses and NodeClaims
-//! ([`stamp`]). Drifted nodes are replaced by `crate::upgrade`.
+//! ([`stamp`]). Drifted nodes are replaced by `crate::disruption::upgrade`.
 
 pub mod stamp;
 
