@@ -16,33 +16,19 @@
 //! ahead only if every one approves.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
 use crds::ConsolidationPolicy;
 use crds::labels::{CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, TOPOLOGY_ZONE_LABEL};
 use serde::Serialize;
 
-use super::candidates::{Candidate, eviction_cost, is_reschedulable, offering_price};
-use super::consolidation::{Action, Command};
+use super::candidates::{Candidate, is_reschedulable, offering_price};
+pub use super::candidates::{PER_NODE_DISRUPTION_COST, reschedule_cost};
+use super::types::{Action, Command};
+pub use super::types::{PoolScore, Score};
 use crate::capacity::index::TypeIndex;
 use crate::pod_view::PodView;
 use crate::snapshot::{Snapshot, nodepool_of};
-
-/// What every node adds to a disruption cost, on top of its pods' (upstream
-/// `PerNodeBaseDisruptionCost`): removing a node has a cost even when no pod moves.
-pub const PER_NODE_DISRUPTION_COST: f64 = 1.0;
-
-/// A node's disruption cost for Balanced: [`PER_NODE_DISRUPTION_COST`] plus each pod's
-/// eviction cost, negative costs counted as 0 (upstream `computeRescheduleDisruptionCost`).
-/// `pods` are the pods that would have to move (not DaemonSet or static pods).
-pub fn reschedule_cost<'a>(pods: impl IntoIterator<Item = &'a Arc<PodView>>) -> f64 {
-    PER_NODE_DISRUPTION_COST
-        + pods
-            .into_iter()
-            .map(|p| eviction_cost(p).max(0.0))
-            .sum::<f64>()
-}
 
 /// One NodePool's totals the fractions are taken of.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -119,58 +105,6 @@ pub fn pool_totals(snap: &Snapshot, types: &TypeIndex) -> HashMap<String, PoolTo
     totals
 }
 
-/// A move's score for one Balanced NodePool.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Score {
-    /// USD/hour saved over the pool's cost (0 when the pool's cost or disruption cost is 0).
-    pub savings_fraction: f64,
-    /// The removed nodes' disruption cost over the pool's.
-    pub disruption_fraction: f64,
-    /// The policy's k ([`crds::nodepool::BALANCED_K`]).
-    pub k: i32,
-}
-
-impl Score {
-    /// Savings fraction / disruption fraction: 0 when nothing is saved, infinite when nothing
-    /// is disrupted (upstream `ScoreResult.Score`).
-    pub fn value(&self) -> f64 {
-        if self.savings_fraction <= 0.0 || self.savings_fraction.is_nan() {
-            0.0
-        } else if self.disruption_fraction <= 0.0 {
-            f64::INFINITY
-        } else {
-            self.savings_fraction / self.disruption_fraction
-        }
-    }
-
-    /// The least approved score, 1/k.
-    pub fn threshold(&self) -> f64 {
-        1.0 / f64::from(self.k.max(1))
-    }
-
-    /// Whether the move goes ahead for this pool.
-    pub fn approved(&self) -> bool {
-        self.value() >= self.threshold()
-    }
-}
-
-impl fmt::Display for Score {
-    /// `score 0.31 < threshold 0.50 (k 2, savings 3.1%, disruption 10.0%)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "score {:.2} {} threshold {:.2} (k {}, savings {:.1}%, disruption {:.1}%)",
-            self.value(),
-            if self.approved() { ">=" } else { "<" },
-            self.threshold(),
-            self.k,
-            self.savings_fraction * 100.0,
-            self.disruption_fraction * 100.0
-        )
-    }
-}
-
 /// Score a move that saves `savings` USD/hour and disrupts `disruption_cost` of a pool with
 /// `totals` (upstream `ScoreMove`). A pool without totals, or whose cost or disruption cost is
 /// 0, scores 0: nothing proves the move worth it.
@@ -188,17 +122,6 @@ pub fn score_move(savings: f64, disruption_cost: f64, totals: Option<&PoolTotals
             k,
         },
     }
-}
-
-/// One pool's verdict on a move.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolScore {
-    /// The NodePool.
-    pub nodepool: String,
-    /// Its score.
-    #[serde(flatten)]
-    pub score: Score,
 }
 
 /// The Balanced NodePools' totals for one pass, and the scoring of its moves.

@@ -52,7 +52,7 @@ pub struct Candidate {
     /// to ±10), times the fraction of the NodeClaim's `expireAfter` still ahead. Cheaper first.
     pub disruption_cost: f64,
     /// The Balanced policy's cost of moving its pods
-    /// ([`reschedule_cost`](super::balanced::reschedule_cost)): 1 plus each pod's positive
+    /// ([`reschedule_cost`]): 1 plus each pod's positive
     /// eviction cost, with no lifetime factor.
     pub reschedule_cost: f64,
 }
@@ -219,6 +219,21 @@ pub fn eviction_cost(pod: &PodView) -> f64 {
         .and_then(|s| s.priority)
         .map_or(0.0, f64::from);
     (1.0 + deletion_cost / 2f64.powi(27) + priority / 2f64.powi(25)).clamp(-10.0, 10.0)
+}
+
+/// What every node adds to a disruption cost, on top of its pods' (upstream
+/// `PerNodeBaseDisruptionCost`): removing a node has a cost even when no pod moves.
+pub const PER_NODE_DISRUPTION_COST: f64 = 1.0;
+
+/// A node's disruption cost for Balanced: [`PER_NODE_DISRUPTION_COST`] plus each pod's
+/// eviction cost, negative costs counted as 0 (upstream `computeRescheduleDisruptionCost`).
+/// `pods` are the pods that would have to move (not DaemonSet or static pods).
+pub fn reschedule_cost<'a>(pods: impl IntoIterator<Item = &'a Arc<PodView>>) -> f64 {
+    PER_NODE_DISRUPTION_COST
+        + pods
+            .into_iter()
+            .map(|p| eviction_cost(p).max(0.0))
+            .sum::<f64>()
 }
 
 /// The fraction of a NodeClaim's life still ahead: 1 without `expireAfter`, else the time left
@@ -533,7 +548,7 @@ fn build(
         instance_type,
         capacity_type,
         zone,
-        reschedule_cost: super::balanced::reschedule_cost(&pods),
+        reschedule_cost: reschedule_cost(&pods),
         pods,
         disruption_cost,
     }

@@ -5,7 +5,7 @@ use crds::DisruptionReason;
 
 use super::budgets::Budgets;
 use super::candidates::Candidate;
-use super::consolidation::{Action, Command, Method};
+use super::types::{Action, Command, Method};
 
 /// Emptiness: every empty candidate the `Empty` budgets allow, deleted in one command.
 pub fn emptiness(candidates: &[Candidate], budgets: &Budgets) -> Option<Command> {

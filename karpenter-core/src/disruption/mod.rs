@@ -15,4 +15,5 @@ pub mod multi_node;
 pub mod report;
 pub mod simulator;
 pub mod single_node;
+pub mod types;
 pub mod upgrade;

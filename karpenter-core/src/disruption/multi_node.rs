@@ -7,8 +7,8 @@ use crds::DisruptionReason;
 use super::balanced::Scorer;
 use super::budgets::Budgets;
 use super::candidates::Candidate;
-use super::consolidation::{Command, MAX_MULTI_NODE_CANDIDATES, Method, underutilized};
 use super::simulator::Simulator;
+use super::types::{Command, MAX_MULTI_NODE_CANDIDATES, Method, underutilized};
 
 /// Multi-node consolidation: the longest prefix (at least two, at most
 /// [`MAX_MULTI_NODE_CANDIDATES`]) of the usable candidates that can be deleted or replaced by one

@@ -13,9 +13,7 @@ use crds::labels::{
 };
 
 use super::candidates::Candidate;
-use super::consolidation::{
-    Action, Replacement, SPOT_TO_SPOT_MIN_OPTIONS, Settings, Unconsolidatable,
-};
+use super::types::{Action, Replacement, SPOT_TO_SPOT_MIN_OPTIONS, Settings, Unconsolidatable};
 use crate::capacity::InstanceType;
 use crate::provisioning::plan::{self, Listing, PlannedNodeClaim};
 use crate::provisioning::template;

@@ -4,11 +4,11 @@
 
 use crds::DisruptionReason;
 
-use super::balanced::{PoolScore, Scorer};
+use super::balanced::Scorer;
 use super::budgets::Budgets;
 use super::candidates::Candidate;
-use super::consolidation::{Command, Method, Unconsolidatable, underutilized};
 use super::simulator::Simulator;
+use super::types::{Command, Method, PoolScore, Unconsolidatable, underutilized};
 
 /// Single-node consolidation: the first usable candidate that can be deleted or replaced by a
 /// cheaper NodeClaim, and that its NodePool approves if it is `Balanced` ([`Scorer`]: a
