@@ -75,7 +75,10 @@ fn controllers(ctx: &Arc<Context>) -> Vec<(&'static str, Controller)> {
         ("nodeclass", Box::pin(crate::nodeclass::run(c()))),
         ("nodeclaim.disruption", Box::pin(crate::drift::run(c()))),
         ("disruption", Box::pin(crate::disruption::run(c()))),
-        ("interruption", Box::pin(crate::interruption::run(c()))),
+        (
+            "interruption",
+            Box::pin(crate::interruption_queue::run(c())),
+        ),
         (
             "nodeclaim.garbagecollection",
             Box::pin(crate::nodeclaim::garbagecollection::run(c())),

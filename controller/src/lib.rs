@@ -8,15 +8,15 @@
 //! - [`state`]: reflector caches and change announcements.
 //! - [`cloudprovider`]: the cloud provider contract and its `sim` and `aws` implementations.
 //! - The controllers, one folder each: [`provisioning`], [`nodeclaim`], [`node`], [`nodepool`],
-//!   [`nodeclass`], [`nodeoverlay`], [`drift`]; and the one disruption orchestrator, [`disruption`], which owns
-//!   serial upgrades ([`upgrade`]) and consolidation.
+//!   [`nodeclass`], [`nodeoverlay`], [`drift`]; and the one disruption orchestrator,
+//!   [`disruption`], which owns serial upgrades ([`disruption::upgrade`]) and consolidation.
 //! - [`controllers`]: starts every controller; [`operator`]: one replica, leading or standing by.
 
 pub mod cloudprovider;
 pub mod controllers;
 pub mod disruption;
 pub mod drift;
-pub mod interruption;
+pub mod interruption_queue;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
@@ -26,4 +26,3 @@ pub mod operator;
 pub mod provisioning;
 pub mod runtime;
 pub mod state;
-pub mod upgrade;

@@ -382,7 +382,7 @@ async fn eventually(what: &str, timeout: Duration, mut cond: impl AsyncFnMut() -
 
 /// The whole path on moto's EC2 and SQS: the AWS provider offers the SQS queue
 /// (`AwsCloud::interruption_queue`), the operator starts the interruption controller
-/// (`controller::interruption::run`) on it, and the controller's `process` handles each message
+/// (`controller::interruption_queue::run`) on it, and the controller's `process` handles each message
 /// EventBridge would deliver: a spot interruption warning (and its duplicate), a rebalance
 /// recommendation, an AWS Health scheduled change, instances stopping and shutting down, a
 /// warning for an instance Karpenter does not know, and a body that is no event.

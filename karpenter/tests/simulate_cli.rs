@@ -213,7 +213,29 @@ fn simulate_manifests_with(manifests: &str, flags: &[&str]) -> Value {
         "json",
     ];
     args.extend_from_slice(flags);
-    report(&karpenter(&args))
+    simulated(&karpenter(&args))
+}
+
+/// The report of a `simulate` run that may leave pods unschedulable: it exits 1 exactly when
+/// some pod is unschedulable (saying how many on stderr), and prints the report either way.
+fn simulated(out: &std::process::Output) -> Value {
+    let code = out.status.code();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(code, Some(0 | 1)), "exit {code:?}: {stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the report is printed");
+    let unschedulable = r["pods"]["unschedulable"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        code == Some(1),
+        unschedulable > 0,
+        "exit {code:?} with {unschedulable} unschedulable pod(s): {stderr}"
+    );
+    if unschedulable > 0 {
+        assert!(
+            stderr.contains(&format!("{unschedulable} of ")) && stderr.contains("unschedulable"),
+            "{stderr}"
+        );
+    }
+    r
 }
 
 /// NodeClaims by instance type, e.g. `{"m5.xlarge": 1}`.
@@ -497,7 +519,7 @@ fn simulate_with_stderr(manifests: &str, flags: &[&str]) -> (Value, String) {
     args.extend_from_slice(flags);
     let out = karpenter(&args);
     (
-        report(&out),
+        simulated(&out),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
@@ -541,6 +563,17 @@ fn a_capacity_overlay_makes_an_extended_resource_schedulable() {
     let (off, _) = simulate_with_stderr(&manifests, &[]);
     assert_eq!(off["pods"]["scheduled"], 0, "{off}");
     assert_eq!(off["nodeclaims"]["total"], 0, "{off}");
+    // As text, with nothing scheduled, no meaningless bound is printed.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("workload.yaml");
+    std::fs::write(&path, &manifests).expect("write workload");
+    let text = karpenter(&["simulate", "--workload", path.to_str().expect("utf-8 path")]);
+    assert_eq!(text.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("no lower bound: no pod was scheduled") && !text.contains("(x0.000)"),
+        "{text}"
+    );
 
     let (on, _) = simulate_with_stderr(&manifests, &["--feature-gates", "NodeOverlay=true"]);
     all_scheduled(&on, 1);

@@ -1,6 +1,7 @@
 //! The workspace's layering, checked from the source: no module of any crate imports a module
-//! that imports it back (directly or through others), and the pure crate and the plugin keep
-//! out of the operator's runtime. `cargo test -p tests --test integration architecture:: -- --nocapture`
+//! that imports it back (directly or through others), the pure crate and the plugin keep out of
+//! the operator's runtime, and the controller's disruption orchestrator decides nothing itself
+//! (its decisions are `karpenter_core::disruption`'s). `cargo test -p tests --test integration architecture:: -- --nocapture`
 //! prints the module graph's size per crate.
 //!
 //! Modules are files (`src/a.rs` and `src/a/mod.rs` are module `a`); an import is any path
@@ -25,8 +26,11 @@ const CRATES: &[&str] = &[
     "tests",
 ];
 
-/// Normal dependencies the pure crate must never pull in, directly or transitively.
+/// Normal dependencies the pure crate must never pull in, directly or transitively (the
+/// operator library among them: `karpenter_core::disruption` imports no controller code).
 const NOT_IN_CORE: &[&str] = &[
+    "controller",
+    "sandbox",
     "tokio",
     "kube-client",
     "kube-runtime",
@@ -371,5 +375,39 @@ fn the_pure_core_and_the_plugin_keep_out_of_the_runtime() {
     assert!(
         !controller.contains("sandbox"),
         "the operator library depends on the sandbox"
+    );
+}
+
+#[test]
+fn the_disruption_orchestrator_decides_nothing_itself() {
+    // A decision is a pure function of a snapshot: `karpenter_core::disruption::consolidation::
+    // decide`, `…::upgrade`, `…::interruption`. The controller's `disruption/` runs them and
+    // carries their answer out, so it defines no `decide…` function of its own.
+    let src = workspace().join("controller").join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &src.join("disruption"), &mut files);
+    assert!(
+        !files.is_empty(),
+        "controller/src/disruption/ has source files"
+    );
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        for line in non_test_code(&text).lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let Some(i) = words.iter().position(|w| *w == "fn")
+                && words
+                    .get(i + 1)
+                    .is_some_and(|name| name.starts_with("decide"))
+            {
+                let rel = file.strip_prefix(&src).unwrap_or(file);
+                found.push(format!("{}: {}", rel.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "decisions belong in karpenter_core::disruption:\n{}",
+        found.join("\n")
     );
 }

@@ -1,9 +1,9 @@
 //! Consolidation's executor (upstream `disruption/queue.go`, `validation.go`,
 //! `nodeclaim/disruption/consolidation.go`, `nodeclaim/podevents`): keeps each NodeClaim's
 //! `status.lastPodEventTime` and `Consolidatable` condition, asks
-//! `karpenter_core::disruption::consolidation` for a command, carries it out only when the same
-//! command is decided again `Settings::consolidation_validation_delay` (15 s) later, and drives
-//! it to the end.
+//! `karpenter_core::disruption::consolidation::decide` for a command, reports what the pass
+//! found as Events and metrics, carries the command out only when the same command is decided
+//! again `Settings::consolidation_validation_delay` (15 s) later, and drives it to the end.
 //!
 //! A command's state lives in annotations (`crds::disruption`), so a restarted controller finds
 //! it: candidates are annotated and their nodes tainted `karpenter.sh/disrupted:NoSchedule`;
@@ -22,16 +22,14 @@ use crds::disruption::{
     STARTED_ANNOTATION,
 };
 use crds::history::{CANDIDATES_ANNOTATION, reason::ROLLED_BACK};
-use crds::{ConsolidationPolicy, DisruptionReason, NodeClaim, StatusConditions, conditions};
+use crds::{DisruptionReason, NodeClaim, StatusConditions, conditions};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use karpenter_core::disruption::balanced::Scorer;
-use karpenter_core::disruption::candidates::{self, Candidate, NotCandidate, consolidatable_at};
+use karpenter_core::disruption::candidates::{self, Candidate, consolidatable_at};
 use karpenter_core::disruption::command::{self, Step};
 use karpenter_core::disruption::consolidation::{
-    self as decide, Action, Budgets, Command, Method, Settings, Simulator, Unconsolidatable,
+    self as decide, Action, Command, Decision, Method, Settings,
 };
-use karpenter_core::provisioning::plan::Listing;
 use karpenter_core::snapshot::{Snapshot, annotation, nodepool_of};
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
@@ -49,10 +47,7 @@ use crate::runtime::events::{
 use crate::runtime::feature_gates::FeatureGate;
 use crate::runtime::metrics;
 
-/// How long multi-node consolidation may search (upstream: 1 minute), keeping the best found.
-pub const MULTI_NODE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long single-node consolidation may search (upstream: 3 minutes).
-pub const SINGLE_NODE_TIMEOUT: Duration = Duration::from_secs(180);
+pub use karpenter_core::disruption::consolidation::{MULTI_NODE_TIMEOUT, SINGLE_NODE_TIMEOUT};
 
 /// What identifies a decision across passes: the candidates and the replacement's options.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,20 +89,6 @@ pub struct Consolidation {
     pending: Option<(Timestamp, Fingerprint)>,
 }
 
-/// What [`decide_pass`] found: a command (or none), and why candidates were left alone.
-struct Decision {
-    command: Option<Command>,
-    /// NodeClaims left alone: name, Event reason (`DisruptionBlocked` for a do-not-disrupt or
-    /// PodDisruptionBudget blocker, else `Unconsolidatable`), and why.
-    rejected: Vec<(String, &'static str, String)>,
-    eligible: BTreeMap<&'static str, usize>,
-    allowed: Vec<(String, DisruptionReason, usize)>,
-    timed_out: Vec<&'static str>,
-    /// Consolidation moves judged by their NodePool's policy: NodePool, policy, approved, and
-    /// the Balanced score when it was scored.
-    moves: Vec<(String, ConsolidationPolicy, bool, Option<f64>)>,
-}
-
 impl Consolidation {
     /// One consolidation pass. Returns how soon to look again: at once (`None`) while a command
     /// is in progress or was just started (upstream re-runs immediately), when the decision
@@ -145,7 +126,7 @@ impl Consolidation {
         let started = Instant::now();
         let decision = {
             let snap = Arc::clone(&snap);
-            match tokio::task::spawn_blocking(move || decide_pass(&snap, &listings, &settings))
+            match tokio::task::spawn_blocking(move || decide::decide(&snap, &listings, &settings))
                 .await
             {
                 Ok(d) => d,
@@ -198,7 +179,7 @@ impl Consolidation {
             ctx.metrics.allowed_disruptions(pool, reason.as_str(), *n);
         }
         for method in &d.timed_out {
-            ctx.metrics.consolidation_timed_out(method);
+            ctx.metrics.consolidation_timed_out(method.as_str());
         }
         for (pool, policy, approved, score) in &d.moves {
             ctx.metrics
@@ -239,13 +220,23 @@ impl Consolidation {
                 }
             }
         }
-        for (name, event, why) in &d.rejected {
+        // Candidates left alone: `DisruptionBlocked` for a do-not-disrupt or PodDisruptionBudget
+        // blocker, `Unconsolidatable` for one single-node consolidation tried.
+        let blocked = d
+            .blocked
+            .iter()
+            .map(|(name, b)| (name, reason::DISRUPTION_BLOCKED, b.to_string()));
+        let unconsolidatable = d
+            .unconsolidatable
+            .iter()
+            .map(|(name, why)| (name, reason::UNCONSOLIDATABLE, why.to_string()));
+        for (name, event, why) in blocked.chain(unconsolidatable) {
             if let Some(claim) = snap.nodeclaims.iter().find(|c| c.name_any() == *name) {
                 ctx.recorder.publish(EventSpec {
                     regarding: reference(claim.as_ref()),
                     type_: EventType::Normal,
                     reason: event,
-                    message: why.clone(),
+                    message: why,
                     dedupe: UNCONSOLIDATABLE_DEDUPE,
                 });
             }
@@ -356,110 +347,6 @@ async fn write_pod_event(
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
-}
-
-/// Decide one pass (pure, off the async runtime): candidates, budgets, then emptiness,
-/// multi-node and single-node, each within its time budget.
-fn decide_pass(
-    snap: &Snapshot,
-    listings: &HashMap<String, Listing>,
-    settings: &Settings,
-) -> Decision {
-    // Each node priced as its NodePool lists its type, NodeOverlays applied, like the
-    // replacements the simulator prices.
-    let types = karpenter_core::provisioning::listing::pool_types(snap, listings).index;
-    let verdicts = candidates::verdicts(snap, &types, settings.now);
-    let disrupting = candidates::disrupting_by_pool(&verdicts);
-    let scorer = Scorer::new(snap, &types);
-    let mut cands: Vec<Candidate> = Vec::new();
-    let mut rejected = Vec::new();
-    for v in verdicts {
-        match v.standing {
-            Ok(c) => cands.push(c),
-            Err(NotCandidate::Blocked(b)) => {
-                rejected.push((v.nodeclaim, reason::DISRUPTION_BLOCKED, b.to_string()))
-            }
-            Err(_) => {}
-        }
-    }
-    decide::sort(&mut cands);
-    let budgets = Budgets::new(snap, &disrupting, settings.now);
-    let mut eligible = BTreeMap::new();
-    eligible.insert("Empty", cands.iter().filter(|c| c.is_empty()).count());
-    eligible.insert("Underutilized", cands.len());
-    let allowed = snap
-        .nodepools
-        .iter()
-        .flat_map(|p| {
-            let name = p.name_any();
-            [
-                DisruptionReason::Empty,
-                DisruptionReason::Underutilized,
-                DisruptionReason::Drifted,
-            ]
-            .map(|r| (name.clone(), r, budgets.allowed(&name, r)))
-        })
-        .collect();
-    let mut timed_out = Vec::new();
-    let mut moves = Vec::new();
-    let command = decide::emptiness(&cands, &budgets).or_else(|| {
-        let mut sim = Simulator::new(snap, listings, settings);
-        let deadline = Instant::now() + MULTI_NODE_TIMEOUT;
-        let mut in_time = || Instant::now() < deadline;
-        let multi = decide::multi_node(&mut sim, &scorer, &cands, &budgets, &mut in_time);
-        if Instant::now() >= deadline {
-            timed_out.push(Method::Multi.as_str());
-        }
-        multi.or_else(|| {
-            let deadline = Instant::now() + SINGLE_NODE_TIMEOUT;
-            let mut in_time = || Instant::now() < deadline;
-            let (single, why) =
-                decide::single_node(&mut sim, &scorer, &cands, &budgets, &mut in_time);
-            if Instant::now() >= deadline {
-                timed_out.push(Method::Single.as_str());
-            }
-            for (name, why) in why {
-                match why {
-                    Unconsolidatable::BelowBalancedThreshold { nodepool, score } => moves.push((
-                        nodepool,
-                        ConsolidationPolicy::Balanced,
-                        false,
-                        Some(score.value()),
-                    )),
-                    why => rejected.push((name, reason::UNCONSOLIDATABLE, why.to_string())),
-                }
-            }
-            single
-        })
-    });
-    if let Some(c) = command.as_ref().filter(|c| c.method != Method::Empty) {
-        let pools: BTreeMap<&str, ConsolidationPolicy> = c
-            .candidates
-            .iter()
-            .map(|c| {
-                (
-                    c.nodepool_name(),
-                    c.nodepool.spec.disruption.consolidation_policy,
-                )
-            })
-            .collect();
-        for (pool, policy) in pools {
-            let score = c
-                .scores
-                .iter()
-                .find(|s| s.nodepool == pool)
-                .map(|s| s.score.value());
-            moves.push((pool.to_string(), policy, true, score));
-        }
-    }
-    Decision {
-        command,
-        rejected,
-        eligible,
-        allowed,
-        timed_out,
-        moves,
-    }
 }
 
 fn metric_reason(reason: DisruptionReason) -> &'static str {

@@ -1,11 +1,11 @@
 //! The one disruption orchestrator (Karpenter's node-upgrades design; upstream
 //! `pkg/controllers/disruption/controller.go`): a single loop that owns every voluntary
 //! disruption so the methods never fight. Each tick it first advances the serial upgrades of
-//! drifted nodes ([`crate::upgrade`]), then, every `Settings::disruption_poll` (10 s),
+//! drifted nodes ([`upgrade`]), then, every `Settings::disruption_poll` (10 s),
 //! consolidation ([`consolidation`]):
 //! pod events and the `Consolidatable` condition, the commands in progress, and a new command
 //! (emptiness, then multi-node, then single-node); interruption commands ([`interruption`],
-//! started by `crate::interruption` at the warning) advance with consolidation's. All read
+//! started by `crate::interruption_queue` at the warning) advance with consolidation's. All read
 //! one in-progress set from the
 //! cluster (a node being replaced for one reason is never a candidate for another) and one
 //! budget accounting per NodePool and reason.
@@ -13,12 +13,12 @@
 pub mod consolidation;
 pub mod interruption;
 pub mod marks;
+pub mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::Context;
-use crate::upgrade;
 
 /// How often the orchestrator ticks: upgrade steps advance at this pace.
 pub const TICK: Duration = Duration::from_secs(1);

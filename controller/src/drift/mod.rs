@@ -2,7 +2,7 @@
 //! `karpenter_core::lifecycle::drift` on each NodeClaim when it, its NodePool or its node class
 //! changes (and every [`DRIFT_POLL`] for what only the cloud sees) and writes the `Drifted`
 //! condition; and the drift hash stamps on NodePools, EC2NodeClasses and NodeClaims
-//! ([`stamp`]). Drifted nodes are replaced by `crate::upgrade`.
+//! ([`stamp`]). Drifted nodes are replaced by `crate::disruption::upgrade`.
 
 pub mod stamp;
 
@@ -152,7 +152,7 @@ async fn apply(ctx: &Context, claim: &NodeClaim, verdict: Verdict) -> Result<(),
     let was = conditions::get(claim.status_conditions(), DRIFTED).cloned();
     match verdict {
         Verdict::Unknown(why) => {
-            tracing::debug!(nodeclaim = ?claim.metadata.name, why = %why, "drift not checked");
+            tracing::debug!(nodeclaim = %claim.metadata.name.as_deref().unwrap_or_default(), why = %why, "drift not checked");
         }
         Verdict::NotLaunched | Verdict::NotDrifted => {
             if set_condition(ctx, claim, |set| set.clear(DRIFTED).unwrap_or(false)).await?
@@ -175,7 +175,7 @@ async fn apply(ctx: &Context, claim: &NodeClaim, verdict: Verdict) -> Result<(),
             })
             .await?
             {
-                tracing::info!(nodeclaim = ?claim.metadata.name, reason = why, changes = %message, "nodeclaim drifted");
+                tracing::info!(nodeclaim = %claim.metadata.name.as_deref().unwrap_or_default(), reason = why, changes = %message, "nodeclaim drifted");
                 ctx.recorder
                     .about(claim, EventType::Normal, reason::DRIFTED, message);
             }

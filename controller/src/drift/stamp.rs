@@ -161,7 +161,7 @@ where
             Ok(false) => pending += 1,
             Err(e) => {
                 pending += 1;
-                tracing::warn!(nodeclaim = ?claim.metadata.name, error = %e, "re-stamping drift hash");
+                tracing::warn!(nodeclaim = %claim.metadata.name.as_deref().unwrap_or_default(), error = %e, "re-stamping drift hash");
             }
         }
     }

@@ -60,6 +60,6 @@ pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reco
             node.metadata.name.as_deref().unwrap_or("")
         ),
     );
-    tracing::info!(nodeclaim = ?claim.metadata.name, node = ?node.metadata.name, "initialized nodeclaim");
+    tracing::info!(nodeclaim = %claim.metadata.name.as_deref().unwrap_or_default(), node = %node.metadata.name.as_deref().unwrap_or_default(), "initialized nodeclaim");
     Ok(())
 }

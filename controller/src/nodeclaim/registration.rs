@@ -143,6 +143,6 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
         reason::REGISTERED,
         format!("Registered node {node_name}"),
     );
-    tracing::info!(nodeclaim = ?claim.metadata.name, node = %node_name, provider_id = ?node.spec.as_ref().and_then(|s| s.provider_id.as_deref()), "registered nodeclaim");
+    tracing::info!(nodeclaim = %claim.metadata.name.as_deref().unwrap_or_default(), node = %node_name, provider_id = %node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default(), "registered nodeclaim");
     Ok(())
 }

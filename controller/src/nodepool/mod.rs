@@ -218,7 +218,8 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         };
     }
     {
-        let (status, reason, message) = upgrading(&crate::upgrade::plan_for(&ctx, &pool));
+        let (status, reason, message) =
+            upgrading(&crate::disruption::upgrade::plan_for(&ctx, &pool));
         let mut set = pool.condition_set(now);
         match status {
             true => set.set_true_with_reason(UPGRADING_CONDITION, reason, &message),

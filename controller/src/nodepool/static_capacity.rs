@@ -124,7 +124,7 @@ pub async fn reconcile(
             ..Plan::default()
         };
         let result = crate::provisioning::execute(ctx, &snap, planned).await;
-        tracing::info!(nodepool = ?pool.metadata.name, created = result.created.len(),
+        tracing::info!(nodepool = %pool.metadata.name.as_deref().unwrap_or_default(), created = result.created.len(),
             "created static nodeclaim(s)");
     }
     for claim in &decision.delete {

@@ -134,7 +134,7 @@ pub(crate) async fn list_instance_types(
             continue;
         }
         let listing = ctx.cloud.instance_types(nc).await.map_err(|e| {
-            tracing::warn!(nodepool = ?pool.metadata.name, error = %e, "listing instance types failed");
+            tracing::warn!(nodepool = %pool.metadata.name.as_deref().unwrap_or_default(), error = %e, "listing instance types failed");
             e.to_string()
         });
         listings.insert(class, listing);
@@ -413,7 +413,7 @@ fn record_create(
     let (own, confirmed) = match outcome {
         CreateOutcome::Created(created) => (*created, true),
         CreateOutcome::Unknown(e) => {
-            tracing::warn!(nodeclaim = ?sent.metadata.name, nodepool = %decision.nodepool, error = %e,
+            tracing::warn!(nodeclaim = %sent.metadata.name.as_deref().unwrap_or_default(), nodepool = %decision.nodepool, error = %e,
                 "creating nodeclaim: the answer was lost; counting it as in-flight until a read settles whether it exists");
             (sent, false)
         }

@@ -622,11 +622,19 @@ impl SimulateReport {
             "NodeClaims: {} (serialised size p50 {} B, p99 {} B)",
             self.nodeclaims.total, self.nodeclaims.bytes_p50, self.nodeclaims.bytes_p99
         );
-        let _ = writeln!(
-            s,
-            "Cost: ${:.4}/hour; lower bound ${:.4}/hour (x{:.3})",
-            self.cost_per_hour_usd, self.lower_bound_cost_per_hour_usd, self.cost_over_bound
-        );
+        if self.pods.scheduled == 0 {
+            let _ = writeln!(
+                s,
+                "Cost: ${:.4}/hour; no lower bound: no pod was scheduled",
+                self.cost_per_hour_usd
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "Cost: ${:.4}/hour; lower bound ${:.4}/hour (x{:.3})",
+                self.cost_per_hour_usd, self.lower_bound_cost_per_hour_usd, self.cost_over_bound
+            );
+        }
         let _ = writeln!(s, "Prices: {}", self.price_note);
         let _ = writeln!(s, "Solve: {:.3}s", self.solve_seconds);
         let mut types: Vec<(&String, &usize)> = self.nodeclaims.by_instance_type.iter().collect();
@@ -666,7 +674,8 @@ impl SimulateReport {
 }
 
 /// Run the command: the simulation's warnings on stderr, the report on stdout. Exit codes:
-/// 0 ok, 2 bad input.
+/// 0 every pod scheduled, 1 some pod unschedulable (the report is printed all the same, and
+/// stderr says how many), 2 bad input.
 pub fn run(args: &SimulateArgs) -> ExitCode {
     let report = build(args).and_then(|sim| {
         for w in &sim.warnings {
@@ -683,7 +692,16 @@ pub fn run(args: &SimulateArgs) -> ExitCode {
                 ),
                 ReportFormat::Text => print!("{}", report.text()),
             }
-            ExitCode::SUCCESS
+            let unschedulable = report.pods.unschedulable.len();
+            if unschedulable == 0 {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!(
+                    "error: {unschedulable} of {} pod(s) unschedulable (listed in the report)",
+                    report.pods.total
+                );
+                ExitCode::from(1)
+            }
         }
         Err(e) => {
             eprintln!("error: {e}");
