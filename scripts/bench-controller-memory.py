@@ -3,7 +3,7 @@
 
 Starts `karpenter sandbox --no-controller --scale 1700` (Online Boutique x1700: 20,400 pods, no
 controller inside) and, once its kubeconfig is written, `karpenter run --cloud-provider sim`
-against it as a process of its own. The run process has a simulated cloud of its own (README,
+against it as a process of its own. The run process has a simulated cloud of its own (docs/getting-started.md,
 "Leader election"), so the sandbox's kubelets never register its instances: the pods stay
 pending, planned onto the NodeClaims the controller launched. That is the state measured: every
 pod in the controller's caches and one provisioning pass done. Settled means: the API server

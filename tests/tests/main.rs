@@ -11,6 +11,7 @@ mod consolidation;
 mod crash_safety;
 mod deploy;
 mod disruption_marks;
+mod doc_links;
 mod drift;
 mod faults;
 mod helm;
