@@ -1,8 +1,9 @@
 //! The Grafana dashboards in `deploy/grafana/` read only series `/metrics` serves: a short
 //! sandbox scenario (pods provisioned, a DaemonSet on every node, a scale-down whose empty node
-//! consolidation deletes) fills every family, then each dashboard's PromQL (panel targets and
-//! templating queries) is taken apart into metric names and the labels its selectors,
-//! groupings and `label_values` use, and every one must be in the scrape with those labels.
+//! consolidation deletes, so termination and disruption series exist) fills every family;
+//! then each dashboard's PromQL (panel targets and templating queries) is taken apart into
+//! metric names and the labels its selectors, groupings and `label_values` use, and every one
+//! must be in the scrape with those labels and literal `=` values.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -418,7 +419,24 @@ async fn every_series_the_grafana_dashboards_read_is_exported() {
                 missing(&samples, r).map(|m| format!("{file}: {m}\n    in {e}"))
             })
             .collect();
-        if absent.is_empty() {
+        // Every node's DaemonSet pod (pinned to it by a `matchFields` node affinity) is in its
+        // daemon requests, for the node table's DaemonSet columns.
+        let nodes: BTreeSet<&String> = samples
+            .iter()
+            .filter(|s| s.matches("karpenter_nodes_allocatable", &[("resource_type", "cpu")]))
+            .filter_map(|s| s.labels.get("node_name"))
+            .collect();
+        let daemons: BTreeSet<&String> = samples
+            .iter()
+            .filter(|s| {
+                s.matches(
+                    "karpenter_nodes_total_daemon_requests",
+                    &[("resource_type", "cpu")],
+                ) && (s.value - 0.05).abs() < 1e-9
+            })
+            .filter_map(|s| s.labels.get("node_name"))
+            .collect();
+        if absent.is_empty() && !nodes.is_empty() && nodes == daemons {
             let metrics: BTreeSet<&str> =
                 wanted.iter().map(|(_, _, r)| r.metric.as_str()).collect();
             println!(
@@ -429,7 +447,7 @@ async fn every_series_the_grafana_dashboards_read_is_exported() {
         }
         assert!(
             Instant::now() < deadline,
-            "the dashboards read series /metrics does not serve:\n{}\n---- /metrics ----\n{body}",
+            "the dashboards read series /metrics does not serve:\n{}\nnodes {nodes:?}, with 50m of DaemonSet cpu {daemons:?}\n---- /metrics ----\n{body}",
             absent.join("\n")
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
