@@ -9,6 +9,7 @@ mod architecture;
 mod capacity_reservations;
 mod consolidation;
 mod crash_safety;
+mod dashboards;
 mod deploy;
 mod disruption_marks;
 mod doc_links;

@@ -905,7 +905,7 @@ impl Metrics {
             if karpenter_core::scheduling::pod::is_terminal(pod) {
                 continue;
             }
-            let Ok(info) = PodInfo::from_pod(pod) else {
+            let Ok(info) = PodInfo::from_bound_pod(pod) else {
                 continue;
             };
             let entry = requests.entry(node).or_default();
