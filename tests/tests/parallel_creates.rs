@@ -1,5 +1,6 @@
-//! Creation and launch at scale (issue 36): one provisioning pass creates 200 NodeClaims
-//! concurrently and the lifecycle controller launches them concurrently while 30% of the
+//! Creation and launch at scale (issue 36): one provisioning pass creates 200 NodeClaims (one
+//! at a time for now: `provisioning::create_concurrency` says why) and the lifecycle controller
+//! launches them concurrently while 30% of the
 //! controller's writes take effect but answer 504 (a lost response). Every pod must get exactly
 //! one NodeClaim (a create retried blindly, or a lost create counted as never made, would add
 //! one), every NodeClaim one instance and no instance be left without a NodeClaim, and each

@@ -31,12 +31,17 @@ pub mod nomination;
 
 /// How often pods that are still pending are re-provisioned for without new events.
 pub const REQUEUE: Duration = Duration::from_secs(10);
-/// NodeClaim creates in flight at once (for NodePools without limits): as many as launches
-/// ([`crate::nodeclaim::lifecycle::concurrency`], 1000 at one core). Upstream creates all of a
-/// pass's NodeClaims at once (`workqueue.ParallelizeUntil` with one worker per NodeClaim, in
-/// `provisioner.go`), paced by the client's rate limit.
-fn create_concurrency(ctx: &Context) -> usize {
-    crate::nodeclaim::lifecycle::concurrency(&ctx.settings)
+/// NodeClaim creates in flight at once (for NodePools without limits): one, for now. Upstream
+/// creates all of a pass's NodeClaims at once (`workqueue.ParallelizeUntil` with one worker per
+/// NodeClaim, in `provisioner.go`), and launches are concurrent here as there
+/// ([`crate::nodeclaim::lifecycle::concurrency`]). With creates as concurrent as launches, the
+/// duplicate of stop 45 is gone (a snapshot race, fixed in `ClusterState::snapshot`), and every
+/// fault, crash and lost-response test passed locally; but on the 2-core CI runner, with eight
+/// tests at once, `faults::the_heavy_fault_profile_makes_one_nodeclaim_per_pod_whatever_the_seed`
+/// left one pod pending beside an empty node for the whole 120 s settle (seed 7), which it
+/// never did with creates one at a time. Until that is understood, creates stay sequential.
+fn create_concurrency(_ctx: &Context) -> usize {
+    1
 }
 /// How long the provisioner waits for its own NodeClaims to reach the cache.
 const OWN_WRITES_TIMEOUT: Duration = Duration::from_secs(10);
