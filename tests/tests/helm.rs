@@ -648,19 +648,11 @@ fn service_monitor_when_enabled_and_the_cluster_serves_it() {
 /// object, and the Deployment's env and the ClusterRole read back from it are the chart's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rendered_chart_applies_to_the_sandbox() {
-    let c = TestCluster::start(
-        "",
-        Options {
-            controller: false,
-            defaults: false,
-            ..Options::default()
-        },
-    )
-    .await;
+    let c = bare_sandbox().await;
     let path = chart("karpenter");
     // Helm itself talks to the sandbox: discovery, the release history (a Secret list) and a
-    // server-side dry run of every object. A real install stops at storing the release (see
-    // the module's documentation).
+    // server-side dry run of every object (the real install is
+    // `helm_installs_upgrades_and_uninstalls_the_chart_on_the_sandbox`).
     let kubeconfig = c.kubeconfig().to_str().expect("UTF-8").to_string();
     // (helm blocks this worker thread; the cluster serves from the others.)
     let dry_run = tokio::task::block_in_place(|| {
@@ -764,6 +756,20 @@ async fn the_rendered_chart_applies_to_the_sandbox() {
     .await;
 }
 
+/// A sandbox with no controller and no default NodePool or node class: only the chart's
+/// objects are in it.
+async fn bare_sandbox() -> TestCluster {
+    TestCluster::start(
+        "",
+        Options {
+            controller: false,
+            defaults: false,
+            ..Options::default()
+        },
+    )
+    .await
+}
+
 /// `kubectl get -o json` of `what` in the sandbox, parsed.
 async fn get_json(c: &TestCluster, what: &[&str]) -> Value {
     let mut args = vec!["get"];
@@ -774,15 +780,7 @@ async fn get_json(c: &TestCluster, what: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_upgrades_and_uninstalls_the_chart_on_the_sandbox() {
-    let c = TestCluster::start(
-        "",
-        Options {
-            controller: false,
-            defaults: false,
-            ..Options::default()
-        },
-    )
-    .await;
+    let c = bare_sandbox().await;
     let path = chart("karpenter");
     let path = path.to_str().expect("UTF-8").to_string();
     let kubeconfig = c.kubeconfig().to_str().expect("UTF-8").to_string();

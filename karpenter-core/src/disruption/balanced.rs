@@ -196,11 +196,7 @@ impl Scorer {
             return Ok(Vec::new());
         }
         let source = command.current_price();
-        let replacement = match &command.action {
-            Action::Delete => 0.0,
-            Action::Replace(r) => r.price,
-        };
-        let savings = source - replacement;
+        let savings = command.savings();
         let several = command
             .candidates
             .iter()
