@@ -14,12 +14,13 @@ use crds::conditions::{
 use crds::upgrade::UPGRADING_CONDITION;
 use crds::validation::VALIDATION_FAILED_REASON;
 use crds::{NodePool, StatusConditions};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_core::provisioning::template::validate;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use serde_json::json;
+use serde_json::{Value, json};
 
 mod static_capacity;
 
@@ -226,24 +227,8 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
             false => set.set_false(UPGRADING_CONDITION, reason, &message),
         };
     }
-    let mut resources = Resources::default();
-    let mut nodes = 0;
-    for claim in ctx.state.nodeclaims.state() {
-        if nodepool_of(claim.metadata.labels.as_ref()) != Some(name.as_str()) {
-            continue;
-        }
-        let Some(status) = claim.status.as_ref().filter(|s| s.node_name.is_some()) else {
-            continue;
-        };
-        nodes += 1;
-        resources.add(&Resources::from_list(&status.capacity).unwrap_or_default());
-    }
+    let (list, nodes) = counted(&ctx.state.nodeclaims.state(), &name);
     let status = pool.status.get_or_insert_with(Default::default);
-    let mut list: BTreeMap<_, _> = resources.to_list();
-    list.insert(
-        "nodes".into(),
-        k8s_openapi::apimachinery::pkg::api::resource::Quantity(nodes.to_string()),
-    );
     status.resources = list;
     status.nodes = nodes;
     if let Some(nc) = &class {
@@ -254,7 +239,7 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
         api.patch_status(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": pool.status})),
+            &Patch::Merge(status_patch(obj.status.as_ref(), pool.status.as_ref())),
         )
         .await?;
     }
@@ -263,4 +248,129 @@ async fn reconcile(obj: Arc<NodePool>, ctx: Arc<Context>) -> Result<Action, Reco
     } else {
         RESYNC
     }))
+}
+
+/// Resources every NodePool's `status.resources` reports, zero when it has no node (upstream
+/// `nodepool/counter` `BaseResources`): a pool whose last node is gone shows `cpu: 0`, not the
+/// figures of its last node.
+const BASE_RESOURCES: [&str; 5] = ["cpu", "memory", "pods", "ephemeral-storage", "nodes"];
+
+/// The NodePool `name`'s `status.resources` (the summed capacity of its NodeClaims that have a
+/// node, as quantities by resource name, with [`BASE_RESOURCES`] at zero when absent, and
+/// `nodes` the count) and `status.nodes`, from the NodeClaims in `claims` (upstream
+/// `nodepool/counter`).
+fn counted(claims: &[Arc<crds::NodeClaim>], name: &str) -> (BTreeMap<String, Quantity>, i64) {
+    let mut resources = Resources::default();
+    let mut nodes = 0;
+    for claim in claims {
+        if nodepool_of(claim.metadata.labels.as_ref()) != Some(name) {
+            continue;
+        }
+        let Some(status) = claim.status.as_ref().filter(|s| s.node_name.is_some()) else {
+            continue;
+        };
+        nodes += 1;
+        resources.add(&Resources::from_list(&status.capacity).unwrap_or_default());
+    }
+    let mut list: BTreeMap<String, Quantity> = BASE_RESOURCES
+        .iter()
+        .map(|r| (r.to_string(), Quantity("0".into())))
+        .collect();
+    list.extend(resources.to_list());
+    list.insert("nodes".into(), Quantity(nodes.to_string()));
+    (list, nodes)
+}
+
+/// The JSON merge patch (RFC 7386) that turns the stored status `old` into `new`: the new
+/// status, with `null` for each resource `old` counted and `new` does not (a merge patch keeps
+/// map keys it does not mention, so a resource whose last node went would otherwise keep its
+/// figure forever).
+fn status_patch(old: Option<&crds::NodePoolStatus>, new: Option<&crds::NodePoolStatus>) -> Value {
+    let mut patch = json!({ "status": new });
+    let gone = old
+        .into_iter()
+        .flat_map(|o| o.resources.keys())
+        .filter(|k| new.is_none_or(|n| !n.resources.contains_key(*k)));
+    for key in gone {
+        patch["status"]["resources"][key.as_str()] = Value::Null;
+    }
+    patch
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(
+        pool: &str,
+        node: Option<&str>,
+        cpu: &str,
+        gpus: Option<&str>,
+    ) -> Arc<crds::NodeClaim> {
+        let mut capacity = json!({"cpu": cpu, "memory": "4Gi", "pods": "29"});
+        if let Some(g) = gpus {
+            capacity["nvidia.com/gpu"] = json!(g);
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {"name": "c", "labels": {"karpenter.sh/nodepool": pool}},
+                "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                         "requirements": []},
+                "status": {"nodeName": node, "capacity": capacity}
+            }))
+            .expect("nodeclaim"),
+        )
+    }
+
+    fn q(list: &BTreeMap<String, Quantity>, k: &str) -> String {
+        list.get(k).map(|q| q.0.clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_pool_counts_the_capacity_of_its_nodeclaims_with_a_node() {
+        let claims = [
+            claim("a", Some("n1"), "2", None),
+            claim("a", Some("n2"), "4", None),
+            claim("a", None, "8", None),
+            claim("b", Some("n3"), "16", None),
+        ];
+        let (list, nodes) = counted(&claims, "a");
+        assert_eq!(nodes, 2);
+        assert_eq!(q(&list, "cpu"), "6");
+        assert_eq!(q(&list, "pods"), "58");
+        assert_eq!(q(&list, "nodes"), "2");
+        assert_eq!(q(&list, "ephemeral-storage"), "0");
+    }
+
+    #[test]
+    fn a_pool_whose_last_node_went_reports_zero_and_drops_what_only_that_node_had() {
+        let before = crds::NodePoolStatus {
+            resources: counted(&[claim("a", Some("n1"), "2", Some("1"))], "a").0,
+            nodes: 1,
+            ..Default::default()
+        };
+        assert_eq!(q(&before.resources, "nvidia.com/gpu"), "1");
+        let (list, nodes) = counted(&[], "a");
+        let after = crds::NodePoolStatus {
+            resources: list,
+            nodes,
+            ..Default::default()
+        };
+        let patch = status_patch(Some(&before), Some(&after));
+        let resources = &patch["status"]["resources"];
+        assert_eq!(resources["cpu"], json!("0"));
+        assert_eq!(resources["pods"], json!("0"));
+        assert_eq!(resources["nodes"], json!("0"));
+        assert_eq!(resources["nvidia.com/gpu"], Value::Null);
+        assert!(
+            resources
+                .as_object()
+                .expect("map")
+                .contains_key("nvidia.com/gpu")
+        );
+        assert_eq!(patch["status"]["nodes"], json!(0));
+    }
 }
