@@ -244,9 +244,21 @@ pub fn plan(snap: &Snapshot, listings: &HashMap<String, Listing>, settings: &Set
         })
         .collect();
     let mut failures = prepared.unreadable;
+    // With no NodePool to try, say why each was left out: the fix is there, not in the pod.
+    let left_out = (!prepared.skipped.is_empty()).then(|| {
+        let why: Vec<String> = prepared
+            .skipped
+            .iter()
+            .map(|(pool, why)| format!("nodepool {pool:?}: {why}"))
+            .collect();
+        format!("{} ({})", solver::NO_READY_NODEPOOL, why.join("; "))
+    });
     failures.extend(output.errors.iter().map(|e| Failure {
         pod: e.pod.clone(),
-        reason: e.to_string(),
+        reason: match (&left_out, e.rejections.is_empty()) {
+            (Some(why), true) => why.clone(),
+            _ => e.to_string(),
+        },
     }));
     Plan {
         pods: prepared.input.pods.len(),

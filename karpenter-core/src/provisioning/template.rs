@@ -85,10 +85,22 @@ pub fn node_class_of<'a>(
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     if !conditions::is_true(conds, READY) {
-        return Err(SkipReason::NotReady(
-            conditions::get(conds, READY)
-                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
-        ));
+        // Ready's message names the failing conditions (`NodeClassReady=False`); their own
+        // messages say what to fix (`EC2NodeClass "default" not found`), so they go with it.
+        let causes: Vec<&str> = conds
+            .iter()
+            .filter(|c| c.type_ != READY && c.status == "False" && !c.message.is_empty())
+            .map(|c| c.message.as_str())
+            .collect();
+        return Err(SkipReason::NotReady(conditions::get(conds, READY).map(
+            |c| {
+                let message = match causes.is_empty() {
+                    true => c.message.clone(),
+                    false => format!("{} ({})", c.message, causes.join("; ")),
+                };
+                (c.status.clone(), c.reason.clone(), message)
+            },
+        )));
     }
     let class = &pool.spec.template.spec.node_class_ref.name;
     snap.nodeclass(class)

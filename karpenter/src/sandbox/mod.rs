@@ -535,6 +535,13 @@ async fn run_inner(args: &SandboxArgs) -> Result<ExitCode, SandboxError> {
         return Err(SandboxError::NothingToRun);
     }
     let manifests = workload.manifests;
+    // kubectl would apply such a pool too; say now why its pods will wait, not after minutes.
+    for (pool, class) in crate::workload::missing_node_classes(&manifests) {
+        eprintln!(
+            "warning: NodePool {pool:?} references EC2NodeClass {class:?}, which the workload \
+             does not define; it launches nothing until one is applied"
+        );
+    }
     let mut cloud = args.cloud.clone();
     if let Some(path) = &args.capacity_reservations {
         cloud.capacity_reservations =

@@ -52,6 +52,34 @@ pub fn with_defaults(
     Ok(manifests)
 }
 
+/// The NodePools of `manifests` whose `nodeClassRef` names an EC2NodeClass that `manifests`
+/// do not define, as `(nodepool, node class)` names. Such a NodePool's `NodeClassReady` is
+/// `False` until the class is applied, and it launches nothing: `sandbox` warns of each at
+/// start, `simulate` refuses the workload.
+pub fn missing_node_classes(manifests: &[Manifest]) -> Vec<(String, String)> {
+    let name = |m: &Manifest| {
+        m.object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let classes: Vec<String> = manifests
+        .iter()
+        .filter(|m| m.kind() == "EC2NodeClass")
+        .map(name)
+        .collect();
+    manifests
+        .iter()
+        .filter(|m| m.kind() == "NodePool")
+        .filter_map(|m| {
+            let class_ref = &m.object["spec"]["template"]["spec"]["nodeClassRef"];
+            let class = class_ref["name"].as_str()?;
+            let ours = class_ref["kind"].as_str() == Some("EC2NodeClass");
+            (ours && !classes.iter().any(|c| c == class)).then(|| (name(m), class.to_string()))
+        })
+        .collect()
+}
+
 /// Whether `key` is a key of some object inside `value` (e.g. a container's requests or limits).
 fn mentions(value: &Value, key: &str) -> bool {
     match value {
@@ -84,6 +112,7 @@ fn retag_discovery(obj: &mut Value, cluster: &str) {
 mod tests {
     use super::*;
     use crate::workload::{ONLINE_BOUTIQUE, parse_trace};
+    use std::path::Path;
 
     #[test]
     fn bundled_workloads_parse() {
@@ -140,5 +169,19 @@ mod tests {
             ["gpu"],
             "a workload that brings a NodePool keeps its own"
         );
+    }
+
+    #[test]
+    fn a_nodepool_naming_a_node_class_the_workload_lacks_is_found() {
+        let yaml = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: mine}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: mine}\n      requirements: []\n";
+        let manifests = with_defaults(parse_yaml(Path::new("w.yaml"), yaml).expect("parses"), "c")
+            .expect("defaults");
+        // The default EC2NodeClass is added (the workload brings none), but it is `default`.
+        assert_eq!(
+            missing_node_classes(&manifests),
+            vec![("mine".to_string(), "mine".to_string())]
+        );
+        let bundled = with_defaults(Vec::new(), "c").expect("defaults");
+        assert!(missing_node_classes(&bundled).is_empty());
     }
 }

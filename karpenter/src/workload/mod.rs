@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 pub use self::admit::{admit, create_all, install_crds};
-pub use self::defaults::{DEFAULT_NODEPOOL, GPU_NODEPOOL, with_defaults};
+pub use self::defaults::{DEFAULT_NODEPOOL, GPU_NODEPOOL, missing_node_classes, with_defaults};
 pub use self::file::load;
 pub use self::manifest::{MAX_WORKLOAD_BYTES, Manifest, WorkloadError};
 pub use self::parse::{is_trace, parse_trace, parse_yaml};

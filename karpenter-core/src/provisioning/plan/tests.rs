@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::pod_view::PodView;
 use crds::labels::INSTANCE_TYPE_LABEL;
 use crds::{EC2NodeClass, NodeClaim, Operator};
-use testutil::{NodePoolBuilder, ec2nodeclass, node, nodeclaim, nodepool, pod};
+use testutil::{NodePoolBuilder, condition, ec2nodeclass, node, nodeclaim, nodepool, pod};
 
 use super::*;
 use crate::scheduling::testing::small_medium_large;
@@ -143,7 +143,20 @@ fn pods_that_fit_existing_capacity_are_nominated_there() {
 #[test]
 fn nodepools_left_out_say_why_and_their_pods_fail() {
     let mut snap = snapshot(vec![pending("a", "500m", "512Mi")]);
-    snap.nodepools = vec![nodepool_ready("False").arc()];
+    snap.nodepools = vec![
+        nodepool("default")
+            .with_condition(
+                condition("Ready", "False")
+                    .reason("UnhealthyDependents")
+                    .message("NodeClassReady=False"),
+            )
+            .with_condition(
+                condition("NodeClassReady", "False")
+                    .reason("NodeClassNotFound")
+                    .message("EC2NodeClass \"missing\" not found"),
+            )
+            .arc(),
+    ];
     let out = plan(&snap, &listings(), &Settings::default());
     assert!(out.nodeclaims.is_empty());
     assert!(matches!(
@@ -151,7 +164,15 @@ fn nodepools_left_out_say_why_and_their_pods_fail() {
         [(name, SkipReason::NotReady(Some(_)))] if name == "default"
     ));
     assert_eq!(out.failures.len(), 1);
-    assert_eq!(out.failures[0].reason, solver::NO_READY_NODEPOOL);
+    // The pod's message names the pool and the node class to create, not only "no ready".
+    assert_eq!(
+        out.failures[0].reason,
+        format!(
+            "{} (nodepool \"default\": Ready=False UnhealthyDependents: NodeClassReady=False \
+             (EC2NodeClass \"missing\" not found))",
+            solver::NO_READY_NODEPOOL
+        )
+    );
 
     let snap = snapshot(vec![pending("a", "500m", "512Mi")]);
     let broken = HashMap::from([(
