@@ -26,11 +26,12 @@ pub fn install_crds(store: &Store) -> Result<(), String> {
 }
 
 /// Create every manifest in `store`, in order, in its `metadata.namespace` (`default` when
-/// unset; ignored for cluster-scoped kinds).
+/// unset; ignored for cluster-scoped kinds), with kubectl's strict field validation: an
+/// unknown field of a custom resource is an error naming it.
 ///
 /// Errors: [`WorkloadError::Refused`] for the first object the store refuses, with its
 /// location and the API server's message (no type served for its `apiVersion` and `kind`; 409
-/// already exists; 404 namespace not found; 400/422 invalid).
+/// already exists; 404 namespace not found; 400/422 invalid, or an unknown field).
 pub fn create_all(store: &Store, manifests: &[Manifest]) -> Result<(), WorkloadError> {
     for m in manifests {
         let refused = |message: String| WorkloadError::Refused {
@@ -51,8 +52,10 @@ pub fn create_all(store: &Store, manifests: &[Manifest]) -> Result<(), WorkloadE
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("default");
+        // Strict, as `kubectl apply` asks by default (`fieldValidation=Strict`): a misspelt
+        // field of a NodePool is refused with its path, not dropped without a word.
         store
-            .create(&rt, ns, m.object.clone())
+            .create_with(&rt, ns, m.object.clone(), true)
             .map_err(|e| refused(e.to_string()))?;
     }
     Ok(())
@@ -104,5 +107,18 @@ mod tests {
             let err = admit(&ms).expect_err(want);
             assert_eq!(err.to_string(), want);
         }
+    }
+
+    #[test]
+    fn a_misspelt_nodepool_field_is_refused_by_name_as_kubectl_apply_refuses_it() {
+        let text = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  disruption: {consolidateAftr: 30s}\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n";
+        let ms = parse_yaml(Path::new("w.yaml"), text).expect("parses");
+        let err = admit(&with_defaults(ms, "c").expect("defaults")).expect_err("unknown field");
+        let err = err.to_string();
+        assert!(err.starts_with("w.yaml: document 1: "), "{err}");
+        assert!(
+            err.contains("unknown field \"spec.disruption.consolidateAftr\""),
+            "{err}"
+        );
     }
 }

@@ -8,7 +8,6 @@
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::manifest::{Manifest, WorkloadError};
@@ -137,19 +136,74 @@ fn document(
     Ok(())
 }
 
-/// One row of an `openb_pod_list` file. The published variants differ in columns: every one
-/// has `name,cpu_milli,memory_mib,num_gpu,gpu_milli`; some add `gpu_spec`, `qos`, `pod_phase`,
-/// `creation_time`, `deletion_time`, `scheduled_time`. A missing (or empty) column is absent:
-/// no GPUs, no phase (the task is kept). Columns not read here are ignored.
-#[derive(Deserialize)]
-struct TraceRow {
-    name: String,
-    cpu_milli: i64,
-    memory_mib: i64,
-    #[serde(default)]
-    num_gpu: Option<i64>,
-    #[serde(default)]
-    pod_phase: Option<String>,
+/// The columns of an `openb_pod_list` file that are read. The published variants differ: every
+/// one has `name,cpu_milli,memory_mib,num_gpu,gpu_milli`; some add `gpu_spec`, `qos`,
+/// `pod_phase`, `creation_time`, `deletion_time`, `scheduled_time`. The first three are
+/// required; a missing (or empty) optional column is absent: no GPUs, no phase (the task is
+/// kept). Columns not listed here are ignored.
+const REQUIRED_COLUMNS: [&str; 3] = ["name", "cpu_milli", "memory_mib"];
+/// The optional columns read (see [`REQUIRED_COLUMNS`]).
+const OPTIONAL_COLUMNS: [&str; 2] = ["num_gpu", "pod_phase"];
+
+/// Where each column read sits in a trace's header.
+struct TraceColumns {
+    name: usize,
+    cpu_milli: usize,
+    memory_mib: usize,
+    num_gpu: Option<usize>,
+    pod_phase: Option<usize>,
+}
+
+impl TraceColumns {
+    /// The columns of `header`.
+    ///
+    /// Errors: a required column is missing; the message names the header as read, the
+    /// missing columns and the expected ones.
+    fn of(header: &csv::StringRecord) -> Result<TraceColumns, String> {
+        let find = |c: &str| header.iter().position(|h| h.trim() == c);
+        let missing: Vec<&str> = REQUIRED_COLUMNS
+            .into_iter()
+            .filter(|c| find(c).is_none())
+            .collect();
+        match (find("name"), find("cpu_milli"), find("memory_mib")) {
+            (Some(name), Some(cpu_milli), Some(memory_mib)) => Ok(TraceColumns {
+                name,
+                cpu_milli,
+                memory_mib,
+                num_gpu: find("num_gpu"),
+                pod_phase: find("pod_phase"),
+            }),
+            _ => Err(format!(
+                "header `{}` has no column {}; a trace needs the columns {} (and may have {}; \
+                 others are ignored)",
+                header.iter().collect::<Vec<_>>().join(","),
+                missing
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                REQUIRED_COLUMNS.join(", "),
+                OPTIONAL_COLUMNS.join(", "),
+            )),
+        }
+    }
+}
+
+/// Column `column` of `row` (index `at`) as a count: an integer.
+///
+/// Errors: the cell is empty or not an integer; the message names the column, the value and
+/// what was expected (`unit`).
+fn integer(row: &csv::StringRecord, at: usize, column: &str, unit: &str) -> Result<i64, String> {
+    let cell = row.get(at).unwrap_or("").trim();
+    cell.parse::<i64>()
+        .map_err(|_| format!("column `{column}`: {cell:?} is not a whole number ({unit})"))
+}
+
+/// Column `at` of `row`, when present and not empty.
+fn optional<'a>(row: &'a csv::StringRecord, at: Option<usize>) -> Option<&'a str> {
+    at.and_then(|i| row.get(i))
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
 }
 
 /// Whether a file is an Alibaba `openb_pod_list` trace (by extension, or by its header when
@@ -185,22 +239,41 @@ pub(super) fn read_trace(
     sink: &mut Sink<'_>,
 ) -> Result<(), WorkloadError> {
     let path = source.display().to_string();
+    let csv_error = |line: usize, message: String| WorkloadError::Csv {
+        path: path.clone(),
+        line,
+        message,
+    };
     let mut reader = csv::Reader::from_reader(input);
-    for (i, row) in reader.deserialize::<TraceRow>().enumerate() {
+    let header = reader
+        .headers()
+        .map_err(|e| row_error(&path, 1, e))?
+        .clone();
+    let columns = TraceColumns::of(&header).map_err(|m| csv_error(1, m))?;
+    for (i, row) in reader.records().enumerate() {
         let line = i + 2;
         let row = row.map_err(|e| row_error(&path, line, e))?;
-        if row.pod_phase.as_deref() == Some("Failed") {
+        if optional(&row, columns.pod_phase) == Some("Failed") {
             continue;
         }
-        let num_gpu = row.num_gpu.unwrap_or(0);
-        if row.cpu_milli < 0 || row.memory_mib < 0 || num_gpu < 0 {
-            return Err(WorkloadError::Csv {
-                path: path.clone(),
-                line,
-                message: "requests must not be negative".into(),
-            });
+        let name = optional(&row, Some(columns.name))
+            .ok_or_else(|| csv_error(line, "column `name` is empty".into()))?
+            .to_string();
+        let cpu_milli = integer(&row, columns.cpu_milli, "cpu_milli", "millicores")
+            .map_err(|m| csv_error(line, m))?;
+        let memory_mib = integer(&row, columns.memory_mib, "memory_mib", "MiB")
+            .map_err(|m| csv_error(line, m))?;
+        let num_gpu = match columns.num_gpu {
+            Some(at) if optional(&row, Some(at)).is_some() => {
+                integer(&row, at, "num_gpu", "GPUs").map_err(|m| csv_error(line, m))?
+            }
+            _ => 0,
+        };
+        if cpu_milli < 0 || memory_mib < 0 || num_gpu < 0 {
+            return Err(csv_error(line, "requests must not be negative".into()));
         }
-        let mut requests = json!({"cpu": format!("{}m", row.cpu_milli), "memory": format!("{}Mi", row.memory_mib)});
+        let mut requests =
+            json!({"cpu": format!("{cpu_milli}m"), "memory": format!("{memory_mib}Mi")});
         let mut limits = json!({});
         if num_gpu > 0 {
             requests["nvidia.com/gpu"] = json!(num_gpu.to_string());
@@ -212,7 +285,7 @@ pub(super) fn read_trace(
         }
         let object = json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": row.name, "labels": {"app.kubernetes.io/name": "openb-task", "trace": "alibaba-openb"}},
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "openb-task", "trace": "alibaba-openb"}},
             "spec": {"containers": [{"name": "task", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.2", "resources": resources}]},
         });
         sink(Manifest {
@@ -286,7 +359,11 @@ mod tests {
             "name,cpu_milli,memory_mib,num_gpu,pod_phase\np,x,1,0,Running\n",
         )
         .expect_err("bad row");
-        assert!(bad.to_string().starts_with("t.csv: line 2:"), "{bad}");
+        // The column and the value are named, with the unit expected.
+        assert_eq!(
+            bad.to_string(),
+            "t.csv: line 2: column `cpu_milli`: \"x\" is not a whole number (millicores)"
+        );
     }
 
     #[test]
@@ -303,9 +380,16 @@ mod tests {
         assert_eq!(resources(1)["requests"]["memory"], "256Mi");
         assert!(resources(2)["requests"].get("nvidia.com/gpu").is_none());
         assert!(resources(2).get("limits").is_none());
-        // A required column missing is an error that names the file and line.
-        let err = parse_trace(Path::new("m.csv"), "name,cpu_milli\np,1\n").expect_err("no memory");
-        assert!(err.to_string().starts_with("m.csv: line 2:"), "{err}");
+        // A required column missing (here renamed) is an error about the header: it names the
+        // header as read, the missing column and the expected ones.
+        let err = parse_trace(Path::new("m.csv"), "name,cpu_milli,memory\np,1,2\n")
+            .expect_err("no memory_mib");
+        assert_eq!(
+            err.to_string(),
+            "m.csv: line 1: header `name,cpu_milli,memory` has no column `memory_mib`; a trace \
+             needs the columns name, cpu_milli, memory_mib (and may have num_gpu, pod_phase; \
+             others are ignored)"
+        );
     }
 
     /// An endless stream of `unit` repeated (lazily: nothing is held), counting the bytes read.
