@@ -103,7 +103,38 @@ fn settled(tc: &TestCluster, pods: usize) -> Result<(), String> {
         }
     }
     if let Some((node, n)) = per_node.iter().find(|(_, n)| **n != 1) {
-        return Err(format!("node {node} holds {n} app pods"));
+        // Say what kept a pod off it: the node's taints and Ready condition, and each unbound
+        // pod's last `PodScheduled` message, as kube-scheduler wrote it.
+        let shape = nodes
+            .iter()
+            .find(|o| o["metadata"]["name"] == node.as_str())
+            .map(|o| {
+                format!(
+                    "taints {}, unschedulable {}, Ready {:?}",
+                    o.pointer("/spec/taints").unwrap_or(&Value::Null),
+                    o.pointer("/spec/unschedulable").unwrap_or(&Value::Null),
+                    condition(o, "Ready")
+                )
+            })
+            .unwrap_or_default();
+        let unbound: Vec<String> = app
+            .iter()
+            .filter(|p| p.pointer("/spec/nodeName").is_none())
+            .map(|p| {
+                let scheduled = p
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"));
+                format!(
+                    "{} ({})",
+                    p["metadata"]["name"].as_str().unwrap_or(""),
+                    scheduled.map_or_else(|| "no PodScheduled".to_string(), Value::to_string)
+                )
+            })
+            .collect();
+        return Err(format!(
+            "node {node} holds {n} app pods ({shape}); unbound: {unbound:?}"
+        ));
     }
     let phase_running = app
         .iter()
