@@ -82,4 +82,8 @@ fi
 # Only on a full run (no runner arguments).
 if [ "$#" = 0 ]; then
   phase bench-figures env BENCH_SMOKE=1 cargo test -p karpenter --all-features --bench scheduling
+  # The newcomer test: README.md's first screen, run as written (build the binaries with the
+  # default features, start the sandbox, `kubectl karpenter status` with the README's PATH).
+  # Under CI's clippy wrapper its build also lints the default feature set.
+  phase newcomer ./scripts/newcomer.sh
 fi
