@@ -51,6 +51,14 @@ pub async fn initialize(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reco
             .await?;
     }
     claim.condition_set(now).set_true(INITIALIZED);
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    if !ctx
+        .state
+        .lifecycle_memory()
+        .first_announcement(uid, INITIALIZED, now)
+    {
+        return Ok(());
+    }
     ctx.recorder.about(
         claim,
         EventType::Normal,

@@ -44,7 +44,9 @@ pub enum Outcome {
 const MAX_MESSAGE: usize = 300;
 
 /// Launch the instance for a NodeClaim that is not Launched yet and record the result on the
-/// in-memory `claim`; nothing is written to the API here.
+/// in-memory `claim`; nothing is written to the API here. A launch made for the same NodeClaim
+/// within the last minute that the cache does not show yet is taken as it is
+/// ([`crate::state::LifecycleMemory::launch`]): no second cloud call, log line or Event.
 pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Outcome {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let class_name = claim.spec.node_class_ref.name.clone();
@@ -59,10 +61,17 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Outcome {
             .into_iter()
             .find(|nc| nc.metadata.name.as_deref() == Some(class_name.as_str())),
     };
-    let result = match (&node_class, unsupported) {
-        (Some(nc), _) => ctx.cloud.create(claim, nc).await,
-        (None, Some(why)) => Err(CloudError::NodeClassNotReady(why)),
-        (None, None) => Err(CloudError::NodeClassNotReady(format!(
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    let cached = match uid.is_empty() {
+        true => None,
+        false => ctx.state.lifecycle_memory().launch(&uid, ctx.clock.now()),
+    };
+    let fresh = cached.is_none();
+    let result = match (cached, &node_class, unsupported) {
+        (Some(launched), _, _) => Ok(launched),
+        (None, Some(nc), _) => ctx.cloud.create(claim, nc).await,
+        (None, None, Some(why)) => Err(CloudError::NodeClassNotReady(why)),
+        (None, None, None) => Err(CloudError::NodeClassNotReady(format!(
             "{} {class_name:?} not found",
             claim.spec.node_class_ref.kind
         ))),
@@ -70,6 +79,11 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Outcome {
     let now = ctx.clock.now();
     match result {
         Ok(launched) => {
+            if fresh && !uid.is_empty() {
+                ctx.state
+                    .lifecycle_memory()
+                    .remember_launch(&uid, &launched, now);
+            }
             let mut labels = launched.labels.clone();
             labels.extend(claim.metadata.labels.clone().unwrap_or_default());
             let stamp = node_class
@@ -107,6 +121,10 @@ pub async fn launch(ctx: &Context, claim: &mut NodeClaim) -> Outcome {
                 message: truncate(&format!("launched after offering errors: {warning}")),
                 dedupe: DEFAULT_DEDUPE,
             }));
+            // A remembered launch was logged and announced when it was made.
+            if !fresh {
+                return Outcome::Launched { events: Vec::new() };
+            }
             tracing::info!(nodeclaim = %name, provider_id = %launched.provider_id,
                 instance_type = label(crds::labels::INSTANCE_TYPE_LABEL),
                 zone = label(crds::labels::TOPOLOGY_ZONE_LABEL),

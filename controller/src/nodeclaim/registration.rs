@@ -133,6 +133,14 @@ pub async fn register(ctx: &Context, claim: &mut NodeClaim) -> Result<(), Reconc
     }
     claim.status.get_or_insert_with(Default::default).node_name = Some(node_name.clone());
     claim.condition_set(now).set_true(REGISTERED);
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    if !ctx
+        .state
+        .lifecycle_memory()
+        .first_announcement(uid, REGISTERED, now)
+    {
+        return Ok(());
+    }
     if let Some(pool) = nodepool_of(claim.metadata.labels.as_ref()) {
         ctx.state
             .report_registration(pool, registration_health::Outcome::Registered);

@@ -27,8 +27,10 @@ use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::pod::PodKey;
 use karpenter_core::snapshot::Snapshot;
 
+pub mod lifecycle_memory;
 mod pod_events;
 pub mod pod_startup;
+pub use lifecycle_memory::LifecycleMemory;
 pub use pod_events::PodEvents;
 
 use karpenter_core::scheduling::pod::is_provisionable;
@@ -110,6 +112,8 @@ pub struct ClusterState {
     own_creates: Arc<std::sync::Mutex<HashMap<String, OwnCreate>>>,
     /// Each NodePool's node registration outcomes ([`RegistrationHealth`]).
     registration_health: Arc<std::sync::Mutex<RegistrationHealth>>,
+    /// What the NodeClaim lifecycle did that the NodeClaim cache may not show yet.
+    lifecycle: Arc<std::sync::Mutex<LifecycleMemory>>,
 }
 
 /// The NodePools' `NodeRegistrationHealthy` inputs, in memory (as upstream's
@@ -404,6 +408,7 @@ impl ClusterState {
             nodeclaim_changed,
             synced,
             registration_health: Default::default(),
+            lifecycle: Default::default(),
             planned: Default::default(),
             own_creates,
         };
@@ -527,6 +532,12 @@ impl ClusterState {
         self.registration_health
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the NodeClaim lifecycle did that the NodeClaim cache may not show yet
+    /// ([`LifecycleMemory`]), locked.
+    pub fn lifecycle_memory(&self) -> std::sync::MutexGuard<'_, LifecycleMemory> {
+        self.lifecycle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The provisioner's plan for pods waiting on in-flight NodeClaims (pod → NodeClaim name), locked.
