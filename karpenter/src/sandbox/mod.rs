@@ -45,7 +45,7 @@ use controller::runtime::options::{ControllerOptions, parse_duration};
 use controller::runtime::{Context, Settings};
 use karpenter_core::clock::{Clock, SystemClock};
 use kube_scheduler::KubeScheduler;
-use report::{Observation, Report, observe};
+use report::{Observation, Report, RunningInstance, observe};
 
 /// Report formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -223,15 +223,23 @@ async fn observe_now(
         Some(sim) => Ok(sim
             .instances()
             .into_iter()
-            .map(|i| (i.instance_type, i.price))
+            .map(|i| RunningInstance {
+                instance_type: i.instance_type,
+                capacity_type: i.capacity_type,
+                price: i.price,
+            })
             .collect()),
         None => cloud.list().await.map(|list| {
             list.into_iter()
-                .map(|i| (i.instance_type, i.price))
+                .map(|i| RunningInstance {
+                    instance_type: i.instance_type,
+                    capacity_type: i.capacity_type,
+                    price: i.price,
+                })
                 .collect()
         }),
     };
-    let instances: Vec<(String, f64)> = match listed {
+    let instances: Vec<RunningInstance> = match listed {
         Ok(list) => list,
         Err(e) => {
             tracing::warn!(error = %e, "listing instances for the report");
@@ -243,6 +251,8 @@ async fn observe_now(
         &views(store, "", "events"),
         &read(store, "karpenter.sh", "nodeclaims"),
         &instances,
+        // The simulated cloud estimates spot prices; EC2 quotes them.
+        sim.is_some(),
     )
 }
 

@@ -45,8 +45,26 @@ pub struct Observation {
     pub claims_deleting: usize,
     /// Running instances by type.
     pub by_instance_type: BTreeMap<String, usize>,
+    /// Running instances by (instance type, capacity type), e.g. `("m5.large", "spot")`.
+    pub by_offering: BTreeMap<(String, String), usize>,
+    /// Running instances by capacity type (`on-demand`, `spot`, `reserved`).
+    pub by_capacity_type: BTreeMap<String, usize>,
     /// Sum of the running instances' offering prices, USD/hour.
     pub cost_per_hour: f64,
+    /// Whether the spot prices in that sum are the simulated cloud's estimates (it has no spot
+    /// price data: 35-70% of on-demand per type and zone), not prices EC2 quoted.
+    pub spot_prices_estimated: bool,
+}
+
+/// A running instance as the report counts it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningInstance {
+    /// Instance type, e.g. `m5.large`.
+    pub instance_type: String,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    /// Its offering's price, USD/hour.
+    pub price: f64,
 }
 
 fn condition_true(obj: &Value, type_: &str) -> bool {
@@ -118,13 +136,15 @@ struct SourceView {
     component: Option<String>,
 }
 
-/// Build an observation from the sandbox's objects and the cloud's running instances
-/// (instance type, price).
+/// Build an observation from the sandbox's objects and the cloud's running instances;
+/// `spot_prices_estimated` says whether the cloud's spot prices are estimates (the simulated
+/// cloud's).
 pub fn observe(
     pods: &[PodView],
     events: &[EventView],
     nodeclaims: &[impl Borrow<Value>],
-    instances: &[(String, f64)],
+    instances: &[RunningInstance],
+    spot_prices_estimated: bool,
 ) -> Observation {
     // Karpenter's latest scheduling verdict per pod uid: (time, reason, message).
     let mut verdicts: HashMap<&str, (&str, &str, &str)> = HashMap::new();
@@ -200,10 +220,19 @@ pub fn observe(
         o.claims_initialized += usize::from(condition_true(c, "Initialized"));
         o.claims_deleting += usize::from(c.pointer("/metadata/deletionTimestamp").is_some());
     }
-    for (instance_type, price) in instances {
-        *o.by_instance_type.entry(instance_type.clone()).or_default() += 1;
-        o.cost_per_hour += price;
+    for i in instances {
+        *o.by_instance_type
+            .entry(i.instance_type.clone())
+            .or_default() += 1;
+        *o.by_offering
+            .entry((i.instance_type.clone(), i.capacity_type.clone()))
+            .or_default() += 1;
+        *o.by_capacity_type
+            .entry(i.capacity_type.clone())
+            .or_default() += 1;
+        o.cost_per_hour += i.price;
     }
+    o.spot_prices_estimated = spot_prices_estimated;
     o
 }
 
@@ -246,6 +275,11 @@ pub struct Report {
     pub settled: bool,
     /// The controller's API writes per initialized NodeClaim.
     pub writes_per_nodeclaim: ClaimWrites,
+    /// Whether spot prices in the cost are estimates ([`Observation::spot_prices_estimated`]).
+    pub spot_prices_estimated: bool,
+    /// Running instances by instance type and capacity type, for the text report.
+    #[serde(skip)]
+    pub by_offering: BTreeMap<(String, String), usize>,
 }
 
 /// The controller's API writes per NodeClaim: every write request of the controller (its
@@ -340,6 +374,8 @@ pub struct ClaimReport {
     pub initialized: usize,
     /// Running instances per instance type.
     pub by_instance_type: BTreeMap<String, usize>,
+    /// Running instances per capacity type (`on-demand`, `spot`, `reserved`).
+    pub by_capacity_type: BTreeMap<String, usize>,
 }
 
 impl Report {
@@ -360,11 +396,14 @@ impl Report {
                 total: o.claims_total,
                 initialized: o.claims_initialized,
                 by_instance_type: o.by_instance_type.clone(),
+                by_capacity_type: o.by_capacity_type.clone(),
             },
             cost_per_hour_usd: (o.cost_per_hour * 10_000.0).round() / 10_000.0,
             settle_seconds: (settle_seconds * 10.0).round() / 10.0,
             settled,
             writes_per_nodeclaim,
+            spot_prices_estimated: o.spot_prices_estimated,
+            by_offering: o.by_offering.clone(),
         }
     }
 
@@ -394,9 +433,22 @@ impl Report {
             "NodeClaims: {} ({} initialized)",
             self.nodeclaims.total, self.nodeclaims.initialized
         );
+        let spot = self
+            .nodeclaims
+            .by_capacity_type
+            .get("spot")
+            .copied()
+            .unwrap_or(0);
+        let estimate = match (spot, self.spot_prices_estimated) {
+            (1.., true) => {
+                "; spot prices are estimates (35-70% of on-demand: the simulated cloud has no \
+                 spot price data)"
+            }
+            _ => "",
+        };
         let _ = writeln!(
             s,
-            "Cost: ${:.4}/hour (${:.2}/month)",
+            "Cost: ${:.4}/hour (${:.2}/month){estimate}",
             self.cost_per_hour_usd,
             self.cost_per_hour_usd * 730.0
         );
@@ -408,13 +460,17 @@ impl Report {
                 w.mean, w.max
             );
         }
-        if !self.nodeclaims.by_instance_type.is_empty() {
+        if !self.by_offering.is_empty() {
             let _ = writeln!(s, "Instance types:");
-            let mut types: Vec<(&String, &usize)> =
-                self.nodeclaims.by_instance_type.iter().collect();
-            types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            for (t, n) in types {
-                let _ = writeln!(s, "  {n:>5}  {t}");
+            let mut offerings: Vec<(&(String, String), &usize)> = self.by_offering.iter().collect();
+            offerings.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let width = offerings
+                .iter()
+                .map(|((t, _), _)| t.len())
+                .max()
+                .unwrap_or(0);
+            for ((t, capacity_type), n) in offerings {
+                let _ = writeln!(s, "  {n:>5}  {t:<width$}  {capacity_type}");
             }
         }
         let mut reasons: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -461,9 +517,13 @@ mod tests {
         ];
         let claims = vec![json!({"metadata": {"name": "c"}, "status": {"conditions": [
             {"type": "Launched", "status": "True"}, {"type": "Registered", "status": "True"}, {"type": "Initialized", "status": "True"}]}})];
-        let instances = vec![("m5.large".to_string(), 0.096)];
+        let instances = vec![RunningInstance {
+            instance_type: "m5.large".into(),
+            capacity_type: "spot".into(),
+            price: 0.096,
+        }];
         let pods: Vec<PodView> = views(&pods);
-        let o = observe(&pods, &[], &claims, &instances);
+        let o = observe(&pods, &[], &claims, &instances, true);
         assert!(!o.settled(), "b has no verdict yet");
         let failed = json!({"source": {"component": "karpenter"}, "reason": "FailedScheduling", "message": "Failed to schedule pod, too big",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
@@ -472,6 +532,7 @@ mod tests {
             &views(std::slice::from_ref(&failed)),
             &claims,
             &instances,
+            true,
         );
         assert!(o.settled());
         assert_eq!(o.pending[0].reason, "Failed to schedule pod, too big");
@@ -479,13 +540,13 @@ mod tests {
             "message": format!("Failed to schedule pod, {NO_READY_NODEPOOL}"),
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:01.000000Z"});
         assert!(
-            !observe(&pods, &views(&[early]), &claims, &instances).settled(),
+            !observe(&pods, &views(&[early]), &claims, &instances, true).settled(),
             "no ready NodePool yet is not a final verdict"
         );
         let later = json!({"source": {"component": "karpenter"}, "reason": "Nominated", "message": "Pod should schedule on: nodeclaim/x",
             "involvedObject": {"uid": "2"}, "eventTime": "2026-01-01T00:00:02.000000Z"});
         assert!(
-            !observe(&pods, &views(&[failed, later]), &claims, &instances).settled(),
+            !observe(&pods, &views(&[failed, later]), &claims, &instances, true).settled(),
             "a later nomination supersedes"
         );
         let writes = ClaimWrites::count(&[], "karpenter-rs/", &[]);
@@ -494,6 +555,14 @@ mod tests {
         assert_eq!(v["pods"]["unschedulable"][0]["name"], "default/b");
         assert_eq!(v["nodeclaims"]["by_instance_type"]["m5.large"], 1);
         assert_eq!(v["cost_per_hour_usd"], 0.096);
-        assert!(r.text().contains("m5.large"));
+        assert_eq!(v["nodeclaims"]["by_capacity_type"]["spot"], 1);
+        assert_eq!(v["spot_prices_estimated"], true);
+        // Each line says the capacity type, and the cost says the spot price is an estimate.
+        let text = r.text();
+        assert!(text.contains("      1  m5.large  spot\n"), "{text}");
+        assert!(
+            text.contains("Cost: $0.0960/hour ($70.08/month); spot prices are estimates"),
+            "{text}"
+        );
     }
 }
