@@ -43,7 +43,7 @@ pub struct WorkloadArgs {
     /// Refuse a workload of more pods than this, before any is created (reading stops at the
     /// object that crosses it): bare Pods, replicas (times --scale) and Job parallelism, plus
     /// generated pods (DaemonSet pods are not counted). At most 150000, the most Kubernetes
-    /// supports in one cluster; the sandbox needs about 90 KB of memory a pod.
+    /// supports in one cluster; the sandbox needs about 75 KB of memory a pod.
     #[arg(
         long,
         value_name = "PODS",

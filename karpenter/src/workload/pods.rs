@@ -8,14 +8,18 @@ use serde_json::{Value, json};
 
 use super::manifest::{Manifest, WorkloadError};
 
-/// The default pod cap (`--max-pods`): 50,000 pods. The sandbox needs about 180 KB of memory
-/// a pod (3.7 GB at 20,400 pods, BENCHMARKS.md), so the default keeps it under about 9 GB;
-/// `simulate` needs far less.
+/// The sandbox's memory per pod, KB: its peak RSS with the controller, 1,507 MiB at Online
+/// Boutique x1700 (20,400 pods; BENCHMARKS.md, issue 36's table), over the pods. Every text
+/// that gives the figure (`--max-pods`'s help and error, docs/getting-started.md) gives this.
+pub const POD_MEMORY_KB: u32 = 75;
+
+/// The default pod cap (`--max-pods`): 50,000 pods, which keep the sandbox under about 4 GB
+/// ([`POD_MEMORY_KB`] a pod); `simulate` needs far less.
 pub const DEFAULT_MAX_PODS: u32 = 50_000;
 
 /// The highest pod cap `--max-pods` accepts: 150,000 pods, the most Kubernetes supports in one
-/// cluster (kubernetes.io, "Considerations for large clusters"). The sandbox needs about 90 KB
-/// of memory a pod (BENCHMARKS.md), so even this cap asks for some 13 GB.
+/// cluster (kubernetes.io, "Considerations for large clusters"). At [`POD_MEMORY_KB`] a pod
+/// even this cap asks for some 11 GB.
 pub const MAX_POD_CAP: u32 = 150_000;
 
 /// `--max-pods`'s value parser: a whole number of pods from 1 to [`MAX_POD_CAP`].
@@ -25,7 +29,7 @@ pub const MAX_POD_CAP: u32 = 150_000;
 pub fn parse_max_pods(s: &str) -> Result<u32, String> {
     let range = format!(
         "the pod cap must be from 1 to {MAX_POD_CAP} pods, the most Kubernetes supports in one \
-         cluster (the sandbox needs about 90 KB of memory a pod)"
+         cluster (the sandbox needs about {POD_MEMORY_KB} KB of memory a pod)"
     );
     match s.parse::<u64>() {
         Ok(n) => u32::try_from(n)
@@ -232,7 +236,7 @@ mod tests {
         assert_eq!(parse_max_pods("1"), Ok(1));
         assert_eq!(parse_max_pods("150000"), Ok(MAX_POD_CAP));
         let range = "the pod cap must be from 1 to 150000 pods, the most Kubernetes supports in \
-                     one cluster (the sandbox needs about 90 KB of memory a pod)";
+                     one cluster (the sandbox needs about 75 KB of memory a pod)";
         for over in [
             "0",
             "150001",
@@ -263,5 +267,34 @@ mod tests {
         assert_eq!(ms[1].object["spec"]["replicas"], 10);
         assert_eq!(ms[2].object["spec"]["parallelism"], 2);
         assert!(ms[2].object["spec"].get("replicas").is_none());
+    }
+
+    /// "about N KB of memory a pod", each N in `text`.
+    fn figures(text: &str) -> Vec<u32> {
+        text.split("about ")
+            .skip(1)
+            .filter_map(|rest| rest.split_once(" KB of memory a pod"))
+            .filter_map(|(n, _)| n.trim().parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn every_text_gives_the_one_measured_memory_figure_per_pod() {
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            workload: super::super::WorkloadArgs,
+        }
+        let help = Cli::command().render_long_help().to_string();
+        let error = parse_max_pods("0").expect_err("out of range");
+        let docs = include_str!("../../../docs/getting-started.md");
+        for (what, text) in [
+            ("--help", help.as_str()),
+            ("the error", &error),
+            ("docs", docs),
+        ] {
+            assert_eq!(figures(text), vec![POD_MEMORY_KB], "{what}: {text}");
+        }
     }
 }
