@@ -24,6 +24,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use karpenter_core::disruption::candidates;
+use karpenter_core::snapshot::Snapshot;
+
 use crate::runtime::Context;
 
 /// Attempts at one mark change before it is given up (conflicts, failures and lost answers
@@ -132,6 +135,91 @@ const COMMAND_ANNOTATIONS: [&str; 7] = [
     CANDIDATES_ANNOTATION,
     REPLACES_ANNOTATION,
 ];
+
+/// Abandon command `id` on the NodeClaims `names`: remove its annotations (where they still
+/// name this command) and then the disrupted taint from each node no disruption holds any
+/// more; every change read live and retried until it holds (this module). A change that still
+/// fails is logged, and the next pass finds what is left: a half-started command is abandoned
+/// again (`super::queue`), a leaked taint is swept ([`sweep_stale_taints`]).
+pub async fn abandon(ctx: &Context, snap: &Snapshot, id: &str, names: &[String]) {
+    for name in names {
+        let claim = match clear_command(ctx, name, id).await {
+            Ok(Some(claim)) => claim,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(command = %id, nodeclaim = %name, error = %e, "clearing a consolidation command");
+                continue;
+            }
+        };
+        if candidates::is_held(&claim) {
+            continue;
+        }
+        let Some(node) = node_name(snap, &claim) else {
+            continue;
+        };
+        if let Err(e) = taint(ctx, &node, false).await {
+            tracing::warn!(command = %id, node = %node, error = %e, "removing the disrupted taint");
+        }
+    }
+}
+
+/// The name of `claim`'s node: its status, else the node of its providerID in `snap`.
+fn node_name(snap: &Snapshot, claim: &NodeClaim) -> Option<String> {
+    let status = claim.status.as_ref()?;
+    if let Some(n) = &status.node_name {
+        return Some(n.clone());
+    }
+    let pid = status.provider_id.as_deref()?;
+    snap.nodes
+        .iter()
+        .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+        .and_then(|n| n.metadata.name.clone())
+}
+
+/// Remove the disrupted taints nothing holds any more
+/// ([`candidates::stale_disrupted_taints`]), each after reading its NodeClaim again: the
+/// cache may show a command's taint before the annotations written just before it.
+pub async fn sweep_stale_taints(ctx: &Context, snap: &Snapshot) {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    for (node, claim) in candidates::stale_disrupted_taints(snap) {
+        match api.get_opt(&claim).await {
+            Ok(Some(live))
+                if live.metadata.deletion_timestamp.is_none() && !candidates::is_held(&live) => {}
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(nodeclaim = %claim, error = %e, "reading a NodeClaim before sweeping its node's taint");
+                continue;
+            }
+        }
+        match taint(ctx, &node, false).await {
+            Ok(_) => tracing::info!(node = %node, nodeclaim = %claim,
+                "removed a karpenter.sh/disrupted taint no disruption holds"),
+            Err(e) => tracing::warn!(node = %node, error = %e, "removing a stale disrupted taint"),
+        }
+    }
+}
+
+/// Whether the node of candidate `claim` carries the disrupted taint: in `snap`, else as the
+/// API server has it now (the cache may not show a taint just written). No node: `false`.
+///
+/// Errors: the API failure of the live read.
+pub async fn candidate_tainted(
+    ctx: &Context,
+    snap: &Snapshot,
+    claim: &NodeClaim,
+) -> Result<bool, kube::Error> {
+    let Some(node) = node_name(snap, claim) else {
+        return Ok(false);
+    };
+    let cached = snap
+        .nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node.as_str()));
+    if cached.is_some_and(|n| has_taint(n)) {
+        return Ok(true);
+    }
+    is_tainted(ctx, &node).await
+}
 
 /// Read `name`, ask `change` for the merge patch that makes it hold (`None`: it holds), write
 /// it guarded by the resourceVersion read, and start again until it holds or the attempts run

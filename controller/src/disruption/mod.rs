@@ -13,6 +13,9 @@
 pub mod consolidation;
 pub mod interruption;
 pub mod marks;
+pub mod pod_events;
+pub mod queue;
+pub mod report;
 pub mod upgrade;
 
 use std::sync::Arc;
