@@ -479,7 +479,10 @@ async fn wide_json_sort_and_nodepool_filter() {
     assert!(json_out.status.success(), "stderr: {}", stderr(&json_out));
     let doc: Value = serde_json::from_slice(&json_out.stdout).expect("valid JSON");
     let keys: Vec<&String> = doc.as_object().expect("an object").keys().collect();
-    assert_eq!(keys, ["nodeClaims", "nodePools", "totals"]);
+    assert_eq!(
+        keys,
+        ["fleet", "nodeClaims", "nodePools", "otherNodes", "totals"]
+    );
     let names: Vec<(&str, &str)> = doc["nodeClaims"]
         .as_array()
         .expect("nodeClaims")
@@ -907,4 +910,102 @@ async fn snapshots_of_every_view_of_a_sandbox() {
     let yaml = run("yaml").await;
     serde_saphyr::from_str::<Value>(&yaml).expect("YAML");
     check_snapshot("sandbox.yaml", &mask_times(&yaml));
+}
+
+/// The frame-start sequence of `--watch` on a terminal: cursor home, clear the screen.
+const FRAME_START: &str = "\u{1b}[1;1H\u{1b}[2J";
+
+/// Reads `out` until it holds `frames` complete frames (each followed by the start of the next),
+/// or panics when the program ends first. The timeout only guards against hanging forever.
+async fn read_frames(out: &mut tokio::process::ChildStdout, frames: usize) -> Vec<String> {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        let parts: Vec<&str> = text.split(FRAME_START).skip(1).collect();
+        // The last part may still be arriving.
+        if parts.len() > frames {
+            return parts[..frames].iter().map(|f| (*f).to_owned()).collect();
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(120), out.read(&mut chunk))
+            .await
+            .expect("a frame within 2 minutes")
+            .expect("read the terminal");
+        assert!(n > 0, "the watch ended early:\n{text}");
+        seen.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// `status --watch` on a real pseudo-terminal (util-linux `script`), 80 columns by 30 lines,
+/// with `NO_COLOR`: the cockpit is drawn within 80 columns (summary with the pending pod, the
+/// NodePool's capacity against its limit, every NodeClaim with its requests), without colour,
+/// and a pod created while it runs shows in a later frame (kept by the pod watch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
+    let cluster = Cluster::start(true).await;
+    cluster.populate();
+    add_nodes_and_pods(&cluster);
+    create_default_pool(&cluster);
+    let kubeconfig = cluster.kubeconfig();
+    let command = format!(
+        "stty cols 80 rows 30; exec '{BIN}' status --watch --interval 200ms --kubeconfig '{}'",
+        kubeconfig.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env("HOME", cluster.dir.path())
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm-256color")
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("util-linux `script` must be on PATH to give the plugin a terminal");
+    let mut out = child.stdout.take().expect("stdout");
+    let first = read_frames(&mut out, 1).await.remove(0);
+    let lines: Vec<&str> = first
+        .split('\n')
+        .map(|l| l.trim_end_matches('\r'))
+        .collect();
+    for line in &lines {
+        assert!(
+            line.chars().count() <= 80,
+            "{line:?} is wider than 80:\n{first}"
+        );
+    }
+    assert!(
+        lines[0].starts_with("Every 200ms: kubectl karpenter status (Ctrl-C to quit)"),
+        "{first}"
+    );
+    assert!(
+        lines[1].starts_with("5 NodeClaims  1 pending pod  $"),
+        "{first}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("NODEPOOL ")), "{first}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("default ") && l.contains(" 2/100 ")),
+        "the NodePool's cpu capacity against its limit:\n{first}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("NODECLAIM ")), "{first}");
+    assert!(
+        !first.contains("\u{1b}[38;5;"),
+        "coloured despite NO_COLOR:\n{first}"
+    );
+    // One more pending pod: a later frame counts it.
+    create_pod(&cluster, testutil::pod("pending-2").cpu("1"), "Pending");
+    let mut counted = false;
+    for _ in 0..100 {
+        let frame = read_frames(&mut out, 1).await.remove(0);
+        if frame.contains("2 pending pods") {
+            counted = true;
+            break;
+        }
+    }
+    assert!(counted, "the new pending pod never showed");
+    child.kill().await.expect("stop the watch");
 }

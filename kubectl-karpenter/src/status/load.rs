@@ -145,6 +145,15 @@ impl Loads {
         self.unhealthy.get(node)
     }
 
+    /// The load of the Node named `node`: its pods and its allocatable (`None` when the Node
+    /// is not known or does not say).
+    pub fn of_node(&self, node: &str) -> NodeLoad {
+        NodeLoad {
+            pods: self.pods.get(node).copied().unwrap_or_default(),
+            allocatable: self.allocatable.get(node).copied(),
+        }
+    }
+
     /// The load of `claim`'s node (its `status.nodeName`), falling back to the NodeClaim's own
     /// allocatable when that Node is not known.
     pub fn of_claim(&self, claim: &NodeClaim) -> NodeLoad {
