@@ -940,7 +940,8 @@ async fn read_frames(out: &mut tokio::process::ChildStdout, frames: usize) -> Ve
 /// `status --watch` on a real pseudo-terminal (util-linux `script`), 80 columns by 30 lines,
 /// with `NO_COLOR`: the cockpit is drawn within 80 columns (summary with the pending pod, the
 /// NodePool's capacity against its limit, every NodeClaim with its requests), without colour,
-/// and a pod created while it runs shows in a later frame (kept by the pod watch).
+/// and a pod created while it runs shows in a later frame, the pods being followed by a watch
+/// (the sandbox's audit log records the plugin's `watch` on pods).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
     let cluster = Cluster::start(true).await;
@@ -1008,4 +1009,16 @@ async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
     }
     assert!(counted, "the new pending pod never showed");
     child.kill().await.expect("stop the watch");
+    // The pods came from a watch: the plugin asked the API server to watch them.
+    let requests: Vec<String> = cluster
+        .sandbox
+        .audit_log()
+        .accesses_by("kubectl-karpenter/")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        requests.iter().any(|r| r == "watch core pods"),
+        "{requests:#?}"
+    );
 }

@@ -282,7 +282,8 @@ struct Line {
 }
 
 /// The cockpit's STATE of a NodeClaim: a disrupted one says why (`Terminating (Empty)`,
-/// `Disrupting (Underutilized)`, `Interrupted (SpotInterrupted)`), an unhealthy one which
+/// `Disrupting (Underutilized)`, `Interrupted (SpotInterrupted)`; `Disrupting` alone when its
+/// node carries the `karpenter.sh/disrupted` taint and no reason is recorded), an unhealthy one which
 /// condition (`Unhealthy (Ready=False)`), a ready node running only DaemonSet or static pods is
 /// `Empty`; otherwise the lifecycle state.
 pub fn state_text(row: &Row) -> (String, Color) {
@@ -293,6 +294,9 @@ pub fn state_text(row: &Row) -> (String, Color) {
         }
         (State::Ready | State::Drifted, Some(r)) => {
             (format!("Disrupting ({r})"), Color::DarkYellow)
+        }
+        (State::Ready | State::Drifted, None) if row.disrupted_taint => {
+            ("Disrupting".to_owned(), Color::DarkYellow)
         }
         (State::Unhealthy, _) => {
             let condition = row.unhealthy.as_ref().map(|h| h.condition.as_str());
@@ -516,6 +520,8 @@ mod tests {
         let mut row = doc.node_claims[0].clone();
         row.reschedulable_pods = 0;
         assert_eq!(state_text(&row).0, "Empty");
+        row.disrupted_taint = true;
+        assert_eq!(state_text(&row).0, "Disrupting");
         row.disruption_reason = Some("Empty".into());
         assert_eq!(state_text(&row).0, "Disrupting (Empty)");
         row.state = State::Terminating;
@@ -523,6 +529,7 @@ mod tests {
         // No node yet: never called empty.
         row.state = State::Ready;
         row.disruption_reason = None;
+        row.disrupted_taint = false;
         row.node = None;
         assert_eq!(state_text(&row).0, "Ready");
     }

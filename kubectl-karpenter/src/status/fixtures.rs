@@ -192,7 +192,7 @@ pub fn snapshot_with_interruption() -> Snapshot {
 /// A scale-down as two snapshots: [`snapshot`] plus `default-idle`, a ready on-demand m5.large
 /// running only a DaemonSet's pod (consolidation's Empty case); then the same with
 /// `default-idle` deleted by consolidation (a deletionTimestamp and the `DisruptionReason`
-/// condition the controller sets, reason `Empty`).
+/// condition the controller sets, reason `Empty`) and its node tainted `karpenter.sh/disrupted`.
 pub fn scale_down() -> (Snapshot, Snapshot) {
     let mut before = snapshot();
     let mut idle = crate::fixtures::claim("default-idle", "default", "2025-06-01T09:00:00Z");
@@ -226,6 +226,15 @@ pub fn scale_down() -> (Snapshot, Snapshot) {
         status
             .conditions
             .push(serde_json::from_value(reason.json()).expect("valid condition"));
+    }
+    // Termination taints the node so that nothing new lands on it.
+    if let Some(node) = after
+        .nodes
+        .iter_mut()
+        .find(|n| n.metadata.name.as_deref() == Some("ip-10-0-2-50.ec2.internal"))
+    {
+        node.spec.get_or_insert_with(Default::default).taints =
+            Some(vec![crds::labels::disrupted_no_schedule_taint()]);
     }
     (before, after)
 }

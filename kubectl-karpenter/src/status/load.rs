@@ -6,7 +6,9 @@
 //! it counts (bound and not Succeeded or Failed). And which nodes are unhealthy, as node repair
 //! sees them. Pure: the pods and Nodes come in as arguments.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crds::labels::DISRUPTED_TAINT_KEY;
 
 use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -112,6 +114,8 @@ pub struct Loads {
     pods: HashMap<String, PodLoad>,
     allocatable: HashMap<String, Allocatable>,
     unhealthy: HashMap<String, Unhealthy>,
+    /// The Nodes carrying the `karpenter.sh/disrupted` taint.
+    disrupted: HashSet<String>,
 }
 
 impl Loads {
@@ -132,11 +136,32 @@ impl Loads {
                 Some((name, Allocatable::of_list(list)?))
             })
             .collect();
+        let disrupted = nodes
+            .iter()
+            .filter(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT_KEY))
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         Loads {
             pods: loads_by_node(pods),
             allocatable,
             unhealthy,
+            disrupted,
         }
+    }
+
+    /// Whether `claim`'s node carries the `karpenter.sh/disrupted` taint: Karpenter has begun
+    /// to disrupt it (no new pods land there) or is terminating it.
+    pub fn disrupted_taint_of(&self, claim: &NodeClaim) -> bool {
+        claim
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| self.disrupted.contains(n))
     }
 
     /// The repair policy `claim`'s node (its `status.nodeName`) matches, if any.

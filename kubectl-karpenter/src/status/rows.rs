@@ -230,6 +230,9 @@ pub struct Row {
     pub drain_by: Option<Timestamp>,
     /// The condition of its node that a repair policy matches, if one does.
     pub unhealthy: Option<Health>,
+    /// Whether its node carries the `karpenter.sh/disrupted:NoSchedule` taint, which Karpenter
+    /// puts on a node it has begun to disrupt or terminate (no new pods land there).
+    pub disrupted_taint: bool,
 }
 
 /// A node condition node repair acts on, as `status` shows it.
@@ -348,6 +351,7 @@ impl Row {
             node_class,
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
             unhealthy: unhealthy.map(Health::of),
+            disrupted_taint: loads.disrupted_taint_of(claim),
             disruption_reason: disruption_reason(claim),
             drain_by: annotation(claim, DRAIN_BY_ANNOTATION).and_then(|t| t.parse().ok()),
         }

@@ -172,6 +172,14 @@ fn the_cockpit_shows_a_scale_down_at_80_and_200_columns() {
         text.push('\n');
         text
     };
+    let tainted = |snapshot| {
+        let doc = Document::build(snapshot, &View::default(), later, &fixtures::FixedPrices);
+        doc.node_claims
+            .iter()
+            .find(|r| r.name == "default-idle")
+            .is_some_and(|r| r.disrupted_taint)
+    };
+    assert_eq!((tainted(&before), tainted(&after)), (false, true));
     for width in [80, 200] {
         let first = frame(&before, fixtures::now(), width);
         let second = frame(&after, later, width);
