@@ -132,7 +132,7 @@ latest). STATE `Interrupted (SpotInterrupted)` marks a NodeClaim Karpenter is re
 EC2 interrupts its instance (SpotInterrupted, ScheduledChange, InstanceStopped,
 InstanceTerminated): the replacement launches at once and the node drains when it is ready or at
 DRAIN-BY, whichever comes first.
---watch on a terminal (with -o table or wide) is a cockpit fitted to the terminal: a summary
+--watch on a terminal (with the default -o table) is a cockpit fitted to the terminal: a summary
 (NodeClaims, pending pods, the cost per hour and per month of the nodes that stay, terminating
 ones counted apart, the spot share, cpu and memory requested of all allocatable as bars); the
 NodePools, whose CAPACITY/LIMIT CPU and MEMORY are their nodes' capacity against spec.limits
@@ -141,6 +141,7 @@ allocatable, as bars), pods, instance type, capacity type, $/HOUR, age and STATE
 node goes (`Terminating (Empty)`, `Disrupting (Underutilized)`) and calls a ready node running
 only DaemonSet or static pods `Empty`; then the Nodes no NodeClaim names (not managed by
 Karpenter). Narrower terminals get narrower bars, then fewer columns; no line passes the edge.
+With -o wide, json, yaml or name, --watch redraws that output, each line cut at the edge.
 While watching, pods come from one watch instead of a list per refresh (needs watch on pods).
 Exit status: 0 listed (also when there are none), 2 error (e.g. Karpenter's CRDs not installed).
 

@@ -912,8 +912,28 @@ async fn snapshots_of_every_view_of_a_sandbox() {
     check_snapshot("sandbox.yaml", &mask_times(&yaml));
 }
 
-/// The frame-start sequence of `--watch` on a terminal: cursor home, clear the screen.
-const FRAME_START: &str = "\u{1b}[1;1H\u{1b}[2J";
+/// Where `--watch` on a terminal starts each frame: the cursor to the first line.
+const FRAME_START: &str = "\u{1b}[1;1H";
+
+/// The lines of one frame as the terminal shows them: each is drawn after moving the cursor to
+/// its row and ends by clearing the rest of the row (`ESC [ K`); the frame ends by clearing the
+/// rest of the screen (`ESC [ J`).
+fn screen_lines(frame: &str) -> Vec<String> {
+    let mut pieces: Vec<&str> = frame.split("\u{1b}[K").collect();
+    // What follows the last line: the clearing of the rest of the screen.
+    pieces.pop();
+    pieces
+        .into_iter()
+        .map(|piece| {
+            // The cursor move to this row (ESC [ row ; 1 H); the first row's is the frame start.
+            match piece.strip_prefix("\u{1b}[") {
+                Some(rest) => rest.split_once(";1H").map_or(piece, |(_, line)| line),
+                None => piece,
+            }
+            .to_owned()
+        })
+        .collect()
+}
 
 /// Reads `out` until it holds `frames` complete frames (each followed by the start of the next),
 /// or panics when the program ends first. The timeout only guards against hanging forever.
@@ -967,10 +987,8 @@ async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
         .expect("util-linux `script` must be on PATH to give the plugin a terminal");
     let mut out = child.stdout.take().expect("stdout");
     let first = read_frames(&mut out, 1).await.remove(0);
-    let lines: Vec<&str> = first
-        .split('\n')
-        .map(|l| l.trim_end_matches('\r'))
-        .collect();
+    let lines = screen_lines(&first);
+    assert!(lines.len() > 5, "{first:?}");
     for line in &lines {
         assert!(
             line.chars().count() <= 80,

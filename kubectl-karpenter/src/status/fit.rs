@@ -86,6 +86,62 @@ pub fn render(text: &[Span], color: bool) -> String {
         .collect()
 }
 
+/// `line`, which may hold SGR colour escapes (`ESC [ ... m`, as [`render`] and the tables
+/// write them), cut to at most `max` visible columns: when it is longer, its first `max - 1`
+/// visible characters, [`CUT`] and a colour reset. Escapes are kept and never counted.
+pub fn cut_escaped(line: &str, max: usize) -> String {
+    let visible = |s: &str| {
+        let mut n = 0;
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                // The control sequence runs to its final byte, '@' to '~'.
+                let _ = chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            } else {
+                n += 1;
+            }
+        }
+        n
+    };
+    if visible(line) <= max {
+        return line.to_owned();
+    }
+    let mut out = String::new();
+    let mut left = max.saturating_sub(1);
+    let mut escaped = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            escaped = true;
+            out.push(c);
+            if let Some(open) = chars.next() {
+                out.push(open);
+            }
+            for c in chars.by_ref() {
+                out.push(c);
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else if left > 0 {
+            out.push(c);
+            left -= 1;
+        }
+    }
+    if max > 0 {
+        out.push(CUT);
+    }
+    if escaped {
+        out.push_str("\u{1b}[0m");
+    }
+    out
+}
+
 /// One column of a cockpit table.
 #[derive(Clone, Debug)]
 pub struct Column {
@@ -282,6 +338,19 @@ mod tests {
         assert_eq!(short[0].color, Some(Color::Green));
         assert_eq!(cut(&text, 0), Vec::<Span>::new());
         assert_eq!(cut(&text, 14), text);
+    }
+
+    #[test]
+    fn escaped_lines_are_cut_by_what_shows() {
+        let green = "\u{1b}[38;5;10m";
+        let line = format!("ab {green}Ready\u{1b}[39m and more");
+        assert_eq!(cut_escaped(&line, 40), line, "fits: unchanged");
+        assert_eq!(
+            cut_escaped(&line, 6),
+            format!("ab {green}Re\u{1b}[39m…\u{1b}[0m")
+        );
+        assert_eq!(cut_escaped("plain text", 5), "plai…");
+        assert_eq!(cut_escaped("plain", 0), "");
     }
 
     #[test]

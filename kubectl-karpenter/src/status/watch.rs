@@ -1,9 +1,10 @@
 //! What `kubectl karpenter status --watch` prints as the cluster changes. On a terminal it
-//! redraws one screen in place (crossterm: cursor home, clear, draw, line wrap off; the command
-//! enters the alternate screen through [`AlternateScreen`], which restores the terminal however
-//! the watch ends): for `-o table` and `-o wide` the [`cockpit`](super::cockpit) fitted to the
-//! terminal's width and height, for the other formats the document cut to them, so that no line
-//! is ever written past the last column. On a pipe it streams: a new table block after a blank
+//! redraws one screen in place (crossterm: each line drawn over the last frame's and the rest
+//! cleared, line wrap off; the command enters the alternate screen through [`AlternateScreen`],
+//! which restores the terminal however the watch ends): for `-o table` the
+//! [`cockpit`](super::cockpit) fitted to the terminal's width and height, for the other formats
+//! (`wide` tables, JSON, YAML, names) the document cut to them, so that no line is ever written
+//! past the last column. On a pipe it streams: a new table block after a blank
 //! line, one compact JSON document per line (NDJSON), or YAML documents after `---`, and only
 //! when something other than the ages changed. Pure apart from writing to a `Write`.
 
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use super::cockpit;
 use super::document::Document;
-use super::fit::{self, Span};
+use super::fit;
 use super::print::{Print, write_document};
 use crate::cli::OutputFormat;
 use crate::output::OutputError;
@@ -184,7 +185,7 @@ impl Printer {
         // The warning takes the last line (with a blank line above it) when there is one.
         let reserved = if warning.is_some() { 3 } else { 1 };
         let room = height.saturating_sub(reserved);
-        if matches!(self.print.format, OutputFormat::Table | OutputFormat::Wide) {
+        if self.print.format == OutputFormat::Table {
             lines.extend(cockpit::screen(doc, width, room, self.print.color));
         } else {
             let mut body = Vec::new();
@@ -203,12 +204,10 @@ impl Printer {
             lines.push(String::new());
             lines.push(w);
         }
-        // The cockpit fits itself; the title, warning and other formats are cut here. Lines
-        // with colour escapes are the cockpit's, already fitted.
+        // The cockpit fits itself; the title, the warning and the other formats (the wide
+        // table among them) are cut here.
         for line in &mut lines {
-            if !line.contains('\u{1b}') {
-                *line = fit::render(&fit::cut(&[Span::plain(line.as_str())], width), false);
-            }
+            *line = fit::cut_escaped(line, width);
         }
         lines.truncate(height);
         let mut frame = lines.join("\n");
@@ -216,9 +215,20 @@ impl Printer {
         if self.last_frame.as_deref() == Some(frame.as_str()) && self.last_size == size {
             return Ok(false);
         }
-        queue!(out, MoveTo(0, 0), Clear(ClearType::All))?;
-        // The last line has no newline so a full screen does not scroll.
-        out.write_all(frame.trim_end_matches('\n').as_bytes())?;
+        // Each line overwrites the one drawn before it and clears what is left of it, then the
+        // rest of the screen is cleared: nothing blanks between frames (no flicker). A resize
+        // clears the whole screen first. One write for the frame.
+        let mut bytes = Vec::new();
+        if self.last_size != size {
+            queue!(bytes, Clear(ClearType::All))?;
+        }
+        for (row, line) in lines.iter().enumerate() {
+            queue!(bytes, MoveTo(0, u16::try_from(row).unwrap_or(u16::MAX)))?;
+            bytes.extend_from_slice(line.as_bytes());
+            queue!(bytes, Clear(ClearType::UntilNewLine))?;
+        }
+        queue!(bytes, Clear(ClearType::FromCursorDown))?;
+        out.write_all(&bytes)?;
         out.flush()?;
         self.last_frame = Some(frame);
         self.last_size = size;
@@ -379,9 +389,19 @@ mod tests {
         // Same document, same second: nothing to redraw.
         assert!(!printer.show(&mut out, &doc, now).expect("show"));
         let text = String::from_utf8(out).expect("utf-8");
-        assert!(text.starts_with("\u{1b}[1;1H\u{1b}[2J"), "{text:?}");
-        assert_eq!(text.lines().count(), 5, "{text}");
-        assert!(!text.ends_with('\n'));
+        // A new size: the screen is cleared, then five lines drawn in place, each clearing
+        // the rest of its line, then the rest of the screen.
+        assert!(
+            text.starts_with("\u{1b}[2J\u{1b}[1;1HEvery 2s: "),
+            "{text:?}"
+        );
+        for row in 1..=5 {
+            assert!(text.contains(&format!("\u{1b}[{row};1H")), "{text:?}");
+        }
+        assert!(!text.contains("\u{1b}[6;1H"), "{text:?}");
+        assert_eq!(text.matches("\u{1b}[K").count(), 5, "{text:?}");
+        assert!(text.ends_with("\u{1b}[K\u{1b}[J"), "{text:?}");
+        assert!(!text.contains('\n'), "{text:?}");
         assert!(text.contains(
             "Every 2s: kubectl karpenter status (Ctrl-C to quit)   2025-06-01T12:00:00Z"
         ));
@@ -453,7 +473,9 @@ mod tests {
         printer.resize(Some(80), Some(3));
         let mut out = Vec::new();
         assert!(printer.show(&mut out, &doc, now).expect("show"));
-        assert_eq!(String::from_utf8(out).expect("utf-8").lines().count(), 3);
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.starts_with("\u{1b}[2J"), "a new size clears: {text:?}");
+        assert_eq!(text.matches("\u{1b}[K").count(), 3, "{text:?}");
         // Same size again: nothing to redraw. 0 rows: not cut.
         assert!(!printer.show(&mut Vec::new(), &doc, now).expect("show"));
         printer.resize(Some(0), Some(0));
@@ -464,6 +486,33 @@ mod tests {
                 rows: None
             }
         );
+    }
+
+    #[test]
+    fn wide_tables_on_a_terminal_are_cut_at_its_edge_and_redrawn_over() {
+        let (before, after) = snapshots();
+        let mut printer = Printer::new(
+            Screen::Redraw {
+                cols: Some(60),
+                rows: Some(40),
+            },
+            print(OutputFormat::Wide),
+            TWO_SECONDS,
+        );
+        let (doc, now) = doc_at(&before, "2025-06-01T12:00:00Z");
+        assert!(printer.show(&mut Vec::new(), &doc, now).expect("show"));
+        let (doc, now) = doc_at(&after, "2025-06-01T12:00:02Z");
+        let mut out = Vec::new();
+        assert!(printer.show(&mut out, &doc, now).expect("show"));
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            !text.contains("\u{1b}[2J"),
+            "same size: drawn over, not cleared"
+        );
+        let frame = printer.last_frame().expect("a frame");
+        assert!(frame.starts_with("NODEPOOL "), "the wide table: {frame}");
+        assert!(frame.lines().all(|l| l.chars().count() <= 60), "{frame}");
+        assert!(frame.lines().any(|l| l.ends_with('…')), "{frame}");
     }
 
     #[test]
