@@ -397,7 +397,7 @@ async fn a_closed_pipe_ends_quietly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wide_json_sort_and_nodepool_filter() {
+async fn wide_json_sort_nodepool_and_label_filters() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
     add_nodes_and_pods(&cluster);
@@ -540,6 +540,35 @@ async fn wide_json_sort_and_nodepool_filter() {
     assert_eq!(
         stderr(&none),
         "error: no NodePool named \"absent\" (context \"karpenter-sandbox\"); NodePools: default\n"
+    );
+
+    // -l selects NodeClaims (and Nodes) by label, with --nodepool too.
+    let names = |args: &'static [&'static str]| {
+        let cluster = &cluster;
+        async move {
+            let mut all = vec!["status", "--kubeconfig", kc, "-o", "name"];
+            all.extend_from_slice(args);
+            let out = cluster.plugin(&all).await;
+            assert!(out.status.success(), "stderr: {}", stderr(&out));
+            stdout(&out)
+        }
+    };
+    assert_eq!(
+        names(&["-l", "karpenter.sh/capacity-type=spot"]).await,
+        "nodeclaim.karpenter.sh/default-registering\nnodeclaim.karpenter.sh/gpu-terminating\n"
+    );
+    assert_eq!(
+        names(&["-l", "karpenter.sh/capacity-type=spot", "--nodepool", "gpu"]).await,
+        "nodeclaim.karpenter.sh/gpu-terminating\n"
+    );
+    let interval = cluster
+        .plugin(&["status", "--kubeconfig", kc, "--watch", "--interval", "0"])
+        .await;
+    assert_eq!(interval.status.code(), Some(2));
+    assert!(
+        stderr(&interval).contains("invalid interval \"0\": it is shorter than 100ms"),
+        "{}",
+        stderr(&interval)
     );
 
     let bad = cluster
