@@ -2,7 +2,7 @@
 //! redraws one screen in place (crossterm: each line drawn over the last frame's and the rest
 //! cleared, line wrap off; the command enters the alternate screen through [`AlternateScreen`],
 //! which restores the terminal however the watch ends): for `-o table` the
-//! [`cockpit`](super::cockpit) fitted to the terminal's width and height, for the other formats
+//! [`cockpit`] fitted to the terminal's width and height, for the other formats
 //! (`wide` tables, JSON, YAML, names) the document cut to them, so that no line is ever written
 //! past the last column. On a pipe it streams: a new table block after a blank
 //! line, one compact JSON document per line (NDJSON), or YAML documents after `---`, and only

@@ -181,19 +181,22 @@ fn node_columns(rows: &[Line], name: &'static str, state: &'static str, bar: usi
     ]
 }
 
-/// The table of `rows`: the widest bars with which every column fits, else the narrowest
-/// bars with columns dropped by rank (AGE first, then PODS, INSTANCE-TYPE, CAPACITY-TYPE,
-/// $/HOUR, memory, cpu; never the name or the state).
+/// The table of `rows`: the widest bars with which every column fits with the full headers,
+/// else with the short ones (`REQ CPU`), else the narrowest bars with columns dropped by rank
+/// (AGE first, then PODS, INSTANCE-TYPE, CAPACITY-TYPE, $/HOUR, memory, cpu; never the name or
+/// the state).
 pub(super) fn node_table(
     rows: &[Line],
     name: &'static str,
     state: &'static str,
     width: usize,
 ) -> Vec<Text> {
-    for bar in ROW_BARS {
-        let columns = node_columns(rows, name, state, bar);
-        if fit::fits(&columns, width, false) {
-            return fit::table(columns, width).lines;
+    for short in [false, true] {
+        for bar in ROW_BARS {
+            let columns = node_columns(rows, name, state, bar);
+            if fit::fits(&columns, width, short) {
+                return fit::table(columns, width).lines;
+            }
         }
     }
     fit::table(node_columns(rows, name, state, NARROW_BAR), width).lines
@@ -242,6 +245,64 @@ mod tests {
         row.disrupted_taint = false;
         row.node = None;
         assert_eq!(state_text(&row).0, "Ready");
+    }
+
+    #[test]
+    fn bars_narrow_and_headers_shorten_before_columns_go() {
+        let doc = doc();
+        let rows: Vec<Line> = doc.node_claims.iter().map(Line::of_claim).collect();
+        let header = |width| {
+            let lines = node_table(&rows, "NODECLAIM", "STATE", width);
+            fit::render(&lines[0], false)
+        };
+        let words = |h: String| {
+            h.split("  ")
+                .filter(|w| !w.is_empty())
+                .map(|w| w.trim().to_owned())
+                .collect::<Vec<_>>()
+        };
+        // Wide: full headers, every column.
+        assert_eq!(
+            words(header(200)),
+            [
+                "NODECLAIM",
+                "REQUESTED CPU",
+                "REQUESTED MEMORY",
+                "PODS",
+                "INSTANCE-TYPE",
+                "CAPACITY-TYPE",
+                "$/HOUR",
+                "AGE",
+                "STATE"
+            ]
+        );
+        // Narrower: short headers keep every column before any is dropped.
+        assert_eq!(
+            words(header(100)),
+            [
+                "NODECLAIM",
+                "REQ CPU",
+                "REQ MEM",
+                "PODS",
+                "TYPE",
+                "CAPACITY",
+                "$/HOUR",
+                "AGE",
+                "STATE"
+            ]
+        );
+        // 80 columns: AGE, PODS and INSTANCE-TYPE go; capacity type and price stay.
+        assert_eq!(
+            words(header(80)),
+            [
+                "NODECLAIM",
+                "REQ CPU",
+                "REQ MEM",
+                "CAPACITY",
+                "$/HOUR",
+                "STATE"
+            ]
+        );
     }
 
     #[test]
