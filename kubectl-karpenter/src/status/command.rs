@@ -6,6 +6,7 @@
 //! ([`PodFeed`]) rather than a list of every pod on each refresh.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crds::{EC2NodeClass, NodePool};
@@ -124,7 +125,7 @@ pub async fn read(
     conn: &Connection,
     nodepool: Option<&str>,
     selector: Option<&str>,
-    pods: Option<Vec<Pod>>,
+    pods: Option<Vec<Arc<Pod>>>,
 ) -> Result<Snapshot, Error> {
     let mut params = ListParams::default();
     let pool = nodepool.map(|pool| format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
@@ -147,7 +148,8 @@ pub async fn read(
         None => {
             let api: Api<Pod> = Api::all(conn.client.clone());
             let active = ListParams::default().fields(ACTIVE_PODS);
-            conn.list_or_empty(&api, &active, "Pods").await?
+            let listed = conn.list_or_empty(&api, &active, "Pods").await?;
+            listed.into_iter().map(Arc::new).collect()
         }
     };
     let classes: Api<EC2NodeClass> = Api::all(conn.client.clone());

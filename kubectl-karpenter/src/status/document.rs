@@ -4,6 +4,8 @@
 //! values), built from a snapshot of NodePools, NodeClaims, Nodes, pods and EC2NodeClasses. Tables render it,
 //! `-o json|yaml` serialize it, `--watch` compares it. Pure: no I/O.
 
+use std::sync::Arc;
+
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -26,8 +28,9 @@ pub struct Snapshot {
     pub claims: Vec<NodeClaim>,
     /// The Nodes (or those of the NodePool `--nodepool` names): their allocatable.
     pub nodes: Vec<Node>,
-    /// Every pod not Succeeded or Failed, in every namespace: what runs on each node.
-    pub pods: Vec<Pod>,
+    /// Every pod not Succeeded or Failed, in every namespace: what runs on each node (shared
+    /// with the pod watch's store while `--watch` runs, so a refresh copies no pod).
+    pub pods: Vec<Arc<Pod>>,
     /// Every EC2NodeClass (none when they cannot be read): why a node holds what it does.
     pub node_classes: Vec<EC2NodeClass>,
 }

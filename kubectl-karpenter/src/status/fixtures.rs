@@ -2,6 +2,8 @@
 //! shared NodeClaim sample plus a drifted NodeClaim, the Nodes they registered, the pods on
 //! them and the `default` EC2NodeClass (`maxPods: 8`), at the shared fixed `now`.
 
+use std::sync::Arc;
+
 use crds::upgrade::PAUSED_ANNOTATION;
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
@@ -136,7 +138,7 @@ pub fn snapshot() -> Snapshot {
         pools: pools(),
         claims: claims(),
         nodes: nodes(),
-        pods: pods(),
+        pods: pods().into_iter().map(Arc::new).collect(),
         node_classes: node_classes(),
     }
 }
@@ -178,14 +180,14 @@ pub fn snapshot_with_interruption() -> Snapshot {
         "3389Mi",
         "8",
     ));
-    snapshot.pods.push(
+    snapshot.pods.push(Arc::new(
         pod("cart-1")
             .cpu("250m")
             .memory("256Mi")
             .owner("apps/v1", "ReplicaSet", "cart-7c9f", "uid-cart")
             .on_node("ip-10-0-2-6.ec2.internal")
             .build(),
-    );
+    ));
     snapshot
 }
 
@@ -211,7 +213,9 @@ pub fn scale_down() -> (Snapshot, Snapshot) {
         "7291Mi",
         "8",
     ));
-    before.pods.push(daemon_pod("ip-10-0-2-50.ec2.internal"));
+    before
+        .pods
+        .push(Arc::new(daemon_pod("ip-10-0-2-50.ec2.internal")));
     let mut after = before.clone();
     let idle = after
         .claims

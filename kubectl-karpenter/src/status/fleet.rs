@@ -5,6 +5,7 @@
 //! monthly cost and how much of it is spot. Pure: the Nodes, pods, rows and price book come in as
 //! arguments.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
 
 use jiff::Timestamp;
@@ -166,9 +167,9 @@ pub fn other_nodes(
 }
 
 /// Pods waiting for a node: not bound to one, not Succeeded or Failed, not being deleted.
-pub fn pending_pods(pods: &[Pod]) -> usize {
+pub fn pending_pods<P: Borrow<Pod>>(pods: &[P]) -> usize {
     pods.iter()
-        .map(PodView::from)
+        .map(|p| PodView::from(p.borrow()))
         .filter(|p| {
             let bound = p
                 .spec

@@ -6,6 +6,7 @@
 //! it counts (bound and not Succeeded or Failed). And which nodes are unhealthy, as node repair
 //! sees them. Pure: the pods and Nodes come in as arguments.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crds::labels::DISRUPTED_TAINT_KEY;
@@ -69,10 +70,10 @@ pub struct PodLoad {
 
 /// Sums the pods bound to each node, by node name, in one pass over every pod (pending pods,
 /// which no node hosts yet, and Succeeded or Failed ones are left out).
-pub fn loads_by_node(pods: &[Pod]) -> HashMap<String, PodLoad> {
+pub fn loads_by_node<P: Borrow<Pod>>(pods: &[P]) -> HashMap<String, PodLoad> {
     let mut loads: HashMap<String, PodLoad> = HashMap::new();
     for pod in pods {
-        let pod = &PodView::from(pod);
+        let pod = &PodView::from(pod.borrow());
         let Some(node) = pod
             .spec
             .as_ref()
@@ -122,7 +123,7 @@ impl Loads {
     /// Indexes `nodes` (their allocatable, and the condition each matches of the repair
     /// policies node repair uses: karpenter-core's [`aws_policies`]) and sums `pods` by node
     /// name.
-    pub fn of(nodes: &[Node], pods: &[Pod]) -> Loads {
+    pub fn of<P: Borrow<Pod>>(nodes: &[Node], pods: &[P]) -> Loads {
         let policies = aws_policies();
         let unhealthy = nodes
             .iter()

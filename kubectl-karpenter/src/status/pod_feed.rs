@@ -64,9 +64,9 @@ impl PodFeed {
         }
     }
 
-    /// The pods as the watch has them now, or `None` while the first list has not completed
-    /// or the watch is failing (list them instead).
-    pub fn pods(&self) -> Option<Vec<Pod>> {
+    /// The pods as the watch has them now (shared with its store, not copied), or `None` while
+    /// the first list has not completed or the watch is failing (list them instead).
+    pub fn pods(&self) -> Option<Vec<Arc<Pod>>> {
         let usable = self
             .health
             .lock()
@@ -74,7 +74,7 @@ impl PodFeed {
         if !usable {
             return None;
         }
-        Some(self.store.state().iter().map(|p| (**p).clone()).collect())
+        Some(self.store.state())
     }
 }
 
