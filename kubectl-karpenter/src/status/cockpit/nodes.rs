@@ -100,6 +100,15 @@ impl Line {
     }
 }
 
+/// PODS: the pods on the node against the most it admits, `3/8` (eks-node-viewer's
+/// `pods/maxPods`), or the count alone when its allocatable does not say.
+fn pods_cell(pods: usize, max: Option<i64>) -> String {
+    match max {
+        Some(max) => format!("{pods}/{max}"),
+        None => pods.to_string(),
+    }
+}
+
 /// `████░░░░  56%`: requests against allocatable, [`UNKNOWN`] when the allocatable is not
 /// known.
 fn usage(used: i64, of: Option<i64>, cells: usize) -> Text {
@@ -141,7 +150,7 @@ fn node_columns(rows: &[Line], name: &'static str, state: &'static str, bar: usi
             header: "PODS",
             short: "PODS",
             drop_rank: 7,
-            cells: cells(&|l| plain(&l.pods.to_string())),
+            cells: cells(&|l| plain(&pods_cell(l.pods, l.allocatable.and_then(|a| a.pods)))),
         },
         Column {
             header: "INSTANCE-TYPE",
@@ -310,5 +319,7 @@ mod tests {
         let text = |t: Text| fit::render(&t, false);
         assert_eq!(text(usage(1100, Some(1930), 5)), "██░░░  56%");
         assert_eq!(text(usage(1, None, 5)), "-");
+        assert_eq!(pods_cell(3, Some(8)), "3/8");
+        assert_eq!(pods_cell(0, None), "0");
     }
 }
