@@ -227,8 +227,8 @@ pub struct StatusArgs {
     pub no_headers: bool,
     /// Keep watching: on a terminal, a cockpit redrawn in place every --interval and fitted to
     /// the terminal (summary with cost and spot share, requested cpu and memory as bars, why a
-    /// node is being disrupted, nodes Karpenter does not manage; Ctrl-C quits); on a pipe,
-    /// print again whenever something changes (`-o json`: one document per line).
+    /// node is being disrupted, nodes Karpenter does not manage; q, Esc or Ctrl-C quits); on a
+    /// pipe, print again whenever something changes (`-o json`: one document per line).
     #[arg(short, long)]
     pub watch: bool,
     /// How often --watch redraws: a whole number of seconds or a duration with a unit (500ms,

@@ -18,7 +18,7 @@ use karpenter_core::capacity::catalog::{Catalog, spot_price};
 use sandbox::store::{DeleteOptions, Subresource};
 use serde_json::{Value, json};
 use testutil::nodepool;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use support::{
@@ -967,7 +967,6 @@ fn screen_lines(frame: &str) -> Vec<String> {
 /// Reads `out` until it holds `frames` complete frames (each followed by the start of the next),
 /// or panics when the program ends first. The timeout only guards against hanging forever.
 async fn read_frames(out: &mut tokio::process::ChildStdout, frames: usize) -> Vec<String> {
-    use tokio::io::AsyncReadExt;
     let mut seen = Vec::new();
     loop {
         let text = String::from_utf8_lossy(&seen).into_owned();
@@ -990,7 +989,8 @@ async fn read_frames(out: &mut tokio::process::ChildStdout, frames: usize) -> Ve
 /// with `NO_COLOR`: the cockpit is drawn within 80 columns (summary with the pending pod, the
 /// NodePool's capacity against its limit, every NodeClaim with its requests), without colour,
 /// and a pod created while it runs shows in a later frame, the pods being followed by a watch
-/// (the sandbox's audit log records the plugin's `watch` on pods).
+/// (the sandbox's audit log records the plugin's `watch` on pods); `q` ends it, leaving the
+/// last frame in the scrollback.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
     let cluster = Cluster::start(true).await;
@@ -1055,7 +1055,23 @@ async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
         }
     }
     assert!(counted, "the new pending pod never showed");
-    child.kill().await.expect("stop the watch");
+    // `q` ends the watch: the terminal is restored and the last frame stays in the scrollback.
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"q").await.expect("press q");
+    stdin.flush().await.expect("press q");
+    // A guard against hanging forever, not an assertion on timing.
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the watch ends after q")
+        .expect("wait for the watch");
+    assert!(status.success(), "{status}");
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).await.expect("read the terminal");
+    let rest = String::from_utf8_lossy(&rest);
+    let (_, after) = rest
+        .split_once("\u{1b}[?1049l")
+        .expect("the alternate screen is left");
+    assert!(after.contains("NODECLAIM "), "{after:?}");
     // The pods came from a watch: the plugin asked the API server to watch them.
     let requests: Vec<String> = cluster
         .sandbox

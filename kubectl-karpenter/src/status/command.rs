@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
 use super::document::{Document, Snapshot, View};
+use super::keys::{QuitKeys, RawMode};
 use super::pod_feed::PodFeed;
 use super::print::{Print, silent_when_empty, write_document};
 use super::rows::{NoPrices, PriceBook};
@@ -291,10 +292,25 @@ async fn watch_loop<O: Write, E: Write>(
     }
     let result = {
         let mut terminal = AlternateScreen::enter(io.out)?;
+        // Raw mode after the alternate screen, so that it ends first; `q`, Esc and Ctrl-C are
+        // keys then (Ctrl-C stays a signal when the terminal cannot be switched).
+        let raw = RawMode::enter();
+        let mut keys = raw.on().then(QuitKeys::start);
+        let quit = async {
+            match keys.as_mut() {
+                Some(keys) => tokio::select! {
+                    () = stop => {}
+                    () = keys.pressed() => {}
+                },
+                None => stop.await,
+            }
+        };
+        let quit = std::pin::pin!(quit);
         watch
-            .poll(first, &mut printer, terminal.out(), io.err, stop)
+            .poll(first, &mut printer, terminal.out(), io.err, quit)
             .await
-        // Leaving the block restores the terminal, also when `poll` failed.
+        // Leaving the block stops the key reader and restores the terminal, also when `poll`
+        // failed.
     };
     if let Some(frame) = printer.last_frame() {
         io.out.write_all(frame.as_bytes())?;

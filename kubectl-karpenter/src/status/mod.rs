@@ -19,6 +19,7 @@ pub mod document;
 pub mod fit;
 pub mod fleet;
 pub mod interval;
+pub mod keys;
 pub mod limits;
 pub mod load;
 pub mod pod_feed;
