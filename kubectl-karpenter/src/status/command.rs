@@ -116,8 +116,9 @@ pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 /// `karpenter.sh/nodepool` label, and only those matching the label `selector`, when given),
 /// every pod not Succeeded or Failed (`pods` when the caller already has them: no list) and
 /// every EC2NodeClass, each in one list call. A server without the NodePool CRD has no
-/// NodePools; one without the NodeClaim CRD is an error. EC2NodeClasses only explain the LIMITED-BY column: without their
-/// CRD, or when the user may not list them (403), there are none.
+/// NodePools; one without the NodeClaim CRD is an error. EC2NodeClasses only explain the
+/// LIMITED-BY column: without their CRD, or when the user may not list them (403), there are
+/// none.
 ///
 /// Errors: [`Error::NotInstalled`], [`Error::List`], [`Error::ListOther`] (e.g. Nodes or Pods
 /// not readable with the user's RBAC);
