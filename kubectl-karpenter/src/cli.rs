@@ -14,6 +14,7 @@ use crate::global_args::GlobalArgs;
 pub use crate::orphans::args::{
     DetectArgs, OrphansAction, OrphansArgs, OrphansDeleteArgs, OrphansListArgs, OrphansOutput,
 };
+use crate::status::interval::Interval;
 pub use crate::status::sort::SortBy;
 pub use crate::upgrade::args::UpgradeArgs;
 pub use crate::version::VersionOutput;
@@ -131,6 +132,17 @@ latest). STATE `Interrupted (SpotInterrupted)` marks a NodeClaim Karpenter is re
 EC2 interrupts its instance (SpotInterrupted, ScheduledChange, InstanceStopped,
 InstanceTerminated): the replacement launches at once and the node drains when it is ready or at
 DRAIN-BY, whichever comes first.
+--watch on a terminal (with the default -o table) is a cockpit fitted to the terminal: a summary
+(NodeClaims, pending pods, the cost per hour and per month of the nodes that stay, terminating
+ones counted apart, the spot share, cpu and memory requested of all allocatable as bars); the
+NodePools, whose CAPACITY/LIMIT CPU and MEMORY are their nodes' capacity against spec.limits
+(`-`: no limit); per NodeClaim REQUESTED CPU and MEMORY (the pods' requests against the node's
+allocatable, as bars), pods, instance type, capacity type, $/HOUR, age and STATE, which says why a
+node goes (`Terminating (Empty)`, `Disrupting (Underutilized)`) and calls a ready node running
+only DaemonSet or static pods `Empty`; then the Nodes no NodeClaim names (not managed by
+Karpenter). Narrower terminals get narrower bars, then fewer columns; no line passes the edge.
+With -o wide, json, yaml or name, --watch redraws that output, each line cut at the edge.
+While watching, pods come from one watch instead of a list per refresh (needs watch on pods).
 Exit status: 0 listed (also when there are none), 2 error (e.g. Karpenter's CRDs not installed).
 
 Examples:
@@ -142,8 +154,12 @@ Examples:
   kubectl karpenter status -o wide --sort-by price
   # One NodePool and its NodeClaims, as YAML
   kubectl karpenter status --nodepool gpu -o yaml
+  # The cockpit: summary, NodePools and every node with bars, redrawn every 5s
+  kubectl karpenter status --watch --interval 5s
+  # Only spot capacity
+  kubectl karpenter status -w -l karpenter.sh/capacity-type=spot
   # Keep watching; on a pipe, one JSON document per line whenever something changes
-  kubectl karpenter status --watch -o json | jq -c .totals";
+  kubectl karpenter status --watch -o json | jq -c .fleet";
 
 /// Help text after `version --help`.
 pub const VERSION_HELP: &str = "\
@@ -209,10 +225,21 @@ pub struct StatusArgs {
     /// Print NodeClaim rows only: no headers, no NodePool section and no totals line.
     #[arg(long)]
     pub no_headers: bool,
-    /// Keep watching: on a terminal, redraw in place every 2s (Ctrl-C quits); on a pipe, print
-    /// again whenever something changes (`-o json`: one document per line).
+    /// Keep watching: on a terminal, a cockpit redrawn in place every --interval and fitted to
+    /// the terminal (summary with cost and spot share, requested cpu and memory as bars, why a
+    /// node is being disrupted, nodes Karpenter does not manage; q, Esc or Ctrl-C quits); on a
+    /// pipe, print again whenever something changes (`-o json`: one document per line).
     #[arg(short, long)]
     pub watch: bool,
+    /// How often --watch redraws: a whole number of seconds or a duration with a unit (500ms,
+    /// 5s, 1m), at least 100ms.
+    #[arg(long, value_name = "DURATION", default_value_t = Interval::default())]
+    pub interval: Interval,
+    /// Only the NodeClaims and Nodes whose labels match this selector (kubectl's label query,
+    /// e.g. `karpenter.sh/capacity-type=spot` or `node.kubernetes.io/instance-type in
+    /// (m5.large,m5.xlarge)`; NodeClaims carry the labels Karpenter gives their nodes).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
     /// Order of the NodeClaims (ties by NodePool, then name).
     #[arg(long, value_enum, value_name = "KEY", default_value_t = SortBy::Nodepool)]
     pub sort_by: SortBy,

@@ -62,25 +62,34 @@ impl FromStr for RequestTimeout {
     /// Errors: an empty, negative or unit-less fractional value, or an unknown unit, with
     /// kubectl's hint of what a valid value looks like.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = |why: &str| {
+        parse_duration(s).map(RequestTimeout).map_err(|why| {
             format!(
                 "invalid timeout {s:?}: {why}; it must be a whole number of seconds, or a number \
                  followed by a unit (e.g. 1s, 2m, 3h); 0 waits forever"
             )
-        };
-        let s = s.trim();
-        if s.is_empty() {
-            return Err(invalid("it is empty"));
-        }
-        if let Ok(seconds) = s.parse::<u64>() {
-            return Ok(RequestTimeout(Duration::from_secs(seconds)));
-        }
-        let parsed: kube::core::Duration = s.parse().map_err(|e| invalid(&format!("{e}")))?;
-        if parsed.is_negative() {
-            return Err(invalid("it is negative"));
-        }
-        Ok(RequestTimeout(parsed.into()))
+        })
     }
+}
+
+/// A duration as kubectl's duration flags take it (`--request-timeout`, and `status
+/// --interval`): a whole number is seconds, anything else a Go duration with units (`ns`, `us`,
+/// `ms`, `s`, `m`, `h`; e.g. `500ms`, `1m30s`).
+///
+/// Errors: why the text is not a duration (empty, negative, unit-less fraction, unknown unit),
+/// for the caller to put in its flag's message.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if let Ok(seconds) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let parsed: kube::core::Duration = s.parse().map_err(|e| format!("{e}"))?;
+    if parsed.is_negative() {
+        return Err("it is negative".to_owned());
+    }
+    Ok(parsed.into())
 }
 
 /// A request the server did not start answering within `--request-timeout`.

@@ -18,7 +18,7 @@ use karpenter_core::capacity::catalog::{Catalog, spot_price};
 use sandbox::store::{DeleteOptions, Subresource};
 use serde_json::{Value, json};
 use testutil::nodepool;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use support::{
@@ -397,7 +397,7 @@ async fn a_closed_pipe_ends_quietly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wide_json_sort_and_nodepool_filter() {
+async fn wide_json_sort_nodepool_and_label_filters() {
     let cluster = Cluster::start(true).await;
     cluster.populate();
     add_nodes_and_pods(&cluster);
@@ -479,7 +479,10 @@ async fn wide_json_sort_and_nodepool_filter() {
     assert!(json_out.status.success(), "stderr: {}", stderr(&json_out));
     let doc: Value = serde_json::from_slice(&json_out.stdout).expect("valid JSON");
     let keys: Vec<&String> = doc.as_object().expect("an object").keys().collect();
-    assert_eq!(keys, ["nodeClaims", "nodePools", "totals"]);
+    assert_eq!(
+        keys,
+        ["fleet", "nodeClaims", "nodePools", "otherNodes", "totals"]
+    );
     let names: Vec<(&str, &str)> = doc["nodeClaims"]
         .as_array()
         .expect("nodeClaims")
@@ -537,6 +540,35 @@ async fn wide_json_sort_and_nodepool_filter() {
     assert_eq!(
         stderr(&none),
         "error: no NodePool named \"absent\" (context \"karpenter-sandbox\"); NodePools: default\n"
+    );
+
+    // -l selects NodeClaims (and Nodes) by label, with --nodepool too.
+    let names = |args: &'static [&'static str]| {
+        let cluster = &cluster;
+        async move {
+            let mut all = vec!["status", "--kubeconfig", kc, "-o", "name"];
+            all.extend_from_slice(args);
+            let out = cluster.plugin(&all).await;
+            assert!(out.status.success(), "stderr: {}", stderr(&out));
+            stdout(&out)
+        }
+    };
+    assert_eq!(
+        names(&["-l", "karpenter.sh/capacity-type=spot"]).await,
+        "nodeclaim.karpenter.sh/default-registering\nnodeclaim.karpenter.sh/gpu-terminating\n"
+    );
+    assert_eq!(
+        names(&["-l", "karpenter.sh/capacity-type=spot", "--nodepool", "gpu"]).await,
+        "nodeclaim.karpenter.sh/gpu-terminating\n"
+    );
+    let interval = cluster
+        .plugin(&["status", "--kubeconfig", kc, "--watch", "--interval", "0"])
+        .await;
+    assert_eq!(interval.status.code(), Some(2));
+    assert!(
+        stderr(&interval).contains("invalid interval \"0\": it is shorter than 100ms"),
+        "{}",
+        stderr(&interval)
     );
 
     let bad = cluster
@@ -907,4 +939,149 @@ async fn snapshots_of_every_view_of_a_sandbox() {
     let yaml = run("yaml").await;
     serde_saphyr::from_str::<Value>(&yaml).expect("YAML");
     check_snapshot("sandbox.yaml", &mask_times(&yaml));
+}
+
+/// Where `--watch` on a terminal starts each frame: the cursor to the first line.
+const FRAME_START: &str = "\u{1b}[1;1H";
+
+/// The lines of one frame as the terminal shows them: each is drawn after moving the cursor to
+/// its row and ends by clearing the rest of the row (`ESC [ K`); the frame ends by clearing the
+/// rest of the screen (`ESC [ J`).
+fn screen_lines(frame: &str) -> Vec<String> {
+    let mut pieces: Vec<&str> = frame.split("\u{1b}[K").collect();
+    // What follows the last line: the clearing of the rest of the screen.
+    pieces.pop();
+    pieces
+        .into_iter()
+        .map(|piece| {
+            // The cursor move to this row (ESC [ row ; 1 H); the first row's is the frame start.
+            match piece.strip_prefix("\u{1b}[") {
+                Some(rest) => rest.split_once(";1H").map_or(piece, |(_, line)| line),
+                None => piece,
+            }
+            .to_owned()
+        })
+        .collect()
+}
+
+/// Reads `out` until it holds `frames` complete frames (each followed by the start of the next),
+/// or panics when the program ends first. The timeout only guards against hanging forever.
+async fn read_frames(out: &mut tokio::process::ChildStdout, frames: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        let parts: Vec<&str> = text.split(FRAME_START).skip(1).collect();
+        // The last part may still be arriving.
+        if parts.len() > frames {
+            return parts[..frames].iter().map(|f| (*f).to_owned()).collect();
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(120), out.read(&mut chunk))
+            .await
+            .expect("a frame within 2 minutes")
+            .expect("read the terminal");
+        assert!(n > 0, "the watch ended early:\n{text}");
+        seen.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// `status --watch` on a real pseudo-terminal (util-linux `script`), 80 columns by 30 lines,
+/// with `NO_COLOR`: the cockpit is drawn within 80 columns (summary with the pending pod, the
+/// NodePool's capacity against its limit, every NodeClaim with its requests), without colour,
+/// and a pod created while it runs shows in a later frame, the pods being followed by a watch
+/// (the sandbox's audit log records the plugin's `watch` on pods); `q` ends it, leaving the
+/// last frame in the scrollback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_on_a_terminal_draws_the_cockpit_within_its_width() {
+    let cluster = Cluster::start(true).await;
+    cluster.populate();
+    add_nodes_and_pods(&cluster);
+    create_default_pool(&cluster);
+    let kubeconfig = cluster.kubeconfig();
+    let command = format!(
+        "stty cols 80 rows 30; exec '{BIN}' status --watch --interval 200ms --kubeconfig '{}'",
+        kubeconfig.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .env("HOME", cluster.dir.path())
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm-256color")
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("util-linux `script` must be on PATH to give the plugin a terminal");
+    let mut out = child.stdout.take().expect("stdout");
+    let first = read_frames(&mut out, 1).await.remove(0);
+    let lines = screen_lines(&first);
+    assert!(lines.len() > 5, "{first:?}");
+    for line in &lines {
+        assert!(
+            line.chars().count() <= 80,
+            "{line:?} is wider than 80:\n{first}"
+        );
+    }
+    assert!(
+        lines[0].starts_with("Every 200ms: kubectl karpenter status (Ctrl-C to quit)"),
+        "{first}"
+    );
+    assert!(
+        lines[1].starts_with("5 NodeClaims  1 pending pod  $"),
+        "{first}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("NODEPOOL ")), "{first}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("default ") && l.contains(" 2/100 ")),
+        "the NodePool's cpu capacity against its limit:\n{first}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("NODECLAIM ")), "{first}");
+    assert!(
+        !first.contains("\u{1b}[38;5;"),
+        "coloured despite NO_COLOR:\n{first}"
+    );
+    // One more pending pod: a later frame counts it.
+    create_pod(&cluster, testutil::pod("pending-2").cpu("1"), "Pending");
+    let mut counted = false;
+    for _ in 0..100 {
+        let frame = read_frames(&mut out, 1).await.remove(0);
+        if frame.contains("2 pending pods") {
+            counted = true;
+            break;
+        }
+    }
+    assert!(counted, "the new pending pod never showed");
+    // `q` ends the watch: the terminal is restored and the last frame stays in the scrollback.
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"q").await.expect("press q");
+    stdin.flush().await.expect("press q");
+    // A guard against hanging forever, not an assertion on timing.
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the watch ends after q")
+        .expect("wait for the watch");
+    assert!(status.success(), "{status}");
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).await.expect("read the terminal");
+    let rest = String::from_utf8_lossy(&rest);
+    let (_, after) = rest
+        .split_once("\u{1b}[?1049l")
+        .expect("the alternate screen is left");
+    assert!(after.contains("NODECLAIM "), "{after:?}");
+    // The pods came from a watch: the plugin asked the API server to watch them.
+    let requests: Vec<String> = cluster
+        .sandbox
+        .audit_log()
+        .accesses_by("kubectl-karpenter/")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        requests.iter().any(|r| r == "watch core pods"),
+        "{requests:#?}"
+    );
 }

@@ -6,9 +6,11 @@ use karpenter_core::scheduling::choices::MinValuesPolicy;
 
 /// Help text after `disruption --help`.
 pub const DISRUPTION_HELP: &str = "\
-Per NodePool: consolidationPolicy, consolidateAfter, and per disruption reason (Drifted, Empty,
-Underutilized) how many more nodes its budgets let start being disrupted now, how many are being
-disrupted, and when a closed scheduled budget reopens. Per node: Consolidatable (delete, or
+Per NodePool: consolidationPolicy, consolidateAfter, its nodes, how many are being disrupted
+(DISRUPTING), and per disruption reason how many more nodes its budgets let start being
+disrupted now (ALLOWED-DRIFTED, ALLOWED-EMPTY, ALLOWED-UNDERUTILIZED: `no limit`, a number, or
+`0 until 17:00 UTC` while a scheduled budget holds it closed). These are what the budgets allow,
+not how many nodes are drifted, empty or underutilized: the node table says that. Per node: Consolidatable (delete, or
 replace with the cheapest instance type that takes its pods, and the saving per hour), Blocked
 with exactly what blocks it (a pod with karpenter.sh/do-not-disrupt, a PodDisruptionBudget that
 allows no disruption, the budget, consolidateAfter still running, consolidationPolicy WhenEmpty,
@@ -56,8 +58,8 @@ pub struct DisruptionArgs {
     /// Only this NodePool and its nodes.
     #[arg(long, value_name = "NAME")]
     pub nodepool: Option<String>,
-    /// Output format: text (a NodePool table and a node table), json or yaml (one document with
-    /// `nodepools` and `nodes`).
+    /// Output format: text (a NodePool table, a node table and a summary line), json or yaml
+    /// (one document with `time`, `nodepools` and `nodes`).
     #[arg(short, long, value_enum, default_value_t = DisruptionOutput::Text)]
     pub output: DisruptionOutput,
     /// Judge as a controller with the SpotToSpotConsolidation feature gate on.
@@ -85,7 +87,7 @@ pub struct ExplainArgs {
     /// A Node or NodeClaim name.
     #[arg(value_name = "NODE|NODECLAIM")]
     pub name: String,
-    /// Output format: text (like kubectl describe), json or yaml.
+    /// Output format: text (like kubectl describe), json or yaml (one what-if document).
     #[arg(short, long, value_enum, default_value_t = DisruptionOutput::Text)]
     pub output: DisruptionOutput,
 }
@@ -108,8 +110,20 @@ impl ExplainArgs {
     }
 }
 
-/// `disruption -o`: text, or the document as JSON or YAML.
-pub type DisruptionOutput = crate::output::ReportFormat;
+/// `disruption -o` and `disruption explain -o`: text, or the one document as JSON or YAML
+/// (not an array: `disruption` prints one report of every NodePool and node, `explain` one
+/// what-if).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DisruptionOutput {
+    /// Tables and a summary line (`disruption`), or a block like `kubectl describe`
+    /// (`explain`).
+    Text,
+    /// One JSON document: `time`, `nodepools` and `nodes` (`disruption`), or the what-if
+    /// (`explain`).
+    Json,
+    /// The same document as YAML.
+    Yaml,
+}
 
 #[cfg(test)]
 mod tests {

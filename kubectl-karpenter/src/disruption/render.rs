@@ -1,4 +1,6 @@
-//! Text output of `disruption`: a NodePool table (settings and budgets per reason), a node table
+//! Text output of `disruption`: a NodePool table (settings, nodes being disrupted, and per reason
+//! how many more its budgets allow: `ALLOWED-DRIFTED`, `ALLOWED-EMPTY`,
+//! `ALLOWED-UNDERUTILIZED`, which are not counts of drifted, empty or underutilized nodes), a node table
 //! (verdict and its detail) and a summary line; and of `disruption explain`: one block laid out
 //! like `kubectl describe`. Pure: writes to any `Write`; VERDICT is coloured only when asked.
 
@@ -19,9 +21,9 @@ const POOL_HEADERS: [&str; 8] = [
     "CONSOLIDATE-AFTER",
     "NODES",
     "DISRUPTING",
-    "DRIFTED",
-    "EMPTY",
-    "UNDERUTILIZED",
+    "ALLOWED-DRIFTED",
+    "ALLOWED-EMPTY",
+    "ALLOWED-UNDERUTILIZED",
 ];
 
 const NODE_HEADERS: [&str; 8] = [

@@ -83,8 +83,8 @@ fn the_report_is_a_pool_table_a_node_table_and_a_summary() {
     write_report(&mut out, &sample(), false).expect("write");
     let got = String::from_utf8(out).expect("utf-8");
     let want = "\
-NODEPOOL   POLICY                     CONSOLIDATE-AFTER   NODES   DISRUPTING   DRIFTED    EMPTY   UNDERUTILIZED
-default    WhenEmptyOrUnderutilized   30s                 3       1            no limit   1       0 until 17:00 UTC
+NODEPOOL   POLICY                     CONSOLIDATE-AFTER   NODES   DISRUPTING   ALLOWED-DRIFTED   ALLOWED-EMPTY   ALLOWED-UNDERUTILIZED
+default    WhenEmptyOrUnderutilized   30s                 3       1            no limit          1               0 until 17:00 UTC
 
 NODE   NODECLAIM   NODEPOOL   INSTANCE-TYPE   PODS   PRICE/HOUR   VERDICT          DETAIL
 ip-a   default-a   default    m5.xlarge       3      $0.1920      Consolidatable   replace with m5.large ($0.0960/h, 12 option(s)), saving $0.0960/h

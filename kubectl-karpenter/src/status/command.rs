@@ -1,10 +1,12 @@
 //! `kubectl karpenter status` against the cluster: lists NodePools, NodeClaims and Nodes (only
-//! those of `--nodepool` when given), the pods that are not Succeeded or Failed (one list
-//! call over every namespace, summed per node) and the EC2NodeClasses, builds the document and prints it once, or with
-//! `--watch` reads again every [`INTERVAL`] and hands each document to the [`Printer`] until
-//! Ctrl-C.
+//! those of `--nodepool` and matching `-l` when given), the pods that are not Succeeded or
+//! Failed (one list call over every namespace, summed per node) and the EC2NodeClasses, builds
+//! the document and prints it once, or with `--watch` reads again every `--interval` and hands
+//! each document to the [`Printer`] until Ctrl-C. While watching, the pods come from one watch
+//! ([`PodFeed`]) rather than a list of every pod on each refresh.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crds::{EC2NodeClass, NodePool};
@@ -13,6 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
 use super::document::{Document, Snapshot, View};
+use super::keys::{QuitKeys, RawMode};
+use super::pod_feed::PodFeed;
 use super::print::{Print, silent_when_empty, write_document};
 use super::rows::{NoPrices, PriceBook};
 use super::watch::{AlternateScreen, Printer, Screen};
@@ -20,9 +24,6 @@ use crate::cli::StatusArgs;
 use crate::global_args::GlobalArgs;
 use crate::price::CatalogPrices;
 use crate::session::{Connection, Error, Io, Outcome};
-
-/// How often `--watch` reads the cluster again.
-pub const INTERVAL: Duration = Duration::from_secs(2);
 
 /// `status`: prints once, or watches with `--watch`.
 ///
@@ -46,21 +47,29 @@ pub async fn run<O: Write, E: Write>(
     };
     if args.watch {
         let screen = if std::io::stdout().is_terminal() {
-            Screen::Redraw {
-                rows: terminal_rows(),
-            }
+            let (cols, rows) = terminal_size();
+            Screen::Redraw { cols, rows }
         } else {
             Screen::Stream
         };
         let watch = Watch {
             conn: &conn,
             view: &view,
+            selector: args.selector.as_deref(),
             prices: prices.as_ref(),
+            interval: args.interval.0,
+            pods: PodFeed::start(conn.client.clone()),
         };
         let print = print(args, io.color);
         return watch_loop(watch, print, screen, io).await;
     }
-    let snapshot = read(&conn, args.nodepool.as_deref()).await?;
+    let snapshot = read(
+        &conn,
+        args.nodepool.as_deref(),
+        args.selector.as_deref(),
+        None,
+    )
+    .await?;
     let doc = Document::build(&snapshot, &view, Timestamp::now(), prices.as_ref());
     write_status(args, &doc, io)?;
     Ok(Outcome::Clean)
@@ -104,18 +113,27 @@ fn print(args: &StatusArgs, color: bool) -> Print {
 pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// Reads the NodePools, NodeClaims and Nodes (of `nodepool` only, when given, by the
-/// `karpenter.sh/nodepool` label), every pod not Succeeded or Failed and every EC2NodeClass,
-/// each in one list call. A server without the NodePool CRD has no NodePools; one without the
-/// NodeClaim CRD is an error. EC2NodeClasses only explain the LIMITED-BY column: without their
-/// CRD, or when the user may not list them (403), there are none.
+/// `karpenter.sh/nodepool` label, and only those matching the label `selector`, when given),
+/// every pod not Succeeded or Failed (`pods` when the caller already has them: no list) and
+/// every EC2NodeClass, each in one list call. A server without the NodePool CRD has no
+/// NodePools; one without the NodeClaim CRD is an error. EC2NodeClasses only explain the
+/// LIMITED-BY column: without their CRD, or when the user may not list them (403), there are
+/// none.
 ///
 /// Errors: [`Error::NotInstalled`], [`Error::List`], [`Error::ListOther`] (e.g. Nodes or Pods
 /// not readable with the user's RBAC);
 /// [`Error::UnknownNodePool`] when `nodepool` names no NodePool and no NodeClaim carries it.
-pub async fn read(conn: &Connection, nodepool: Option<&str>) -> Result<Snapshot, Error> {
+pub async fn read(
+    conn: &Connection,
+    nodepool: Option<&str>,
+    selector: Option<&str>,
+    pods: Option<Vec<Arc<Pod>>>,
+) -> Result<Snapshot, Error> {
     let mut params = ListParams::default();
-    if let Some(pool) = nodepool {
-        params = params.labels(&format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
+    let pool = nodepool.map(|pool| format!("{}={pool}", crds::labels::NODEPOOL_LABEL));
+    let labels: Vec<&str> = pool.as_deref().into_iter().chain(selector).collect();
+    if !labels.is_empty() {
+        params = params.labels(&labels.join(","));
     }
     let claims = conn.nodeclaims(&params).await?;
     // Few NodePools: list them all; the document keeps the one `--nodepool` names.
@@ -127,9 +145,15 @@ pub async fn read(conn: &Connection, nodepool: Option<&str>) -> Result<Snapshot,
     let nodes: Api<Node> = Api::all(conn.client.clone());
     let nodes = conn.list_or_empty(&nodes, &params, "Nodes").await?;
     // Pods carry no NodePool label: all of them, summed by node name in the document.
-    let pods: Api<Pod> = Api::all(conn.client.clone());
-    let active = ListParams::default().fields(ACTIVE_PODS);
-    let pods = conn.list_or_empty(&pods, &active, "Pods").await?;
+    let pods = match pods {
+        Some(pods) => pods,
+        None => {
+            let api: Api<Pod> = Api::all(conn.client.clone());
+            let active = ListParams::default().fields(ACTIVE_PODS);
+            let listed = conn.list_or_empty(&api, &active, "Pods").await?;
+            listed.into_iter().map(Arc::new).collect()
+        }
+    };
     let classes: Api<EC2NodeClass> = Api::all(conn.client.clone());
     let node_classes = conn
         .list_or_empty(&classes, &ListParams::default(), "EC2NodeClasses")
@@ -156,12 +180,14 @@ fn forbidden_is_empty<K>(listed: Result<Vec<K>, Error>) -> Result<Vec<K>, Error>
     }
 }
 
-/// The terminal's height, when it reports one (a pseudo-terminal may report 0: not cut).
-fn terminal_rows() -> Option<u16> {
-    crossterm::terminal::size()
-        .ok()
-        .map(|(_, rows)| rows)
-        .filter(|&rows| rows > 0)
+/// The terminal's width and height, each when it reports one (a pseudo-terminal may report 0).
+fn terminal_size() -> (Option<u16>, Option<u16>) {
+    let size = crossterm::terminal::size().ok();
+    let known = |n: u16| (n > 0).then_some(n);
+    (
+        size.and_then(|(cols, _)| known(cols)),
+        size.and_then(|(_, rows)| known(rows)),
+    )
 }
 
 /// Resolves on Ctrl-C; never when no handler could be installed (Ctrl-C then ends the process
@@ -176,15 +202,28 @@ async fn ctrl_c() {
 struct Watch<'a> {
     conn: &'a Connection,
     view: &'a View,
+    /// `-l`: the label selector of NodeClaims and Nodes.
+    selector: Option<&'a str>,
     prices: &'a dyn PriceBook,
+    /// `--interval`.
+    interval: Duration,
+    /// The pods, kept by a watch once it has listed them.
+    pods: PodFeed,
 }
 
 impl Watch<'_> {
     async fn read(&self) -> Result<Snapshot, Error> {
-        read(self.conn, self.view.nodepool.as_deref()).await
+        let pods = self.pods.pods();
+        read(
+            self.conn,
+            self.view.nodepool.as_deref(),
+            self.selector,
+            pods,
+        )
+        .await
     }
 
-    /// Shows `first`, then reads and shows again every [`INTERVAL`] until `stop` resolves
+    /// Shows `first`, then reads and shows again every `interval` until `stop` resolves
     /// (Ctrl-C), which also cuts a read short. Reads that fail are reported and retried.
     async fn poll(
         &self,
@@ -199,7 +238,8 @@ impl Watch<'_> {
         loop {
             let now = Timestamp::now();
             if matches!(printer.screen(), Screen::Redraw { .. }) {
-                printer.resize(terminal_rows());
+                let (cols, rows) = terminal_size();
+                printer.resize(cols, rows);
             }
             match snapshot {
                 Ok(s) => {
@@ -215,7 +255,7 @@ impl Watch<'_> {
             }
             tokio::select! {
                 () = &mut stop => return Ok(()),
-                () = tokio::time::sleep(INTERVAL) => {}
+                () = tokio::time::sleep(self.interval) => {}
             }
             snapshot = tokio::select! {
                 () = &mut stop => return Ok(()),
@@ -244,7 +284,7 @@ async fn watch_loop<O: Write, E: Write>(
         () = &mut stop => return Ok(Outcome::Clean),
         s = watch.read() => s?,
     };
-    let mut printer = Printer::new(screen, print, INTERVAL.as_secs());
+    let mut printer = Printer::new(screen, print, watch.interval);
     if !matches!(screen, Screen::Redraw { .. }) {
         watch
             .poll(first, &mut printer, io.out, io.err, stop)
@@ -253,10 +293,25 @@ async fn watch_loop<O: Write, E: Write>(
     }
     let result = {
         let mut terminal = AlternateScreen::enter(io.out)?;
+        // Raw mode after the alternate screen, so that it ends first; `q`, Esc and Ctrl-C are
+        // keys then (Ctrl-C stays a signal when the terminal cannot be switched).
+        let raw = RawMode::enter();
+        let mut keys = raw.on().then(QuitKeys::start);
+        let quit = async {
+            match keys.as_mut() {
+                Some(keys) => tokio::select! {
+                    () = stop => {}
+                    () = keys.pressed() => {}
+                },
+                None => stop.await,
+            }
+        };
+        let quit = std::pin::pin!(quit);
         watch
-            .poll(first, &mut printer, terminal.out(), io.err, stop)
+            .poll(first, &mut printer, terminal.out(), io.err, quit)
             .await
-        // Leaving the block restores the terminal, also when `poll` failed.
+        // Leaving the block stops the key reader and restores the terminal, also when `poll`
+        // failed.
     };
     if let Some(frame) = printer.last_frame() {
         io.out.write_all(frame.as_bytes())?;
@@ -278,6 +333,8 @@ mod tests {
             nodepool: None,
             no_headers: false,
             watch: false,
+            interval: crate::status::interval::Interval::default(),
+            selector: None,
             sort_by: SortBy::default(),
         }
     }

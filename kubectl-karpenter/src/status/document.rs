@@ -1,7 +1,10 @@
 //! The one document `kubectl karpenter status` prints, whatever the format: `nodePools`,
-//! `nodeClaims` and `totals` (camelCase keys, every key always present, `null` for unknown
+//! `nodeClaims`, `totals`, `otherNodes` (Nodes no NodeClaim names) and `fleet` (the cockpit's
+//! summary: pending pods, requested against allocatable, cost, spot share) (camelCase keys, every key always present, `null` for unknown
 //! values), built from a snapshot of NodePools, NodeClaims, Nodes, pods and EC2NodeClasses. Tables render it,
 //! `-o json|yaml` serialize it, `--watch` compares it. Pure: no I/O.
+
+use std::sync::Arc;
 
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
@@ -9,6 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use karpenter_core::capacity::catalog::Catalog;
 use serde::Serialize;
 
+use super::fleet::{Fleet, OtherNode, other_nodes, pending_pods};
 use super::limits::Sizing;
 use super::load::Loads;
 use super::pools::{PoolCounts, PoolRow, ReservationUse, build_pool_rows};
@@ -24,8 +28,9 @@ pub struct Snapshot {
     pub claims: Vec<NodeClaim>,
     /// The Nodes (or those of the NodePool `--nodepool` names): their allocatable.
     pub nodes: Vec<Node>,
-    /// Every pod not Succeeded or Failed, in every namespace: what runs on each node.
-    pub pods: Vec<Pod>,
+    /// Every pod not Succeeded or Failed, in every namespace: what runs on each node (shared
+    /// with the pod watch's store while `--watch` runs, so a refresh copies no pod).
+    pub pods: Vec<Arc<Pod>>,
     /// Every EC2NodeClass (none when they cannot be read): why a node holds what it does.
     pub node_classes: Vec<EC2NodeClass>,
 }
@@ -49,6 +54,11 @@ pub struct Document {
     pub node_claims: Vec<Row>,
     /// Totals over `node_claims`.
     pub totals: Totals,
+    /// The Nodes no NodeClaim names (Karpenter does not manage them, or their NodeClaim is
+    /// gone), in name order.
+    pub other_nodes: Vec<OtherNode>,
+    /// The summary over `node_claims` and `other_nodes`, with the pods waiting for a node.
+    pub fleet: Fleet,
 }
 
 impl Document {
@@ -92,9 +102,12 @@ impl Document {
                 .find(|c| c.metadata.name.as_deref() == class)
                 .and_then(ReservationUse::of);
         }
+        let others = other_nodes(&snapshot.nodes, &rows, &loads, prices, now);
         Document {
             node_pools,
             totals: Totals::of(&rows),
+            fleet: Fleet::of(&rows, &others, pending_pods(&snapshot.pods)),
+            other_nodes: others,
             node_claims: rows,
         }
     }
@@ -110,6 +123,9 @@ impl Document {
         let mut copy = self.clone();
         for row in &mut copy.node_claims {
             row.age.clear();
+        }
+        for node in &mut copy.other_nodes {
+            node.age.clear();
         }
         copy
     }

@@ -2,6 +2,8 @@
 //! shared NodeClaim sample plus a drifted NodeClaim, the Nodes they registered, the pods on
 //! them and the `default` EC2NodeClass (`maxPods: 8`), at the shared fixed `now`.
 
+use std::sync::Arc;
+
 use crds::upgrade::PAUSED_ANNOTATION;
 use crds::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
@@ -136,7 +138,7 @@ pub fn snapshot() -> Snapshot {
         pools: pools(),
         claims: claims(),
         nodes: nodes(),
-        pods: pods(),
+        pods: pods().into_iter().map(Arc::new).collect(),
         node_classes: node_classes(),
     }
 }
@@ -178,15 +180,67 @@ pub fn snapshot_with_interruption() -> Snapshot {
         "3389Mi",
         "8",
     ));
-    snapshot.pods.push(
+    snapshot.pods.push(Arc::new(
         pod("cart-1")
             .cpu("250m")
             .memory("256Mi")
             .owner("apps/v1", "ReplicaSet", "cart-7c9f", "uid-cart")
             .on_node("ip-10-0-2-6.ec2.internal")
             .build(),
-    );
+    ));
     snapshot
+}
+
+/// A scale-down as two snapshots: [`snapshot`] plus `default-idle`, a ready on-demand m5.large
+/// running only a DaemonSet's pod (consolidation's Empty case); then the same with
+/// `default-idle` deleted by consolidation (a deletionTimestamp and the `DisruptionReason`
+/// condition the controller sets, reason `Empty`) and its node tainted `karpenter.sh/disrupted`.
+pub fn scale_down() -> (Snapshot, Snapshot) {
+    let mut before = snapshot();
+    let mut idle = crate::fixtures::claim("default-idle", "default", "2025-06-01T09:00:00Z");
+    crate::fixtures::set_offering(&mut idle, "m5.large", "on-demand", "us-east-1b");
+    crate::fixtures::set_true(
+        &mut idle,
+        &["Launched", "Registered", "Initialized", "Ready"],
+    );
+    let status = idle.status.get_or_insert_with(Default::default);
+    status.provider_id = Some("aws:///us-east-1b/i-0a1b2c3d4e5f60007".into());
+    status.node_name = Some("ip-10-0-2-50.ec2.internal".into());
+    before.claims.push(idle);
+    before.nodes.push(sized_node(
+        "ip-10-0-2-50.ec2.internal",
+        "1930m",
+        "7291Mi",
+        "8",
+    ));
+    before
+        .pods
+        .push(Arc::new(daemon_pod("ip-10-0-2-50.ec2.internal")));
+    let mut after = before.clone();
+    let idle = after
+        .claims
+        .iter_mut()
+        .find(|c| c.metadata.name.as_deref() == Some("default-idle"))
+        .expect("just added");
+    crate::fixtures::mark_deleting(idle);
+    let reason = condition(crds::conditions::DISRUPTION_REASON, "True")
+        .reason("Empty")
+        .at("2025-06-01T11:59:00Z");
+    if let Some(status) = idle.status.as_mut() {
+        status
+            .conditions
+            .push(serde_json::from_value(reason.json()).expect("valid condition"));
+    }
+    // Termination taints the node so that nothing new lands on it.
+    if let Some(node) = after
+        .nodes
+        .iter_mut()
+        .find(|n| n.metadata.name.as_deref() == Some("ip-10-0-2-50.ec2.internal"))
+    {
+        node.spec.get_or_insert_with(Default::default).taints =
+            Some(vec![crds::labels::disrupted_no_schedule_taint()]);
+    }
+    (before, after)
 }
 
 /// A Node `name` with an EKS-like allocatable.
@@ -207,8 +261,24 @@ pub fn nodes() -> Vec<Node> {
         sized_node("ip-10-0-3-44.ec2.internal", "3920m", "6903Mi", "8"),
         sized_node("ip-10-0-3-9.ec2.internal", "3920m", "14879Mi", "58"),
         sized_node("ip-10-0-1-200.ec2.internal", "3920m", "14879Mi", "58"),
-        sized_node("ip-10-0-9-9.ec2.internal", "8", "30Gi", "58"),
+        other_node(),
     ]
+}
+
+/// `ip-10-0-9-9.ec2.internal`, a Node no NodeClaim names: an on-demand m5.large of an EKS
+/// managed node group, ready, created 30 days before [`now`].
+pub fn other_node() -> Node {
+    node("ip-10-0-9-9.ec2.internal")
+        .label("node.kubernetes.io/instance-type", "m5.large")
+        .label("eks.amazonaws.com/capacityType", "ON_DEMAND")
+        .label("eks.amazonaws.com/nodegroup", "system")
+        .label("topology.kubernetes.io/zone", "us-east-1a")
+        .created("2025-05-02T12:00:00Z")
+        .ready("True")
+        .allocatable("cpu", "1930m")
+        .allocatable("memory", "7291Mi")
+        .allocatable("pods", "29")
+        .build()
 }
 
 /// A DaemonSet's pod on `node`.

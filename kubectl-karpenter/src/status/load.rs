@@ -6,7 +6,10 @@
 //! it counts (bound and not Succeeded or Failed). And which nodes are unhealthy, as node repair
 //! sees them. Pure: the pods and Nodes come in as arguments.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crds::labels::DISRUPTED_TAINT_KEY;
 
 use crds::NodeClaim;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -67,10 +70,10 @@ pub struct PodLoad {
 
 /// Sums the pods bound to each node, by node name, in one pass over every pod (pending pods,
 /// which no node hosts yet, and Succeeded or Failed ones are left out).
-pub fn loads_by_node(pods: &[Pod]) -> HashMap<String, PodLoad> {
+pub fn loads_by_node<P: Borrow<Pod>>(pods: &[P]) -> HashMap<String, PodLoad> {
     let mut loads: HashMap<String, PodLoad> = HashMap::new();
     for pod in pods {
-        let pod = &PodView::from(pod);
+        let pod = &PodView::from(pod.borrow());
         let Some(node) = pod
             .spec
             .as_ref()
@@ -112,13 +115,15 @@ pub struct Loads {
     pods: HashMap<String, PodLoad>,
     allocatable: HashMap<String, Allocatable>,
     unhealthy: HashMap<String, Unhealthy>,
+    /// The Nodes carrying the `karpenter.sh/disrupted` taint.
+    disrupted: HashSet<String>,
 }
 
 impl Loads {
     /// Indexes `nodes` (their allocatable, and the condition each matches of the repair
     /// policies node repair uses: karpenter-core's [`aws_policies`]) and sums `pods` by node
     /// name.
-    pub fn of(nodes: &[Node], pods: &[Pod]) -> Loads {
+    pub fn of<P: Borrow<Pod>>(nodes: &[Node], pods: &[P]) -> Loads {
         let policies = aws_policies();
         let unhealthy = nodes
             .iter()
@@ -132,17 +137,47 @@ impl Loads {
                 Some((name, Allocatable::of_list(list)?))
             })
             .collect();
+        let disrupted = nodes
+            .iter()
+            .filter(|n| {
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT_KEY))
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         Loads {
             pods: loads_by_node(pods),
             allocatable,
             unhealthy,
+            disrupted,
         }
+    }
+
+    /// Whether `claim`'s node carries the `karpenter.sh/disrupted` taint: Karpenter has begun
+    /// to disrupt it (no new pods land there) or is terminating it.
+    pub fn disrupted_taint_of(&self, claim: &NodeClaim) -> bool {
+        claim
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| self.disrupted.contains(n))
     }
 
     /// The repair policy `claim`'s node (its `status.nodeName`) matches, if any.
     pub fn unhealthy_of(&self, claim: &NodeClaim) -> Option<&Unhealthy> {
         let node = claim.status.as_ref()?.node_name.as_deref()?;
         self.unhealthy.get(node)
+    }
+
+    /// The load of the Node named `node`: its pods and its allocatable (`None` when the Node
+    /// is not known or does not say).
+    pub fn of_node(&self, node: &str) -> NodeLoad {
+        NodeLoad {
+            pods: self.pods.get(node).copied().unwrap_or_default(),
+            allocatable: self.allocatable.get(node).copied(),
+        }
     }
 
     /// The load of `claim`'s node (its `status.nodeName`), falling back to the NodeClaim's own

@@ -9,12 +9,20 @@
 //! node, [`limits`] which resource fills it first and why, [`sort`] orders them, [`pools`] the NodePool rows, [`document`] assembles and sorts the
 //! one document every output format prints, [`table`] lays it out as kubectl-style tables and
 //! [`mod@print`] picks the format for `-o`.
-//! [`command`] reads the cluster and [`watch`] decides what to print as it changes.
+//! [`command`] reads the cluster and [`watch`] decides what to print as it changes; on a
+//! terminal it draws the [`cockpit`] (the [`fleet`] summary and every node, laid out by [`fit`]
+//! to the terminal's width).
 
+pub mod cockpit;
 pub mod command;
 pub mod document;
+pub mod fit;
+pub mod fleet;
+pub mod interval;
+pub mod keys;
 pub mod limits;
 pub mod load;
+pub mod pod_feed;
 pub mod pools;
 pub mod print;
 pub mod rows;

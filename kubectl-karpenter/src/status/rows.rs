@@ -7,7 +7,7 @@
 use std::fmt;
 
 use crds::NodeClaim;
-use crds::conditions::{self, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
+use crds::conditions::{self, DISRUPTION_REASON, DRIFTED, INITIALIZED, LAUNCHED, REGISTERED};
 use crds::disruption::{DRAIN_BY_ANNOTATION, REASON_ANNOTATION};
 use crds::labels::{
     CAPACITY_RESERVATION_ID_LABEL, CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL,
@@ -120,6 +120,19 @@ pub fn interruption_reason(claim: &NodeClaim) -> Option<&'static str> {
         .and_then(Kind::history_reason)
 }
 
+/// Why Karpenter is disrupting `claim`: the reason of the disruption command that holds it
+/// ([`REASON_ANNOTATION`]), else the reason of its `DisruptionReason` condition when True (the
+/// controller sets it just before it deletes the NodeClaim, e.g. `Empty`, `Drifted`, `Expired`,
+/// `Unhealthy`); `None` when neither says.
+pub fn disruption_reason(claim: &NodeClaim) -> Option<String> {
+    annotation(claim, REASON_ANNOTATION).or_else(|| {
+        let conds = claim.status.as_ref().map_or(&[][..], |s| &s.conditions[..]);
+        conditions::get(conds, DISRUPTION_REASON)
+            .filter(|c| c.status == "True" && !c.reason.is_empty())
+            .map(|c| c.reason.clone())
+    })
+}
+
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -208,14 +221,18 @@ pub struct Row {
     /// Cloud provider id of the instance.
     #[serde(rename = "providerID")]
     pub provider_id: Option<String>,
-    /// Why Karpenter is disrupting it, while a disruption (consolidation, interruption) is
-    /// under way: its [`REASON_ANNOTATION`], e.g. `Underutilized` or `SpotInterrupted`.
+    /// Why Karpenter is disrupting it, while a disruption (consolidation, interruption, drift,
+    /// expiry, repair) is under way ([`disruption_reason`]), e.g. `Underutilized`, `Empty` or
+    /// `SpotInterrupted`.
     pub disruption_reason: Option<String>,
     /// When its drain starts at the latest, replacement ready or not (an interrupted
     /// NodeClaim's [`DRAIN_BY_ANNOTATION`]).
     pub drain_by: Option<Timestamp>,
     /// The condition of its node that a repair policy matches, if one does.
     pub unhealthy: Option<Health>,
+    /// Whether its node carries the `karpenter.sh/disrupted:NoSchedule` taint, which Karpenter
+    /// puts on a node it has begun to disrupt or terminate (no new pods land there).
+    pub disrupted_taint: bool,
 }
 
 /// A node condition node repair acts on, as `status` shows it.
@@ -334,7 +351,8 @@ impl Row {
             node_class,
             provider_id: non_empty(status.and_then(|s| s.provider_id.as_ref())),
             unhealthy: unhealthy.map(Health::of),
-            disruption_reason: annotation(claim, REASON_ANNOTATION),
+            disrupted_taint: loads.disrupted_taint_of(claim),
+            disruption_reason: disruption_reason(claim),
             drain_by: annotation(claim, DRAIN_BY_ANNOTATION).and_then(|t| t.parse().ok()),
         }
     }

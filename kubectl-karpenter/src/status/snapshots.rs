@@ -55,7 +55,10 @@ fn json() {
     let doc: serde_json::Value = serde_json::from_str(&got).expect("valid JSON");
     let mut keys: Vec<&String> = doc.as_object().expect("object").keys().collect();
     keys.sort_by_key(|k| got.find(&format!("\n    \"{k}\": ")));
-    assert_eq!(keys, ["nodePools", "nodeClaims", "totals"]);
+    assert_eq!(
+        keys,
+        ["nodePools", "nodeClaims", "totals", "otherNodes", "fleet"]
+    );
     // `limitedBy` is on every NodeClaim: null before launch, without an explanation when the
     // node class (`gpu`) is not known, explained by the `default` node class's maxPods.
     let limited_by = |name: &str| {
@@ -153,4 +156,54 @@ fn an_interrupted_nodeclaim_names_its_interruption() {
         .and_then(|p| p.iter().find(|p| p["name"] == "default"))
         .expect("default pool");
     assert_eq!(default_pool["nodeClaims"]["interrupted"], 1);
+}
+
+/// The `--watch` cockpit over a scale-down, as two frames two seconds apart at 80 and 200
+/// columns: `default-idle` is `Empty`, then `Terminating (Empty)`, and the summary's cost per
+/// hour drops by its price (terminating nodes are counted apart).
+#[test]
+fn the_cockpit_shows_a_scale_down_at_80_and_200_columns() {
+    use super::cockpit::screen;
+    let (before, after) = fixtures::scale_down();
+    let later = fixtures::now() + jiff::SignedDuration::from_secs(2);
+    let frame = |snapshot, now, width| {
+        let doc = Document::build(snapshot, &View::default(), now, &fixtures::FixedPrices);
+        let mut text = screen(&doc, width, 60, false).join("\n");
+        text.push('\n');
+        text
+    };
+    let tainted = |snapshot| {
+        let doc = Document::build(snapshot, &View::default(), later, &fixtures::FixedPrices);
+        doc.node_claims
+            .iter()
+            .find(|r| r.name == "default-idle")
+            .is_some_and(|r| r.disrupted_taint)
+    };
+    assert_eq!((tainted(&before), tainted(&after)), (false, true));
+    for width in [80, 200] {
+        let first = frame(&before, fixtures::now(), width);
+        let second = frame(&after, later, width);
+        check(&format!("cockpit-{width}-before.txt"), &first);
+        check(&format!("cockpit-{width}-after.txt"), &second);
+        let idle = |text: &str| {
+            text.lines()
+                .find(|l| l.starts_with("default-idle "))
+                .map(|l| l.trim_end().to_owned())
+                .expect("the idle NodeClaim's line")
+        };
+        assert!(idle(&first).ends_with("  Empty"), "{first}");
+        assert!(idle(&second).ends_with("  Terminating (Empty)"), "{second}");
+        for text in [&first, &second] {
+            assert!(text.lines().all(|l| l.chars().count() <= width), "{text}");
+        }
+        let cost = |text: &str| {
+            text.lines()
+                .next()
+                .and_then(|l| l.split("  ").find(|i| i.ends_with("/h")))
+                .map(str::to_owned)
+                .expect("the cost per hour")
+        };
+        assert_eq!(cost(&first), "$1.431/h", "{first}");
+        assert_eq!(cost(&second), "$1.335/h", "{second}");
+    }
 }

@@ -347,6 +347,8 @@ mod tests {
             node_pools: Vec::new(),
             node_claims: Vec::new(),
             totals: crate::status::rows::Totals::default(),
+            other_nodes: Vec::new(),
+            fleet: crate::status::fleet::Fleet::default(),
         };
         let mut out = Vec::new();
         let opts = TableOptions {

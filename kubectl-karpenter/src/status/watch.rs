@@ -1,9 +1,12 @@
 //! What `kubectl karpenter status --watch` prints as the cluster changes. On a terminal it
-//! redraws one screen in place (crossterm: cursor home, clear, draw, line wrap off so a wide
-//! table never pushes the frame down; the command enters the alternate screen through
-//! [`AlternateScreen`], which restores the terminal however the watch ends); on a pipe it streams: a new table block after a
-//! blank line, one compact JSON document per line (NDJSON), or YAML documents after `---`, and
-//! only when something other than the ages changed. Pure apart from writing to a `Write`.
+//! redraws one screen in place (crossterm: each line drawn over the last frame's and the rest
+//! cleared, line wrap off; the command enters the alternate screen through [`AlternateScreen`],
+//! which restores the terminal however the watch ends): for `-o table` the
+//! [`cockpit`] fitted to the terminal's width and height, for the other formats
+//! (`wide` tables, JSON, YAML, names) the document cut to them, so that no line is ever written
+//! past the last column. On a pipe it streams: a new table block after a blank
+//! line, one compact JSON document per line (NDJSON), or YAML documents after `---`, and only
+//! when something other than the ages changed. Pure apart from writing to a `Write`.
 
 use std::io::{self, Write};
 
@@ -11,8 +14,11 @@ use crossterm::cursor::MoveTo;
 use crossterm::queue;
 use crossterm::terminal::{Clear, ClearType};
 use jiff::{Timestamp, Unit};
+use std::time::Duration;
 
+use super::cockpit;
 use super::document::Document;
+use super::fit;
 use super::print::{Print, write_document};
 use crate::cli::OutputFormat;
 use crate::output::OutputError;
@@ -20,8 +26,11 @@ use crate::output::OutputError;
 /// Where the frames go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Screen {
-    /// A terminal `rows` lines high (when known): each frame replaces the last.
+    /// A terminal `cols` columns wide and `rows` lines high (when known): each frame replaces
+    /// the last.
     Redraw {
+        /// Terminal width; no line is longer ([`UNKNOWN_WIDTH`] when not known).
+        cols: Option<u16>,
         /// Terminal height; longer frames are cut to fit.
         rows: Option<u16>,
     },
@@ -29,36 +38,40 @@ pub enum Screen {
     Stream,
 }
 
+/// The width frames are fitted to on a terminal that does not report its width.
+pub const UNKNOWN_WIDTH: usize = 80;
+
 /// Decides what to write for each new document.
 #[derive(Debug)]
 pub struct Printer {
     screen: Screen,
     print: Print,
-    interval_secs: u64,
+    interval: Duration,
     /// The last document shown, ages blanked (stream mode compares these).
     last_key: Option<Document>,
     /// The last document shown (redraw mode re-renders it with a warning).
     last_doc: Option<Document>,
     /// The last frame drawn (redraw mode compares these).
     last_frame: Option<String>,
-    /// The height the last frame was cut to (a resize redraws).
-    last_rows: Option<u16>,
+    /// The size the last frame was fitted to, (columns, rows) (a resize redraws).
+    last_size: (Option<u16>, Option<u16>),
     /// Blocks written so far (stream mode separates them).
     blocks: usize,
 }
 
 impl Printer {
-    /// A printer for `screen` printing as `print` says, polling every `interval_secs`.
-    pub fn new(screen: Screen, print: Print, interval_secs: u64) -> Printer {
+    /// A printer for `screen` printing as `print` says, reading the cluster every `interval`
+    /// (what the title line says).
+    pub fn new(screen: Screen, print: Print, interval: Duration) -> Printer {
         let compact = screen == Screen::Stream && print.format == OutputFormat::Json;
         Printer {
             screen,
             print: Print { compact, ..print },
-            interval_secs,
+            interval,
             last_key: None,
             last_doc: None,
             last_frame: None,
-            last_rows: None,
+            last_size: (None, None),
             blocks: 0,
         }
     }
@@ -68,11 +81,13 @@ impl Printer {
         self.screen
     }
 
-    /// Sets the terminal height (read again before every draw, so a resized terminal gets
-    /// frames cut to its new height). `None` or 0 (a pseudo-terminal may report 0 rows):
-    /// frames are not cut. No effect on a pipe.
-    pub fn resize(&mut self, rows: Option<u16>) {
-        if let Screen::Redraw { rows: r } = &mut self.screen {
+    /// Sets the terminal's width and height (read again before every draw, so a resized
+    /// terminal gets frames fitted to its new size). `None` or 0 (a pseudo-terminal may report
+    /// 0): frames are not cut to that height, and fitted to [`UNKNOWN_WIDTH`] columns. No
+    /// effect on a pipe.
+    pub fn resize(&mut self, cols: Option<u16>, rows: Option<u16>) {
+        if let Screen::Redraw { cols: c, rows: r } = &mut self.screen {
+            *c = cols.filter(|&n| n > 0);
             *r = rows.filter(|&n| n > 0);
         }
     }
@@ -153,35 +168,70 @@ impl Printer {
         warning: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, OutputError> {
-        let mut body = Vec::new();
-        write_document(&mut body, doc, self.print)?;
-        let mut frame = format!(
-            "Every {}s: kubectl karpenter status (Ctrl-C to quit)   {}\n",
-            self.interval_secs,
+        let size = match self.screen {
+            Screen::Redraw { cols, rows } => (cols, rows),
+            Screen::Stream => (None, None),
+        };
+        let width = size.0.map_or(UNKNOWN_WIDTH, usize::from);
+        // The title line, then at least one line of the frame.
+        let height = size.1.map_or(usize::MAX, |r| usize::from(r).max(2));
+        let title = format!(
+            "Every {}: kubectl karpenter status (Ctrl-C to quit)   {}",
+            kube::core::Duration::from(self.interval),
             now.round(Unit::Second).unwrap_or(now)
         );
-        if doc.is_empty() && body.is_empty() {
-            frame.push_str("No resources found\n");
+        let mut lines = vec![title];
+        let warning = warning.map(|w| format!("warning: {w}; retrying"));
+        // The warning takes the last line (with a blank line above it) when there is one.
+        let reserved = if warning.is_some() { 3 } else { 1 };
+        let room = height.saturating_sub(reserved);
+        if self.print.format == OutputFormat::Table {
+            lines.extend(cockpit::screen(doc, width, room, self.print.color));
+        } else {
+            let mut body = Vec::new();
+            write_document(&mut body, doc, self.print)?;
+            if doc.is_empty() && body.is_empty() {
+                lines.push("No resources found".to_owned());
+            }
+            lines.extend(
+                String::from_utf8_lossy(&body)
+                    .lines()
+                    .take(room)
+                    .map(str::to_owned),
+            );
         }
-        frame.push_str(&String::from_utf8_lossy(&body));
         if let Some(w) = warning {
-            frame.push_str(&format!("\nwarning: {w}; retrying\n"));
+            lines.push(String::new());
+            lines.push(w);
         }
-        let height = match self.screen {
-            Screen::Redraw { rows } => rows,
-            Screen::Stream => None,
-        };
-        if self.last_frame.as_deref() == Some(frame.as_str()) && self.last_rows == height {
+        // The cockpit fits itself; the title, the warning and the other formats (the wide
+        // table among them) are cut here.
+        for line in &mut lines {
+            *line = fit::cut_escaped(line, width);
+        }
+        lines.truncate(height);
+        let mut frame = lines.join("\n");
+        frame.push('\n');
+        if self.last_frame.as_deref() == Some(frame.as_str()) && self.last_size == size {
             return Ok(false);
         }
-        let rows = height.map_or(usize::MAX, |r| usize::from(r).max(2));
-        queue!(out, MoveTo(0, 0), Clear(ClearType::All))?;
-        // The last line has no newline so a full screen does not scroll.
-        let lines: Vec<&str> = frame.lines().take(rows).collect();
-        out.write_all(lines.join("\n").as_bytes())?;
+        // Each line overwrites the one drawn before it and clears what is left of it, then the
+        // rest of the screen is cleared: nothing blanks between frames (no flicker). A resize
+        // clears the whole screen first. One write for the frame.
+        let mut bytes = Vec::new();
+        if self.last_size != size {
+            queue!(bytes, Clear(ClearType::All))?;
+        }
+        for (row, line) in lines.iter().enumerate() {
+            queue!(bytes, MoveTo(0, u16::try_from(row).unwrap_or(u16::MAX)))?;
+            bytes.extend_from_slice(line.as_bytes());
+            queue!(bytes, Clear(ClearType::UntilNewLine))?;
+        }
+        queue!(bytes, Clear(ClearType::FromCursorDown))?;
+        out.write_all(&bytes)?;
         out.flush()?;
         self.last_frame = Some(frame);
-        self.last_rows = height;
+        self.last_size = size;
         Ok(true)
     }
 }
@@ -233,6 +283,8 @@ mod tests {
     use crate::status::document::{Snapshot, View};
     use crate::status::fixtures;
 
+    const TWO_SECONDS: Duration = Duration::from_secs(2);
+
     fn doc_at(snapshot: &Snapshot, now: &str) -> (Document, Timestamp) {
         let now: Timestamp = now.parse().expect("time");
         let doc = Document::build(snapshot, &View::default(), now, &fixtures::FixedPrices);
@@ -259,7 +311,7 @@ mod tests {
     /// Feeds: before, before 5s later, after, after again; returns what was written.
     fn stream(format: OutputFormat) -> (String, Vec<bool>) {
         let (before, after) = snapshots();
-        let mut printer = Printer::new(Screen::Stream, print(format), 2);
+        let mut printer = Printer::new(Screen::Stream, print(format), TWO_SECONDS);
         let mut out = Vec::new();
         let mut wrote = Vec::new();
         for (snapshot, now) in [
@@ -301,7 +353,7 @@ mod tests {
         let (before, _) = snapshots();
         let (first, now) = doc_at(&before, "2025-06-01T12:00:00Z");
         let mut one = Vec::new();
-        Printer::new(Screen::Stream, print(OutputFormat::Table), 2)
+        Printer::new(Screen::Stream, print(OutputFormat::Table), TWO_SECONDS)
             .show(&mut one, &first, now)
             .expect("show");
         let one = String::from_utf8(one).expect("utf-8");
@@ -324,9 +376,12 @@ mod tests {
     fn a_terminal_redraws_in_place_and_cuts_to_its_height() {
         let (before, after) = snapshots();
         let mut printer = Printer::new(
-            Screen::Redraw { rows: Some(5) },
+            Screen::Redraw {
+                cols: Some(80),
+                rows: Some(5),
+            },
             print(OutputFormat::Table),
-            2,
+            TWO_SECONDS,
         );
         let mut out = Vec::new();
         let (doc, now) = doc_at(&before, "2025-06-01T12:00:00Z");
@@ -334,9 +389,19 @@ mod tests {
         // Same document, same second: nothing to redraw.
         assert!(!printer.show(&mut out, &doc, now).expect("show"));
         let text = String::from_utf8(out).expect("utf-8");
-        assert!(text.starts_with("\u{1b}[1;1H\u{1b}[2J"), "{text:?}");
-        assert_eq!(text.lines().count(), 5, "{text}");
-        assert!(!text.ends_with('\n'));
+        // A new size: the screen is cleared, then five lines drawn in place, each clearing
+        // the rest of its line, then the rest of the screen.
+        assert!(
+            text.starts_with("\u{1b}[2J\u{1b}[1;1HEvery 2s: "),
+            "{text:?}"
+        );
+        for row in 1..=5 {
+            assert!(text.contains(&format!("\u{1b}[{row};1H")), "{text:?}");
+        }
+        assert!(!text.contains("\u{1b}[6;1H"), "{text:?}");
+        assert_eq!(text.matches("\u{1b}[K").count(), 5, "{text:?}");
+        assert!(text.ends_with("\u{1b}[K\u{1b}[J"), "{text:?}");
+        assert!(!text.contains('\n'), "{text:?}");
         assert!(text.contains(
             "Every 2s: kubectl karpenter status (Ctrl-C to quit)   2025-06-01T12:00:00Z"
         ));
@@ -355,7 +420,11 @@ mod tests {
             .expect("warn");
         assert!(err.is_empty());
         let frame = printer.last_frame().expect("a frame");
-        assert!(frame.starts_with("NODEPOOL "), "{frame}");
+        assert!(
+            frame.starts_with("7 NodeClaims  1 pending pod  "),
+            "{frame}"
+        );
+        assert!(frame.lines().all(|l| l.chars().count() <= 80), "{frame}");
         assert!(
             frame.ends_with("\nwarning: listing NodeClaims: connection refused; retrying\n"),
             "{frame}"
@@ -391,26 +460,64 @@ mod tests {
     fn a_resized_terminal_gets_a_new_frame_cut_to_its_height() {
         let (before, _) = snapshots();
         let mut printer = Printer::new(
-            Screen::Redraw { rows: Some(5) },
+            Screen::Redraw {
+                cols: Some(80),
+                rows: Some(5),
+            },
             print(OutputFormat::Table),
-            2,
+            TWO_SECONDS,
         );
         let (doc, now) = doc_at(&before, "2025-06-01T12:00:00Z");
         let mut out = Vec::new();
         assert!(printer.show(&mut out, &doc, now).expect("show"));
-        printer.resize(Some(3));
+        printer.resize(Some(80), Some(3));
         let mut out = Vec::new();
         assert!(printer.show(&mut out, &doc, now).expect("show"));
-        assert_eq!(String::from_utf8(out).expect("utf-8").lines().count(), 3);
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.starts_with("\u{1b}[2J"), "a new size clears: {text:?}");
+        assert_eq!(text.matches("\u{1b}[K").count(), 3, "{text:?}");
         // Same size again: nothing to redraw. 0 rows: not cut.
         assert!(!printer.show(&mut Vec::new(), &doc, now).expect("show"));
-        printer.resize(Some(0));
-        assert_eq!(printer.screen(), Screen::Redraw { rows: None });
+        printer.resize(Some(0), Some(0));
+        assert_eq!(
+            printer.screen(),
+            Screen::Redraw {
+                cols: None,
+                rows: None
+            }
+        );
+    }
+
+    #[test]
+    fn wide_tables_on_a_terminal_are_cut_at_its_edge_and_redrawn_over() {
+        let (before, after) = snapshots();
+        let mut printer = Printer::new(
+            Screen::Redraw {
+                cols: Some(60),
+                rows: Some(40),
+            },
+            print(OutputFormat::Wide),
+            TWO_SECONDS,
+        );
+        let (doc, now) = doc_at(&before, "2025-06-01T12:00:00Z");
+        assert!(printer.show(&mut Vec::new(), &doc, now).expect("show"));
+        let (doc, now) = doc_at(&after, "2025-06-01T12:00:02Z");
+        let mut out = Vec::new();
+        assert!(printer.show(&mut out, &doc, now).expect("show"));
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            !text.contains("\u{1b}[2J"),
+            "same size: drawn over, not cleared"
+        );
+        let frame = printer.last_frame().expect("a frame");
+        assert!(frame.starts_with("NODEPOOL "), "the wide table: {frame}");
+        assert!(frame.lines().all(|l| l.chars().count() <= 60), "{frame}");
+        assert!(frame.lines().any(|l| l.ends_with('…')), "{frame}");
     }
 
     #[test]
     fn warnings_on_a_pipe_go_to_stderr() {
-        let mut printer = Printer::new(Screen::Stream, print(OutputFormat::Json), 2);
+        let mut printer = Printer::new(Screen::Stream, print(OutputFormat::Json), TWO_SECONDS);
         let (mut out, mut err) = (Vec::new(), Vec::new());
         printer
             .warn(&mut out, &mut err, "timed out", fixtures::now())
