@@ -342,6 +342,50 @@ pub fn generated_name(prefix: &str) -> String {
     format!("{prefix}-{suffix}")
 }
 
+/// Delete the disruption candidate `name` (read live; gone is done) through the termination
+/// path (drain, then terminate) with [`disrupt_claim`], and, if this call started the deletion,
+/// count it in `karpenter_nodeclaims_disrupted_total` (with its NodePool's consolidation
+/// policy from `snap`) and publish the `DisruptionTerminating` Event with `message`.
+///
+/// Errors: the read or [`disrupt_claim`] failed.
+pub async fn terminate_candidate(
+    ctx: &Context,
+    snap: &Snapshot,
+    name: &str,
+    reason: DisruptionReason,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let Some(fresh) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    if disrupt_claim(ctx, &fresh, reason.as_str(), message).await? {
+        let policy = snap
+            .nodepools
+            .iter()
+            .find(|p| Some(p.name_any().as_str()) == nodepool_of(fresh.metadata.labels.as_ref()))
+            .map(|p| p.spec.disruption.consolidation_policy);
+        ctx.metrics
+            .nodeclaim_disrupted_with(&fresh, metric_reason(reason), policy);
+        ctx.recorder.about(
+            &fresh,
+            EventType::Normal,
+            reason::DISRUPTION_TERMINATING,
+            message.to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// The `karpenter_nodeclaims_disrupted_total` reason of a consolidation or drift disruption.
+fn metric_reason(reason: DisruptionReason) -> &'static str {
+    match reason {
+        DisruptionReason::Empty => metrics::reason::EMPTY,
+        DisruptionReason::Underutilized => metrics::reason::UNDERUTILIZED,
+        DisruptionReason::Drifted => metrics::reason::DRIFTED,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,49 +499,5 @@ mod tests {
         gone.metadata.deletion_timestamp = None;
         gone.metadata.name = Some("never-existed".into());
         assert_eq!(delete_claim_as_read(&client, &gone).await.ok(), Some(false));
-    }
-}
-
-/// Delete the disruption candidate `name` (read live; gone is done) through the termination
-/// path (drain, then terminate) with [`disrupt_claim`], and, if this call started the deletion,
-/// count it in `karpenter_nodeclaims_disrupted_total` (with its NodePool's consolidation
-/// policy from `snap`) and publish the `DisruptionTerminating` Event with `message`.
-///
-/// Errors: the read or [`disrupt_claim`] failed.
-pub async fn terminate_candidate(
-    ctx: &Context,
-    snap: &Snapshot,
-    name: &str,
-    reason: DisruptionReason,
-    message: &str,
-) -> Result<(), kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let Some(fresh) = api.get_opt(name).await? else {
-        return Ok(());
-    };
-    if disrupt_claim(ctx, &fresh, reason.as_str(), message).await? {
-        let policy = snap
-            .nodepools
-            .iter()
-            .find(|p| Some(p.name_any().as_str()) == nodepool_of(fresh.metadata.labels.as_ref()))
-            .map(|p| p.spec.disruption.consolidation_policy);
-        ctx.metrics
-            .nodeclaim_disrupted_with(&fresh, metric_reason(reason), policy);
-        ctx.recorder.about(
-            &fresh,
-            EventType::Normal,
-            reason::DISRUPTION_TERMINATING,
-            message.to_string(),
-        );
-    }
-    Ok(())
-}
-
-/// The `karpenter_nodeclaims_disrupted_total` reason of a consolidation or drift disruption.
-fn metric_reason(reason: DisruptionReason) -> &'static str {
-    match reason {
-        DisruptionReason::Empty => metrics::reason::EMPTY,
-        DisruptionReason::Underutilized => metrics::reason::UNDERUTILIZED,
-        DisruptionReason::Drifted => metrics::reason::DRIFTED,
     }
 }
