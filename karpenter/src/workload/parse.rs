@@ -200,7 +200,7 @@ fn integer(row: &csv::StringRecord, at: usize, column: &str, unit: &str) -> Resu
 }
 
 /// Column `at` of `row`, when present and not empty.
-fn optional<'a>(row: &'a csv::StringRecord, at: Option<usize>) -> Option<&'a str> {
+fn optional(row: &csv::StringRecord, at: Option<usize>) -> Option<&str> {
     at.and_then(|i| row.get(i))
         .map(str::trim)
         .filter(|c| !c.is_empty())
