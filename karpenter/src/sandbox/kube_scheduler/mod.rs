@@ -2,15 +2,14 @@
 //! (schedulerName `default-scheduler`) from its scheduling queue (activeQ order: priority, then
 //! age; failed pods back off or wait in the unschedulable pool for an event that may help,
 //! [`queue`] with [`hints`], fed by [`informer`]), places them with a [`PodPlacer`] over a
-//! [`ClusterView`] (the [`placer`] built on Karpenter's scheduling core), binds the placed ones through
-//! `pods/binding`, and marks the rest `PodScheduled=False` with reason `Unschedulable` and a
-//! `0/N nodes are available` message ([`unschedulable`]) — the signal Karpenter provisions for —
-//! recording kube-scheduler's `Scheduled` and `FailedScheduling` Events.
+//! [`ClusterView`] (the [`placer`] built on Karpenter's scheduling core), binds the placed ones
+//! through `pods/binding`, and marks the rest `PodScheduled=False` with reason `Unschedulable`
+//! and a `0/N nodes are available` message ([`unschedulable`]) — the signal Karpenter
+//! provisions for — recording kube-scheduler's `Scheduled` and `FailedScheduling` Events.
 //!
 //! It lives in the `karpenter` crate, not the Karpenter-agnostic `sandbox` one, because its
 //! placer is Karpenter's scheduling core; it reads and writes the store through the sandbox's
 //! public operations (`sandbox::pods::bind`, `sandbox::events::record`, typed caches).
-
 pub mod hints;
 pub mod informer;
 pub mod placer;
