@@ -12,3 +12,15 @@ pub mod run;
 pub mod sandbox;
 pub mod simulate;
 pub mod workload;
+
+/// How `karpenter sandbox --report` and `karpenter simulate --report` print their report. It
+/// stands here, not in either command, because both use it and the sandbox reads the simulate
+/// command's `--capacity-reservations` reader: neither command's module imports the other back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// Human-readable summary: settle time, pod and NodeClaim counts, cost, instance types,
+    /// why pods are pending.
+    Text,
+    /// One JSON document on stdout (logs stay on stderr).
+    Json,
+}

@@ -24,12 +24,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use sandbox::actors::ActorConfig;
 use sandbox::registry::TypeKey;
 use sandbox::{Sandbox, Store};
 use serde_json::Value;
 
+pub use crate::ReportFormat;
 use crate::workload::{self, Manifest, WorkloadArgs};
 use controller::cloudprovider::CloudProvider;
 use controller::cloudprovider::build::{self as cloud, CloudOptions};
@@ -40,16 +41,6 @@ use controller::runtime::{Context, Settings};
 use karpenter_core::clock::{Clock, SystemClock};
 use kube_scheduler::placer::KubeScheduler;
 use report::{Observation, Report, RunningInstance, observe};
-
-/// Report formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// Human-readable summary: settle time, pod and NodeClaim counts, cost, instance types,
-    /// why pods are pending.
-    Text,
-    /// One JSON document on stdout (logs stay on stderr).
-    Json,
-}
 
 /// The interruption queue a sandbox on the simulated cloud has unless `--interruption-queue`
 /// names another (`karpenter run` has none unless told): `karpenter sandbox interrupt` sends
