@@ -1,5 +1,7 @@
 //! The sandbox: an in-memory Kubernetes API server on loopback that real kubectl and kube-rs
-//! clients use, plus simulated cluster actors (kube-scheduler, kubelet, workload controllers).
+//! clients use, plus simulated cluster actors (kubelet, workload controllers, CSI driver). Its
+//! kube-scheduler is built on Karpenter's scheduling core and lives in the `karpenter` crate
+//! (`karpenter::sandbox::kube_scheduler`), which runs it against this store.
 
 pub mod admission;
 pub mod audit;

@@ -13,16 +13,10 @@ pub mod fail_node;
 pub mod interrupt;
 pub mod interruption;
 pub mod kube_scheduler;
-#[cfg(test)]
-mod kube_scheduler_tests;
-#[cfg(test)]
-mod kube_scheduler_volume_tests;
 pub mod kubelets;
 pub mod publish;
 pub mod rehearsal;
 pub mod report;
-pub mod volume_binding;
-pub mod volume_limits;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -30,12 +24,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use sandbox::actors::ActorConfig;
 use sandbox::registry::TypeKey;
 use sandbox::{Sandbox, Store};
 use serde_json::Value;
 
+pub use crate::ReportFormat;
 use crate::workload::{self, Manifest, WorkloadArgs};
 use controller::cloudprovider::CloudProvider;
 use controller::cloudprovider::build::{self as cloud, CloudOptions};
@@ -44,18 +39,8 @@ use controller::runtime::leader::{self, LeaseConfig};
 use controller::runtime::options::{ControllerOptions, parse_duration};
 use controller::runtime::{Context, Settings};
 use karpenter_core::clock::{Clock, SystemClock};
-use kube_scheduler::KubeScheduler;
+use kube_scheduler::placer::KubeScheduler;
 use report::{Observation, Report, RunningInstance, observe};
-
-/// Report formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// Human-readable summary: settle time, pod and NodeClaim counts, cost, instance types,
-    /// why pods are pending.
-    Text,
-    /// One JSON document on stdout (logs stay on stderr).
-    Json,
-}
 
 /// The interruption queue a sandbox on the simulated cloud has unless `--interruption-queue`
 /// names another (`karpenter run` has none unless told): `karpenter sandbox interrupt` sends
@@ -487,14 +472,16 @@ where
         ..ActorConfig::default()
     };
     let instances = kubelets::for_cloud(&built).map_err(SandboxError::Startup)?;
-    for task in sandbox::actors::spawn_all(
-        sb.store(),
-        &actors,
-        Arc::new(KubeScheduler::new()),
-        instances,
-    ) {
+    // One placer: the scheduler places pods with it and the DaemonSet controller asks it which
+    // nodes a DaemonSet's pods belong on.
+    let placer = Arc::new(KubeScheduler::new());
+    for task in sandbox::actors::spawn_all(sb.store(), &actors, placer.clone(), instances) {
         sb.adopt(task);
     }
+    sb.adopt(tokio::spawn(kube_scheduler::run(
+        Arc::clone(sb.store()),
+        placer,
+    )));
     let client = controller::runtime::client(sb.client_config())
         .map_err(|e| SandboxError::Startup(format!("kube client: {e}")))?;
     // Written last, once nothing can fail any more: a kubeconfig in the temp directory is removed

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use self::bound::{Candidate, lower_bound};
 use self::expand::Expanded;
-use crate::sandbox::ReportFormat;
+use crate::ReportFormat;
 use crate::workload::{self, Generated, WorkloadArgs};
 use controller::cloudprovider::sim::network::SimNetwork;
 use controller::cloudprovider::sim::zone_letters;

@@ -1,9 +1,11 @@
-//! The simulated cluster around the API server: kube-scheduler, kubelets, workload controllers
-//! (Deployment, ReplicaSet, DaemonSet, StatefulSet), the EBS CSI driver with volume provisioning
-//! and attach/detach, the disruption (PDB status) controller, the garbage
-//! collector, and the mirror of the cloud's instances as `Instance` objects. Each actor reads
-//! the store, wakes on the changes it cares about, and writes through the same store operations
-//! the HTTP API uses.
+//! The simulated cluster around the API server: kubelets, workload controllers (Deployment,
+//! ReplicaSet, DaemonSet, StatefulSet), the EBS CSI driver with volume provisioning and
+//! attach/detach, the disruption (PDB status) controller, the garbage collector, and the mirror
+//! of the cloud's instances as `Instance` objects. Each actor reads the store, wakes on the
+//! changes it cares about, and writes through the same store operations the HTTP API uses. The
+//! simulated kube-scheduler is built on Karpenter's scheduling core, so it lives in the
+//! `karpenter` crate (`karpenter::sandbox::kube_scheduler`) and runs on the helpers this module
+//! makes public: [`TypedCache`], [`key`], [`wait_for_change`].
 
 mod cache;
 pub mod csi;
@@ -11,14 +13,7 @@ pub mod gc;
 pub mod instances;
 pub mod kubelet;
 pub mod pdb;
-pub mod queueing_hints;
-pub mod scheduler;
-pub mod scheduler_informer;
-pub mod scheduling_queue;
-#[cfg(test)]
-mod scheduling_queue_tests;
 pub mod statefulset;
-pub mod unschedulable;
 pub mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,8 +22,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
@@ -37,7 +31,6 @@ use crate::registry::TypeKey;
 use crate::store::{Changed, Store};
 
 pub use cache::TypedCache;
-pub use unschedulable::{Plugin, Unschedulable};
 
 /// What a kubelet boots with, as the cloud knows it: the instance and the configuration its
 /// user data passes to the kubelet.
@@ -91,42 +84,10 @@ pub trait InstanceSource: Send + Sync {
     async fn terminate(&self, provider_id: &str) -> Result<(), String>;
 }
 
-/// What one scheduling pass sees of the cluster.
-#[derive(Clone, Copy, Debug)]
-pub struct ClusterView<'a> {
-    /// Pods to schedule, in queue order.
-    pub pending: &'a [Arc<Pod>],
-    /// Pods still waiting in the queue (not in `pending`) with `status.nominatedNodeName`:
-    /// they are not placed, but hold their room on the nominated node as kube-scheduler's
-    /// nominator does for every nominated pod.
-    pub nominated: &'a [Arc<Pod>],
-    /// Every Node: the candidates the placer filters for each pending pod.
-    pub nodes: &'a [Arc<Node>],
-    /// Active pods bound to nodes.
-    pub bound: &'a [Arc<Pod>],
-    /// Namespaces and their labels (pod-affinity namespace selectors).
-    pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
-    /// PersistentVolumeClaims (volume topology).
-    pub pvcs: &'a [Arc<PersistentVolumeClaim>],
-    /// PersistentVolumes: a bound volume's node affinity confines its pods' zone.
-    pub pvs: &'a [Arc<PersistentVolume>],
-    /// StorageClasses: an unbound claim's class `allowedTopologies` confine its pod.
-    pub storage_classes: &'a [Arc<StorageClass>],
-    /// CSINodes: how many volumes of each CSI driver a node can attach (NodeVolumeLimits).
-    pub csinodes: &'a [Arc<CSINode>],
-    /// VolumeAttachments: volumes attached to a node count against its limits too.
-    pub volume_attachments: &'a [Arc<VolumeAttachment>],
-}
-
-/// The filter-and-score half of kube-scheduler, injected so the sandbox schedules with the same
-/// core the controller simulates with.
-pub trait PodPlacer: Send + Sync {
-    /// One scheduling pass: for each pending pod, in the given order, the node it binds to, or
-    /// why none fits (the rejecting plugins, and the reasons that render as kube-scheduler's
-    /// `0/N nodes are available: ...` message). Earlier placements in the pass count against
-    /// later pods.
-    fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>>;
-
+/// Which nodes a DaemonSet pod may run on, as the DaemonSet controller asks kube-scheduler's
+/// predicates (upstream `NodeShouldRunDaemonPod`): injected, so the sandbox judges node
+/// selectors, affinity and taints with the same scheduling core as its kube-scheduler.
+pub trait NodeEligibility: Send + Sync {
     /// Whether a DaemonSet pod could run on the node, ignoring resources (node selector,
     /// affinity and taints), as the DaemonSet controller decides where to create pods.
     fn eligible(&self, pod: &Pod, node: &Node) -> bool;
@@ -155,26 +116,26 @@ impl Default for ActorConfig {
     }
 }
 
-/// Start every actor; the handles stop them when aborted. Installs the `Instance` CRD first, so
-/// the mirror of `instances` is served as soon as this returns.
+/// Start every actor (the kube-scheduler, which is Karpenter's, is started beside them by the
+/// caller); the handles stop them when aborted. Installs the `Instance` CRD first, so the
+/// mirror of `instances` is served as soon as this returns.
 pub fn spawn_all(
     store: &Arc<Store>,
     config: &ActorConfig,
-    placer: Arc<dyn PodPlacer>,
+    eligibility: Arc<dyn NodeEligibility>,
     source: Arc<dyn InstanceSource>,
 ) -> Vec<JoinHandle<()>> {
     if let Err(e) = instances::install_crd(store) {
         tracing::warn!(error = %e, "installing the Instance CRD failed; instances are not mirrored");
     }
     vec![
-        tokio::spawn(scheduler::run(Arc::clone(store), Arc::clone(&placer))),
         tokio::spawn(kubelet::run(
             Arc::clone(store),
             config.clone(),
             Arc::clone(&source),
         )),
         tokio::spawn(instances::run(Arc::clone(store), config.clone(), source)),
-        tokio::spawn(workloads::run(Arc::clone(store), placer)),
+        tokio::spawn(workloads::run(Arc::clone(store), eligibility)),
         tokio::spawn(statefulset::run(Arc::clone(store))),
         tokio::spawn(csi::run(Arc::clone(store), config.ebs_attach_limit)),
         tokio::spawn(pdb::run(Arc::clone(store))),
@@ -182,8 +143,10 @@ pub fn spawn_all(
     ]
 }
 
-/// The storage key of a built-in type.
-pub(crate) fn key(group: &str, plural: &str) -> TypeKey {
+/// The storage key of a built-in type (group `""` for the core group), e.g.
+/// `key("storage.k8s.io", "csinodes")`: what a [`TypedCache`] reads and what a store change
+/// names, for actors to say which types they wake on.
+pub fn key(group: &str, plural: &str) -> TypeKey {
     TypeKey {
         group: group.to_string(),
         plural: plural.to_string(),
@@ -229,8 +192,10 @@ pub(crate) async fn run_passes<T: Send + 'static>(
 }
 
 /// Wait until a change to one of `interest` arrives or `tick` passes, then let changes settle
-/// for `settle` so a burst is handled in one pass. Returns false when the store is gone.
-pub(crate) async fn wait_for_change(
+/// for `settle` so a burst is handled in one pass. Returns false when the store is gone. Actors
+/// with a loop of their own (the kube-scheduler, which wakes for its queue's timers) call it
+/// between passes; the others run through `run_passes`.
+pub async fn wait_for_change(
     rx: &mut tokio::sync::broadcast::Receiver<Changed>,
     interest: &[TypeKey],
     tick: Duration,

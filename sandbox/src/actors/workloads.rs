@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::{PodPlacer, TypedCache, key, run_passes};
+use super::{NodeEligibility, TypedCache, key, run_passes};
 use crate::registry::ResourceType;
 use crate::store::{DeleteOptions, Store, Subresource};
 
@@ -77,7 +77,7 @@ struct Controllers {
     daemonsets: TypedCache<DaemonSet>,
     pods: TypedCache<Pod>,
     nodes: TypedCache<Node>,
-    placer: Arc<dyn PodPlacer>,
+    eligibility: Arc<dyn NodeEligibility>,
 }
 
 struct Types {
@@ -130,7 +130,7 @@ impl Controllers {
         for ds in self.daemonsets.refresh(store) {
             let uid = ds.metadata.uid.clone().unwrap_or_default();
             let owned = pods_by_owner.get(&uid).map(Vec::as_slice).unwrap_or(&[]);
-            reconcile_daemonset(store, &t, &ds, owned, &nodes, self.placer.as_ref());
+            reconcile_daemonset(store, &t, &ds, owned, &nodes, self.eligibility.as_ref());
         }
     }
 }
@@ -446,7 +446,7 @@ fn reconcile_daemonset(
     ds: &DaemonSet,
     owned: &[Arc<Pod>],
     nodes: &[Arc<Node>],
-    placer: &dyn PodPlacer,
+    eligibility: &dyn NodeEligibility,
 ) {
     let meta = &ds.metadata;
     let (Some(name), Some(ns)) = (&meta.name, &meta.namespace) else {
@@ -467,7 +467,7 @@ fn reconcile_daemonset(
     let mut desired = 0;
     for node in nodes.iter().filter(|n| node_is_ready(n)) {
         let node_name = node.metadata.name.clone().unwrap_or_default();
-        let wanted = placer.eligible(&probe, node);
+        let wanted = eligibility.eligible(&probe, node);
         let existing = by_node.remove(&node_name).unwrap_or_default();
         if wanted {
             desired += 1;
@@ -511,15 +511,16 @@ fn reconcile_daemonset(
     }
 }
 
-/// Run the workload controllers until the store goes away.
-pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
+/// Run the workload controllers until the store goes away; `eligibility` says which nodes each
+/// DaemonSet's pods belong on.
+pub async fn run(store: Arc<Store>, eligibility: Arc<dyn NodeEligibility>) {
     let c = Controllers {
         deployments: TypedCache::new(key("apps", "deployments")),
         replicasets: TypedCache::new(key("apps", "replicasets")),
         daemonsets: TypedCache::new(key("apps", "daemonsets")),
         pods: TypedCache::new(key("", "pods")),
         nodes: TypedCache::new(key("", "nodes")),
-        placer,
+        eligibility,
     };
     let interest = [
         key("apps", "deployments"),

@@ -18,8 +18,8 @@ use super::{TypedCache, key, run_passes};
 use crate::store::Store;
 
 pub mod attacher;
-#[cfg(test)]
-pub(crate) mod fixtures;
+#[cfg(any(test, feature = "testing"))]
+pub mod fixtures;
 pub mod provisioner;
 
 /// The driver's name, as StorageClasses (`provisioner`), PersistentVolumes (`spec.csi.driver`),

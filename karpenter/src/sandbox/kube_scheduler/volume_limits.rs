@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::view::ClusterView;
 use k8s_openapi::api::core::v1::Pod;
-use sandbox::actors::ClusterView;
 
 /// kube-scheduler's reason for a node at its volume limit.
 pub const MAX_VOLUME_COUNT: &str = "node(s) exceed max volume count";

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::queueing_hints::ClusterEvent;
-use super::scheduling_queue::{SchedulingQueue, pod_key};
+use super::hints::ClusterEvent;
+use super::queue::{SchedulingQueue, pod_key};
 
 /// Whether this scheduler (`default-scheduler`) is responsible for the pod and it still needs a
 /// node: unbound, not gated, not deleting, Pending.
@@ -55,7 +55,7 @@ fn phase(pod: &Pod) -> &str {
 }
 
 /// What the scheduler saw at its last pass, each list sorted by namespace and name as
-/// [`super::TypedCache::refresh`] returns it.
+/// [`sandbox::actors::TypedCache::refresh`] returns it.
 #[derive(Default)]
 pub struct Seen {
     /// Every pod.

@@ -15,10 +15,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use sandbox::actors::{ClusterView, PodPlacer, Unschedulable};
+use sandbox::actors::NodeEligibility;
 use serde_json::{Value, json};
 
-use super::kube_scheduler::KubeScheduler;
+use super::placer::KubeScheduler;
+use super::unschedulable::Unschedulable;
+use super::view::{ClusterView, PodPlacer};
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
@@ -1644,7 +1646,7 @@ fn nominated_pods_waiting_in_the_queue_hold_their_room() {
 /// `schedule_one.go` `findNodesThatFitPod`), which decide the events that requeue it.
 #[test]
 fn a_failure_names_the_rejecting_plugins() {
-    use sandbox::actors::Plugin;
+    use super::unschedulable::Plugin;
     let out = place_with_waiting(
         vec![
             sized("small", "1"),

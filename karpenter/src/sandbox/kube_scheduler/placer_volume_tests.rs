@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
-use sandbox::actors::{ClusterView, PodPlacer};
 use serde_json::{Value, json};
 
-use super::kube_scheduler::KubeScheduler;
+use super::placer::KubeScheduler;
+use super::view::{ClusterView, PodPlacer};
 use super::volume_limits::MAX_VOLUME_COUNT;
 
 const EBS: &str = "ebs.csi.aws.com";

@@ -1,5 +1,5 @@
 //! Why kube-scheduler could not place a pod: the plugins that rejected it (which decide the
-//! cluster events that may requeue it, `scheduling_queue`) and the per-node reasons, kept as
+//! cluster events that may requeue it, [`super::queue`]) and the per-node reasons, kept as
 //! counts and rendered into kube-scheduler's `0/N nodes are available: ...` message only when
 //! the scheduler reports it (upstream `framework.FitError.Error`, `schedule_one.go`).
 

@@ -1,26 +1,48 @@
-//! The simulated kube-scheduler: pops pending pods (schedulerName `default-scheduler`) from its
-//! scheduling queue (activeQ order: priority, then age; failed pods back off or wait in the
-//! unschedulable pool for an event that may help, `scheduling_queue`), binds the placed ones
+//! The sandbox's simulated kube-scheduler, an actor on the sandbox's store: pops pending pods
+//! (schedulerName `default-scheduler`) from its scheduling queue (activeQ order: priority, then
+//! age; failed pods back off or wait in the unschedulable pool for an event that may help,
+//! [`queue`] with [`hints`], fed by [`informer`]), places them with a [`PodPlacer`] over a
+//! [`ClusterView`] (the [`placer`] built on Karpenter's scheduling core), binds the placed ones
 //! through `pods/binding`, and marks the rest `PodScheduled=False` with reason `Unschedulable`
-//! and a `0/N nodes are available` message — the signal Karpenter provisions for — recording
-//! kube-scheduler's `Scheduled` and `FailedScheduling` Events.
+//! and a `0/N nodes are available` message ([`unschedulable`]) — the signal Karpenter
+//! provisions for — recording kube-scheduler's `Scheduled` and `FailedScheduling` Events.
+//!
+//! It lives in the `karpenter` crate, not the Karpenter-agnostic `sandbox` one, because its
+//! placer is Karpenter's scheduling core; it reads and writes the store through the sandbox's
+//! public operations (`sandbox::pods::bind`, `sandbox::events::record`, typed caches).
+pub mod hints;
+pub mod informer;
+pub mod placer;
+#[cfg(test)]
+mod placer_tests;
+#[cfg(test)]
+mod placer_volume_tests;
+pub mod queue;
+#[cfg(test)]
+mod queue_tests;
+#[cfg(test)]
+mod tests;
+pub mod unschedulable;
+pub mod view;
+pub mod volume_binding;
+pub mod volume_limits;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use sandbox::actors::csi::SELECTED_NODE;
+use sandbox::actors::{TypedCache, key, wait_for_change};
+use sandbox::events;
+use sandbox::pods::{bind, set_pod_condition};
+use sandbox::store::{Store, Subresource};
 use serde_json::Value;
 
-use super::csi::SELECTED_NODE;
-use super::scheduler_informer::{Seen, is_active_bound};
-use super::scheduling_queue::{QueueConfig, SchedulingQueue, pod_key};
-use super::{ClusterView, PodPlacer, TypedCache, key, wait_for_change};
-use crate::events;
-use crate::pods::{bind, set_pod_condition};
-use crate::store::{Store, Subresource};
+use self::informer::{Seen, is_active_bound};
+use self::queue::{QueueConfig, SchedulingQueue, pod_key};
+use self::view::{ClusterView, PodPlacer};
 
 /// The component the scheduler's Events come from, as kube-scheduler names itself.
 const SCHEDULER: &str = "default-scheduler";
@@ -232,7 +254,7 @@ fn select_node(
     node: &str,
     pvcs: &[Arc<PersistentVolumeClaim>],
     classes: &[Arc<StorageClass>],
-) -> crate::error::ApiResult<()> {
+) -> sandbox::error::ApiResult<()> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let claims = pod
         .spec
@@ -312,138 +334,5 @@ pub async fn run(store: Arc<Store>, placer: Arc<dyn PodPlacer>) {
         if !wait_for_change(&mut rx, &interest, tick, SETTLE).await {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::super::Unschedulable;
-    use super::super::csi::fixtures::{claim, cluster, object, pod};
-    use super::*;
-
-    /// Places every pod on `n1`.
-    struct OnN1;
-
-    impl PodPlacer for OnN1 {
-        fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>> {
-            view.pending.iter().map(|_| Ok("n1".to_string())).collect()
-        }
-
-        fn eligible(&self, _: &Pod, _: &Node) -> bool {
-            true
-        }
-    }
-
-    #[test]
-    fn binding_a_pod_selects_its_node_for_wait_for_first_consumer_claims() {
-        let store = cluster();
-        claim(&store, "later", Some("wait"), "1Gi");
-        claim(&store, "now", Some("now"), "1Gi");
-        pod(&store, "a", "later", None);
-        pod(&store, "b", "now", None);
-        assert_eq!(pass(&store, &OnN1, &mut Scheduler::default()), 2);
-        let later = object(&store, "", "persistentvolumeclaims", "default", "later");
-        assert_eq!(later["metadata"]["annotations"][SELECTED_NODE], "n1");
-        let now = object(&store, "", "persistentvolumeclaims", "default", "now");
-        assert_eq!(
-            now["metadata"]["annotations"][SELECTED_NODE],
-            json!(null),
-            "Immediate claims are provisioned without the scheduler"
-        );
-        assert_eq!(
-            object(&store, "", "pods", "default", "a")["spec"]["nodeName"],
-            "n1"
-        );
-    }
-
-    /// Places every pod on node `big` once it exists; otherwise NodeResourcesFit rejects each
-    /// node. Counts the pods it was asked to place (scheduling attempts).
-    #[derive(Default)]
-    struct OnBig(std::sync::atomic::AtomicUsize);
-
-    impl PodPlacer for OnBig {
-        fn place(&self, view: &ClusterView) -> Vec<Result<String, Unschedulable>> {
-            use std::sync::atomic::Ordering;
-            self.0.fetch_add(view.pending.len(), Ordering::SeqCst);
-            let big = view
-                .nodes
-                .iter()
-                .any(|n| n.metadata.name.as_deref() == Some("big"));
-            view.pending
-                .iter()
-                .map(|_| {
-                    if big {
-                        return Ok("big".to_string());
-                    }
-                    let mut why = Unschedulable::filters(view.nodes.len());
-                    for _ in view.nodes {
-                        why.reject(
-                            super::super::Plugin::NodeResourcesFit,
-                            "Insufficient cpu".into(),
-                        );
-                    }
-                    Err(why)
-                })
-                .collect()
-        }
-
-        fn eligible(&self, _: &Pod, _: &Node) -> bool {
-            true
-        }
-    }
-
-    /// The actor end to end over the queue (`scheduling_queue.go` `MoveAllToActiveOrBackoffQueue`
-    /// fed by `eventhandlers.go`): a rejected pod is marked Unschedulable once, is not tried
-    /// again on an unrelated change (a pod bound elsewhere, which NodeResourcesFit does not
-    /// register), and is tried and bound on the Node/Add event that lets it fit.
-    #[test]
-    fn a_rejected_pod_is_retried_on_a_node_add_and_not_on_an_unrelated_change() {
-        use std::sync::atomic::Ordering;
-        let store = cluster();
-        pod(&store, "a", "none", None);
-        let placer = OnBig::default();
-        let no_backoff = QueueConfig {
-            initial_backoff: jiff::SignedDuration::ZERO,
-            max_backoff: jiff::SignedDuration::ZERO,
-            ..QueueConfig::default()
-        };
-        let mut state = Scheduler::new(no_backoff);
-        assert_eq!(pass(&store, &placer, &mut state), 0);
-        assert_eq!(placer.0.load(Ordering::SeqCst), 1);
-        let a = object(&store, "", "pods", "default", "a");
-        assert_eq!(a["status"]["conditions"][0]["reason"], "Unschedulable");
-        assert_eq!(
-            a["status"]["conditions"][0]["message"],
-            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
-        );
-        pod(&store, "b", "none", Some("n1"));
-        assert_eq!(pass(&store, &placer, &mut state), 0);
-        assert_eq!(pass(&store, &placer, &mut state), 0);
-        assert_eq!(
-            placer.0.load(Ordering::SeqCst),
-            1,
-            "no retry without a hinted event"
-        );
-        assert_eq!(
-            state.queue().state("default/a"),
-            Some(super::super::scheduling_queue::QueueState::Unschedulable)
-        );
-        let nodes = store.resource("", "v1", "nodes").expect("served");
-        store
-            .create(
-                &nodes,
-                "",
-                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "big"}}),
-            )
-            .expect("node");
-        assert_eq!(pass(&store, &placer, &mut state), 1);
-        assert_eq!(placer.0.load(Ordering::SeqCst), 2);
-        assert_eq!(
-            object(&store, "", "pods", "default", "a")["spec"]["nodeName"],
-            "big"
-        );
-        assert_eq!(state.queue().state("default/a"), None);
     }
 }

@@ -25,8 +25,6 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use std::borrow::Cow;
 
-use sandbox::actors::{ClusterView, Plugin, PodPlacer, Unschedulable};
-
 use karpenter_core::pod_view::PodView;
 use karpenter_core::scheduling::constraints::{HostPort, Relaxation};
 use karpenter_core::scheduling::pod::PodInfo;
@@ -37,7 +35,10 @@ use karpenter_core::scheduling::topology::{
     Mode, PodRef, Target, Topology, TopologyError, Universe,
 };
 use karpenter_core::scheduling::volumes::VolumeIndex;
+use sandbox::actors::NodeEligibility;
 
+use super::unschedulable::{Plugin, Unschedulable};
+use super::view::{ClusterView, PodPlacer};
 use super::volume_binding::VolumeBinding;
 use super::volume_limits::{MAX_VOLUME_COUNT, VolumeLimits, pending_volumes};
 
@@ -798,7 +799,11 @@ impl PodPlacer for KubeScheduler {
         }
         out
     }
+}
 
+/// The DaemonSet controller's question (which nodes its pods belong on), answered with the same
+/// compiled node affinity and taints as the filters.
+impl NodeEligibility for KubeScheduler {
     fn eligible(&self, pod: &Pod, node: &Node) -> bool {
         let (Ok(compiled), Some(state)) = (self.compile(pod), KubeScheduler::node_state(node))
         else {

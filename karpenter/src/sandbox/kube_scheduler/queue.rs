@@ -12,7 +12,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 
-use super::queueing_hints::{ClusterEvent, pod_changed, queue, registers};
+use super::hints::{ClusterEvent, pod_changed, queue, registers};
 use super::unschedulable::Plugin;
 
 /// A pod's queue key: `namespace/name`.

@@ -9,8 +9,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 
-use super::queueing_hints::ClusterEvent;
-use super::scheduling_queue::{QueueConfig, QueueState, SchedulingQueue};
+use super::hints::ClusterEvent;
+use super::queue::{QueueConfig, QueueState, SchedulingQueue};
 use super::unschedulable::Plugin;
 
 fn t0() -> Timestamp {
@@ -133,7 +133,7 @@ fn an_unrelated_event_leaves_the_pod_in_the_pool() {
 }
 
 /// Each plugin's hint, as its `QueueingHintFn` judges the event (plugin files cited in
-/// `queueing_hints.rs`): (rejecting plugin, event, whether the pod is requeued).
+/// `hints.rs`): (rejecting plugin, event, whether the pod is requeued).
 #[test]
 fn plugin_hints_requeue_only_on_events_that_may_help() {
     let selective = Arc::new(
@@ -326,7 +326,7 @@ fn nominated_and_deleted_pods() {
 /// plugin's pods for events it does not register, which must never hide a `Queue`.
 #[test]
 fn hints_only_queue_events_their_plugin_registers() {
-    use super::queueing_hints::{queue, registers};
+    use super::hints::{queue, registers};
     let p = pod("a");
     let n = node("n");
     let bound = testutil::pod("b").on_node("n").build();
