@@ -86,6 +86,8 @@ pub struct SchedulingQueue {
     pool_len: usize,
     /// Queued pods with `status.nominatedNodeName`: they hold room on that node.
     nominated: BTreeSet<PodKey>,
+    /// A nomination was released since the last [`SchedulingQueue::pop_all`].
+    released: bool,
     next_flush: Option<Timestamp>,
 }
 
@@ -105,11 +107,20 @@ fn active_key(key: &str, pod: &Pod) -> ActiveKey {
 }
 
 fn is_nominated(pod: &Pod) -> bool {
+    nomination(pod).is_some()
+}
+
+/// The node `pod` is nominated to (`status.nominatedNodeName`), if set and not empty.
+fn nomination(pod: &Pod) -> Option<&str> {
     pod.status
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
-        .is_some_and(|n| !n.is_empty())
+        .filter(|n| !n.is_empty())
 }
+
+/// The plugins whose rejections a nominated pod's held room can cause: its requests
+/// (NodeResourcesFit) and host ports (NodePorts) are taken on its node for every other pod.
+const HELD_BY_NOMINATIONS: [Plugin; 2] = [Plugin::NodeResourcesFit, Plugin::NodePorts];
 
 impl SchedulingQueue {
     /// An empty queue with `config`'s timing.
@@ -122,6 +133,7 @@ impl SchedulingQueue {
             pool: BTreeMap::new(),
             pool_len: 0,
             nominated: BTreeSet::new(),
+            released: false,
             next_flush: None,
         }
     }
@@ -187,6 +199,7 @@ impl SchedulingQueue {
             self.active.remove(&active_key(&key, &entry.pod));
             self.active.insert(active_key(&key, &new));
         }
+        let released = nomination(&entry.pod).is_some_and(|n| nomination(&new) != Some(n));
         if is_nominated(&new) {
             self.nominated.insert(key.clone());
         } else {
@@ -196,14 +209,21 @@ impl SchedulingQueue {
         if changed && entry.state == QueueState::Unschedulable {
             self.requeue(&key, now);
         }
+        if released {
+            self.released = true;
+        }
     }
 
-    /// The pod is no longer pending (deleted, bound, gated): it leaves every queue.
+    /// The pod is no longer pending (deleted, bound, gated): it leaves every queue. The room
+    /// its nomination held is released at the next [`Self::pop_all`]
+    /// ([`Self::nomination_released`]).
     pub fn delete(&mut self, key: &str) {
         let Some(entry) = self.pods.remove(key) else {
             return;
         };
-        self.nominated.remove(key);
+        if self.nominated.remove(key) {
+            self.released = true;
+        }
         match entry.state {
             QueueState::Active => {
                 self.active.remove(&active_key(key, &entry.pod));
@@ -223,6 +243,9 @@ impl SchedulingQueue {
     /// The scheduler places them in this order, each seeing the ones before it as assumed
     /// (upstream's one pod per cycle with the assume cache).
     pub fn pop_all(&mut self, now: Timestamp) -> Vec<Arc<Pod>> {
+        if std::mem::take(&mut self.released) {
+            self.nomination_released(now);
+        }
         self.flush(now);
         let mut out = Vec::with_capacity(self.active.len());
         for (_, _, key) in std::mem::take(&mut self.active) {
@@ -337,6 +360,25 @@ impl SchedulingQueue {
             self.requeue(&key, now);
         }
         moved
+    }
+
+    /// A nomination was taken back, moved to another node, or its pod left the queue (bound,
+    /// deleted): the room it held on its node is free. Pods NodeResourcesFit or NodePorts
+    /// rejected may have been rejected for that room alone, and none of those plugins' events
+    /// (a node added, allocatable changed, a pod deleted) says so, so they move to backoffQ or
+    /// activeQ now instead of waiting for the periodic flush. Coarser than it could be (every
+    /// such pod, whatever node it was rejected on): a needless retry costs one attempt, a
+    /// missed one five minutes.
+    pub fn nomination_released(&mut self, now: Timestamp) {
+        let waiting: BTreeSet<PodKey> = HELD_BY_NOMINATIONS
+            .iter()
+            .filter_map(|p| self.pool.get(p))
+            .flatten()
+            .cloned()
+            .collect();
+        for key in waiting {
+            self.requeue(&key, now);
+        }
     }
 
     /// Queued pods, not in flight, that hold a nomination (their room is kept on that node).

@@ -322,6 +322,49 @@ fn nominated_and_deleted_pods() {
     assert_eq!(q.state("default/a"), None);
 }
 
+/// A pod NodeResourcesFit rejected while another pod's nomination held room waits in the
+/// pool; when that nomination is released (its pod bound elsewhere, or the nomination taken
+/// back) the pod is retried at the next pop, not after the five-minute flush. A pod rejected
+/// for its node affinity stays.
+#[test]
+fn a_released_nomination_retries_the_pods_it_may_have_kept_out() {
+    let nominated = |node: Option<&str>| {
+        let mut p = testutil::pod("holder").cpu("1").build();
+        p.status
+            .get_or_insert_with(Default::default)
+            .nominated_node_name = node.map(String::from);
+        Arc::new(p)
+    };
+    for release in ["bound", "taken back"] {
+        let mut q = SchedulingQueue::new(QueueConfig::default());
+        q.add(nominated(Some("n")), t0());
+        q.add(pod("a"), t0());
+        q.add(pod("b"), t0());
+        assert_eq!(q.pop_all(t0()).len(), 3);
+        q.unschedulable("default/holder", plugins(&[Plugin::NodeAffinity]), t0());
+        q.unschedulable("default/a", plugins(&[Plugin::NodeResourcesFit]), t0());
+        q.unschedulable("default/b", plugins(&[Plugin::NodeAffinity]), t0());
+        assert_eq!(q.nominated().len(), 1);
+        // Nothing released yet: a later pop leaves both waiting.
+        assert!(q.pop_all(at(5)).is_empty(), "{release}");
+        match release {
+            "bound" => q.delete("default/holder"),
+            _ => q.update(nominated(None), at(6)),
+        }
+        let popped: Vec<String> = q
+            .pop_all(at(7))
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(popped, vec!["a".to_string()], "{release}");
+        assert_eq!(
+            q.state("default/b"),
+            Some(QueueState::Unschedulable),
+            "{release}"
+        );
+    }
+}
+
 /// Every hint that can say `Queue` is for an event its plugin registers: the queue skips a
 /// plugin's pods for events it does not register, which must never hide a `Queue`.
 #[test]
