@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 use super::document::{Document, Snapshot, View};
 use super::keys::{QuitKeys, RawMode};
-use super::pod_feed::PodFeed;
+use super::pod_feed::{ACTIVE_PODS, PodFeed};
 use super::print::{Print, silent_when_empty, write_document};
 use super::rows::{NoPrices, PriceBook};
 use super::watch::{AlternateScreen, Printer, Screen};
@@ -108,9 +108,6 @@ fn print(args: &StatusArgs, color: bool) -> Print {
         compact: false,
     }
 }
-
-/// Pods kube-scheduler counts on their nodes: the phases it leaves out, left out by the server.
-pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// Reads the NodePools, NodeClaims and Nodes (of `nodepool` only, when given, by the
 /// `karpenter.sh/nodepool` label, and only those matching the label `selector`, when given),

@@ -16,7 +16,9 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::task::JoinHandle;
 
-use super::command::ACTIVE_PODS;
+/// Pods kube-scheduler counts on their nodes: the phases it leaves out, left out by the server
+/// (a field selector), for the watch here and the list `status` makes without it.
+pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// The state of the watch, shared with the task that drives it.
 #[derive(Debug, Default)]
