@@ -176,6 +176,8 @@ async fn names_every_blocker_then_finds_the_empty_nodes() {
     let live = Live::start().await;
 
     // Three nodes, each blocked: pinned's by its annotation, web's by the PodDisruptionBudget.
+    // (A node can be blocked for a while before its pod is bound, for another reason: the
+    // report is taken once every blocker is the one expected.)
     let report = live
         .report_when("three blocked nodes", |r| {
             let n = nodes(r);
@@ -185,6 +187,8 @@ async fn names_every_blocker_then_finds_the_empty_nodes() {
                     .filter(|n| message(n).contains("PodDisruptionBudget"))
                     .count()
                     == 2
+                && n.iter()
+                    .any(|n| message(n).starts_with("pod default/pinned has"))
         })
         .await;
     let pinned_node = node_of_pinned(&live).await;
