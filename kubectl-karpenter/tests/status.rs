@@ -85,8 +85,8 @@ fn expected_claims() -> Vec<Vec<String>> {
             "STATE",
             "INSTANCE-TYPE",
             "PODS",
-            "CPU",
-            "MEMORY",
+            "REQ-CPU",
+            "REQ-MEMORY",
             "*",
         ]),
         row(&[
@@ -285,8 +285,8 @@ async fn status_directly_and_as_a_kubectl_plugin() {
         [
             row(&[
                 "NODEPOOL",
-                "CPU",
-                "MEMORY",
+                "CAP/LIMIT-CPU",
+                "CAP/LIMIT-MEMORY",
                 "READY",
                 "IN-FLIGHT",
                 "DRIFTED",

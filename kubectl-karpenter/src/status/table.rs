@@ -16,14 +16,15 @@ use crate::render::{Cell, TableOptions, format_price, write_aligned};
 use crate::upgrade::report;
 
 /// The NodeClaim columns of the default table: what tells an idle or busy node at a glance,
-/// within 100 columns for usual names and ages.
+/// within 100 columns for usual names and ages. CPU and memory are the pods' requests against
+/// the node's allocatable (`REQ-`), as the cockpit's `REQ` bars are.
 const HEADERS: [&str; 7] = [
     "NAME",
     "STATE",
     "INSTANCE-TYPE",
     "PODS",
-    "CPU",
-    "MEMORY",
+    "REQ-CPU",
+    "REQ-MEMORY",
     "AGE",
 ];
 const WIDE_HEADERS: [&str; 10] = [
@@ -38,10 +39,12 @@ const WIDE_HEADERS: [&str; 10] = [
     "DISRUPTION-REASON",
     "DRAIN-BY",
 ];
+/// The NodePool columns: CPU and memory are its nodes' capacity against its limit
+/// (`CAP/LIMIT-`, `-` without one), a different measure from the NodeClaims' requests.
 const POOL_HEADERS: [&str; 9] = [
     "NODEPOOL",
-    "CPU",
-    "MEMORY",
+    "CAP/LIMIT-CPU",
+    "CAP/LIMIT-MEMORY",
     "READY",
     "IN-FLIGHT",
     "DRIFTED",
