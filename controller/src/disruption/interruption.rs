@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crds::NodeClaim;
 use crds::disruption::{
     COMMAND_ANNOTATION, DRAIN_BY_ANNOTATION, REASON_ANNOTATION, REPLACEMENT_ANNOTATION,
-    REPLACES_ANNOTATION, STARTED_ANNOTATION,
+    STARTED_ANNOTATION,
 };
 use crds::history::CANDIDATES_ANNOTATION;
 use crds::labels::{
@@ -177,15 +177,7 @@ async fn start_once(
     tracing::info!(command = %id, nodeclaim = %name, kind = %kind, replacement = %replacement_name,
         drain_by = %drain_by, "interruption command started");
     if let Some(planned) = replacement {
-        let mut new = planned.nodeclaim.clone();
-        new.metadata.generate_name = None;
-        new.metadata.name = Some(replacement_name.clone());
-        let annotations = new
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default);
-        annotations.insert(COMMAND_ANNOTATION.into(), id.clone());
-        annotations.insert(REPLACES_ANNOTATION.into(), name.clone());
+        let new = marks::replacement_claim(&planned.nodeclaim, &replacement_name, &id, &name);
         let api: Api<NodeClaim> = Api::all(ctx.client.clone());
         match api.create(&PostParams::default(), &new).await {
             Ok(created) => {

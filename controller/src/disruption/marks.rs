@@ -42,6 +42,28 @@ pub enum Held {
     Gone,
 }
 
+/// The replacement NodeClaim of command `command`, to be created: `planned` (the solver's
+/// NodeClaim) named `name` (not generated, so a restart finds it by the candidates'
+/// `REPLACEMENT_ANNOTATION`), annotated with the command and the candidates it replaces
+/// (`replaces`, comma-separated NodeClaim names).
+pub fn replacement_claim(
+    planned: &NodeClaim,
+    name: &str,
+    command: &str,
+    replaces: &str,
+) -> NodeClaim {
+    let mut claim = planned.clone();
+    claim.metadata.generate_name = None;
+    claim.metadata.name = Some(name.to_string());
+    let annotations = claim
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.insert(COMMAND_ANNOTATION.into(), command.to_string());
+    annotations.insert(REPLACES_ANNOTATION.into(), replaces.to_string());
+    claim
+}
+
 /// Add (`on`) or remove the `karpenter.sh/disrupted:NoSchedule` taint on the node `name`, read
 /// live and retried until it holds.
 ///

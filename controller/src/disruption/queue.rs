@@ -111,15 +111,8 @@ pub(super) async fn start(
             }
         }
         Action::Replace(r) => {
-            let mut claim = r.planned.nodeclaim.clone();
-            claim.metadata.generate_name = None;
-            claim.metadata.name = Some(replacement.clone());
-            let annotations = claim
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default);
-            annotations.insert(COMMAND_ANNOTATION.into(), id.clone());
-            annotations.insert(REPLACES_ANNOTATION.into(), names.join(","));
+            let claim =
+                marks::replacement_claim(&r.planned.nodeclaim, &replacement, &id, &names.join(","));
             let api: Api<NodeClaim> = Api::all(ctx.client.clone());
             match api.create(&PostParams::default(), &claim).await {
                 Ok(created) => {
