@@ -270,21 +270,11 @@ fn pool_table(pools: &[PoolRow], width: usize) -> Vec<Text> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::document::View;
     use crate::status::fixtures;
-
-    fn doc() -> Document {
-        Document::build(
-            &fixtures::snapshot(),
-            &View::default(),
-            fixtures::now(),
-            &fixtures::FixedPrices,
-        )
-    }
 
     #[test]
     fn no_line_passes_the_last_column_at_any_width() {
-        let doc = doc();
+        let doc = fixtures::document();
         for width in [0, 1, 5, 20, 40, 60, 79, 80, 81, 120, 200, 300] {
             let lines = screen(&doc, width, 100, false);
             for line in &lines {
@@ -306,21 +296,21 @@ mod tests {
 
     #[test]
     fn a_short_terminal_says_how_much_is_left_out() {
-        let lines = screen(&doc(), 80, 6, false);
+        let lines = screen(&fixtures::document(), 80, 6, false);
         assert_eq!(lines.len(), 6);
         assert!(
             lines[5].starts_with("… ") && lines[5].contains(" more lines"),
             "{lines:#?}"
         );
-        assert!(screen(&doc(), 80, 0, false).is_empty());
+        assert!(screen(&fixtures::document(), 80, 0, false).is_empty());
     }
 
     #[test]
     fn colour_only_when_asked() {
         crossterm::style::force_color_output(true);
-        let plain = screen(&doc(), 120, 100, false);
+        let plain = screen(&fixtures::document(), 120, 100, false);
         assert!(plain.iter().all(|l| !l.contains('\u{1b}')), "{plain:#?}");
-        let coloured = screen(&doc(), 120, 100, true);
+        let coloured = screen(&fixtures::document(), 120, 100, true);
         assert!(coloured.iter().any(|l| l.contains('\u{1b}')));
         assert_eq!(plain.len(), coloured.len());
     }

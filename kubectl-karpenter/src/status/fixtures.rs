@@ -145,6 +145,16 @@ pub fn snapshot() -> Snapshot {
 
 /// [`snapshot`] plus `default-spot`, a spot c5.large Karpenter is replacing because EC2 sent
 /// its two-minute interruption warning (drain due at 12:01:40), and its replacement
+/// The document of [`snapshot`] under the default view, at [`now`], priced by [`FixedPrices`].
+pub fn document() -> super::document::Document {
+    super::document::Document::build(
+        &snapshot(),
+        &super::document::View::default(),
+        now(),
+        &FixedPrices,
+    )
+}
+
 /// `default-spot-r`, launching.
 pub fn snapshot_with_interruption() -> Snapshot {
     let mut snapshot = snapshot();

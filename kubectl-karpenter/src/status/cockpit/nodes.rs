@@ -214,21 +214,11 @@ pub(super) fn node_table(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::document::{Document, View};
     use crate::status::fixtures;
-
-    fn doc() -> Document {
-        Document::build(
-            &fixtures::snapshot(),
-            &View::default(),
-            fixtures::now(),
-            &fixtures::FixedPrices,
-        )
-    }
 
     #[test]
     fn states_say_why_a_node_goes() {
-        let doc = doc();
+        let doc = fixtures::document();
         let state = |name: &str| {
             let row = doc
                 .node_claims
@@ -258,7 +248,7 @@ mod tests {
 
     #[test]
     fn bars_narrow_and_headers_shorten_before_columns_go() {
-        let doc = doc();
+        let doc = fixtures::document();
         let rows: Vec<Line> = doc.node_claims.iter().map(Line::of_claim).collect();
         let header = |width| {
             let lines = node_table(&rows, "NODECLAIM", "STATE", width);
